@@ -1,0 +1,187 @@
+"""Every per-GPU series the exporter publishes: name, type, unit, help and NVML source.
+
+DCGM-compatible series keep dcgm-exporter's names, units and help text; our own series use base
+units and standard suffixes. docs/metrics.md is checked against this table by the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Collector = Literal[
+    "utilization",
+    "memory",
+    "temperature",
+    "power",
+    "clocks",
+    "pcie",
+    "ecc",
+    "remapped_rows",
+    "xid",
+    "clock_events",
+    "nvlink",
+]
+COLLECTORS: tuple[Collector, ...] = (
+    "utilization",
+    "memory",
+    "temperature",
+    "power",
+    "clocks",
+    "pcie",
+    "ecc",
+    "remapped_rows",
+    "xid",
+    "clock_events",
+    "nvlink",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    name: str
+    kind: Literal["gauge", "counter"]
+    unit: str
+    help: str
+    collector: Collector
+    source: str
+
+
+def _s(
+    name: str,
+    kind: Literal["gauge", "counter"],
+    unit: str,
+    help: str,
+    collector: Collector,
+    source: str,
+) -> Series:
+    return Series(name, kind, unit, help, collector, source)
+
+
+SCALAR_SERIES: tuple[Series, ...] = (
+    _s("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", "utilization",
+       "nvmlDeviceGetUtilizationRates().gpu"),
+    _s("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "%", "Memory utilization (in %).", "utilization",
+       "nvmlDeviceGetUtilizationRates().memory"),
+    _s("DCGM_FI_DEV_ENC_UTIL", "gauge", "%", "Encoder utilization (in %).", "utilization",
+       "nvmlDeviceGetEncoderUtilization()"),
+    _s("DCGM_FI_DEV_DEC_UTIL", "gauge", "%", "Decoder utilization (in %).", "utilization",
+       "nvmlDeviceGetDecoderUtilization()"),
+    _s("DCGM_FI_DEV_FB_FREE", "gauge", "MiB", "Framebuffer memory free (in MiB).", "memory",
+       "nvmlDeviceGetMemoryInfo(v2).free"),
+    _s("DCGM_FI_DEV_FB_USED", "gauge", "MiB", "Framebuffer memory used (in MiB).", "memory",
+       "nvmlDeviceGetMemoryInfo(v2).used"),
+    _s("DCGM_FI_DEV_FB_RESERVED", "gauge", "MiB", "Framebuffer memory reserved (in MiB).",
+       "memory", "nvmlDeviceGetMemoryInfo(v2).reserved"),
+    _s("DCGM_FI_DEV_FB_TOTAL", "gauge", "MiB", "Framebuffer memory total (in MiB).", "memory",
+       "nvmlDeviceGetMemoryInfo().total"),
+    _s("DCGM_FI_DEV_GPU_TEMP", "gauge", "C", "GPU temperature (in C).", "temperature",
+       "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU)"),
+    _s("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "C", "Memory temperature (in C).", "temperature",
+       "nvmlDeviceGetFieldValues(NVML_FI_DEV_MEMORY_TEMP)"),
+    _s("DCGM_FI_DEV_POWER_USAGE", "gauge", "W", "Power draw (in W).", "power",
+       "nvmlDeviceGetPowerUsage() / 1000"),
+    _s("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "W",
+       "Effective power limit that the driver enforces after taking into account all limiters "
+       "(in W).", "power", "nvmlDeviceGetEnforcedPowerLimit() / 1000"),
+    _s("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "mJ",
+       "Total energy consumption since boot (in mJ).", "power",
+       "nvmlDeviceGetTotalEnergyConsumption()"),
+    _s("DCGM_FI_DEV_SM_CLOCK", "gauge", "MHz", "SM clock frequency (in MHz).", "clocks",
+       "nvmlDeviceGetClockInfo(NVML_CLOCK_SM)"),
+    _s("DCGM_FI_DEV_MEM_CLOCK", "gauge", "MHz", "Memory clock frequency (in MHz).", "clocks",
+       "nvmlDeviceGetClockInfo(NVML_CLOCK_MEM)"),
+    _s("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "1", "Total number of PCIe retries.",
+       "pcie", "nvmlDeviceGetPcieReplayCounter()"),
+    _s("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "1",
+       "Total number of single-bit volatile ECC errors.", "ecc",
+       "nvmlDeviceGetTotalEccErrors(CORRECTED, VOLATILE)"),
+    _s("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "1",
+       "Total number of double-bit volatile ECC errors.", "ecc",
+       "nvmlDeviceGetTotalEccErrors(UNCORRECTED, VOLATILE)"),
+    _s("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "counter", "1",
+       "Total number of single-bit persistent ECC errors.", "ecc",
+       "nvmlDeviceGetTotalEccErrors(CORRECTED, AGGREGATE)"),
+    _s("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "counter", "1",
+       "Total number of double-bit persistent ECC errors.", "ecc",
+       "nvmlDeviceGetTotalEccErrors(UNCORRECTED, AGGREGATE)"),
+    _s("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "1",
+       "Number of remapped rows for correctable errors.", "remapped_rows",
+       "nvmlDeviceGetRemappedRows()[0]"),
+    _s("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "1",
+       "Number of remapped rows for uncorrectable errors.", "remapped_rows",
+       "nvmlDeviceGetRemappedRows()[1]"),
+    _s("DCGM_FI_DEV_ROW_REMAP_PENDING", "gauge", "bool",
+       "Whether a row remapping is pending (1) or not (0).", "remapped_rows",
+       "nvmlDeviceGetRemappedRows()[2]"),
+    _s("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "bool",
+       "Whether remapping of rows has failed (1) or not (0).", "remapped_rows",
+       "nvmlDeviceGetRemappedRows()[3]"),
+    _s("DCGM_FI_DEV_XID_ERRORS", "gauge", "xid",
+       "Value of the last XID error encountered (0 until one is seen).", "xid",
+       "nvmlEventSetWait_v2 (nvmlEventTypeXidCriticalError)"),
+    _s("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge", "bitmask",
+       "Current clock throttle reasons (bitmask of DCGM_CLOCKS_THROTTLE_REASON_*).",
+       "clock_events", "nvmlDeviceGetCurrentClocksEventReasons()"),
+    _s("DCGM_FI_DEV_POWER_VIOLATION", "counter", "us",
+       "Throttling duration due to power constraints (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_POWER) / 1000"),
+    _s("DCGM_FI_DEV_THERMAL_VIOLATION", "counter", "us",
+       "Throttling duration due to thermal constraints (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_THERMAL) / 1000"),
+    _s("DCGM_FI_DEV_SYNC_BOOST_VIOLATION", "counter", "us",
+       "Throttling duration due to sync-boost constraints (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_SYNC_BOOST) / 1000"),
+    _s("DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "counter", "us",
+       "Throttling duration due to board limit constraints (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_BOARD_LIMIT) / 1000"),
+    _s("DCGM_FI_DEV_LOW_UTIL_VIOLATION", "counter", "us",
+       "Throttling duration due to low utilization (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_LOW_UTILIZATION) / 1000"),
+    _s("DCGM_FI_DEV_RELIABILITY_VIOLATION", "counter", "us",
+       "Throttling duration due to reliability constraints (in us).", "clock_events",
+       "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_RELIABILITY) / 1000"),
+)  # fmt: skip
+
+VIOLATION_SERIES = {
+    "power": "DCGM_FI_DEV_POWER_VIOLATION",
+    "thermal": "DCGM_FI_DEV_THERMAL_VIOLATION",
+    "sync_boost": "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
+    "board_limit": "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
+    "low_utilization": "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
+    "reliability": "DCGM_FI_DEV_RELIABILITY_VIOLATION",
+}
+
+NVLINK_DCGM_NAMES = {
+    "crc_flit": "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT",
+    "crc_data": "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT",
+    "replay": "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT",
+    "recovery": "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT",
+}
+NVLINK_HELP = {
+    "crc_flit": "NVLink flow-control CRC error counter",
+    "crc_data": "NVLink data CRC error counter",
+    "replay": "NVLink replay error counter",
+    "recovery": "NVLink recovery error counter",
+}
+
+XID_COUNTER = Series(
+    "gpu_xid_errors_total", "counter", "1",
+    "XID errors seen since the exporter started, by XID code.", "xid",
+    "nvmlEventSetWait_v2 (nvmlEventTypeXidCriticalError)",
+)  # fmt: skip
+CLOCK_EVENT_ACTIVE = Series(
+    "gpu_clock_event_reason_active", "gauge", "bool",
+    "1 while the named clock event reason (throttle reason) holds the clocks down.",
+    "clock_events", "nvmlDeviceGetCurrentClocksEventReasons() bits",
+)  # fmt: skip
+DEVICE_UP = Series(
+    "gpu_device_up", "gauge", "bool",
+    "1 when the last read of this GPU succeeded, 0 when it is lost or could not be read.",
+    "utilization", "any NVML device call",
+)  # fmt: skip
+DEVICE_INFO = Series(
+    "gpu_device_info", "gauge", "1",
+    "Static facts about the GPU as labels (serial, VBIOS, total memory); value 1.",
+    "utilization", "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
+)  # fmt: skip

@@ -1,0 +1,243 @@
+"""``gpu-exporter``: command line, start-up checks and clean shutdown.
+
+Every flag has an environment twin: ``--web.listen-address`` is ``GPU_EXPORTER_WEB_LISTEN_ADDRESS``,
+``--collector.nvlink`` is ``GPU_EXPORTER_COLLECTOR_NVLINK=true|false``. A flag given on the
+command line wins over its twin. A bad flag, value or spec file exits 2 with one line that
+names it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+from typing import Any, NoReturn
+
+from exporter import __version__
+from exporter.catalogue import COLLECTORS
+
+PROG = "gpu-exporter"
+ENV_PREFIX = "GPU_EXPORTER_"
+LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
+              "error": logging.ERROR}  # fmt: skip
+_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+class UsageError(Exception):
+    """A start-up problem the user must fix; exit status 2."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    listen_address: str
+    collect_interval: float
+    simulate: Path | None
+    hostname: str | None
+    log_level: str
+    collectors: frozenset[str]
+
+
+def parse_duration(text: str) -> float:
+    """Prometheus-style durations: ``5s``, ``500ms``, ``1m``; a bare number is seconds."""
+    m = _DURATION.match(text.strip())
+    if not m:
+        raise ValueError(f"{text!r} is not a duration like 5s, 500ms or 1m")
+    seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    if not 0.05 <= seconds <= 3600:
+        raise ValueError(f"{text!r} must be between 50ms and 1h")
+    return seconds
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def env_name(flag: str) -> str:
+    return ENV_PREFIX + flag.lstrip("-").upper().replace(".", "_").replace("-", "_")
+
+
+def _bool_env(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"0", "false", "no", "off"}:
+        return False
+    raise UsageError(f"{name}={value!r}: expected true or false")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog=PROG,
+        description="DCGM-compatible NVIDIA GPU exporter for Prometheus.",
+        epilog="Every flag has an environment twin: GPU_EXPORTER_ + the flag name in capitals "
+        "with dots and dashes as underscores.",
+    )
+    p.add_argument(
+        "--web.listen-address",
+        dest="listen_address",
+        default=":9400",
+        help="address to serve /metrics on (default :9400)",
+    )
+    p.add_argument(
+        "--collect-interval",
+        dest="collect_interval",
+        default="5s",
+        help="how often to read the GPUs, e.g. 5s, 500ms (default 5s)",
+    )
+    p.add_argument(
+        "--simulate",
+        metavar="FILE",
+        default=None,
+        help="run over a fake NVML driven by this fleet spec (YAML)",
+    )
+    p.add_argument(
+        "--hostname",
+        default=None,
+        help="value of the Hostname label (default: the spec's, $NODE_NAME, "
+        "or this machine's host name)",
+    )
+    p.add_argument("--log-level", dest="log_level", default="info", choices=sorted(LOG_LEVELS))
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    for name in COLLECTORS:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument(
+            f"--collector.{name}",
+            dest=f"collector_{name}",
+            action="store_true",
+            default=None,
+            help=f"enable the {name} collector (default: enabled)",
+        )
+        group.add_argument(
+            f"--no-collector.{name}",
+            dest=f"collector_{name}",
+            action="store_false",
+            help=argparse.SUPPRESS,
+        )
+    return p  # fmt: skip
+
+
+def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
+    parser = build_parser()
+    defaults: dict[str, Any] = {}
+    for flag, dest in (
+        ("web.listen-address", "listen_address"),
+        ("collect-interval", "collect_interval"),
+        ("simulate", "simulate"),
+        ("hostname", "hostname"),
+        ("log-level", "log_level"),
+    ):
+        value = environ.get(env_name(flag))
+        if value is not None:
+            defaults[dest] = value
+    for name in COLLECTORS:
+        key = env_name(f"collector.{name}")
+        if key in environ:
+            defaults[f"collector_{name}"] = _bool_env(key, environ[key])
+    parser.set_defaults(**defaults)
+    args = parser.parse_args(argv)
+
+    if args.log_level not in LOG_LEVELS:
+        raise UsageError(f"--log-level {args.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
+    try:
+        interval = parse_duration(args.collect_interval)
+    except ValueError as exc:
+        raise UsageError(f"--collect-interval: {exc}") from None
+    from exporter.http import parse_listen_address
+
+    try:
+        parse_listen_address(args.listen_address)
+    except ValueError as exc:
+        raise UsageError(f"--web.listen-address: {exc}") from None
+    collectors = frozenset(
+        name for name in COLLECTORS if getattr(args, f"collector_{name}") is not False
+    )
+    return Settings(
+        listen_address=args.listen_address,
+        collect_interval=interval,
+        simulate=Path(args.simulate) if args.simulate else None,
+        hostname=args.hostname,
+        log_level=args.log_level,
+        collectors=collectors,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        settings = parse_settings(sys.argv[1:] if argv is None else argv, dict(os.environ))
+        return run(settings)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def run(settings: Settings) -> int:
+    logging.basicConfig(
+        level=LOG_LEVELS[settings.log_level],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    log = logging.getLogger(PROG)
+
+    from exporter.http import MetricsServer
+    from exporter.nvml import Nvml
+    from exporter.runtime import Exporter
+
+    library: Any = None
+    hostname = settings.hostname
+    mode = "nvml"
+    if settings.simulate is not None:
+        from exporter.simulate.fake_nvml import FakeNvml
+        from exporter.simulate.spec import SpecError, load
+
+        try:
+            spec = load(settings.simulate)
+        except SpecError as exc:
+            raise UsageError(f"--simulate {exc}") from None
+        library = FakeNvml(spec)
+        hostname = hostname or spec.hostname
+        mode = "simulate"
+    hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
+
+    exporter = Exporter(Nvml(library), hostname, settings.collectors,
+                        settings.collect_interval, mode=mode)  # fmt: skip
+    try:
+        server = MetricsServer(settings.listen_address, exporter)
+    except OSError as exc:
+        print(f"{PROG}: cannot listen on {settings.listen_address}: {exc.strerror}",
+              file=sys.stderr)  # fmt: skip
+        return 1
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("received %s, stopping", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    collector = threading.Thread(target=exporter.run, args=(stop,), name="collect", daemon=True)
+    collector.start()
+    server.start()
+    log.info("serving metrics on %s (port %d), collecting every %gs%s", server.url, server.port,
+             settings.collect_interval, f", simulating {settings.simulate}"
+             if settings.simulate else "")  # fmt: skip
+    while not stop.wait(0.5):
+        pass
+    server.stop()
+    collector.join(timeout=1.5)
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

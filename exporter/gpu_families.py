@@ -1,0 +1,87 @@
+"""Turn one snapshot of the GPUs into fresh metric families (nothing is kept between
+collections: a GPU that went away is simply not emitted)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from exporter import catalogue as cat
+from exporter.exposition import Family, label_pairs
+from exporter.nvml import CLOCK_EVENT_REASONS
+from exporter.sampler import GpuState
+
+
+def gpu_families(states: list[GpuState], collectors: Iterable[str]) -> list[Family]:
+    on = frozenset(collectors)
+    up = Family(cat.DEVICE_UP.name, "gauge", cat.DEVICE_UP.help)
+    info = Family(cat.DEVICE_INFO.name, "gauge", cat.DEVICE_INFO.help)
+    for s in states:
+        ident = s.identity
+        up.add(ident.labels, 1 if s.up else 0)
+        extra = label_pairs((("serial", ident.serial), ("vbios_version", ident.vbios)))
+        info.add(f"{ident.labels},{extra}", 1)
+    families = [up, info]
+
+    live = [s for s in states if s.up]
+    for series in cat.SCALAR_SERIES:
+        if series.collector not in on:
+            continue
+        family = Family(series.name, series.kind, series.help)
+        name = series.name
+        for s in live:
+            value = s.values.get(name)
+            if value is not None:
+                family.add(s.identity.labels, value)
+        families.append(family)
+
+    if "xid" in on:
+        xid = Family(cat.XID_COUNTER.name, "counter", cat.XID_COUNTER.help)
+        for s in live:
+            for code, count in sorted(s.xid_counts.items()):
+                xid.add(f'{s.identity.labels},xid="{code}"', count)
+        families.append(xid)
+
+    if "clock_events" in on:
+        active = Family(cat.CLOCK_EVENT_ACTIVE.name, "gauge", cat.CLOCK_EVENT_ACTIVE.help)
+        for s in live:
+            if s.clock_event_reasons is None:
+                continue
+            for reason, bit in CLOCK_EVENT_REASONS.items():
+                active.add(
+                    f'{s.identity.labels},reason="{reason}"',
+                    1 if s.clock_event_reasons & bit else 0,
+                )
+        families.append(active)
+
+    if "nvlink" in on:
+        families.extend(_nvlink_families(live))
+    return families
+
+
+def _nvlink_families(live: list[GpuState]) -> list[Family]:
+    totals: list[Family] = []
+    per_link: dict[str, Family] = {}
+    for counter, base in cat.NVLINK_DCGM_NAMES.items():
+        help_text = cat.NVLINK_HELP[counter]
+        total = Family(f"{base}_TOTAL", "counter", f"{help_text} total for all links.")
+        for s in live:
+            counts = [n for (c, _link), n in s.nvlink.items() if c == counter]
+            if counts:
+                total.add(s.identity.labels, sum(counts))
+            for (c, link), n in s.nvlink.items():
+                if c != counter:
+                    continue
+                name = f"{base}_L{link}"
+                family = per_link.get(name)
+                if family is None:
+                    family = per_link[name] = Family(
+                        name, "counter", f"{help_text} for link {link}."
+                    )
+                family.add(s.identity.labels, n)
+        totals.append(total)
+    return totals + [per_link[k] for k in sorted(per_link, key=_link_order)]
+
+
+def _link_order(name: str) -> tuple[str, int]:
+    base, _, link = name.rpartition("_L")
+    return base, int(link)

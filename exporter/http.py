@@ -1,0 +1,144 @@
+"""The HTTP side: /metrics serves the latest rendered exposition, nothing else happens there.
+
+Content negotiation picks OpenMetrics when the scraper lists it (as Prometheus does) and the
+classic text format otherwise; gzip when the scraper accepts it. Each form is rendered once
+per collection by the collection thread, so a scrape is a dictionary lookup and one write.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from exporter import __version__
+from exporter.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Variant
+from exporter.runtime import Exporter
+
+log = logging.getLogger(__name__)
+
+_LANDING = b"""<!doctype html><html><head><title>gpu-exporter</title></head><body>
+<h1>gpu-exporter</h1><p><a href="/metrics">Metrics</a> &middot; <a href="/health">Health</a></p>
+</body></html>
+"""
+
+
+def choose_variant(accept: str, accept_encoding: str) -> Variant:
+    om = "application/openmetrics-text" in accept
+    gz = "gzip" in accept_encoding
+    if om:
+        return "openmetrics+gzip" if gz else "openmetrics"
+    return "text+gzip" if gz else "text"
+
+
+_CONTENT_TYPES: dict[Variant, str] = {
+    "text": TEXT_CONTENT_TYPE,
+    "text+gzip": TEXT_CONTENT_TYPE,
+    "openmetrics": OPENMETRICS_CONTENT_TYPE,
+    "openmetrics+gzip": OPENMETRICS_CONTENT_TYPE,
+}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = f"gpu-exporter/{__version__}"
+    server: _Server
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            exporter = self.server.exporter
+            variant = choose_variant(
+                self.headers.get("Accept", ""), self.headers.get("Accept-Encoding", "")
+            )
+            exporter.want(variant)
+            body = exporter.exposition.body(variant)
+            head = (
+                f"HTTP/1.1 200 OK\r\nContent-Type: {_CONTENT_TYPES[variant]}\r\n"
+                f"Content-Length: {len(body)}\r\n"
+                + ("Content-Encoding: gzip\r\n" if variant.endswith("gzip") else "")
+                + ("Connection: close\r\n" if self.close_connection else "")
+                + "\r\n"
+            )
+            self.wfile.write(head.encode("ascii") + body)
+        elif path == "/":
+            self._reply(200, "text/html; charset=utf-8", _LANDING)
+        elif path == "/health":
+            ok = self.server.exporter.healthy()
+            self._reply(200 if ok else 503, "text/plain", b"ok\n" if ok else b"stale\n")
+        else:
+            self._reply(404, "text/plain", b"not found\n")
+
+    def _reply(self, status: int, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A scraper hanging up mid-request is routine, not worth a traceback.
+        log.debug("connection from %s ended abruptly", client_address, exc_info=True)
+
+    def __init__(self, address: tuple[str, int], exporter: Exporter, family: int) -> None:
+        self.address_family = family
+        self.exporter = exporter
+        super().__init__(address, _Handler)
+
+
+def parse_listen_address(value: str) -> tuple[str, int, int]:
+    """``:9400``, ``0.0.0.0:9400``, ``127.0.0.1:0``, ``[::1]:9400`` -> (host, port, family)."""
+    host, sep, port_text = value.rpartition(":")
+    if not sep:
+        raise ValueError(f"{value!r} is not host:port")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise ValueError(f"port {port_text!r} in {value!r} is not a number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"port {port} in {value!r} is out of range")
+    if host.startswith("[") and host.endswith("]"):
+        return host[1:-1], port, socket.AF_INET6
+    if ":" in host:
+        raise ValueError(f"IPv6 address in {value!r} must be in brackets, e.g. [::1]:9400")
+    return host or "0.0.0.0", port, socket.AF_INET
+
+
+class MetricsServer:
+    def __init__(self, listen: str, exporter: Exporter) -> None:
+        host, port, family = parse_listen_address(listen)
+        self._server = _Server((host, port), exporter, family)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        shown = host if isinstance(host, str) else host.decode()
+        if shown in {"0.0.0.0", "::"}:
+            shown = socket.gethostname()
+        elif ":" in shown:
+            shown = f"[{shown}]"
+        return f"http://{shown}:{port}/metrics"
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,411 @@
+"""The one boundary to NVML.
+
+This is the only module that imports ``pynvml`` (from nvidia-ml-py). Everything above it gets
+plain Python values or a typed :class:`Failure` — never an ``NVMLError`` — and never sees bytes.
+The library object is injected: the real ``pynvml`` module by default, or the fake NVML of
+:mod:`exporter.simulate.fake_nvml`, which implements the same functions, so the collector code
+that runs under test and in the demo is the code that runs on a GPU node.
+
+An unsupported function is logged once per device and function, not on every collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar, Union
+
+import pynvml
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# What the fake NVML needs to look like the real one: the error type, constants and structs.
+lib = pynvml
+
+
+class Failure:
+    """Why an NVML read gave no value."""
+
+    __slots__ = ("code", "function")
+    kind: ClassVar[str] = "other"
+
+    def __init__(self, code: int, function: str) -> None:
+        self.code = code
+        self.function = function
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.function}: {error_text(self.code)})"
+
+
+class NotSupported(Failure):
+    """The device, driver or bindings do not support this query. The value is simply absent."""
+
+    kind = "not_supported"
+
+
+class GpuLost(Failure):
+    """The GPU fell off the bus or needs a reset."""
+
+    kind = "gpu_lost"
+
+
+class Failed(Failure):
+    """Any other NVML error (permissions, timeouts, unknown)."""
+
+    kind = "other"
+
+
+# A read gives either its value or a Failure.
+Outcome = Union[T, Failure]  # noqa: UP007  (a generic alias; `T | Failure` cannot be subscripted)
+
+_NOT_SUPPORTED_CODES = frozenset(
+    {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND}
+)
+_LOST_CODES = frozenset(
+    {
+        pynvml.NVML_ERROR_GPU_IS_LOST,
+        pynvml.NVML_ERROR_RESET_REQUIRED,
+        getattr(pynvml, "NVML_ERROR_GPU_NOT_FOUND", 28),
+    }
+)
+_FUNCTION_MISSING = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+
+
+def error_text(code: int) -> str:
+    text = pynvml.NVMLError._errcode_to_string.get(code)
+    return text if text is not None else f"NVML error {code}"
+
+
+def classify(code: int, function: str) -> Failure:
+    if code in _NOT_SUPPORTED_CODES:
+        return NotSupported(code, function)
+    if code in _LOST_CODES:
+        return GpuLost(code, function)
+    return Failed(code, function)
+
+
+def text(value: Any) -> str:
+    """NVML strings arrive as bytes or str depending on the bindings' version."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+class NvmlInitError(Exception):
+    """NVML could not be initialised (no driver, no library, no permission)."""
+
+    def __init__(self, failure: Failure, detail: str) -> None:
+        super().__init__(detail)
+        self.failure = failure
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """A device handle plus the name used when logging about it."""
+
+    index: int
+    handle: Any
+
+
+@dataclass(frozen=True, slots=True)
+class EventSet:
+    handle: Any
+
+
+# Values of the NVML enums the collector passes through this module.
+CLOCK_SM = pynvml.NVML_CLOCK_SM
+CLOCK_MEM = pynvml.NVML_CLOCK_MEM
+TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
+FI_DEV_MEMORY_TEMP = pynvml.NVML_FI_DEV_MEMORY_TEMP
+EVENT_XID = pynvml.nvmlEventTypeXidCriticalError
+ECC_CORRECTED = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+ECC_UNCORRECTED = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+ECC_VOLATILE = pynvml.NVML_VOLATILE_ECC
+ECC_AGGREGATE = pynvml.NVML_AGGREGATE_ECC
+PERF_POLICIES = {
+    "power": pynvml.NVML_PERF_POLICY_POWER,
+    "thermal": pynvml.NVML_PERF_POLICY_THERMAL,
+    "sync_boost": pynvml.NVML_PERF_POLICY_SYNC_BOOST,
+    "board_limit": pynvml.NVML_PERF_POLICY_BOARD_LIMIT,
+    "low_utilization": pynvml.NVML_PERF_POLICY_LOW_UTILIZATION,
+    "reliability": pynvml.NVML_PERF_POLICY_RELIABILITY,
+}
+NVLINK_COUNTERS = {
+    "replay": pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
+    "recovery": pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
+    "crc_flit": pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
+    "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
+}
+NVLINK_MAX_LINKS = 18  # NVLink 4 (Hopper); NVML's own maximum is larger but no GPU has more yet
+CLOCK_EVENT_REASONS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+
+
+class Nvml:
+    """Typed access to the NVML functions the exporter uses."""
+
+    def __init__(self, library: Any = None) -> None:
+        self._lib = pynvml if library is None else library
+        self._logged: set[tuple[int, str]] = set()
+        self._log_lock = threading.Lock()
+        self.initialized = False
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def init(self) -> None:
+        """Initialise NVML once; raises :class:`NvmlInitError` with the reason."""
+        if self.initialized:
+            return
+        try:
+            self._lib.nvmlInit()
+        except pynvml.NVMLError as exc:
+            failure = classify(exc.value, "nvmlInit")
+            raise NvmlInitError(failure, f"NVML init failed: {error_text(exc.value)}") from None
+        self.initialized = True
+
+    def shutdown(self) -> None:
+        if not self.initialized:
+            return
+        self.initialized = False
+        try:
+            self._lib.nvmlShutdown()
+        except pynvml.NVMLError as exc:
+            log.debug("nvmlShutdown: %s", error_text(exc.value))
+
+    # -- the one place NVMLError is caught --------------------------------------------------
+
+    def _call(self, device: int, name: str, *args: Any) -> Any:
+        fn: Callable[..., Any] | None = getattr(self._lib, name, None)
+        if fn is None:  # bindings older than the function
+            return self._unsupported(device, NotSupported(_FUNCTION_MISSING, name))
+        try:
+            return fn(*args)
+        except pynvml.NVMLError as exc:
+            failure = classify(exc.value, name)
+            if isinstance(failure, NotSupported):
+                return self._unsupported(device, failure)
+            return failure
+
+    def _unsupported(self, device: int, failure: NotSupported) -> NotSupported:
+        key = (device, failure.function)
+        if key not in self._logged:
+            with self._log_lock:
+                if key not in self._logged:
+                    self._logged.add(key)
+                    log.info("GPU %d: %s is not supported; its series are left out", *key)
+        return failure
+
+    # -- system -----------------------------------------------------------------------------
+
+    def driver_version(self) -> Outcome[str]:
+        value = self._call(-1, "nvmlSystemGetDriverVersion")
+        return value if isinstance(value, Failure) else text(value)
+
+    def bindings_version(self) -> str:
+        version = getattr(self._lib, "__version__", None) or getattr(
+            self._lib, "NVML_BINDINGS_VERSION", ""
+        )
+        return text(version) if version else "unknown"
+
+    def device_count(self) -> Outcome[int]:
+        value: Outcome[int] = self._call(-1, "nvmlDeviceGetCount")
+        return value
+
+    def device(self, index: int) -> Outcome[Device]:
+        handle = self._call(index, "nvmlDeviceGetHandleByIndex", index)
+        return handle if isinstance(handle, Failure) else Device(index, handle)
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def _text_of(self, dev: Device, name: str) -> Outcome[str]:
+        value = self._call(dev.index, name, dev.handle)
+        return value if isinstance(value, Failure) else text(value)
+
+    def uuid(self, dev: Device) -> Outcome[str]:
+        return self._text_of(dev, "nvmlDeviceGetUUID")
+
+    def name(self, dev: Device) -> Outcome[str]:
+        return self._text_of(dev, "nvmlDeviceGetName")
+
+    def serial(self, dev: Device) -> Outcome[str]:
+        return self._text_of(dev, "nvmlDeviceGetSerial")
+
+    def vbios_version(self, dev: Device) -> Outcome[str]:
+        return self._text_of(dev, "nvmlDeviceGetVbiosVersion")
+
+    def pci_bus_id(self, dev: Device) -> Outcome[str]:
+        info = self._call(dev.index, "nvmlDeviceGetPciInfo", dev.handle)
+        return info if isinstance(info, Failure) else text(info.busId)
+
+    def minor_number(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetMinorNumber", dev.handle)
+        return value
+
+    # -- readings ---------------------------------------------------------------------------
+
+    def utilization(self, dev: Device) -> Outcome[tuple[int, int]]:
+        """(gpu %, memory copy %) over the driver's last sample period."""
+        rates = self._call(dev.index, "nvmlDeviceGetUtilizationRates", dev.handle)
+        return rates if isinstance(rates, Failure) else (int(rates.gpu), int(rates.memory))
+
+    def encoder_utilization(self, dev: Device) -> Outcome[int]:
+        value = self._call(dev.index, "nvmlDeviceGetEncoderUtilization", dev.handle)
+        return value if isinstance(value, Failure) else int(value[0])
+
+    def decoder_utilization(self, dev: Device) -> Outcome[int]:
+        value = self._call(dev.index, "nvmlDeviceGetDecoderUtilization", dev.handle)
+        return value if isinstance(value, Failure) else int(value[0])
+
+    def memory(self, dev: Device) -> Outcome[tuple[int, int, int, int | None]]:
+        """(total, used, free, reserved) in bytes; reserved is None on drivers without v2."""
+        v2 = getattr(self._lib, "nvmlMemory_v2", None)
+        if v2 is not None:
+            info = self._call(dev.index, "nvmlDeviceGetMemoryInfo", dev.handle, v2)
+            if not isinstance(info, Failure):
+                return int(info.total), int(info.used), int(info.free), int(info.reserved)
+            if not isinstance(info, NotSupported):
+                return info
+        info = self._call(dev.index, "nvmlDeviceGetMemoryInfo", dev.handle)
+        if isinstance(info, Failure):
+            return info
+        return int(info.total), int(info.used), int(info.free), None
+
+    def temperature(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(
+            dev.index, "nvmlDeviceGetTemperature", dev.handle, TEMPERATURE_GPU
+        )
+        return value
+
+    def memory_temperature(self, dev: Device) -> Outcome[int]:
+        """HBM/GDDR temperature, a field value (not every board has a sensor)."""
+        values = self._call(dev.index, "nvmlDeviceGetFieldValues", dev.handle, [FI_DEV_MEMORY_TEMP])
+        if isinstance(values, Failure):
+            return values
+        field = values[0]
+        if field.nvmlReturn != pynvml.NVML_SUCCESS:
+            failure = classify(field.nvmlReturn, "NVML_FI_DEV_MEMORY_TEMP")
+            if isinstance(failure, NotSupported):
+                return self._unsupported(dev.index, failure)
+            return failure
+        return int(_field_value(field))
+
+    def power_usage_mw(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPowerUsage", dev.handle)
+        return value
+
+    def power_limit_mw(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetEnforcedPowerLimit", dev.handle)
+        return value
+
+    def total_energy_mj(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(
+            dev.index, "nvmlDeviceGetTotalEnergyConsumption", dev.handle
+        )
+        return value
+
+    def clock_mhz(self, dev: Device, clock: int) -> Outcome[int]:
+        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetClockInfo", dev.handle, clock)
+        return value
+
+    def pcie_replay_counter(self, dev: Device) -> Outcome[int]:
+        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPcieReplayCounter", dev.handle)
+        return value
+
+    def total_ecc_errors(self, dev: Device, error_type: int, counter_type: int) -> Outcome[int]:
+        value: Outcome[int] = self._call(
+            dev.index, "nvmlDeviceGetTotalEccErrors", dev.handle, error_type, counter_type
+        )
+        return value
+
+    def remapped_rows(self, dev: Device) -> Outcome[tuple[int, int, int, int]]:
+        """(correctable, uncorrectable, pending, failure occurred)."""
+        value = self._call(dev.index, "nvmlDeviceGetRemappedRows", dev.handle)
+        if isinstance(value, Failure):
+            return value
+        corr, unc, pending, failure = value
+        return int(corr), int(unc), int(pending), int(failure)
+
+    def clock_event_reasons(self, dev: Device) -> Outcome[int]:
+        """Bit mask of why clocks are held down (NVML >= 12.535 name, older name as fallback)."""
+        value: Outcome[int] = self._call(
+            dev.index, "nvmlDeviceGetCurrentClocksEventReasons", dev.handle
+        )
+        if isinstance(value, NotSupported) and value.code == _FUNCTION_MISSING:
+            value = self._call(dev.index, "nvmlDeviceGetCurrentClocksThrottleReasons", dev.handle)
+        return value
+
+    def violation_ns(self, dev: Device, policy: int) -> Outcome[int]:
+        """Cumulative time clocks were held below target for one policy, in ns."""
+        value = self._call(dev.index, "nvmlDeviceGetViolationStatus", dev.handle, policy)
+        return value if isinstance(value, Failure) else int(value.violationTime)
+
+    def nvlink_active(self, dev: Device, link: int) -> Outcome[bool]:
+        value = self._call(dev.index, "nvmlDeviceGetNvLinkState", dev.handle, link)
+        return value if isinstance(value, Failure) else bool(value)
+
+    def nvlink_error_counter(self, dev: Device, link: int, counter: int) -> Outcome[int]:
+        value: Outcome[int] = self._call(
+            dev.index, "nvmlDeviceGetNvLinkErrorCounter", dev.handle, link, counter
+        )
+        return value
+
+    # -- XID events -------------------------------------------------------------------------
+
+    def xid_event_set(self, dev: Device) -> Outcome[EventSet]:
+        """An event set registered for this device's critical XID events."""
+        handle = self._call(dev.index, "nvmlEventSetCreate")
+        if isinstance(handle, Failure):
+            return handle
+        registered = self._call(
+            dev.index, "nvmlDeviceRegisterEvents", dev.handle, EVENT_XID, handle
+        )
+        if isinstance(registered, Failure):
+            self._call(dev.index, "nvmlEventSetFree", handle)
+            return registered
+        return EventSet(handle)
+
+    def drain_xids(self, dev: Device, events: EventSet, limit: int = 256) -> Outcome[list[int]]:
+        """XID codes that arrived since the last drain, without waiting."""
+        xids: list[int] = []
+        for _ in range(limit):
+            try:
+                data = self._lib.nvmlEventSetWait_v2(events.handle, 0)
+            except pynvml.NVMLError as exc:
+                if exc.value == pynvml.NVML_ERROR_TIMEOUT:
+                    break
+                return classify(exc.value, "nvmlEventSetWait_v2")
+            if int(data.eventType) & EVENT_XID:
+                xids.append(int(data.eventData))
+        return xids
+
+    def free_event_set(self, events: EventSet) -> None:
+        self._call(-1, "nvmlEventSetFree", events.handle)
+
+
+def _field_value(field: Any) -> float:
+    kind = int(field.valueType)
+    value = field.value
+    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
+        return float(value.dVal)
+    by_type = {
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+        pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+    }
+    return float(getattr(value, by_type.get(kind, "uiVal")))

@@ -1,0 +1,115 @@
+"""The collection loop: one snapshot per interval, rendered once, published by reference swap.
+
+The scrape path only reads ``Exporter.exposition`` (an immutable object replaced atomically), so
+a scrape never calls NVML and never waits for a collection. If NVML cannot be initialised the
+loop keeps rendering the self-metrics and retries with exponential back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+from exporter.exposition import Exposition, Family, Variant
+from exporter.gpu_families import gpu_families
+from exporter.nvml import Nvml, NvmlInitError
+from exporter.sampler import GpuSampler
+from exporter.selfmetrics import SelfMetrics
+
+log = logging.getLogger(__name__)
+
+
+class Exporter:
+    def __init__(
+        self,
+        nvml: Nvml,
+        hostname: str,
+        collectors: Iterable[str],
+        interval: float,
+        *,
+        mode: str = "nvml",
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        init_backoff: tuple[float, float] = (1.0, 60.0),
+    ) -> None:
+        self.nvml = nvml
+        self.collectors = frozenset(collectors)
+        self.interval = interval
+        self.stats = SelfMetrics(nvml.bindings_version(), mode)
+        self.sampler = GpuSampler(nvml, hostname, self.collectors, self.stats.count_error)
+        self._clock = clock
+        self._monotonic = monotonic
+        self._backoff_min, self._backoff_max = init_backoff
+        self._init_delay = self._backoff_min
+        self._next_init = 0.0
+        self._demand: set[Variant] = {"text"}
+        self.last_collection: float | None = None  # monotonic time of the last publish
+        self.exposition = Exposition(self.stats.families())
+
+    def want(self, variant: Variant) -> None:
+        """Called by the scrape path: render this form eagerly from the next collection on."""
+        if variant not in self._demand:
+            self._demand = self._demand | {variant}
+
+    # -- one collection ---------------------------------------------------------------------
+
+    def collect_once(self) -> None:
+        start = self._monotonic()
+        families: list[Family] = []
+        if not self.nvml.initialized and start >= self._next_init:
+            self._try_init()
+        if self.nvml.initialized:
+            if self.sampler.device_count_changed():
+                self.sampler.discover()
+                self.stats.gpus = len(self.sampler.models())
+            families = gpu_families(self.sampler.sample(), self.collectors)
+            self.stats.last_success = self._clock()
+        read_done = self._monotonic()
+        self.stats.observe_collection(read_done - start)
+        families.extend(self.stats.families())
+        self.exposition = Exposition(families, self._demand)
+        self.stats.last_render_duration = self._monotonic() - read_done
+        self.last_collection = self._monotonic()
+
+    def _try_init(self) -> None:
+        try:
+            self.nvml.init()
+        except NvmlInitError as exc:
+            self.stats.count_error("nvml", "init")
+            self.stats.nvml_up = 0
+            log.warning("%s; retrying in %.0f s", exc, self._init_delay)
+            self._next_init = self._monotonic() + self._init_delay
+            self._init_delay = min(self._init_delay * 2, self._backoff_max)
+            return
+        self._init_delay = self._backoff_min
+        self.stats.nvml_up = 1
+        self.sampler.discover()
+        self.stats.gpus = len(self.sampler.models())
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        next_at = self._monotonic()
+        while not stop.is_set():
+            try:
+                self.collect_once()
+            except Exception:  # the exporter must not fall over; count it and carry on
+                log.exception("collection failed")
+                self.stats.count_error("exporter", "internal")
+            next_at += self.interval
+            now = self._monotonic()
+            if next_at < now:  # fell behind: skip the missed ticks rather than burst
+                next_at = now + self.interval
+            stop.wait(next_at - now)
+        self.close()
+
+    def close(self) -> None:
+        self.sampler.close()
+        self.nvml.shutdown()
+
+    def healthy(self) -> bool:
+        """A collection completed within the last three intervals."""
+        last = self.last_collection
+        return last is not None and self._monotonic() - last <= 3 * self.interval + 1

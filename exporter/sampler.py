@@ -1,0 +1,281 @@
+"""One snapshot of every GPU per collection, read through the NVML boundary.
+
+Discovery (after NVML init, and again when the device count changes) settles each GPU's
+identity and pre-renders its DCGM label set once; a collection then only reads values. A GPU
+that answers "lost" is reported down and its values are left out; a field a GPU does not support
+is simply absent. Nothing here runs on the scrape path.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from exporter import nvml as nv
+from exporter.catalogue import VIOLATION_SERIES
+from exporter.exposition import label_pairs
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class GpuIdentity:
+    index: int
+    uuid: str
+    model: str
+    pci_bus_id: str
+    device: str
+    serial: str
+    vbios: str
+    labels: str  # the DCGM label set, escaped, ready to render
+
+
+@dataclass(slots=True)
+class GpuState:
+    identity: GpuIdentity
+    up: bool
+    values: dict[str, float] = field(default_factory=dict)
+    xid_counts: dict[int, int] = field(default_factory=dict)
+    clock_event_reasons: int | None = None
+    nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Gpu:
+    """What the sampler keeps about one GPU between collections."""
+
+    identity: GpuIdentity
+    device: nv.Device | None
+    events: nv.EventSet | None = None
+    nvlinks: tuple[int, ...] = ()
+    last_xid: int = 0
+    xid_counts: dict[int, int] = field(default_factory=dict)
+
+
+class _Lost(Exception):
+    pass
+
+
+ErrorSink = Callable[[str, str], None]
+
+
+def identity_labels(
+    index: int,
+    uuid: str,
+    pci_bus_id: str,
+    model: str,
+    hostname: str,
+    driver: str,
+) -> str:
+    return label_pairs(
+        (
+            ("gpu", str(index)),
+            ("UUID", uuid),
+            ("pci_bus_id", pci_bus_id),
+            ("device", f"nvidia{index}"),
+            ("modelName", model),
+            ("Hostname", hostname),
+            ("DCGM_FI_DRIVER_VERSION", driver),
+        )
+    )
+
+
+class GpuSampler:
+    def __init__(
+        self,
+        nvml: nv.Nvml,
+        hostname: str,
+        collectors: Iterable[str],
+        on_error: ErrorSink,
+    ) -> None:
+        self._nvml = nvml
+        self._hostname = hostname
+        self._on = frozenset(collectors)
+        self._on_error = on_error
+        self._gpus: list[_Gpu] = []
+        self.driver_version = ""
+
+    # -- discovery --------------------------------------------------------------------------
+
+    def discover(self) -> None:
+        """(Re)learn the GPUs. Raises NvmlInitError-like Failure info through on_error."""
+        self.close()
+        driver = self._nvml.driver_version()
+        self.driver_version = "" if isinstance(driver, nv.Failure) else driver
+        count = self._nvml.device_count()
+        if isinstance(count, nv.Failure):
+            self._on_error("nvml", "query")
+            count = 0
+        self._gpus = [self._discover_one(i) for i in range(count)]
+        log.info("found %d GPU(s): %s", len(self._gpus), ", ".join(self.models()) or "none")
+
+    def models(self) -> list[str]:
+        return [g.identity.model for g in self._gpus]
+
+    def _discover_one(self, index: int) -> _Gpu:
+        dev = self._nvml.device(index)
+        if isinstance(dev, nv.Failure):
+            self._on_error("nvml", "gpu_lost" if isinstance(dev, nv.GpuLost) else "query")
+            return _Gpu(self._identity(index, "", "", "", "", ""), None)
+
+        def txt(value: nv.Outcome[str]) -> str:
+            return "" if isinstance(value, nv.Failure) else value
+
+        identity = self._identity(
+            index,
+            txt(self._nvml.uuid(dev)),
+            txt(self._nvml.name(dev)),
+            txt(self._nvml.pci_bus_id(dev)),
+            txt(self._nvml.serial(dev)),
+            txt(self._nvml.vbios_version(dev)),
+        )
+        gpu = _Gpu(identity, dev)
+        if "xid" in self._on:
+            events = self._nvml.xid_event_set(dev)
+            gpu.events = None if isinstance(events, nv.Failure) else events
+        if "nvlink" in self._on:
+            links = []
+            for link in range(nv.NVLINK_MAX_LINKS):
+                active = self._nvml.nvlink_active(dev, link)
+                if isinstance(active, nv.Failure):
+                    break
+                if active:
+                    links.append(link)
+            gpu.nvlinks = tuple(links)
+        return gpu
+
+    def _identity(
+        self, index: int, uuid: str, model: str, pci: str, serial: str, vbios: str
+    ) -> GpuIdentity:
+        labels = identity_labels(index, uuid, pci, model, self._hostname, self.driver_version)
+        return GpuIdentity(index, uuid, model, pci, f"nvidia{index}", serial, vbios, labels)
+
+    def close(self) -> None:
+        for gpu in self._gpus:
+            if gpu.events is not None:
+                self._nvml.free_event_set(gpu.events)
+                gpu.events = None
+
+    def device_count_changed(self) -> bool:
+        count = self._nvml.device_count()
+        return not isinstance(count, nv.Failure) and count != len(self._gpus)
+
+    # -- collection -------------------------------------------------------------------------
+
+    def sample(self) -> list[GpuState]:
+        states = []
+        for gpu in self._gpus:
+            if gpu.device is None:  # lost at discovery or since: try to get it back
+                dev = self._nvml.device(gpu.identity.index)
+                if isinstance(dev, nv.Failure):
+                    states.append(GpuState(gpu.identity, up=False))
+                    continue
+                gpu.device = dev
+            try:
+                states.append(self._read(gpu, gpu.device))
+            except _Lost:
+                self._on_error("nvml", "gpu_lost")
+                log.warning("GPU %d (%s) is lost", gpu.identity.index, gpu.identity.uuid)
+                gpu.device = None
+                states.append(GpuState(gpu.identity, up=False))
+        return states
+
+    def _read(self, gpu: _Gpu, dev: nv.Device) -> GpuState:
+        nvml, on = self._nvml, self._on
+        values: dict[str, float] = {}
+        state = GpuState(gpu.identity, up=True, values=values)
+
+        def ok(outcome: nv.Outcome[nv.T]) -> nv.T | None:
+            if isinstance(outcome, nv.Failure):
+                if isinstance(outcome, nv.GpuLost):
+                    raise _Lost
+                if isinstance(outcome, nv.Failed):
+                    self._on_error("nvml", "query")
+                return None
+            return outcome
+
+        if "utilization" in on:
+            util = ok(nvml.utilization(dev))
+            if util is not None:
+                values["DCGM_FI_DEV_GPU_UTIL"], values["DCGM_FI_DEV_MEM_COPY_UTIL"] = util
+            if (enc := ok(nvml.encoder_utilization(dev))) is not None:
+                values["DCGM_FI_DEV_ENC_UTIL"] = enc
+            if (dec := ok(nvml.decoder_utilization(dev))) is not None:
+                values["DCGM_FI_DEV_DEC_UTIL"] = dec
+        if "memory" in on and (mem := ok(nvml.memory(dev))) is not None:
+            total, used, free, reserved = mem
+            values["DCGM_FI_DEV_FB_FREE"] = free // MIB
+            values["DCGM_FI_DEV_FB_USED"] = used // MIB
+            if reserved is not None:
+                values["DCGM_FI_DEV_FB_RESERVED"] = reserved // MIB
+            values["DCGM_FI_DEV_FB_TOTAL"] = total // MIB
+        if "temperature" in on:
+            if (temp := ok(nvml.temperature(dev))) is not None:
+                values["DCGM_FI_DEV_GPU_TEMP"] = temp
+            if (mtemp := ok(nvml.memory_temperature(dev))) is not None:
+                values["DCGM_FI_DEV_MEMORY_TEMP"] = mtemp
+        if "power" in on:
+            if (mw := ok(nvml.power_usage_mw(dev))) is not None:
+                values["DCGM_FI_DEV_POWER_USAGE"] = mw / 1000
+            if (limit := ok(nvml.power_limit_mw(dev))) is not None:
+                values["DCGM_FI_DEV_ENFORCED_POWER_LIMIT"] = limit / 1000
+            if (mj := ok(nvml.total_energy_mj(dev))) is not None:
+                values["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"] = mj
+        if "clocks" in on:
+            if (sm := ok(nvml.clock_mhz(dev, nv.CLOCK_SM))) is not None:
+                values["DCGM_FI_DEV_SM_CLOCK"] = sm
+            if (memclk := ok(nvml.clock_mhz(dev, nv.CLOCK_MEM))) is not None:
+                values["DCGM_FI_DEV_MEM_CLOCK"] = memclk
+        if "pcie" in on and (replays := ok(nvml.pcie_replay_counter(dev))) is not None:
+            values["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] = replays
+        if "ecc" in on:
+            for name, err, counter in _ECC_READS:
+                count = ok(nvml.total_ecc_errors(dev, err, counter))
+                if count is None:
+                    break  # ECC off or unsupported: the others will say the same
+                values[name] = count
+        if "remapped_rows" in on and (rows := ok(nvml.remapped_rows(dev))) is not None:
+            (
+                values["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"],
+                values["DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"],
+                values["DCGM_FI_DEV_ROW_REMAP_PENDING"],
+                values["DCGM_FI_DEV_ROW_REMAP_FAILURE"],
+            ) = rows
+        if "xid" in on and gpu.events is not None:
+            xids = ok(nvml.drain_xids(dev, gpu.events))
+            for xid in xids or ():
+                gpu.xid_counts[xid] = gpu.xid_counts.get(xid, 0) + 1
+                gpu.last_xid = xid
+                log.warning("GPU %d: XID %d", gpu.identity.index, xid)
+            values["DCGM_FI_DEV_XID_ERRORS"] = gpu.last_xid
+            state.xid_counts = dict(gpu.xid_counts)
+        if "clock_events" in on:
+            reasons = ok(nvml.clock_event_reasons(dev))
+            if reasons is not None:
+                values["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"] = reasons
+                state.clock_event_reasons = reasons
+            for policy, series in _VIOLATION_READS:
+                ns = ok(nvml.violation_ns(dev, policy))
+                if ns is not None:
+                    values[series] = ns // 1000
+        if "nvlink" in on:
+            for link in gpu.nvlinks:
+                for counter_name, counter in nv.NVLINK_COUNTERS.items():
+                    n = ok(nvml.nvlink_error_counter(dev, link, counter))
+                    if n is not None:
+                        state.nvlink[(counter_name, link)] = n
+        return state
+
+
+_ECC_READS = (
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", nv.ECC_CORRECTED, nv.ECC_VOLATILE),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", nv.ECC_UNCORRECTED, nv.ECC_VOLATILE),
+    ("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", nv.ECC_CORRECTED, nv.ECC_AGGREGATE),
+    ("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", nv.ECC_UNCORRECTED, nv.ECC_AGGREGATE),
+)
+
+
+_VIOLATION_READS = tuple((nv.PERF_POLICIES[k], name) for k, name in VIOLATION_SERIES.items())

@@ -1,0 +1,119 @@
+"""The exporter's own health: collection duration, errors by source and kind, last success.
+
+Every (source, kind) error counter exists from the start, at 0, so alerts and dashboards can
+use it before the first error. Only the collection thread touches this object.
+"""
+
+from __future__ import annotations
+
+import platform
+from bisect import bisect_left
+
+from prometheus_client import ProcessCollector
+
+from exporter import __version__
+from exporter.exposition import Family, format_value, from_client_metric, label_pairs
+
+ERROR_KINDS: dict[str, tuple[str, ...]] = {
+    "nvml": ("init", "gpu_lost", "query"),
+    "exporter": ("internal",),
+}
+DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class SelfMetrics:
+    def __init__(self, bindings_version: str, mode: str) -> None:
+        self.errors = {(s, k): 0 for s, kinds in ERROR_KINDS.items() for k in kinds}
+        self.collections = 0
+        self._bucket_counts = [0] * len(DURATION_BUCKETS)
+        self.duration_sum = 0.0
+        self.last_duration = 0.0
+        self.last_render_duration = 0.0
+        self.last_success = 0.0
+        self.nvml_up = 0
+        self.gpus = 0
+        self._build = label_pairs(
+            (
+                ("version", __version__),
+                ("python_version", platform.python_version()),
+                ("nvml_bindings", bindings_version),
+                ("mode", mode),
+            )
+        )
+        self._process = ProcessCollector(registry=None)
+
+    def count_error(self, source: str, kind: str) -> None:
+        key = (source, kind)
+        self.errors[key] = self.errors.get(key, 0) + 1
+
+    def observe_collection(self, seconds: float) -> None:
+        self.collections += 1
+        self.last_duration = seconds
+        self.duration_sum += seconds
+        i = bisect_left(DURATION_BUCKETS, seconds)
+        if i < len(self._bucket_counts):
+            self._bucket_counts[i] += 1
+
+    def families(self) -> list[Family]:
+        build = Family(
+            "gpu_exporter_build_info", "gauge", "Version of gpu-exporter and its NVML bindings."
+        )
+        build.add(self._build, 1)
+        collections = Family(
+            "gpu_exporter_collections_total", "counter", "Collections run since start."
+        )
+        collections.add("", self.collections)
+        duration = Family(
+            "gpu_exporter_collection_duration_seconds",
+            "histogram",
+            "Time to read every device of one collection.",
+        )
+        cumulative = 0
+        for bound, n in zip(DURATION_BUCKETS, self._bucket_counts, strict=True):
+            cumulative += n
+            duration.add(f'le="{format_value(bound)}"', cumulative, "_bucket")
+        duration.add('le="+Inf"', self.collections, "_bucket")
+        duration.add("", self.duration_sum, "_sum")
+        duration.add("", self.collections, "_count")
+        last = Family(
+            "gpu_exporter_last_collection_duration_seconds",
+            "gauge",
+            "Time the last collection took to read every device.",
+        )
+        last.add("", self.last_duration)
+        render = Family(
+            "gpu_exporter_last_render_duration_seconds",
+            "gauge",
+            "Time the previous collection took to render its exposition.",
+        )
+        render.add("", self.last_render_duration)
+        success = Family(
+            "gpu_exporter_last_success_timestamp_seconds",
+            "gauge",
+            "Unix time of the last collection that read NVML (0 if none yet).",
+        )
+        success.add("", self.last_success)
+        nvml_up = Family(
+            "gpu_exporter_nvml_up", "gauge", "1 while NVML is initialised, 0 while it is not."
+        )
+        nvml_up.add("", self.nvml_up)
+        gpus = Family("gpu_exporter_gpus", "gauge", "GPUs found at the last discovery.")
+        gpus.add("", self.gpus)
+        errors = Family(
+            "gpu_exporter_errors_total", "counter", "Errors by source and kind since start."
+        )
+        for (source, kind), n in sorted(self.errors.items()):
+            errors.add(f'source="{source}",kind="{kind}"', n)
+        process = [from_client_metric(m) for m in self._process.collect()]
+        return [
+            build,
+            collections,
+            duration,
+            last,
+            render,
+            success,
+            nvml_up,
+            gpus,
+            errors,
+            *process,
+        ]

@@ -1,0 +1,348 @@
+"""A fake NVML at the pynvml API surface, driven by a fleet spec.
+
+It implements the pynvml functions the exporter calls, with pynvml's signatures, return types
+(the same ctypes structures) and errors (``NVMLError`` with NVML's codes), so that
+:class:`exporter.nvml.Nvml` — and everything above it — runs unchanged on top of it. The clock
+is injected: ``now()`` returns wall-clock seconds; the spec's curves are evaluated at
+``now() - epoch``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.nvml import lib as pynvml
+from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
+
+_REASON_BITS = {
+    "gpu_idle": 0x1,
+    "applications_clocks_setting": 0x2,
+    "sw_power_cap": 0x4,
+    "hw_slowdown": 0x8,
+    "sync_boost": 0x10,
+    "sw_thermal_slowdown": 0x20,
+    "hw_thermal_slowdown": 0x40,
+    "hw_power_brake_slowdown": 0x80,
+    "display_clock_setting": 0x100,
+}
+# Which clock-event reasons count as a violation of which NVML perf policy.
+_POLICY_REASONS = {
+    pynvml.NVML_PERF_POLICY_POWER: {"sw_power_cap", "hw_power_brake_slowdown"},
+    pynvml.NVML_PERF_POLICY_THERMAL: {"sw_thermal_slowdown", "hw_thermal_slowdown"},
+    pynvml.NVML_PERF_POLICY_SYNC_BOOST: {"sync_boost"},
+    pynvml.NVML_PERF_POLICY_BOARD_LIMIT: {"hw_slowdown"},
+    pynvml.NVML_PERF_POLICY_LOW_UTILIZATION: {"gpu_idle"},
+    pynvml.NVML_PERF_POLICY_RELIABILITY: set(),
+}
+_NVLINK_COUNTER_NAMES = {
+    pynvml.NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+    pynvml.NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+    pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc_flit",
+    pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA: "crc_data",
+}
+
+
+def _error(code: int) -> Exception:
+    err: Exception = pynvml.NVMLError(code)
+    return err
+
+
+@dataclass(frozen=True, slots=True)
+class FakeHandle:
+    index: int
+
+
+@dataclass(slots=True)
+class FakeEventSet:
+    # device index -> position in that GPU's XID list of the next event to deliver
+    cursors: dict[int, int] = field(default_factory=dict)
+    freed: bool = False
+
+
+def _uint(value: float) -> int:
+    return max(0, round(value))
+
+
+def _counter(events: list[Any], t: float) -> int:
+    return sum(e.count for e in events if e.t <= t)
+
+
+class FakeNvml:
+    """The functions of ``pynvml`` that gpu-exporter uses, answering from a fleet spec."""
+
+    # Constants the boundary module looks up on the library object.
+    nvmlMemory_v2 = pynvml.nvmlMemory_v2
+    __version__ = "fake-" + str(getattr(pynvml, "__version__", "nvml"))
+
+    def __init__(self, spec: FleetSpec, now: Callable[[], float] = time.time) -> None:
+        self.spec = spec
+        self.gpus: list[SimGpu] = expand(spec)
+        self._now = now
+        self._epoch = spec.epoch.timestamp() if spec.epoch is not None else now()
+        self._initialized = 0
+        self.calls = 0  # how many NVML functions were called (for tests and benches)
+
+    # -- time and state ---------------------------------------------------------------------
+
+    def sim_time(self) -> float:
+        return self._now() - self._epoch
+
+    def _gpu(self, handle: FakeHandle, feature: str | None = None) -> tuple[SimGpu, float]:
+        self.calls += 1
+        if not self._initialized:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+        if not isinstance(handle, FakeHandle) or not 0 <= handle.index < len(self.gpus):
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        gpu = self.gpus[handle.index]
+        t = self.sim_time()
+        if gpu.spec.lost_at is not None and t >= gpu.spec.lost_at:
+            raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
+        if feature is not None and feature in gpu.unsupported:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return gpu, max(t, 0.0)
+
+    # -- life cycle and system --------------------------------------------------------------
+
+    def nvmlInit(self) -> None:
+        self.calls += 1
+        if self.sim_time() < self.spec.nvml_init_fails_until:
+            raise _error(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
+        self._initialized += 1
+
+    def nvmlShutdown(self) -> None:
+        self.calls += 1
+        if not self._initialized:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+        self._initialized -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self.calls += 1
+        if not self._initialized:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+        return self.spec.driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self.calls += 1
+        if not self._initialized:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> FakeHandle:
+        handle = FakeHandle(index)
+        self._gpu(handle)
+        return handle
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
+        return self._gpu(handle)[0].uuid
+
+    def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
+        return self._gpu(handle)[0].spec.model
+
+    def nvmlDeviceGetSerial(self, handle: FakeHandle) -> str:
+        return self._gpu(handle, "serial")[0].serial
+
+    def nvmlDeviceGetVbiosVersion(self, handle: FakeHandle) -> str:
+        return self._gpu(handle, "vbios")[0].spec.vbios
+
+    def nvmlDeviceGetPciInfo(self, handle: FakeHandle) -> Any:
+        gpu, _ = self._gpu(handle)
+        info = pynvml.nvmlPciInfo_t()
+        info.busId = gpu.pci_bus_id.encode()
+        domain, bus, _rest = gpu.pci_bus_id.split(":")
+        info.domain = int(domain, 16)
+        info.bus = int(bus, 16)
+        return info
+
+    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
+        return self._gpu(handle)[0].index
+
+    # -- readings ---------------------------------------------------------------------------
+
+    def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
+        gpu, t = self._gpu(handle, "utilization")
+        util = pynvml.c_nvmlUtilization_t()
+        util.gpu = min(100, _uint(gpu.util_gpu.value(t)))
+        util.memory = min(100, _uint(gpu.util_memory.value(t)))
+        return util
+
+    def nvmlDeviceGetEncoderUtilization(self, handle: FakeHandle) -> list[int]:
+        gpu, t = self._gpu(handle, "encoder_utilization")
+        return [min(100, _uint(gpu.util_encoder.value(t))), 167000]
+
+    def nvmlDeviceGetDecoderUtilization(self, handle: FakeHandle) -> list[int]:
+        gpu, t = self._gpu(handle, "decoder_utilization")
+        return [min(100, _uint(gpu.util_decoder.value(t))), 167000]
+
+    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
+        gpu, t = self._gpu(handle, "memory_reserved" if version else None)
+        spec = gpu.spec
+        usable = spec.memory_total_mib - spec.memory_reserved_mib
+        used = min(usable, _uint(gpu.memory_used_mib.value(t))) * MIB
+        if version:
+            mem = pynvml.c_nvmlMemory_v2_t()
+            mem.version = version
+            mem.total = spec.memory_total_mib * MIB
+            mem.reserved = spec.memory_reserved_mib * MIB
+            mem.used = used
+            mem.free = usable * MIB - used
+            return mem
+        # v1 counts the reserved memory as used
+        mem1 = pynvml.c_nvmlMemory_t()
+        mem1.total = spec.memory_total_mib * MIB
+        mem1.used = used + spec.memory_reserved_mib * MIB
+        mem1.free = usable * MIB - used
+        return mem1
+
+    def nvmlDeviceGetTemperature(self, handle: FakeHandle, sensor: int) -> int:
+        gpu, t = self._gpu(handle, "temperature")
+        if sensor != pynvml.NVML_TEMPERATURE_GPU:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return _uint(gpu.temp_gpu.value(t))
+
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
+        gpu, t = self._gpu(handle)
+        values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
+        for i, field_id in enumerate(field_ids):
+            values[i].fieldId = field_id
+            values[i].timestamp = int(self._now() * 1e6)
+            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+                if "memory_temperature" in gpu.unsupported:
+                    values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                    continue
+                values[i].nvmlReturn = pynvml.NVML_SUCCESS
+                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                values[i].value.uiVal = _uint(gpu.temp_memory.value(t))
+            else:
+                values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+        return values
+
+    def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
+        gpu, t = self._gpu(handle, "power")
+        return _uint(gpu.power_w.value(t) * 1000)
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, handle: FakeHandle) -> int:
+        gpu, _ = self._gpu(handle, "power_limit")
+        return _uint(gpu.spec.power_limit_w * 1000)
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: FakeHandle) -> int:
+        gpu, t = self._gpu(handle, "energy")
+        return gpu.spec.energy_mj_at_start + math.floor(gpu.power_w.integral(t) * 1000)
+
+    def nvmlDeviceGetClockInfo(self, handle: FakeHandle, clock: int) -> int:
+        gpu, t = self._gpu(handle, "clocks")
+        if clock == pynvml.NVML_CLOCK_SM:
+            return _uint(gpu.clock_sm.value(t))
+        if clock == pynvml.NVML_CLOCK_MEM:
+            return _uint(gpu.clock_memory.value(t))
+        raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetPcieReplayCounter(self, handle: FakeHandle) -> int:
+        gpu, t = self._gpu(handle, "pcie_replay")
+        return _counter(gpu.spec.pcie_replays, t)
+
+    def nvmlDeviceGetTotalEccErrors(
+        self, handle: FakeHandle, error_type: int, counter_type: int
+    ) -> int:
+        gpu, t = self._gpu(handle, "ecc")
+        ecc = gpu.spec.ecc
+        corrected = error_type == pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        events = ecc.corrected_volatile if corrected else ecc.uncorrected_volatile
+        count = _counter(events, t)
+        if counter_type == pynvml.NVML_AGGREGATE_ECC:
+            count += ecc.corrected_aggregate_base if corrected else ecc.uncorrected_aggregate_base
+        return count
+
+    def nvmlDeviceGetRemappedRows(self, handle: FakeHandle) -> tuple[int, int, int, int]:
+        gpu, _ = self._gpu(handle, "remapped_rows")
+        rows = gpu.spec.remapped_rows
+        return rows.correctable, rows.uncorrectable, int(rows.pending), int(rows.failure)
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: FakeHandle) -> int:
+        gpu, t = self._gpu(handle, "clock_event_reasons")
+        mask = 0
+        for event in gpu.spec.clock_events:
+            if event.start <= t < event.end:
+                for reason in event.reasons:
+                    mask |= _REASON_BITS[reason]
+        return mask
+
+    def nvmlDeviceGetViolationStatus(self, handle: FakeHandle, policy: int) -> Any:
+        gpu, t = self._gpu(handle, "violations")
+        reasons = _POLICY_REASONS.get(policy)
+        if reasons is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        # Merge the intervals carrying one of this policy's reasons; count their time up to t.
+        merged: list[list[float]] = []
+        for start, end in sorted(
+            (e.start, e.end) for e in gpu.spec.clock_events if reasons.intersection(e.reasons)
+        ):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        total = sum(max(0.0, min(end, t) - max(start, 0.0)) for start, end in merged)
+        status = pynvml.c_nvmlViolationTime_t()
+        status.referenceTime = int(self._now() * 1e9)
+        status.violationTime = round(total * 1e9)
+        return status
+
+    def nvmlDeviceGetNvLinkState(self, handle: FakeHandle, link: int) -> int:
+        gpu, _ = self._gpu(handle, "nvlink")
+        if link >= gpu.spec.nvlink.links:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 1
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, handle: FakeHandle, link: int, counter: int) -> int:
+        gpu, t = self._gpu(handle, "nvlink")
+        if link >= gpu.spec.nvlink.links:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        name = _NVLINK_COUNTER_NAMES.get(counter)
+        if name is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return sum(
+            e.count
+            for e in gpu.spec.nvlink.errors
+            if e.link == link and e.counter == name and e.t <= t
+        )
+
+    # -- events -----------------------------------------------------------------------------
+
+    def nvmlEventSetCreate(self) -> FakeEventSet:
+        self.calls += 1
+        if not self._initialized:
+            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
+        return FakeEventSet()
+
+    def nvmlDeviceRegisterEvents(
+        self, handle: FakeHandle, event_types: int, event_set: FakeEventSet
+    ) -> None:
+        gpu, t = self._gpu(handle, "xid_events")
+        if event_types & pynvml.nvmlEventTypeXidCriticalError:
+            # only events after registration are delivered, as with the real driver
+            event_set.cursors[gpu.index] = bisect.bisect_right(gpu.xids, (t, math.inf))
+
+    def nvmlEventSetWait_v2(self, event_set: FakeEventSet, timeout_ms: int) -> Any:
+        self.calls += 1
+        if event_set.freed:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        t = self.sim_time()
+        for index, cursor in event_set.cursors.items():
+            xids = self.gpus[index].xids
+            if cursor < len(xids) and xids[cursor][0] <= t:
+                event_set.cursors[index] = cursor + 1
+                data = pynvml.c_nvmlEventData_t()
+                data.eventType = pynvml.nvmlEventTypeXidCriticalError
+                data.eventData = xids[cursor][1]
+                return data
+        raise _error(pynvml.NVML_ERROR_TIMEOUT)
+
+    def nvmlEventSetFree(self, event_set: FakeEventSet) -> None:
+        self.calls += 1
+        event_set.freed = True

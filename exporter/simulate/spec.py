@@ -1,0 +1,325 @@
+"""The fleet spec: a YAML description of one simulated GPU node for the fake NVML.
+
+Times are seconds since the spec's ``epoch`` (an ISO-8601 instant; by default the moment the
+simulation starts). Any numeric reading may be given as a curve:
+
+    power_w: 350                                   # constant
+    power_w: {points: [[0, 100], [60, 700]]}       # linear between points, held outside
+    power_w: {steps: [[0, 100], [60, 700]], period: 120}   # held until the next point; repeats
+    power_w: {sine: {min: 200, max: 650, period: 600, phase: 0}}
+
+Counters are lists of events ``{t: 12.5, count: 3}``; a counter's value at t is its base plus
+the counts of the events at or before t. See examples/ and docs/simulate.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from exporter.simulate.curves import Constant, Curve, Piecewise, Shifted, Sine
+
+MIB = 1024 * 1024
+
+# Names of NVML features a spec can mark unsupported (the fake answers NOT_SUPPORTED).
+Feature = Literal[
+    "utilization",
+    "encoder_utilization",
+    "decoder_utilization",
+    "memory_reserved",
+    "temperature",
+    "memory_temperature",
+    "power",
+    "power_limit",
+    "energy",
+    "clocks",
+    "pcie_replay",
+    "ecc",
+    "remapped_rows",
+    "xid_events",
+    "clock_event_reasons",
+    "violations",
+    "nvlink",
+    "serial",
+    "vbios",
+]
+
+ClockEventReason = Literal[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+]
+
+NvlinkCounter = Literal["replay", "recovery", "crc_flit", "crc_data"]
+
+
+class SpecError(ValueError):
+    """A fleet spec that cannot be used; the message names the file, the place and the reason."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+NonNegative = Annotated[float, Field(ge=0)]
+
+
+class SineShape(_Model):
+    min: float
+    max: float
+    period: Annotated[float, Field(gt=0)]
+    phase: float = 0.0
+
+
+class CurveSpec(_Model):
+    points: list[tuple[float, float]] | None = None
+    steps: list[tuple[float, float]] | None = None
+    sine: SineShape | None = None
+    period: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> CurveSpec:
+        shapes = [s for s in ("points", "steps", "sine") if getattr(self, s) is not None]
+        if len(shapes) != 1:
+            raise ValueError("a curve is a number or has exactly one of points, steps, sine")
+        pts = self.points if self.points is not None else self.steps
+        if pts is not None:
+            if not pts:
+                raise ValueError("needs at least one [time, value] point")
+            times = [p[0] for p in pts]
+            if any(b <= a for a, b in itertools.pairwise(times)):
+                raise ValueError("point times must be strictly increasing")
+            if self.period is not None and (times[0] < 0 or times[-1] > self.period):
+                raise ValueError("with a period, point times must lie within [0, period]")
+        elif self.period is not None:
+            raise ValueError("period applies to points and steps only")
+        return self
+
+    def build(self) -> Curve:
+        if self.sine is not None:
+            s = self.sine
+            return Sine(s.min, s.max, s.period, s.phase)
+        linear = self.points is not None
+        pts = self.points if self.points is not None else self.steps
+        assert pts is not None
+        return Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear, self.period)
+
+
+CurveField = float | CurveSpec
+
+
+def build_curve(field: CurveField) -> Curve:
+    return Constant(float(field)) if isinstance(field, int | float) else field.build()
+
+
+class Event(_Model):
+    t: float
+    count: Annotated[int, Field(ge=0)] = 1
+
+
+class Utilization(_Model):
+    gpu: CurveField = 0.0
+    memory: CurveField = 0.0
+    encoder: CurveField = 0.0
+    decoder: CurveField = 0.0
+
+
+class Temperatures(_Model):
+    gpu: CurveField = 35.0
+    memory: CurveField = 40.0
+
+
+class Clocks(_Model):
+    sm: CurveField = 1980.0
+    memory: CurveField = 2619.0
+
+
+class Ecc(_Model):
+    corrected_volatile: list[Event] = []
+    uncorrected_volatile: list[Event] = []
+    corrected_aggregate_base: Annotated[int, Field(ge=0)] = 0
+    uncorrected_aggregate_base: Annotated[int, Field(ge=0)] = 0
+
+
+class RemappedRows(_Model):
+    correctable: Annotated[int, Field(ge=0)] = 0
+    uncorrectable: Annotated[int, Field(ge=0)] = 0
+    pending: bool = False
+    failure: bool = False
+
+
+class Xid(_Model):
+    t: float
+    xid: Annotated[int, Field(ge=1)]
+
+
+class ClockEvent(_Model):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    start: Annotated[float, Field(alias="from")]
+    end: Annotated[float, Field(alias="to")]
+    reasons: list[ClockEventReason]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> ClockEvent:
+        if self.end <= self.start:
+            raise ValueError("'to' must be after 'from'")
+        return self
+
+
+class NvlinkError(_Model):
+    t: float
+    link: Annotated[int, Field(ge=0, le=17)]
+    counter: NvlinkCounter
+    count: Annotated[int, Field(ge=0)] = 1
+
+
+class Nvlink(_Model):
+    links: Annotated[int, Field(ge=0, le=18)] = 0
+    errors: list[NvlinkError] = []
+
+    @model_validator(mode="after")
+    def _links_exist(self) -> Nvlink:
+        for e in self.errors:
+            if e.link >= self.links:
+                raise ValueError(f"error on link {e.link} but the GPU has {self.links} links")
+        return self
+
+
+class GpuSpec(_Model):
+    count: Annotated[int, Field(ge=1, le=1024)] = 1
+    model: Annotated[str, Field(min_length=1)]
+    uuid: str | None = None
+    pci_bus_id: str | None = None
+    serial: str | None = None
+    vbios: str = "96.00.99.00.01"
+    memory_total_mib: Annotated[int, Field(gt=0)]
+    memory_reserved_mib: Annotated[int, Field(ge=0)] = 0
+    memory_used_mib: CurveField = 0.0
+    utilization: Utilization = Utilization()
+    power_w: CurveField = 70.0
+    power_limit_w: Annotated[float, Field(gt=0)] = 700.0
+    temperature_c: Temperatures = Temperatures()
+    clocks_mhz: Clocks = Clocks()
+    energy_mj_at_start: Annotated[int, Field(ge=0)] = 0
+    pcie_replays: list[Event] = []
+    ecc: Ecc = Ecc()
+    remapped_rows: RemappedRows = RemappedRows()
+    xid: list[Xid] = []
+    clock_events: list[ClockEvent] = []
+    nvlink: Nvlink = Nvlink()
+    lost_at: float | None = None
+    unsupported: list[Feature] = []
+    phase_step_s: float = 0.0
+
+    @model_validator(mode="after")
+    def _single_identity(self) -> GpuSpec:
+        if self.count > 1 and (self.uuid or self.pci_bus_id or self.serial):
+            raise ValueError("uuid, pci_bus_id and serial can only be given when count is 1")
+        if self.memory_reserved_mib >= self.memory_total_mib:
+            raise ValueError("memory_reserved_mib must be below memory_total_mib")
+        return self
+
+
+class FleetSpec(_Model):
+    hostname: Annotated[str, Field(min_length=1)] = "sim-node"
+    driver_version: str = "550.90.07"
+    epoch: datetime | None = None
+    nvml_init_fails_until: NonNegative = 0.0
+    gpus: list[GpuSpec] = []
+
+
+# Typical PCI buses of an 8-GPU HGX board; more GPUs go to further PCI domains.
+_BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+
+
+class SimGpu:
+    """One simulated GPU with its curves built and its identity settled."""
+
+    def __init__(self, spec: GpuSpec, index: int, replica: int, hostname: str) -> None:
+        self.spec = spec
+        self.index = index
+        offset = replica * spec.phase_step_s
+
+        def curve(field: CurveField) -> Curve:
+            built = build_curve(field)
+            return Shifted(built, offset) if offset else built
+
+        self.uuid = spec.uuid or "GPU-" + str(
+            uuid.uuid5(uuid.NAMESPACE_URL, f"gpu-finops-sim/{hostname}/{index}")
+        )
+        self.pci_bus_id = spec.pci_bus_id or f"{index // 8:08X}:{_BUSES[index % 8]:02X}:00.0"
+        self.serial = spec.serial or f"1654923{index:06d}"
+        self.unsupported = frozenset(spec.unsupported)
+        self.memory_used_mib = curve(spec.memory_used_mib)
+        self.util_gpu = curve(spec.utilization.gpu)
+        self.util_memory = curve(spec.utilization.memory)
+        self.util_encoder = curve(spec.utilization.encoder)
+        self.util_decoder = curve(spec.utilization.decoder)
+        self.power_w = curve(spec.power_w)
+        self.temp_gpu = curve(spec.temperature_c.gpu)
+        self.temp_memory = curve(spec.temperature_c.memory)
+        self.clock_sm = curve(spec.clocks_mhz.sm)
+        self.clock_memory = curve(spec.clocks_mhz.memory)
+        xids = [(x.t, x.xid) for x in spec.xid]
+        if spec.lost_at is not None:
+            xids.append((spec.lost_at, 79))  # "GPU has fallen off the bus"
+        self.xids = sorted(xids)
+
+
+def load(path: str | Path) -> FleetSpec:
+    """Read and validate a fleet spec; :class:`SpecError` names the file, place and reason."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" line {where.line + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise SpecError(f"{path}:{at}: {problem}") from None
+    return parse(raw, str(path))
+
+
+def parse(raw: Any, source: str = "<spec>") -> FleetSpec:
+    if not isinstance(raw, dict):
+        raise SpecError(f"{source}: the top level must be a mapping")
+    try:
+        return FleetSpec.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+        first = errors[0]
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise SpecError(f"{source}: {_where(first['loc'])}: {first['msg']}{more}") from None
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in {"float", "CurveSpec", "function-after[_one_shape(), CurveSpec]"}:
+            continue  # pydantic's name for a union member, not a place in the file
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def expand(spec: FleetSpec) -> list[SimGpu]:
+    gpus: list[SimGpu] = []
+    for entry in spec.gpus:
+        for replica in range(entry.count):
+            gpus.append(SimGpu(entry, len(gpus), replica, spec.hostname))
+    return gpus

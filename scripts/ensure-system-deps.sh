@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Makes sure the system programs the tests (and benches) need are installed.
+#   prometheus, promtool      Debian package "prometheus"
+#   PostgreSQL server (pg_ctl, initdb under /usr/lib/postgresql/*/bin)   Debian package "postgresql"
+#   prometheus-node-exporter  Debian package "prometheus-node-exporter" (benches only: --bench)
+# Installs what is missing with apt-get when it can; otherwise names exactly what is missing
+# and exits 1.
+set -euo pipefail
+
+want_bench=0
+[[ "${1:-}" == "--bench" ]] && want_bench=1
+
+missing_pkgs=()
+missing_why=()
+
+need() {  # need PACKAGE WHY TEST-COMMAND...
+  local pkg=$1 why=$2
+  shift 2
+  if ! "$@" >/dev/null 2>&1; then
+    missing_pkgs+=("$pkg")
+    missing_why+=("$why")
+  fi
+}
+
+have_pg() { compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; }
+
+need prometheus "prometheus and promtool (for the Prometheus integration tests and 'promtool check')" \
+  bash -c 'command -v prometheus && command -v promtool'
+need postgresql "PostgreSQL server binaries under /usr/lib/postgresql/*/bin (throwaway test clusters)" have_pg
+if (( want_bench )); then
+  need prometheus-node-exporter "prometheus-node-exporter (the peer the scrape benchmark compares against)" \
+    bash -c 'command -v prometheus-node-exporter || command -v node_exporter'
+fi
+
+(( ${#missing_pkgs[@]} == 0 )) && exit 0
+
+echo "system packages missing: ${missing_pkgs[*]}" >&2
+for why in "${missing_why[@]}"; do echo "  - $why" >&2; done
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+fi
+if command -v apt-get >/dev/null && { [[ $(id -u) -eq 0 ]] || [[ -n $sudo ]]; }; then
+  echo "installing with apt-get: ${missing_pkgs[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q >/dev/null
+  $sudo apt-get install -y -q --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+  exit 0
+fi
+
+echo "cannot install them here (need apt-get and root or passwordless sudo)." >&2
+echo "install by hand: apt-get install ${missing_pkgs[*]}" >&2
+exit 1
