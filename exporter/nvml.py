@@ -187,7 +187,7 @@ class Nvml:
 
     # -- the one place NVMLError is caught --------------------------------------------------
 
-    def _call(self, device: int, name: str, *args: Any) -> Any:
+    def _call(self, device: int, name: str, *args: Any, quiet: bool = False) -> Any:
         fn: Callable[..., Any] | None = getattr(self._lib, name, None)
         if fn is None:  # bindings older than the function
             return self._unsupported(device, NotSupported(_FUNCTION_MISSING, name))
@@ -195,7 +195,7 @@ class Nvml:
             return fn(*args)
         except pynvml.NVMLError as exc:
             failure = classify(exc.value, name)
-            if isinstance(failure, NotSupported):
+            if isinstance(failure, NotSupported) and not quiet:
                 return self._unsupported(device, failure)
             return failure
 
@@ -353,7 +353,8 @@ class Nvml:
         return value if isinstance(value, Failure) else int(value.violationTime)
 
     def nvlink_active(self, dev: Device, link: int) -> Outcome[bool]:
-        value = self._call(dev.index, "nvmlDeviceGetNvLinkState", dev.handle, link)
+        """Whether a link is up; probing past the last link is expected to fail, quietly."""
+        value = self._call(dev.index, "nvmlDeviceGetNvLinkState", dev.handle, link, quiet=True)
         return value if isinstance(value, Failure) else bool(value)
 
     def nvlink_error_counter(self, dev: Device, link: int, counter: int) -> Outcome[int]:

@@ -171,6 +171,7 @@ class GpuSampler:
             if gpu.device is None:  # lost at discovery or since: try to get it back
                 dev = self._nvml.device(gpu.identity.index)
                 if isinstance(dev, nv.Failure):
+                    self._on_error("nvml", "gpu_lost" if isinstance(dev, nv.GpuLost) else "query")
                     states.append(GpuState(gpu.identity, up=False))
                     continue
                 gpu.device = dev

@@ -299,10 +299,17 @@ def parse(raw: Any, source: str = "<spec>") -> FleetSpec:
     try:
         return FleetSpec.model_validate(raw)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        first = errors[0]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise SpecError(f"{source}: {_where(first['loc'])}: {first['msg']}{more}") from None
+        # A curve is "a number or a mapping": pydantic reports both branches of that union.
+        # When the input was a mapping, the number branch's complaint is noise; drop it.
+        found: dict[str, str] = {}
+        for err in exc.errors(include_url=False):
+            where = _where(err["loc"])
+            if err["type"] in {"float_type", "float_parsing"} and isinstance(err["input"], dict):
+                continue
+            found.setdefault(where, err["msg"])
+        where, msg = next(iter(found.items()))
+        more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        raise SpecError(f"{source}: {where}: {msg}{more}") from None
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

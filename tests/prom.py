@@ -1,0 +1,79 @@
+"""A real Prometheus server on loopback for tests."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tests.procs import Process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Prometheus:
+    def __init__(self, binary: str, workdir: Path, targets: list[str],
+                 scrape_interval: str = "1s") -> None:  # fmt: skip
+        self.port = free_port()
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global:\n"
+            f"  scrape_interval: {scrape_interval}\n"
+            f"  scrape_timeout: {scrape_interval}\n"
+            "scrape_configs:\n"
+            "  - job_name: gpu\n"
+            "    static_configs:\n"
+            f"      - targets: {json.dumps(targets)}\n"
+        )
+        self.process = Process([
+            binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
+        ])  # fmt: skip
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        self.until(lambda: self._get("/-/ready", raw=True) is not None, timeout, "ready")
+
+    def until(self, check: Any, timeout: float, what: str) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            result = check()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise AssertionError(f"prometheus: {what} not reached in {timeout}s\n"
+                                     + self.process.output())  # fmt: skip
+            if self.process.proc.poll() is not None:
+                raise AssertionError("prometheus exited:\n" + self.process.output())
+            time.sleep(0.2)  # polling interval while waiting for a condition
+
+    def _get(self, path: str, raw: bool = False, **params: str) -> Any:
+        url = self.url + path + ("?" + urllib.parse.urlencode(params) if params else "")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as resp:
+                body = resp.read()
+        except (urllib.error.URLError, ConnectionError):
+            return None
+        return body if raw else json.loads(body)
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        answer = self._get("/api/v1/query", query=expr)
+        assert answer is not None and answer["status"] == "success", (expr, answer)
+        return list(answer["data"]["result"])
+
+    def label_values(self, label: str) -> list[str]:
+        answer = self._get(f"/api/v1/label/{label}/values")
+        assert answer is not None and answer["status"] == "success"
+        return list(answer["data"])
+
+    def stop(self) -> None:
+        self.process.stop()
