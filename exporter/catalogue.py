@@ -182,6 +182,6 @@ DEVICE_UP = Series(
 )  # fmt: skip
 DEVICE_INFO = Series(
     "gpu_device_info", "gauge", "1",
-    "Static facts about the GPU as labels (serial, VBIOS, total memory); value 1.",
+    "Static facts about the GPU as labels (serial, VBIOS version); value 1.",
     "utilization", "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
 )  # fmt: skip
