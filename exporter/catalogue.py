@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Collector = Literal[
+    "mig",
+    "profiling",
     "utilization",
     "memory",
     "temperature",
@@ -23,6 +25,8 @@ Collector = Literal[
     "nvlink",
 ]
 COLLECTORS: tuple[Collector, ...] = (
+    "mig",
+    "profiling",
     "utilization",
     "memory",
     "temperature",
@@ -141,7 +145,36 @@ SCALAR_SERIES: tuple[Series, ...] = (
     _s("DCGM_FI_DEV_RELIABILITY_VIOLATION", "counter", "us",
        "Throttling duration due to reliability constraints (in us).", "clock_events",
        "nvmlDeviceGetViolationStatus(NVML_PERF_POLICY_RELIABILITY) / 1000"),
+    _s("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "ratio",
+       "Ratio of time the graphics engine is active.", "profiling",
+       "GPM NVML_GPM_METRIC_GRAPHICS_UTIL / 100"),
+    _s("DCGM_FI_PROF_SM_ACTIVE", "gauge", "ratio",
+       "The ratio of cycles an SM has at least 1 warp assigned.", "profiling",
+       "GPM NVML_GPM_METRIC_SM_UTIL / 100"),
+    _s("DCGM_FI_PROF_SM_OCCUPANCY", "gauge", "ratio",
+       "The ratio of number of warps resident on an SM.", "profiling",
+       "GPM NVML_GPM_METRIC_SM_OCCUPANCY / 100"),
+    _s("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "ratio",
+       "Ratio of cycles the tensor (HMMA) pipe is active.", "profiling",
+       "GPM NVML_GPM_METRIC_ANY_TENSOR_UTIL / 100"),
+    _s("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "ratio",
+       "Ratio of cycles the device memory interface is active sending or receiving data.",
+       "profiling", "GPM NVML_GPM_METRIC_DRAM_BW_UTIL / 100"),
+    _s("DCGM_FI_PROF_PCIE_TX_BYTES", "gauge", "B/s",
+       "The rate of data transmitted over the PCIe bus - including both protocol headers and "
+       "data payloads - in bytes per second.", "profiling",
+       "GPM NVML_GPM_METRIC_PCIE_TX_PER_SEC x 2^20"),
+    _s("DCGM_FI_PROF_PCIE_RX_BYTES", "gauge", "B/s",
+       "The rate of data received over the PCIe bus - including both protocol headers and "
+       "data payloads - in bytes per second.", "profiling",
+       "GPM NVML_GPM_METRIC_PCIE_RX_PER_SEC x 2^20"),
 )  # fmt: skip
+
+# Series a MIG instance has of its own; the rest are the physical GPU's and are emitted once.
+MIG_INSTANCE_SERIES = frozenset(
+    {"DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_TOTAL"}
+    | {s.name for s in SCALAR_SERIES if s.collector == "profiling"}
+)
 
 VIOLATION_SERIES = {
     "power": "DCGM_FI_DEV_POWER_VIOLATION",
@@ -174,6 +207,12 @@ CLOCK_EVENT_ACTIVE = Series(
     "gpu_clock_event_reason_active", "gauge", "bool",
     "1 while the named clock event reason (throttle reason) holds the clocks down.",
     "clock_events", "nvmlDeviceGetCurrentClocksEventReasons() bits",
+)  # fmt: skip
+MIG_INSTANCE_INFO = Series(
+    "gpu_mig_instance_info", "gauge", "1",
+    "One series per MIG instance; labels give its profile, GPU instance id, MIG UUID, compute "
+    "slices (of 7) and memory slices (of 8). Value 1.",
+    "mig", "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes",
 )  # fmt: skip
 DEVICE_UP = Series(
     "gpu_device_up", "gauge", "bool",

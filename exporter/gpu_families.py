@@ -28,11 +28,33 @@ def gpu_families(states: list[GpuState], collectors: Iterable[str]) -> list[Fami
             continue
         family = Family(series.name, series.kind, series.help)
         name = series.name
+        per_instance = name in cat.MIG_INSTANCE_SERIES
         for s in live:
             value = s.values.get(name)
             if value is not None:
                 family.add(s.identity.labels, value)
+            if per_instance:
+                for inst in s.instances:
+                    value = inst.values.get(name)
+                    if value is not None:
+                        family.add(inst.labels, value)
         families.append(family)
+
+    if "mig" in on:
+        info = Family(cat.MIG_INSTANCE_INFO.name, "gauge", cat.MIG_INSTANCE_INFO.help)
+        for s in live:
+            for inst in s.instances:
+                i = inst.instance
+                extra = label_pairs(
+                    (
+                        ("mig_uuid", i.uuid),
+                        ("GPU_CI_ID", str(i.ci_id)),
+                        ("compute_slices", str(i.compute_slices)),
+                        ("memory_slices", str(i.memory_slices)),
+                    )
+                )
+                info.add(f"{inst.labels},{extra}", 1)
+        families.append(info)
 
     if "xid" in on:
         xid = Family(cat.XID_COUNTER.name, "counter", cat.XID_COUNTER.help)

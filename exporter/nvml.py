@@ -116,6 +116,31 @@ class EventSet:
     handle: Any
 
 
+@dataclass(frozen=True, slots=True)
+class MigInstance:
+    """One MIG device (a GPU instance with its compute instance) of a physical GPU."""
+
+    device: Device  # the MIG device handle, with the parent's index
+    uuid: str
+    gi_id: int
+    ci_id: int
+    profile: str  # e.g. "1g.10gb"
+    compute_slices: int  # of 7
+    memory_slices: int  # of 8
+
+
+# GPM metric ids (NVML) for the DCGM profiling fields, and the factor to DCGM's unit.
+GPM_METRICS = {
+    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL, 0.01),
+    "DCGM_FI_PROF_SM_ACTIVE": (pynvml.NVML_GPM_METRIC_SM_UTIL, 0.01),
+    "DCGM_FI_PROF_SM_OCCUPANCY": (pynvml.NVML_GPM_METRIC_SM_OCCUPANCY, 0.01),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL, 0.01),
+    "DCGM_FI_PROF_DRAM_ACTIVE": (pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL, 0.01),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": (pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, 1024.0 * 1024.0),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": (pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, 1024.0 * 1024.0),
+}
+
+
 # Values of the NVML enums the collector passes through this module.
 CLOCK_SM = pynvml.NVML_CLOCK_SM
 CLOCK_MEM = pynvml.NVML_CLOCK_MEM
@@ -159,6 +184,7 @@ class Nvml:
 
     def __init__(self, library: Any = None) -> None:
         self._lib = pynvml if library is None else library
+        self._profile_names: dict[tuple[int, int], str] = {}
         self._logged: set[tuple[int, str]] = set()
         self._log_lock = threading.Lock()
         self.initialized = False
@@ -362,6 +388,115 @@ class Nvml:
             dev.index, "nvmlDeviceGetNvLinkErrorCounter", dev.handle, link, counter
         )
         return value
+
+    # -- MIG --------------------------------------------------------------------------------
+
+    def mig_enabled(self, dev: Device) -> Outcome[bool]:
+        """Whether MIG mode is on (a GPU that cannot do MIG answers NotSupported, quietly)."""
+        mode = self._call(dev.index, "nvmlDeviceGetMigMode", dev.handle, quiet=True)
+        return mode if isinstance(mode, Failure) else bool(mode[0])
+
+    def mig_instances(self, dev: Device) -> Outcome[list[MigInstance]]:
+        """The MIG devices that exist now (they come and go at run time)."""
+        slots = self._call(dev.index, "nvmlDeviceGetMaxMigDeviceCount", dev.handle)
+        if isinstance(slots, Failure):
+            return slots
+        found: list[MigInstance] = []
+        for slot in range(int(slots)):
+            handle = self._call(
+                dev.index, "nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, slot, quiet=True
+            )
+            if isinstance(handle, Failure):
+                if handle.code == pynvml.NVML_ERROR_NOT_FOUND:
+                    continue  # an empty slot
+                return handle
+            instance = self._mig_instance(dev, Device(dev.index, handle))
+            if isinstance(instance, GpuLost):
+                return instance
+            if not isinstance(instance, Failure):  # destroyed while we looked: skip it
+                found.append(instance)
+        return found
+
+    def _mig_instance(self, parent: Device, mig: Device) -> Outcome[MigInstance]:
+        uuid = self._text_of(mig, "nvmlDeviceGetUUID")
+        gi_id = self._call(mig.index, "nvmlDeviceGetGpuInstanceId", mig.handle)
+        ci_id = self._call(mig.index, "nvmlDeviceGetComputeInstanceId", mig.handle)
+        attrs = self._call(mig.index, "nvmlDeviceGetAttributes", mig.handle)
+        for value in (uuid, gi_id, ci_id, attrs):
+            if isinstance(value, Failure):
+                return value
+        assert isinstance(uuid, str)
+        gi = self._call(parent.index, "nvmlDeviceGetGpuInstanceById", parent.handle, gi_id)
+        info = gi if isinstance(gi, Failure) else self._call(
+            parent.index, "nvmlGpuInstanceGetInfo", gi
+        )  # fmt: skip
+        compute = int(attrs.gpuInstanceSliceCount)
+        if isinstance(info, Failure):
+            memory, profile = 0, f"{compute}g.{int(attrs.memorySizeMB) // 1024}gb"
+        else:
+            memory = int(info.placement.size)
+            profile = self._profile_name(parent, int(info.profileId), compute, memory)
+        return MigInstance(mig, uuid, int(gi_id), int(ci_id), profile, compute, memory)
+
+    def _profile_name(self, parent: Device, profile_id: int, compute: int, memory: int) -> str:
+        key = (parent.index, profile_id)
+        name = self._profile_names.get(key)
+        if name is None:
+            info = self._call(
+                parent.index, "nvmlDeviceGetGpuInstanceProfileInfoById", parent.handle, profile_id
+            )
+            if isinstance(info, Failure):  # older driver: NVIDIA's naming, from the sizes
+                total = self.memory(parent)
+                per_slice = (
+                    0 if isinstance(total, Failure) else round(total[0] / 2**30 / 8)
+                )  # fmt: skip
+                name = f"{compute}g.{memory * per_slice}gb"
+            else:
+                name = text(info.name).removeprefix("MIG ")
+            self._profile_names[key] = name
+        return name
+
+    # -- GPM (profiling metrics on Hopper and newer) ----------------------------------------
+
+    def gpm_supported(self, dev: Device) -> bool:
+        support = self._call(dev.index, "nvmlGpmQueryDeviceSupport", dev.handle, quiet=True)
+        return not isinstance(support, Failure) and bool(support.isSupportedDevice)
+
+    def gpm_sample(self, dev: Device, gi_id: int | None = None) -> Outcome[Any]:
+        """A new GPM sample of the whole GPU, or of one MIG GPU instance."""
+        sample = self._call(dev.index, "nvmlGpmSampleAlloc")
+        if isinstance(sample, Failure):
+            return sample
+        if gi_id is None:
+            got = self._call(dev.index, "nvmlGpmSampleGet", dev.handle, sample)
+        else:
+            got = self._call(dev.index, "nvmlGpmMigSampleGet", dev.handle, gi_id, sample)
+        if isinstance(got, Failure):
+            self.gpm_free(sample)
+            return got
+        return sample
+
+    def gpm_metrics(self, dev: Device, first: Any, second: Any) -> Outcome[dict[str, float]]:
+        """DCGM profiling values (ratios 0..1, bytes/s) between two samples."""
+        request = pynvml.c_nvmlGpmMetricsGet_t()
+        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(GPM_METRICS)
+        request.sample1 = first
+        request.sample2 = second
+        for i, (metric_id, _scale) in enumerate(GPM_METRICS.values()):
+            request.metrics[i].metricId = metric_id
+        answer = self._call(dev.index, "nvmlGpmMetricsGet", request)
+        if isinstance(answer, Failure):
+            return answer
+        values: dict[str, float] = {}
+        for i, (name, (_metric_id, scale)) in enumerate(GPM_METRICS.items()):
+            metric = answer.metrics[i]
+            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
+                values[name] = float(metric.value) * scale
+        return values
+
+    def gpm_free(self, sample: Any) -> None:
+        self._call(-1, "nvmlGpmSampleFree", sample)
 
     # -- XID events -------------------------------------------------------------------------
 

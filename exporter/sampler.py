@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from exporter import nvml as nv
 from exporter.catalogue import VIOLATION_SERIES
@@ -34,10 +35,19 @@ class GpuIdentity:
 
 
 @dataclass(slots=True)
+class MigState:
+    instance: nv.MigInstance
+    labels: str  # the parent's DCGM labels plus GPU_I_PROFILE and GPU_I_ID
+    values: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
 class GpuState:
     identity: GpuIdentity
     up: bool
     values: dict[str, float] = field(default_factory=dict)
+    mig_enabled: bool = False
+    instances: list[MigState] = field(default_factory=list)
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -53,6 +63,10 @@ class _Gpu:
     nvlinks: tuple[int, ...] = ()
     last_xid: int = 0
     xid_counts: dict[int, int] = field(default_factory=dict)
+    mig_enabled: bool = False
+    gpm: bool = False
+    # the previous GPM sample, of the whole GPU (key None) or of each MIG GPU instance
+    gpm_prev: dict[int | None, object] = field(default_factory=dict)
 
 
 class _Lost(Exception):
@@ -60,6 +74,10 @@ class _Lost(Exception):
 
 
 ErrorSink = Callable[[str, str], None]
+
+
+class _Ok(Protocol):
+    def __call__(self, outcome: nv.Outcome[nv.T]) -> nv.T | None: ...
 
 
 def identity_labels(
@@ -133,6 +151,9 @@ class GpuSampler:
             txt(self._nvml.vbios_version(dev)),
         )
         gpu = _Gpu(identity, dev)
+        mig = self._nvml.mig_enabled(dev)
+        gpu.mig_enabled = mig is True
+        gpu.gpm = "profiling" in self._on and self._nvml.gpm_supported(dev)
         if "xid" in self._on:
             events = self._nvml.xid_event_set(dev)
             gpu.events = None if isinstance(events, nv.Failure) else events
@@ -158,6 +179,9 @@ class GpuSampler:
             if gpu.events is not None:
                 self._nvml.free_event_set(gpu.events)
                 gpu.events = None
+            for sample in gpu.gpm_prev.values():
+                self._nvml.gpm_free(sample)
+            gpu.gpm_prev.clear()
 
     def device_count_changed(self) -> bool:
         count = self._nvml.device_count()
@@ -187,7 +211,7 @@ class GpuSampler:
     def _read(self, gpu: _Gpu, dev: nv.Device) -> GpuState:
         nvml, on = self._nvml, self._on
         values: dict[str, float] = {}
-        state = GpuState(gpu.identity, up=True, values=values)
+        state = GpuState(gpu.identity, up=True, values=values, mig_enabled=gpu.mig_enabled)
 
         def ok(outcome: nv.Outcome[nv.T]) -> nv.T | None:
             if isinstance(outcome, nv.Failure):
@@ -206,13 +230,17 @@ class GpuSampler:
                 values["DCGM_FI_DEV_ENC_UTIL"] = enc
             if (dec := ok(nvml.decoder_utilization(dev))) is not None:
                 values["DCGM_FI_DEV_DEC_UTIL"] = dec
-        if "memory" in on and (mem := ok(nvml.memory(dev))) is not None:
-            total, used, free, reserved = mem
-            values["DCGM_FI_DEV_FB_FREE"] = free // MIB
-            values["DCGM_FI_DEV_FB_USED"] = used // MIB
-            if reserved is not None:
-                values["DCGM_FI_DEV_FB_RESERVED"] = reserved // MIB
-            values["DCGM_FI_DEV_FB_TOTAL"] = total // MIB
+        if gpu.mig_enabled:  # memory and activity belong to the instances
+            if "mig" in on and (instances := ok(nvml.mig_instances(dev))) is not None:
+                state.instances = [self._read_instance(gpu, dev, i, ok) for i in instances]
+                live = {i.gi_id for i in instances}
+                for gi in [g for g in gpu.gpm_prev if g is not None and g not in live]:
+                    nvml.gpm_free(gpu.gpm_prev.pop(gi))
+        else:
+            if "memory" in on:
+                self._read_memory(dev, values, ok)
+            if gpu.gpm:
+                values.update(self._gpm(gpu, dev, None, ok))
         if "temperature" in on:
             if (temp := ok(nvml.temperature(dev))) is not None:
                 values["DCGM_FI_DEV_GPU_TEMP"] = temp
@@ -269,6 +297,39 @@ class GpuSampler:
                     if n is not None:
                         state.nvlink[(counter_name, link)] = n
         return state
+
+    def _read_memory(self, dev: nv.Device, values: dict[str, float], ok: _Ok) -> None:
+        mem = ok(self._nvml.memory(dev))
+        if mem is not None:
+            total, used, free, reserved = mem
+            values["DCGM_FI_DEV_FB_FREE"] = free // MIB
+            values["DCGM_FI_DEV_FB_USED"] = used // MIB
+            if reserved is not None:
+                values["DCGM_FI_DEV_FB_RESERVED"] = reserved // MIB
+            values["DCGM_FI_DEV_FB_TOTAL"] = total // MIB
+
+    def _read_instance(self, gpu: _Gpu, dev: nv.Device, inst: nv.MigInstance, ok: _Ok) -> MigState:
+        extra = label_pairs((("GPU_I_PROFILE", inst.profile), ("GPU_I_ID", str(inst.gi_id))))
+        state = MigState(inst, f"{gpu.identity.labels},{extra}")
+        if "memory" in self._on:
+            self._read_memory(inst.device, state.values, ok)
+            state.values.pop("DCGM_FI_DEV_FB_RESERVED", None)
+        if gpu.gpm:
+            state.values.update(self._gpm(gpu, dev, inst.gi_id, ok))
+        return state
+
+    def _gpm(self, gpu: _Gpu, dev: nv.Device, gi_id: int | None, ok: _Ok) -> dict[str, float]:
+        """Profiling values between the previous collection's GPM sample and a new one."""
+        sample = ok(self._nvml.gpm_sample(dev, gi_id))
+        if sample is None:
+            return {}
+        previous = gpu.gpm_prev.pop(gi_id, None)
+        gpu.gpm_prev[gi_id] = sample
+        if previous is None:  # the first sample: a rate needs two
+            return {}
+        values = ok(self._nvml.gpm_metrics(dev, previous, sample))
+        self._nvml.gpm_free(previous)
+        return values or {}
 
 
 _ECC_READS = (

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.nvml import lib as pynvml
+from exporter.simulate.fake_mig import FakeMigHandle, MigGpmMixin
 from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
 
 _REASON_BITS = {
@@ -72,7 +73,7 @@ def _counter(events: list[Any], t: float) -> int:
     return sum(e.count for e in events if e.t <= t)
 
 
-class FakeNvml:
+class FakeNvml(MigGpmMixin):
     """The functions of ``pynvml`` that gpu-exporter uses, answering from a fleet spec."""
 
     # Constants the boundary module looks up on the library object.
@@ -85,6 +86,7 @@ class FakeNvml:
         self._now = now
         self._epoch = spec.epoch.timestamp() if spec.epoch is not None else now()
         self._initialized = 0
+        self._gpm_samples: dict[int, tuple[int, int | None, float]] = {}
         self.calls = 0  # how many NVML functions were called (for tests and benches)
 
     # -- time and state ---------------------------------------------------------------------
@@ -139,7 +141,9 @@ class FakeNvml:
 
     # -- identity ---------------------------------------------------------------------------
 
-    def nvmlDeviceGetUUID(self, handle: FakeHandle) -> str:
+    def nvmlDeviceGetUUID(self, handle: FakeHandle | FakeMigHandle) -> str:
+        if isinstance(handle, FakeMigHandle):
+            return self._mig(handle)[1].uuid
         return self._gpu(handle)[0].uuid
 
     def nvmlDeviceGetName(self, handle: FakeHandle) -> str:
@@ -167,6 +171,8 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         gpu, t = self._gpu(handle, "utilization")
+        if gpu.migs:  # as on real hardware: no device utilisation while MIG is on
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         util = pynvml.c_nvmlUtilization_t()
         util.gpu = min(100, _uint(gpu.util_gpu.value(t)))
         util.memory = min(100, _uint(gpu.util_memory.value(t)))
@@ -180,7 +186,11 @@ class FakeNvml:
         gpu, t = self._gpu(handle, "decoder_utilization")
         return [min(100, _uint(gpu.util_decoder.value(t))), 167000]
 
-    def nvmlDeviceGetMemoryInfo(self, handle: FakeHandle, version: int | None = None) -> Any:
+    def nvmlDeviceGetMemoryInfo(
+        self, handle: FakeHandle | FakeMigHandle, version: int | None = None
+    ) -> Any:
+        if isinstance(handle, FakeMigHandle):
+            return self._mig_memory(handle, version)
         gpu, t = self._gpu(handle, "memory_reserved" if version else None)
         spec = gpu.spec
         usable = spec.memory_total_mib - spec.memory_reserved_mib

@@ -24,6 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from exporter.simulate.curves import Constant, Curve, Piecewise, Shifted, Sine
+from exporter.simulate.mig_profiles import BY_MODEL, Profile, profiles_for
 
 MIB = 1024 * 1024
 
@@ -48,6 +49,7 @@ Feature = Literal[
     "nvlink",
     "serial",
     "vbios",
+    "gpm",
 ]
 
 ClockEventReason = Literal[
@@ -197,6 +199,31 @@ class Nvlink(_Model):
         return self
 
 
+class Gpm(_Model):
+    """Profiling activity, as ratios 0..1 (PCIe in bytes/s): what NVML GPM measures between
+    two samples. A GPU without ``gpm`` answers that GPM is not supported."""
+
+    gr_engine_active: CurveField = 0.0
+    sm_active: CurveField = 0.0
+    sm_occupancy: CurveField = 0.0
+    tensor_active: CurveField = 0.0
+    dram_active: CurveField = 0.0
+    pcie_tx_bytes: CurveField = 0.0
+    pcie_rx_bytes: CurveField = 0.0
+
+
+class MigInstanceSpec(_Model):
+    """One MIG GPU instance (with one compute instance spanning it)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    profile: str
+    gi_id: Annotated[int, Field(ge=1, le=14)] | None = None
+    memory_used_mib: CurveField = 0.0
+    gpm: Gpm = Gpm()
+    created_at: float | None = None
+    destroyed_at: float | None = None
+
+
 class GpuSpec(_Model):
     count: Annotated[int, Field(ge=1, le=1024)] = 1
     model: Annotated[str, Field(min_length=1)]
@@ -222,6 +249,37 @@ class GpuSpec(_Model):
     lost_at: float | None = None
     unsupported: list[Feature] = []
     phase_step_s: float = 0.0
+    gpm: Gpm | None = None
+    mig: list[MigInstanceSpec] | None = None
+
+    @model_validator(mode="after")
+    def _mig_layout_fits(self) -> GpuSpec:
+        if self.mig is None:
+            return self
+        profiles = profiles_for(self.model)
+        if profiles is None:
+            raise ValueError(f"{self.model!r} has no MIG profiles (known: {sorted(BY_MODEL)})")
+        for i, inst in enumerate(self.mig):
+            if inst.profile not in profiles:
+                raise ValueError(
+                    f"mig[{i}]: profile {inst.profile!r} does not exist on {self.model} "
+                    f"(choose from {', '.join(profiles)})"
+                )
+        # at every moment an instance appears, the live ones must fit in 7 compute, 8 memory
+        moments = {0.0} | {i.created_at for i in self.mig if i.created_at is not None}
+        for t in sorted(moments):
+            live = [i for i in self.mig if _alive(i, t)]
+            compute = sum(profiles[i.profile].compute_slices for i in live)
+            memory = sum(profiles[i.profile].memory_slices for i in live)
+            if compute > 7 or memory > 8:
+                raise ValueError(
+                    f"at t={t:g} the MIG instances need {compute}/7 compute and {memory}/8 "
+                    "memory slices: they do not fit"
+                )
+        ids = [i.gi_id for i in self.mig if i.gi_id is not None]
+        if len(ids) != len(set(ids)):
+            raise ValueError("MIG gi_id values must be unique")
+        return self
 
     @model_validator(mode="after")
     def _single_identity(self) -> GpuSpec:
@@ -238,6 +296,41 @@ class FleetSpec(_Model):
     epoch: datetime | None = None
     nvml_init_fails_until: NonNegative = 0.0
     gpus: list[GpuSpec] = []
+
+
+def _alive(inst: MigInstanceSpec, t: float) -> bool:
+    created = inst.created_at if inst.created_at is not None else float("-inf")
+    destroyed = inst.destroyed_at if inst.destroyed_at is not None else float("inf")
+    return created <= t < destroyed
+
+
+class SimGpm:
+    def __init__(self, spec: Gpm, curve: Any) -> None:
+        self.gr_engine_active = curve(spec.gr_engine_active)
+        self.sm_active = curve(spec.sm_active)
+        self.sm_occupancy = curve(spec.sm_occupancy)
+        self.tensor_active = curve(spec.tensor_active)
+        self.dram_active = curve(spec.dram_active)
+        self.pcie_tx_bytes = curve(spec.pcie_tx_bytes)
+        self.pcie_rx_bytes = curve(spec.pcie_rx_bytes)
+
+
+class SimMig:
+    """One simulated MIG instance of a SimGpu."""
+
+    def __init__(self, spec: MigInstanceSpec, gi_id: int, profile: Profile, parent_uuid: str,
+                 placement: int, curve: Any) -> None:  # fmt: skip
+        self.spec = spec
+        self.gi_id = gi_id
+        self.profile_name = spec.profile
+        self.profile = profile
+        self.placement_start = placement
+        self.uuid = "MIG-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"{parent_uuid}/gi/{gi_id}"))
+        self.memory_used_mib = curve(spec.memory_used_mib)
+        self.gpm = SimGpm(spec.gpm, curve)
+
+    def alive(self, t: float) -> bool:
+        return _alive(self.spec, t)
 
 
 # Typical PCI buses of an 8-GPU HGX board; more GPUs go to further PCI domains.
@@ -272,6 +365,18 @@ class SimGpu:
         self.temp_memory = curve(spec.temperature_c.memory)
         self.clock_sm = curve(spec.clocks_mhz.sm)
         self.clock_memory = curve(spec.clocks_mhz.memory)
+        self.gpm = SimGpm(spec.gpm, curve) if spec.gpm is not None else None
+        self.migs: list[SimMig] = []
+        if spec.mig is not None:
+            profiles = profiles_for(spec.model) or {}
+            used_ids = {i.gi_id for i in spec.mig if i.gi_id is not None}
+            free_ids = (n for n in range(1, 15) if n not in used_ids)
+            placement = 0
+            for inst in spec.mig:
+                gi_id = inst.gi_id if inst.gi_id is not None else next(free_ids)
+                profile = profiles[inst.profile]
+                self.migs.append(SimMig(inst, gi_id, profile, self.uuid, placement, curve))
+                placement = (placement + profile.memory_slices) % 8
         xids = [(x.t, x.xid) for x in spec.xid]
         if spec.lost_at is not None:
             xids.append((spec.lost_at, 79))  # "GPU has fallen off the bus"

@@ -1,0 +1,226 @@
+"""MIG and GPM functions of the fake NVML (pynvml signatures, structures and error codes).
+
+MIG devices are reached as real NVML reaches them: ``nvmlDeviceGetMigDeviceHandleByIndex`` over
+the instances that exist at that moment (instances can be created and destroyed over time).
+GPM samples are real ctypes pointers, as ``nvmlGpmSampleAlloc`` returns; a metric between two
+samples is the exact mean of the spec's curve over the time between them.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from typing import Any
+
+from exporter.nvml import lib as pynvml
+from exporter.simulate.spec import MIB, SimGpm, SimGpu, SimMig
+
+
+def _error(code: int) -> Exception:
+    err: Exception = pynvml.NVMLError(code)
+    return err
+
+
+@dataclass(frozen=True, slots=True)
+class FakeMigHandle:
+    index: int  # the parent GPU
+    gi_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class FakeGpuInstance:
+    index: int
+    gi_id: int
+
+
+# GPM metric id -> (curve attribute, scale from the spec's unit to NVML's)
+_GPM_METRICS = {
+    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: ("gr_engine_active", 100.0),
+    pynvml.NVML_GPM_METRIC_SM_UTIL: ("sm_active", 100.0),
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: ("sm_occupancy", 100.0),
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: ("tensor_active", 100.0),
+    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: ("dram_active", 100.0),
+    pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: ("pcie_tx_bytes", 1.0 / MIB),
+    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: ("pcie_rx_bytes", 1.0 / MIB),
+}
+
+
+class MigGpmMixin:
+    """Mixed into FakeNvml, which provides ``gpus``, ``_gpu``, ``sim_time`` and ``calls``."""
+
+    gpus: list[SimGpu]
+    calls: int
+    _gpm_samples: dict[int, tuple[int, int | None, float]]
+
+    def _gpu(self, handle: Any, feature: str | None = None) -> tuple[SimGpu, float]:
+        raise NotImplementedError
+
+    def sim_time(self) -> float:
+        raise NotImplementedError
+
+    def _mig(self, handle: FakeMigHandle) -> tuple[SimGpu, SimMig, float]:
+        gpu, t = self._gpu(_parent(handle))
+        for mig in gpu.migs:
+            if mig.gi_id == handle.gi_id and mig.alive(t):
+                return gpu, mig, t
+        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # the instance was destroyed
+
+    # -- MIG mode and devices ---------------------------------------------------------------
+
+    def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
+        gpu, _ = self._gpu(handle)
+        if not _mig_capable(gpu):
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        mode = 1 if gpu.spec.mig is not None else 0
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
+        gpu, _ = self._gpu(handle)
+        if not _mig_capable(gpu):
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> FakeMigHandle:
+        gpu, t = self._gpu(handle)
+        live = [m for m in gpu.migs if m.alive(t)]
+        if index >= len(live):
+            raise _error(pynvml.NVML_ERROR_NOT_FOUND)
+        return FakeMigHandle(gpu.index, live[index].gi_id)
+
+    def nvmlDeviceGetGpuInstanceId(self, handle: FakeMigHandle) -> int:
+        return self._mig(handle)[1].gi_id
+
+    def nvmlDeviceGetComputeInstanceId(self, handle: FakeMigHandle) -> int:
+        self._mig(handle)
+        return 0
+
+    def nvmlDeviceGetAttributes(self, handle: FakeMigHandle) -> Any:
+        _, mig, _ = self._mig(handle)
+        attrs = pynvml.c_nvmlDeviceAttributes()
+        attrs.multiprocessorCount = mig.profile.sms
+        attrs.gpuInstanceSliceCount = mig.profile.compute_slices
+        attrs.computeInstanceSliceCount = mig.profile.compute_slices
+        attrs.memorySizeMB = mig.profile.memory_mib
+        return attrs
+
+    def nvmlDeviceGetGpuInstanceById(self, handle: Any, gi_id: int) -> FakeGpuInstance:
+        gpu, t = self._gpu(handle)
+        if not any(m.gi_id == gi_id and m.alive(t) for m in gpu.migs):
+            raise _error(pynvml.NVML_ERROR_NOT_FOUND)
+        return FakeGpuInstance(gpu.index, gi_id)
+
+    def nvmlGpuInstanceGetInfo(self, instance: FakeGpuInstance) -> Any:
+        _, mig, _ = self._mig(FakeMigHandle(instance.index, instance.gi_id))
+        info = pynvml.c_nvmlGpuInstanceInfo_t()
+        info.id = mig.gi_id
+        info.profileId = mig.profile.profile_id
+        info.placement.start = mig.placement_start
+        info.placement.size = mig.profile.memory_slices
+        return info
+
+    def nvmlDeviceGetGpuInstanceProfileInfoById(self, handle: Any, profile_id: int) -> Any:
+        gpu, _ = self._gpu(handle)
+        for mig in gpu.migs:
+            if mig.profile.profile_id == profile_id:
+                info = pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
+                info.id = profile_id
+                info.sliceCount = mig.profile.compute_slices
+                info.memorySizeMB = mig.profile.memory_mib
+                info.multiprocessorCount = mig.profile.sms
+                info.name = f"MIG {mig.profile_name}".encode()
+                return info
+        raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+    def _mig_memory(self, handle: FakeMigHandle, version: int | None) -> Any:
+        _, mig, t = self._mig(handle)
+        total = mig.profile.memory_mib
+        used = min(total, max(0, round(mig.memory_used_mib.value(t)))) * MIB
+        mem = pynvml.c_nvmlMemory_v2_t() if version else pynvml.c_nvmlMemory_t()
+        if version:
+            mem.version = version
+            mem.reserved = 0
+        mem.total = total * MIB
+        mem.used = used
+        mem.free = total * MIB - used
+        return mem
+
+    # -- GPM --------------------------------------------------------------------------------
+
+    def nvmlGpmQueryDeviceSupport(self, handle: Any) -> Any:
+        gpu, _ = self._gpu(handle)
+        support = pynvml.c_nvmlGpmSupport_t()
+        support.version = pynvml.NVML_GPM_SUPPORT_VERSION
+        has_gpm = gpu.gpm is not None or bool(gpu.migs)
+        support.isSupportedDevice = int(has_gpm and "gpm" not in gpu.unsupported)
+        return support
+
+    def nvmlGpmSampleAlloc(self) -> Any:
+        self.calls += 1
+        sample = ctypes.pointer(pynvml.struct_c_nvmlGpmSample_t())
+        self._gpm_samples[ctypes.addressof(sample.contents)] = (-1, None, 0.0)
+        self._keep = getattr(self, "_keep", {})
+        self._keep[ctypes.addressof(sample.contents)] = sample  # keep the memory alive
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: Any) -> None:
+        self.calls += 1
+        address = ctypes.addressof(sample.contents)
+        self._gpm_samples.pop(address, None)
+        getattr(self, "_keep", {}).pop(address, None)
+
+    def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
+        gpu, t = self._gpu(handle, "gpm")
+        if gpu.gpm is None:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        self._record(sample, gpu.index, None, t)
+        return sample
+
+    def nvmlGpmMigSampleGet(self, handle: Any, gi_id: int, sample: Any) -> Any:
+        gpu, mig, t = self._mig(FakeMigHandle(self._gpu(handle, "gpm")[0].index, gi_id))
+        self._record(sample, gpu.index, mig.gi_id, t)
+        return sample
+
+    def _record(self, sample: Any, index: int, gi_id: int | None, t: float) -> None:
+        address = ctypes.addressof(sample.contents)
+        if address not in self._gpm_samples:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        self._gpm_samples[address] = (index, gi_id, t)
+
+    def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
+        self.calls += 1
+        first = self._gpm_samples.get(ctypes.addressof(metrics_get.sample1.contents))
+        second = self._gpm_samples.get(ctypes.addressof(metrics_get.sample2.contents))
+        if first is None or second is None or first[:2] != second[:2] or first[0] < 0:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        index, gi_id, t1 = first
+        t2 = second[2]
+        gpu = self.gpus[index]
+        source: SimGpm | None = gpu.gpm
+        if gi_id is not None:
+            source = next(m.gpm for m in gpu.migs if m.gi_id == gi_id)
+        for i in range(metrics_get.numMetrics):
+            metric = metrics_get.metrics[i]
+            spec = _GPM_METRICS.get(metric.metricId)
+            if spec is None or source is None:
+                metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            curve = getattr(source, spec[0])
+            if t2 > t1:
+                mean = (curve.integral(max(t2, 0.0)) - curve.integral(max(t1, 0.0))) / (t2 - t1)
+            else:
+                mean = curve.value(t2)
+            metric.nvmlReturn = pynvml.NVML_SUCCESS
+            metric.value = mean * spec[1]
+        return metrics_get
+
+
+def _parent(handle: FakeMigHandle) -> Any:
+    from exporter.simulate.fake_nvml import FakeHandle
+
+    return FakeHandle(handle.index)
+
+
+def _mig_capable(gpu: SimGpu) -> bool:
+    from exporter.simulate.mig_profiles import profiles_for
+
+    return profiles_for(gpu.spec.model) is not None
