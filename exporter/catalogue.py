@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Collector = Literal[
+    "processes",
     "mig",
     "profiling",
     "utilization",
@@ -25,6 +26,7 @@ Collector = Literal[
     "nvlink",
 ]
 COLLECTORS: tuple[Collector, ...] = (
+    "processes",
     "mig",
     "profiling",
     "utilization",

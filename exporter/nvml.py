@@ -129,6 +129,16 @@ class MigInstance:
     memory_slices: int  # of 8
 
 
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    pid: int
+    used_bytes: int | None  # None where the driver cannot tell
+    gi_id: int | None  # the MIG GPU instance it runs in, None outside MIG
+
+
+_NO_INSTANCE = 0xFFFFFFFF  # NVML's "not in a MIG instance"
+
+
 # GPM metric ids (NVML) for the DCGM profiling fields, and the factor to DCGM's unit.
 GPM_METRICS = {
     "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL, 0.01),
@@ -497,6 +507,51 @@ class Nvml:
 
     def gpm_free(self, sample: Any) -> None:
         self._call(-1, "nvmlGpmSampleFree", sample)
+
+    # -- processes --------------------------------------------------------------------------
+
+    def running_processes(self, dev: Device) -> Outcome[list[GpuProcess]]:
+        procs = self._call(dev.index, "nvmlDeviceGetComputeRunningProcesses", dev.handle)
+        if isinstance(procs, Failure):
+            return procs
+        out = []
+        for p in procs:
+            used = getattr(p, "usedGpuMemory", None)
+            gi = getattr(p, "gpuInstanceId", _NO_INSTANCE)
+            out.append(
+                GpuProcess(
+                    int(p.pid),
+                    None if used is None else int(used),
+                    None if gi in (None, _NO_INSTANCE) else int(gi),
+                )
+            )
+        return out
+
+    def process_sm_utilization(
+        self, dev: Device, since_us: int
+    ) -> Outcome[tuple[dict[int, float], int]]:
+        """Mean SM utilisation (0..1) per PID over the samples after ``since_us``, and the
+        newest sample's timestamp (pass it back next time)."""
+        try:
+            samples = self._lib.nvmlDeviceGetProcessUtilization(dev.handle, since_us)
+        except pynvml.NVMLError as exc:
+            if exc.value == pynvml.NVML_ERROR_NOT_FOUND:  # no samples in the window
+                return {}, since_us
+            failure = classify(exc.value, "nvmlDeviceGetProcessUtilization")
+            if isinstance(failure, NotSupported):
+                return self._unsupported(dev.index, failure)
+            return failure
+        sums: dict[int, list[float]] = {}
+        newest = since_us
+        for sample in samples:
+            stamp = int(sample.timeStamp)
+            if stamp <= since_us:
+                continue
+            newest = max(newest, stamp)
+            acc = sums.setdefault(int(sample.pid), [0.0, 0.0])
+            acc[0] += int(sample.smUtil)
+            acc[1] += 1
+        return {pid: total / n / 100 for pid, (total, n) in sums.items()}, newest
 
     # -- XID events -------------------------------------------------------------------------
 

@@ -41,6 +41,14 @@ class MigState:
     values: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True)
+class ProcessSample:
+    pid: int
+    used_bytes: int | None
+    gi_id: int | None
+    sm_utilization: float | None  # 0..1 since the last collection; None where unknown
+
+
 @dataclass(slots=True)
 class GpuState:
     identity: GpuIdentity
@@ -48,6 +56,7 @@ class GpuState:
     values: dict[str, float] = field(default_factory=dict)
     mig_enabled: bool = False
     instances: list[MigState] = field(default_factory=list)
+    processes: list[ProcessSample] = field(default_factory=list)
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -67,6 +76,7 @@ class _Gpu:
     gpm: bool = False
     # the previous GPM sample, of the whole GPU (key None) or of each MIG GPU instance
     gpm_prev: dict[int | None, object] = field(default_factory=dict)
+    process_samples_since: int = 0  # NVML timestamp (us) of the newest process sample seen
 
 
 class _Lost(Exception):
@@ -290,6 +300,8 @@ class GpuSampler:
                 ns = ok(nvml.violation_ns(dev, policy))
                 if ns is not None:
                     values[series] = ns // 1000
+        if "processes" in on:
+            self._read_processes(gpu, dev, state, ok)
         if "nvlink" in on:
             for link in gpu.nvlinks:
                 for counter_name, counter in nv.NVLINK_COUNTERS.items():
@@ -307,6 +319,22 @@ class GpuSampler:
             if reserved is not None:
                 values["DCGM_FI_DEV_FB_RESERVED"] = reserved // MIB
             values["DCGM_FI_DEV_FB_TOTAL"] = total // MIB
+
+    def _read_processes(self, gpu: _Gpu, dev: nv.Device, state: GpuState, ok: _Ok) -> None:
+        procs = ok(self._nvml.running_processes(dev))
+        if not procs:
+            return
+        util: dict[int, float] | None = None
+        if not gpu.mig_enabled:  # NVML has no per-process samples inside MIG instances
+            answer = ok(self._nvml.process_sm_utilization(dev, gpu.process_samples_since))
+            if answer is not None:
+                util, gpu.process_samples_since = answer
+        state.processes = [
+            ProcessSample(
+                p.pid, p.used_bytes, p.gi_id, None if util is None else util.get(p.pid, 0.0)
+            )
+            for p in procs
+        ]
 
     def _read_instance(self, gpu: _Gpu, dev: nv.Device, inst: nv.MigInstance, ok: _Ok) -> MigState:
         extra = label_pairs((("GPU_I_PROFILE", inst.profile), ("GPU_I_ID", str(inst.gi_id))))

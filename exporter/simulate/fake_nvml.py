@@ -322,6 +322,50 @@ class FakeNvml(MigGpmMixin):
             if e.link == link and e.counter == name and e.t <= t
         )
 
+    # -- processes --------------------------------------------------------------------------
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: FakeHandle) -> list[Any]:
+        gpu, t = self._gpu(handle, "processes")
+        out = []
+        for proc in gpu.processes:
+            if proc.alive(t):
+                gi = proc.spec.gi_id
+                out.append(
+                    pynvml.nvmlFriendlyObject({
+                        "pid": proc.spec.pid,
+                        "usedGpuMemory": _uint(proc.memory_used_mib.value(t)) * MIB,
+                        "gpuInstanceId": gi if gi is not None else 0xFFFFFFFF,
+                        "computeInstanceId": 0 if gi is not None else 0xFFFFFFFF,
+                    })
+                )  # fmt: skip
+        return out
+
+    def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, since_us: int) -> list[Any]:
+        """One sample per live process: its mean SM utilisation since ``since_us``."""
+        gpu, t = self._gpu(handle, "process_utilization")
+        if gpu.migs:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        now_us = int(self._now() * 1e6)
+        start = max(0.0, since_us / 1e6 - self._epoch) if since_us else max(0.0, t - 1.0)
+        samples = []
+        for proc in gpu.processes:
+            if not proc.alive(t) or now_us <= since_us:
+                continue
+            sample = pynvml.c_nvmlProcessUtilizationSample_t()
+            sample.pid = proc.spec.pid
+            sample.timeStamp = now_us
+            span = t - start
+            mean = (
+                (proc.sm_util.integral(t) - proc.sm_util.integral(start)) / span
+                if span > 0
+                else proc.sm_util.value(t)
+            )
+            sample.smUtil = min(100, _uint(mean))
+            samples.append(sample)
+        if not samples:
+            raise _error(pynvml.NVML_ERROR_NOT_FOUND)
+        return samples
+
     # -- events -----------------------------------------------------------------------------
 
     def nvmlEventSetCreate(self) -> FakeEventSet:

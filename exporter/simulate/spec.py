@@ -50,6 +50,8 @@ Feature = Literal[
     "serial",
     "vbios",
     "gpm",
+    "processes",
+    "process_utilization",
 ]
 
 ClockEventReason = Literal[
@@ -212,6 +214,17 @@ class Gpm(_Model):
     pcie_rx_bytes: CurveField = 0.0
 
 
+class ProcessSpec(_Model):
+    """A compute process on a GPU (inside a MIG instance when ``gi_id`` is set)."""
+
+    pid: Annotated[int, Field(ge=1)]
+    gi_id: Annotated[int, Field(ge=1, le=14)] | None = None
+    memory_used_mib: CurveField = 0.0
+    sm_util: CurveField = 0.0  # per-process SM utilisation, percent
+    started_at: float | None = None
+    ended_at: float | None = None
+
+
 class MigInstanceSpec(_Model):
     """One MIG GPU instance (with one compute instance spanning it)."""
 
@@ -251,6 +264,7 @@ class GpuSpec(_Model):
     phase_step_s: float = 0.0
     gpm: Gpm | None = None
     mig: list[MigInstanceSpec] | None = None
+    processes: list[ProcessSpec] = []
 
     @model_validator(mode="after")
     def _mig_layout_fits(self) -> GpuSpec:
@@ -315,6 +329,18 @@ class SimGpm:
         self.pcie_rx_bytes = curve(spec.pcie_rx_bytes)
 
 
+class SimProcess:
+    def __init__(self, spec: ProcessSpec, curve: Any) -> None:
+        self.spec = spec
+        self.memory_used_mib = curve(spec.memory_used_mib)
+        self.sm_util = curve(spec.sm_util)
+
+    def alive(self, t: float) -> bool:
+        start = self.spec.started_at if self.spec.started_at is not None else float("-inf")
+        end = self.spec.ended_at if self.spec.ended_at is not None else float("inf")
+        return start <= t < end
+
+
 class SimMig:
     """One simulated MIG instance of a SimGpu."""
 
@@ -377,6 +403,7 @@ class SimGpu:
                 profile = profiles[inst.profile]
                 self.migs.append(SimMig(inst, gi_id, profile, self.uuid, placement, curve))
                 placement = (placement + profile.memory_slices) % 8
+        self.processes = [SimProcess(p, curve) for p in spec.processes]
         xids = [(x.t, x.xid) for x in spec.xid]
         if spec.lost_at is not None:
             xids.append((spec.lost_at, 79))  # "GPU has fallen off the bus"
