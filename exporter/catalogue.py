@@ -216,6 +216,29 @@ MIG_INSTANCE_INFO = Series(
     "slices (of 7) and memory slices (of 8). Value 1.",
     "mig", "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes",
 )  # fmt: skip
+ALLOCATION_SHARE = Series(
+    "gpu_allocation_share", "gauge", "ratio",
+    "Share of the physical GPU a container holds: whole GPU 1, MIG instance compute slices/7, "
+    "time-slice replica 1/replicas of that device.",
+    "processes", "kubelet pod-resources List + GetAllocatableResources",
+)  # fmt: skip
+CONTAINER_SM = Series(
+    "gpu_container_sm_utilization_ratio", "gauge", "ratio",
+    "SM utilisation of a container's processes on this device since the last collection "
+    "(sum over its processes, 0..1 of the device).",
+    "processes", "nvmlDeviceGetProcessUtilization, /proc/<pid>/cgroup, pod directory",
+)  # fmt: skip
+CONTAINER_MEMORY = Series(
+    "gpu_container_memory_used_bytes", "gauge", "bytes",
+    "Device memory used by a container's processes on this device.",
+    "processes", "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup, pod directory",
+)  # fmt: skip
+UNATTRIBUTED = Series(
+    "gpu_unattributed_processes", "gauge", "1",
+    "Processes on this GPU that map to no pod (host processes, or unknown containers); counted, "
+    "never guessed.",
+    "processes", "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup",
+)  # fmt: skip
 DEVICE_UP = Series(
     "gpu_device_up", "gauge", "bool",
     "1 when the last read of this GPU succeeded, 0 when it is lost or could not be read.",

@@ -6,13 +6,32 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from exporter import catalogue as cat
+from exporter.attribution import Attribution, Unit, holder_labels
 from exporter.exposition import Family, label_pairs
 from exporter.nvml import CLOCK_EVENT_REASONS
 from exporter.sampler import GpuState
 
 
-def gpu_families(states: list[GpuState], collectors: Iterable[str]) -> list[Family]:
+def with_holders(states: list[GpuState], attribution: Attribution | None) -> list[GpuState]:
+    """Add namespace/pod/container to the labels of devices exactly one container holds."""
+    if attribution is None or not attribution.exclusive:
+        return states
+    for s in states:
+        holder = attribution.exclusive.get(Unit(s.identity.index, None))
+        if holder is not None and not s.mig_enabled:
+            s.labels = f"{s.identity.labels},{holder_labels(holder)}"
+        for inst in s.instances:
+            holder = attribution.exclusive.get(Unit(s.identity.index, inst.instance.gi_id))
+            if holder is not None:
+                inst.labels = f"{inst.labels},{holder_labels(holder)}"
+    return states
+
+
+def gpu_families(
+    states: list[GpuState], collectors: Iterable[str], attribution: Attribution | None = None
+) -> list[Family]:
     on = frozenset(collectors)
+    states = with_holders(states, attribution)
     up = Family(cat.DEVICE_UP.name, "gauge", cat.DEVICE_UP.help)
     info = Family(cat.DEVICE_INFO.name, "gauge", cat.DEVICE_INFO.help)
     for s in states:
@@ -32,7 +51,7 @@ def gpu_families(states: list[GpuState], collectors: Iterable[str]) -> list[Fami
         for s in live:
             value = s.values.get(name)
             if value is not None:
-                family.add(s.identity.labels, value)
+                family.add(s.labels, value)
             if per_instance:
                 for inst in s.instances:
                     value = inst.values.get(name)
@@ -77,7 +96,48 @@ def gpu_families(states: list[GpuState], collectors: Iterable[str]) -> list[Fami
 
     if "nvlink" in on:
         families.extend(_nvlink_families(live))
+    if attribution is not None:
+        families.extend(_attribution_families(states, attribution))
     return families
+
+
+def _unit_labels(states: list[GpuState]) -> dict[Unit, str]:
+    labels: dict[Unit, str] = {}
+    for s in states:
+        labels[Unit(s.identity.index, None)] = s.identity.labels
+        for inst in s.instances:
+            extra = label_pairs(
+                (("GPU_I_PROFILE", inst.instance.profile), ("GPU_I_ID", str(inst.instance.gi_id)))
+            )
+            labels[Unit(s.identity.index, inst.instance.gi_id)] = f"{s.identity.labels},{extra}"
+    return labels
+
+
+def _attribution_families(states: list[GpuState], a: Attribution) -> list[Family]:
+    units = _unit_labels(states)
+    share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
+    for (unit, holder, resource), value in sorted(
+        a.shares.items(), key=lambda kv: (kv[0][0].gpu_index, kv[0][0].gi_id or 0, kv[0][1])
+    ):
+        base = units.get(unit)
+        if base is not None:
+            extra = label_pairs((("resource", resource),))
+            share.add(f"{base},{holder_labels(holder)},{extra}", value)
+    sm = Family(cat.CONTAINER_SM.name, "gauge", cat.CONTAINER_SM.help)
+    mem = Family(cat.CONTAINER_MEMORY.name, "gauge", cat.CONTAINER_MEMORY.help)
+    for (unit, holder), (util, used) in a.usage.items():
+        base = units.get(unit)
+        if base is None:
+            continue
+        labels = f"{base},{holder_labels(holder)}"
+        if util is not None:
+            sm.add(labels, util)
+        mem.add(labels, used)
+    unmapped = Family(cat.UNATTRIBUTED.name, "gauge", cat.UNATTRIBUTED.help)
+    for s in states:
+        if s.up and s.processes:
+            unmapped.add(s.identity.labels, a.unattributed_processes.get(s.identity.index, 0))
+    return [share, sm, mem, unmapped]
 
 
 def _nvlink_families(live: list[GpuState]) -> list[Family]:

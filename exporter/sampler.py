@@ -54,9 +54,14 @@ class GpuState:
     identity: GpuIdentity
     up: bool
     values: dict[str, float] = field(default_factory=dict)
+    labels: str = ""  # labels of this GPU's value series (the identity's, plus a sole holder's)
     mig_enabled: bool = False
     instances: list[MigState] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            self.labels = self.identity.labels
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from exporter.simulate.curves import Constant, Curve, Piecewise, Shifted, Sine
 from exporter.simulate.mig_profiles import BY_MODEL, Profile, profiles_for
+from exporter.simulate.pods import PodSpec, resolve_device_id
 
 MIB = 1024 * 1024
 
@@ -265,6 +266,7 @@ class GpuSpec(_Model):
     gpm: Gpm | None = None
     mig: list[MigInstanceSpec] | None = None
     processes: list[ProcessSpec] = []
+    time_slicing_replicas: Annotated[int, Field(ge=2, le=64)] | None = None
 
     @model_validator(mode="after")
     def _mig_layout_fits(self) -> GpuSpec:
@@ -310,6 +312,24 @@ class FleetSpec(_Model):
     epoch: datetime | None = None
     nvml_init_fails_until: NonNegative = 0.0
     gpus: list[GpuSpec] = []
+    pods: list[PodSpec] = []
+
+    @model_validator(mode="after")
+    def _pods_reference_real_devices(self) -> FleetSpec:
+        gpus = expand(self)
+        uuids = [g.uuid for g in gpus]
+        migs = {(g.index, m.gi_id): m.uuid for g in gpus for m in g.migs}
+        for p, pod in enumerate(self.pods):
+            for c, container in enumerate(pod.containers):
+                for d, claim in enumerate(container.devices):
+                    for ref in claim.ids:
+                        try:
+                            resolve_device_id(ref, uuids, migs)
+                        except ValueError as exc:
+                            raise ValueError(
+                                f"pods[{p}].containers[{c}].devices[{d}]: {exc}"
+                            ) from None
+        return self
 
 
 def _alive(inst: MigInstanceSpec, t: float) -> bool:

@@ -1,0 +1,84 @@
+"""Attribution of devices and usage to containers (pure), over states from the real sampler."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from exporter.attribution import Claim, Holder, Unit, attribute
+from exporter.sampler import GpuState
+from tests.conftest import ManualClock
+from tests.exporter.helpers import rig
+
+H100 = {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}
+
+
+def states(gpus: list[dict[str, Any]], at: float = 5.0) -> list[GpuState]:
+    clock = ManualClock()
+    r = rig({"hostname": "n", "gpus": gpus}, clock)
+    r.exporter.collect_once()  # discovery
+    clock.advance(at)
+    return r.exporter.sampler.sample()
+
+
+def pod(i: int, container: str = "main") -> Holder:
+    return Holder("ml", f"pod-{i}", container)
+
+
+def test_eight_whole_gpus_to_eight_pods() -> None:
+    st = states([{**H100, "count": 8}])
+    claims = [Claim(pod(i), "nvidia.com/gpu", s.identity.uuid) for i, s in enumerate(st)]
+    a = attribute(st, claims, {}, lambda pid: None)
+    assert a.shares == {(Unit(i, None), pod(i), "nvidia.com/gpu"): 1.0 for i in range(8)}
+    assert a.exclusive == {Unit(i, None): pod(i) for i in range(8)}
+    assert a.unknown_device_ids == 0
+
+
+@pytest.mark.parametrize(
+    ("layout", "shares"),
+    [(["1g.10gb"] * 7, [1 / 7] * 7),
+     (["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"], [3 / 7, 2 / 7, 1 / 7, 1 / 7])],
+)  # fmt: skip
+def test_mig_instances_by_compute_slices(layout: list[str], shares: list[float]) -> None:
+    st = states([{**H100, "mig": [{"profile": p} for p in layout]}])
+    insts = st[0].instances
+    claims = [Claim(pod(i), f"nvidia.com/mig-{m.instance.profile}", m.instance.uuid)
+              for i, m in enumerate(insts)]  # fmt: skip
+    a = attribute(st, claims, {}, lambda pid: None)
+    got = [a.shares[(Unit(0, m.instance.gi_id), pod(i), claims[i].resource)]
+           for i, m in enumerate(insts)]  # fmt: skip
+    assert got == pytest.approx(shares)
+    assert sum(a.shares.values()) == pytest.approx(1.0)
+    assert Unit(0, None) not in a.exclusive  # the GPU itself is shared by the instances
+    assert all(Unit(0, m.instance.gi_id) in a.exclusive for m in insts)
+
+
+def test_time_sliced_gpu_by_replicas_and_real_usage() -> None:
+    procs = [{"pid": 11, "sm_util": 60, "memory_used_mib": 1000},
+             {"pid": 12, "sm_util": 10, "memory_used_mib": 500},
+             {"pid": 21, "sm_util": 25, "memory_used_mib": 4000},
+             {"pid": 99, "sm_util": 5, "memory_used_mib": 100}]  # fmt: skip
+    st = states([{**H100, "time_slicing_replicas": 4, "processes": procs}])
+    uuid = st[0].identity.uuid
+    claims = [Claim(pod(1), "nvidia.com/gpu", uuid, 0), Claim(pod(1), "nvidia.com/gpu", uuid, 1),
+              Claim(pod(2), "nvidia.com/gpu", uuid, 2)]  # fmt: skip
+    owners = {11: pod(1), 12: pod(1), 21: pod(2)}
+    a = attribute(st, claims, {uuid: 4}, owners.get)
+    assert a.shares == {(Unit(0, None), pod(1), "nvidia.com/gpu"): 0.5,
+                        (Unit(0, None), pod(2), "nvidia.com/gpu"): 0.25}  # fmt: skip
+    assert a.exclusive == {}  # shared: device-wide values must not carry a pod's labels
+    sm1, mem1 = a.usage[(Unit(0, None), pod(1))]
+    sm2, mem2 = a.usage[(Unit(0, None), pod(2))]
+    assert (sm1, mem1) == (pytest.approx(0.70), 1500 * 2**20)
+    assert (sm2, mem2) == (pytest.approx(0.25), 4000 * 2**20)
+    assert a.unattributed_processes == {0: 1}  # PID 99 belongs to no pod: counted, not guessed
+
+
+def test_unknown_device_ids_are_counted() -> None:
+    st = states([H100])
+    claims = [Claim(pod(1), "nvidia.com/gpu", "GPU-not-on-this-node"),
+              Claim(pod(2), "nvidia.com/gpu", st[0].identity.uuid)]  # fmt: skip
+    a = attribute(st, claims, {}, lambda pid: None)
+    assert a.unknown_device_ids == 1
+    assert list(a.shares.values()) == [1.0]
