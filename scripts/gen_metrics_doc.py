@@ -87,12 +87,29 @@ def render() -> str:
         "\n## Our own per-GPU series\n\n| Series | Type | Unit | Collector | Source | Extra labels"
         " | Help |\n|---|---|---|---|---|---|---|\n"
     )
+    holder = "`namespace`, `pod`, `container`"
+    mig = "`GPU_I_PROFILE`, `GPU_I_ID` on MIG instances; "
     extra = {cat.XID_COUNTER.name: "`xid`", cat.CLOCK_EVENT_ACTIVE.name: "`reason`",
-             cat.DEVICE_INFO.name: "`serial`, `vbios_version`"}  # fmt: skip
-    for s in (cat.DEVICE_UP, cat.DEVICE_INFO, cat.XID_COUNTER, cat.CLOCK_EVENT_ACTIVE):
+             cat.DEVICE_INFO.name: "`serial`, `vbios_version`",
+             cat.MIG_INSTANCE_INFO.name: "`GPU_I_PROFILE`, `GPU_I_ID`, `GPU_CI_ID`, `mig_uuid`, "
+                                         "`compute_slices`, `memory_slices`",
+             cat.ALLOCATION_SHARE.name: mig + holder + ", `resource`",
+             cat.CONTAINER_SM.name: mig + holder,
+             cat.CONTAINER_MEMORY.name: mig + holder}  # fmt: skip
+    for s in (cat.DEVICE_UP, cat.DEVICE_INFO, cat.MIG_INSTANCE_INFO, cat.ALLOCATION_SHARE,
+              cat.CONTAINER_SM, cat.CONTAINER_MEMORY, cat.UNATTRIBUTED, cat.XID_COUNTER,
+              cat.CLOCK_EVENT_ACTIVE):  # fmt: skip
         collector = "always" if s in (cat.DEVICE_UP, cat.DEVICE_INFO) else f"`{s.collector}`"
         out.append(row(f"`{s.name}`", s.kind, s.unit, collector, s.source,
                        extra.get(s.name, ""), s.help))  # fmt: skip
+    out.append(
+        "\nOn a MIG-enabled GPU the memory (`DCGM_FI_DEV_FB_*`) and profiling "
+        "(`DCGM_FI_PROF_*`) series are per instance, with `GPU_I_PROFILE` and `GPU_I_ID`; the "
+        "device-only series (power, temperatures, clocks, energy, errors) are emitted once for "
+        "the physical GPU and never per instance. A device held by exactly one container has "
+        "`namespace`, `pod` and `container` on its series; a device several containers share "
+        "(time-slicing, or a MIG GPU's device-only series) never does.\n"
+    )
     out.append(
         "\n`gpu_clock_event_reason_active` has one series per reason: "
         + ", ".join(f"`{r}`" for r in sorted(_reasons()))
