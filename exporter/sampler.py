@@ -59,12 +59,13 @@ class GpuState:
     instances: list[MigState] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)
 
-    def __post_init__(self) -> None:
-        if not self.labels:
-            self.labels = self.identity.labels
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.labels:
+            self.labels = self.identity.labels
 
 
 @dataclass(slots=True)
