@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from exporter.exposition import label_pairs
 from exporter.sampler import GpuState
@@ -36,6 +37,24 @@ class Claim:
     resource: str
     base: str
     replica: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Assignments:
+    """One answer of the kubelet: every device id held by a container on this node, and how
+    many time-slice replicas each shared device advertises."""
+
+    claims: tuple[Claim, ...]
+    replicas: dict[str, int]
+
+
+class AssignmentSource(Protocol):
+    def assignments(self) -> Assignments | None:
+        """The current assignments, or None when the source cannot answer (it counts why)."""
+        ...
+
+
+PidOwner = Callable[[int], "Holder | None"]
 
 
 @dataclass(frozen=True, slots=True)

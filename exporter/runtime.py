@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from exporter.attribution import Assignments, AssignmentSource, PidOwner, attribute
 from exporter.exposition import Exposition, Family, Variant
 from exporter.gpu_families import gpu_families
 from exporter.nvml import Nvml, NvmlInitError
@@ -33,6 +34,9 @@ class Exporter:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         init_backoff: tuple[float, float] = (1.0, 60.0),
+        assignments: AssignmentSource | None = None,
+        owner: PidOwner | None = None,
+        assignments_max_age: float = 60.0,
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
@@ -45,6 +49,10 @@ class Exporter:
         self._init_delay = self._backoff_min
         self._next_init = 0.0
         self._demand: set[Variant] = {"text"}
+        self._assignments = assignments
+        self._owner: PidOwner = owner if owner is not None else (lambda pid: None)
+        self._assignments_max_age = assignments_max_age
+        self._last_assignments: tuple[float, Assignments] | None = None
         self.last_collection: float | None = None  # monotonic time of the last publish
         self.exposition = Exposition(self.stats.families())
 
@@ -64,7 +72,16 @@ class Exporter:
             if self.sampler.device_count_changed():
                 self.sampler.discover()
                 self.stats.gpus = len(self.sampler.models())
-            families = gpu_families(self.sampler.sample(), self.collectors)
+            states = self.sampler.sample()
+            current = self._current_assignments()
+            attribution = (
+                None
+                if current is None
+                else attribute(states, current.claims, current.replicas, self._owner)
+            )
+            if attribution is not None:
+                self.stats.unknown_device_ids = attribution.unknown_device_ids
+            families = gpu_families(states, self.collectors, attribution)
             self.stats.last_success = self._clock()
         read_done = self._monotonic()
         self.stats.observe_collection(read_done - start)
@@ -72,6 +89,22 @@ class Exporter:
         self.exposition = Exposition(families, self._demand)
         self.stats.last_render_duration = self._monotonic() - read_done
         self.last_collection = self._monotonic()
+
+    def _current_assignments(self) -> Assignments | None:
+        """The kubelet's answer; a missed answer reuses the last good one for a while, so a
+        kubelet hiccup does not turn held GPUs into idle ones for a scrape."""
+        if self._assignments is None:
+            return None
+        now = self._monotonic()
+        fresh = self._assignments.assignments()
+        if fresh is not None:
+            self._last_assignments = (now, fresh)
+            return fresh
+        if self._last_assignments is not None:
+            at, last = self._last_assignments
+            if now - at <= self._assignments_max_age:
+                return last
+        return None
 
     def _try_init(self) -> None:
         try:

@@ -16,6 +16,9 @@ from exporter.exposition import Family, format_value, from_client_metric, label_
 
 ERROR_KINDS: dict[str, tuple[str, ...]] = {
     "nvml": ("init", "gpu_lost", "query"),
+    "pod_resources": ("unavailable", "timeout", "other"),
+    "kubernetes": ("list", "watch"),
+    "proc": ("read",),
     "exporter": ("internal",),
 }
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -32,6 +35,7 @@ class SelfMetrics:
         self.last_success = 0.0
         self.nvml_up = 0
         self.gpus = 0
+        self.unknown_device_ids = 0
         self._build = label_pairs(
             (
                 ("version", __version__),
@@ -99,6 +103,12 @@ class SelfMetrics:
         nvml_up.add("", self.nvml_up)
         gpus = Family("gpu_exporter_gpus", "gauge", "GPUs found at the last discovery.")
         gpus.add("", self.gpus)
+        unknown = Family(
+            "gpu_exporter_unknown_device_ids",
+            "gauge",
+            "Device ids the kubelet reported that match no GPU or MIG instance on this node.",
+        )
+        unknown.add("", self.unknown_device_ids)
         errors = Family(
             "gpu_exporter_errors_total", "counter", "Errors by source and kind since start."
         )

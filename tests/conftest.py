@@ -6,6 +6,12 @@ import os
 import shutil
 
 import pytest
+from hypothesis import settings
+
+# CI runs the same examples every time; locally each run explores new ones.
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI", "").lower() == "true":
+    settings.load_profile("ci")
 
 
 def require_binary(name: str) -> str:

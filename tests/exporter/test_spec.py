@@ -97,7 +97,8 @@ points = st.lists(st.tuples(st.floats(0, 100), st.floats(-50, 500)), min_size=1,
 def test_piecewise_integral_matches_numeric(pts: list[tuple[float, float]], linear: bool,
                                             t: float) -> None:  # fmt: skip
     curve = Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear)
-    assert curve.integral(t) == pytest.approx(numeric_integral(curve, t), rel=1e-3, abs=1.0)
+    slack = (len(pts) + 1) * (t / 20000) * max(abs(v) for _, v in pts) + 1e-6
+    assert curve.integral(t) == pytest.approx(numeric_integral(curve, t), abs=slack)
 
 
 @settings(max_examples=40, deadline=None)
@@ -106,7 +107,11 @@ def test_periodic_piecewise_integral_matches_numeric(pts: list[tuple[float, floa
                                                      linear: bool) -> None:  # fmt: skip
     period = 120.0
     curve = Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear, period)
-    assert curve.integral(t) == pytest.approx(numeric_integral(curve, t), rel=1e-3, abs=2.0)
+    # the midpoint rule misses by up to one step width x the jump at each discontinuity
+    steps = 20000
+    jumps = (len(pts) + 1) * (t / period + 1)
+    slack = jumps * (t / steps) * max(abs(v) for _, v in pts) + 1e-6
+    assert curve.integral(t) == pytest.approx(numeric_integral(curve, t, steps), abs=slack)
 
 
 @settings(max_examples=40, deadline=None)
