@@ -16,7 +16,7 @@ from exporter.simulate.spec import SpecError, expand, load, parse
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("name", ["fleet-h100x8.yaml", "fleet-mixed.yaml"])
+@pytest.mark.parametrize("name", ["fleet-h100x8.yaml", "fleet-mixed.yaml", "fleet-shared.yaml"])
 def test_examples_load(name: str) -> None:
     spec = load(ROOT / "examples" / name)
     gpus = expand(spec)
