@@ -19,7 +19,7 @@ from exporter.exposition import label_pairs
 from exporter.sampler import GpuState
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Holder:
     """A container that holds GPU devices."""
 
@@ -84,18 +84,26 @@ def attribute(
     owner: Callable[[int], Holder | None],
 ) -> Attribution:
     states = list(states)
-    units: dict[str, tuple[Unit, float]] = {}  # uuid -> (unit, share of the physical GPU)
+    # device key (see exporter.kubelet.devices) -> (unit, share of the physical GPU)
+    units: dict[str, tuple[Unit, float]] = {}
     for s in states:
-        if s.identity.uuid:
-            units[s.identity.uuid] = (Unit(s.identity.index, None), 1.0)
+        index, gpu_uuid = s.identity.index, s.identity.uuid
+        whole = (Unit(index, None), 1.0)
+        units[s.identity.device] = whole  # GKE: nvidia<N>
+        if gpu_uuid:
+            units[gpu_uuid] = whole
         for inst in s.instances:
             i = inst.instance
-            units[i.uuid] = (Unit(s.identity.index, i.gi_id), i.compute_slices / 7)
+            part = (Unit(index, i.gi_id), i.compute_slices / 7)
+            units[i.uuid] = part
+            units[f"{s.identity.device}/gi{i.gi_id}"] = part  # GKE: nvidia<N>/gi<M>
+            if gpu_uuid:
+                units[f"{gpu_uuid}/gi{i.gi_id}"] = part  # legacy MIG-GPU-<uuid>/<gi>/<ci>
 
     out = Attribution()
     holders: dict[Unit, set[Holder]] = {}
     for claim in claims:
-        found = units.get(claim.base)
+        found = units.get(claim.base) if claim.base else None
         if found is None:
             out.unknown_device_ids += 1
             continue

@@ -44,6 +44,10 @@ class Settings:
     hostname: str | None
     log_level: str
     collectors: frozenset[str]
+    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
+    pod_resources_timeout: float = 2.0
+    resource_names: tuple[str, ...] = ()
+    procfs: str = "/proc"
 
 
 def parse_duration(text: str) -> float:
@@ -107,6 +111,31 @@ def build_parser() -> argparse.ArgumentParser:
         "or this machine's host name)",
     )
     p.add_argument("--log-level", dest="log_level", default="info", choices=sorted(LOG_LEVELS))
+    p.add_argument(
+        "--pod-resources-socket",
+        dest="pod_resources_socket",
+        default="/var/lib/kubelet/pod-resources/kubelet.sock",
+        help="the kubelet's pod-resources socket (who holds which GPU)",
+    )
+    p.add_argument(
+        "--pod-resources-timeout",
+        dest="pod_resources_timeout",
+        default="2s",
+        help="time-out of each pod-resources call (default 2s)",
+    )
+    p.add_argument(
+        "--pod-resources.resource-names",
+        dest="resource_names",
+        default="",
+        help="extra extended-resource names (comma-separated, * allowed) that are "
+        "GPUs, besides nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*",
+    )
+    p.add_argument(
+        "--path.procfs",
+        dest="procfs",
+        default="/proc",
+        help="where the host's /proc is mounted (PID to container mapping)",
+    )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     for name in COLLECTORS:
         group = p.add_mutually_exclusive_group()
@@ -135,6 +164,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         ("simulate", "simulate"),
         ("hostname", "hostname"),
         ("log-level", "log_level"),
+        ("pod-resources-socket", "pod_resources_socket"),
+        ("pod-resources-timeout", "pod_resources_timeout"),
+        ("pod-resources.resource-names", "resource_names"),
+        ("path.procfs", "procfs"),
     ):
         value = environ.get(env_name(flag))
         if value is not None:
@@ -152,6 +185,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         interval = parse_duration(args.collect_interval)
     except ValueError as exc:
         raise UsageError(f"--collect-interval: {exc}") from None
+    try:
+        pr_timeout = parse_duration(args.pod_resources_timeout)
+    except ValueError as exc:
+        raise UsageError(f"--pod-resources-timeout: {exc}") from None
     from exporter.http import parse_listen_address
 
     try:
@@ -168,6 +205,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         hostname=args.hostname,
         log_level=args.log_level,
         collectors=collectors,
+        pod_resources_socket=args.pod_resources_socket,
+        pod_resources_timeout=pr_timeout,
+        resource_names=tuple(n.strip() for n in args.resource_names.split(",") if n.strip()),
+        procfs=args.procfs,
     )
 
 
@@ -188,12 +229,21 @@ def run(settings: Settings) -> int:
     log = logging.getLogger(PROG)
 
     from exporter.http import MetricsServer
+    from exporter.kubelet.assignments import PodResourcesAssignments
+    from exporter.kubelet.client import PodResourcesClient
+    from exporter.kubelet.devices import DEFAULT_RESOURCES
     from exporter.nvml import Nvml
+    from exporter.poddirectory import PodDirectory
+    from exporter.proc_owner import ProcOwner
     from exporter.runtime import Exporter
+    from exporter.selfmetrics import SelfMetrics
 
     library: Any = None
     hostname = settings.hostname
     mode = "nvml"
+    socket_path, procfs = settings.pod_resources_socket, settings.procfs
+    directory = PodDirectory()
+    cleanup: list[Any] = []
     if settings.simulate is not None:
         from exporter.simulate.fake_nvml import FakeNvml
         from exporter.simulate.spec import SpecError, load
@@ -205,10 +255,21 @@ def run(settings: Settings) -> int:
         library = FakeNvml(spec)
         hostname = hostname or spec.hostname
         mode = "simulate"
+        socket_path, procfs, stop_kubelet = _simulated_node(spec, library, directory)
+        cleanup.append(stop_kubelet)
     hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
 
-    exporter = Exporter(Nvml(library), hostname, settings.collectors,
-                        settings.collect_interval, mode=mode)  # fmt: skip
+    nvml = Nvml(library)
+    stats = SelfMetrics(nvml.bindings_version(), mode)
+    assignments = PodResourcesAssignments(
+        PodResourcesClient(socket_path, settings.pod_resources_timeout),
+        stats.count_error,
+        DEFAULT_RESOURCES + settings.resource_names,
+    )
+    exporter = Exporter(nvml, hostname, settings.collectors, settings.collect_interval,
+                        mode=mode, stats=stats,
+                        assignments=assignments if "processes" in settings.collectors else None,
+                        owner=ProcOwner(directory, procfs, stats.count_error))  # fmt: skip
     try:
         server = MetricsServer(settings.listen_address, exporter)
     except OSError as exc:
@@ -227,6 +288,9 @@ def run(settings: Settings) -> int:
 
     collector = threading.Thread(target=exporter.run, args=(stop,), name="collect", daemon=True)
     collector.start()
+    # Open the port once the first collection is published (or after 5 s at most), so the
+    # first scrape already has the GPUs; scrapes never wait on collections after that.
+    exporter.first_collection.wait(timeout=min(5.0, max(settings.collect_interval, 1.0)))
     server.start()
     log.info("serving metrics on %s (port %d), collecting every %gs%s", server.url, server.port,
              settings.collect_interval, f", simulating {settings.simulate}"
@@ -235,8 +299,44 @@ def run(settings: Settings) -> int:
         pass
     server.stop()
     collector.join(timeout=1.5)
+    for stop_fn in cleanup:
+        stop_fn()
     log.info("stopped")
     return 0
+
+
+def _simulated_node(spec: Any, fake: Any, directory: Any) -> tuple[str, str, Any]:
+    """Serve the spec's pods on a real pod-resources socket and write their /proc cgroup files
+    in a temporary directory; returns (socket path, proc root, stop function)."""
+    import shutil
+    import tempfile
+
+    from exporter.poddirectory import PodInfo
+    from exporter.simulate.kubelet import KubeletServicer, serve, spec_answer
+    from exporter.simulate.pods import container_id
+    from exporter.simulate.proc_tree import write_proc_tree
+
+    workdir = Path(tempfile.mkdtemp(prefix="gpu-exporter-sim-"))
+    proc_root = workdir / "proc"
+    pod_pids = {pid for pod in spec.pods for c in pod.containers for pid in c.pids}
+    host_pids = tuple(
+        p.spec.pid for g in fake.gpus for p in g.processes if p.spec.pid not in pod_pids
+    )
+    write_proc_tree(proc_root, spec.pods, host_pids)
+    directory.replace(
+        PodInfo(pod.pod_uid(), pod.namespace, pod.name, dict(pod.labels),
+                {container_id(pod, c): c.name for c in pod.containers})
+        for pod in spec.pods
+    )  # fmt: skip
+    socket_path = str(workdir / "kubelet.sock")
+    server = serve(socket_path, KubeletServicer(lambda: spec_answer(spec.pods, fake.gpus,
+                                                                    fake.sim_time)))  # fmt: skip
+
+    def stop() -> None:
+        server.stop(0)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    return socket_path, str(proc_root), stop
 
 
 if __name__ == "__main__":

@@ -37,11 +37,12 @@ class Exporter:
         assignments: AssignmentSource | None = None,
         owner: PidOwner | None = None,
         assignments_max_age: float = 60.0,
+        stats: SelfMetrics | None = None,
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
         self.interval = interval
-        self.stats = SelfMetrics(nvml.bindings_version(), mode)
+        self.stats = stats if stats is not None else SelfMetrics(nvml.bindings_version(), mode)
         self.sampler = GpuSampler(nvml, hostname, self.collectors, self.stats.count_error)
         self._clock = clock
         self._monotonic = monotonic
@@ -54,6 +55,7 @@ class Exporter:
         self._assignments_max_age = assignments_max_age
         self._last_assignments: tuple[float, Assignments] | None = None
         self.last_collection: float | None = None  # monotonic time of the last publish
+        self.first_collection = threading.Event()
         self.exposition = Exposition(self.stats.families())
 
     def want(self, variant: Variant) -> None:
@@ -89,6 +91,7 @@ class Exporter:
         self.exposition = Exposition(families, self._demand)
         self.stats.last_render_duration = self._monotonic() - read_done
         self.last_collection = self._monotonic()
+        self.first_collection.set()
 
     def _current_assignments(self) -> Assignments | None:
         """The kubelet's answer; a missed answer reuses the last good one for a while, so a

@@ -89,3 +89,9 @@ def resolve_device_id(ref: str, gpu_uuids: list[str], mig_uuids: dict[tuple[int,
             raise ValueError(f"{ref}: GPU {index} has no MIG instance with GI id {gi}")
         base = found
     return base if replica is None else f"{base}::{replica}"
+
+
+def referenced_gpu(ref: str) -> int | None:
+    """The GPU index a spec reference points at (``gpu1::2`` -> 1), None for literal ids."""
+    m = _REF.match(ref)
+    return int(m.group(1)) if m else None

@@ -1,0 +1,61 @@
+"""Device ids as NVIDIA's (and GKE's) device plugins report them to the kubelet.
+
+    GPU-<uuid>                whole GPU                      key GPU-<uuid>
+    MIG-<uuid>                MIG instance                   key MIG-<uuid>
+    MIG-GPU-<uuid>/<gi>/<ci>  MIG instance, legacy form      key GPU-<uuid>/gi<gi>
+    <any of the above>::N     time-slicing replica N         same key, replica N
+    nvidia<N>                 GKE whole GPU (minor N)        key nvidia<N>
+    nvidia<N>/gi<M>           GKE MIG instance               key nvidia<N>/gi<M>
+    nvidia<N>/vgpu<K>         GKE time-sharing replica K     key nvidia<N>, replica K
+
+Keys are what :mod:`exporter.attribution` matches against the GPUs and MIG instances NVML
+reports. An id in none of these forms is :data:`UNKNOWN` — counted, never guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_REPLICA = re.compile(r"^(?P<base>.+?)::(?P<n>\d+)$")
+_GPU = re.compile(rf"^GPU-{_UUID}$")
+_MIG = re.compile(rf"^MIG-{_UUID}$")
+_MIG_LEGACY = re.compile(rf"^MIG-(?P<gpu>GPU-{_UUID})/(?P<gi>\d+)/(?P<ci>\d+)$")
+_GKE = re.compile(r"^nvidia(?P<n>\d+)(?:/gi(?P<gi>\d+)|/vgpu(?P<vgpu>\d+))?$")
+
+DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRef:
+    key: str  # what to match against NVML's devices; "" when unknown
+    replica: int | None = None
+
+
+UNKNOWN = DeviceRef("")
+
+
+def parse_device_id(device_id: str) -> DeviceRef:
+    replica: int | None = None
+    base = device_id
+    m = _REPLICA.match(device_id)
+    if m:
+        base, replica = m.group("base"), int(m.group("n"))
+    if _GPU.match(base) or _MIG.match(base):
+        return DeviceRef(base, replica)
+    if legacy := _MIG_LEGACY.match(base):
+        return DeviceRef(f"{legacy.group('gpu')}/gi{int(legacy.group('gi'))}", replica)
+    if (gke := _GKE.match(base)) and replica is None:
+        index = int(gke.group("n"))
+        if gke.group("gi") is not None:
+            return DeviceRef(f"nvidia{index}/gi{int(gke.group('gi'))}")
+        if gke.group("vgpu") is not None:
+            return DeviceRef(f"nvidia{index}", int(gke.group("vgpu")))
+        return DeviceRef(f"nvidia{index}")
+    return UNKNOWN
+
+
+def is_gpu_resource(resource: str, patterns: tuple[str, ...] = DEFAULT_RESOURCES) -> bool:
+    return any(fnmatchcase(resource, p) for p in patterns)

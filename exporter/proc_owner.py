@@ -1,0 +1,92 @@
+"""PID -> container, through ``/proc/<pid>/cgroup`` and the pod directory.
+
+The cgroup path names the pod's UID and the container's id in every layout kubelets use:
+
+    v2, systemd driver:  0::/kubepods.slice/kubepods-burstable.slice/
+                         kubepods-burstable-pod<uid_with_underscores>.slice/cri-containerd-<id>.scope
+    v1, systemd driver:  12:memory:/kubepods.slice/.../crio-<id>.scope   (or docker-<id>.scope)
+    v1/v2, cgroupfs:     11:memory:/kubepods/burstable/pod<uid>/<id>
+    Guaranteed pods have no QoS level in the path.
+
+The pod directory then gives namespace, pod name and container name. A PID whose cgroup names
+no pod, or a pod or container the directory does not know, maps to nobody: it is counted by the
+caller, never guessed. The /proc root is injectable for tests and simulate mode.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from exporter.attribution import Holder
+from exporter.poddirectory import PodDirectory
+
+_POD_UID = re.compile(
+    r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})"
+)
+_CONTAINER = re.compile(
+    r"^(?:cri-containerd-|crio-|docker-|containerd-)?([0-9a-f]{64})(?:\.scope)?$"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CgroupOwner:
+    pod_uid: str
+    container_id: str
+
+
+def parse_cgroup(text: str) -> CgroupOwner | None:
+    """The pod and container a process belongs to, from its /proc/<pid>/cgroup."""
+    unified: list[str] = []
+    legacy: list[str] = []
+    for line in text.splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and "kubepods" in parts[2]:
+            (unified if parts[0] == "0" else legacy).append(parts[2])
+    paths = unified + legacy  # the v2 line first, then any v1 hierarchy
+    for path in paths:
+        pod = _POD_UID.search(path)
+        leaf = path.rstrip("/").rsplit("/", 1)[-1]
+        container = _CONTAINER.match(leaf)
+        if pod and container:
+            return CgroupOwner(pod.group(1).replace("_", "-"), container.group(1))
+    return None
+
+
+class ProcOwner:
+    """Callable PID -> :class:`Holder` (or None), for :func:`exporter.attribution.attribute`."""
+
+    def __init__(
+        self,
+        directory: PodDirectory,
+        proc_root: str | Path = "/proc",
+        on_error: Callable[[str, str], None] | None = None,
+    ) -> None:
+        self._directory = directory
+        self._root = Path(proc_root)
+        self._on_error = on_error
+
+    def owner_of(self, pid: int) -> CgroupOwner | None:
+        try:
+            text = (self._root / str(pid) / "cgroup").read_text()
+        except FileNotFoundError:
+            return None  # the process has exited since NVML listed it
+        except OSError:
+            if self._on_error is not None:
+                self._on_error("proc", "read")
+            return None
+        return parse_cgroup(text)
+
+    def __call__(self, pid: int) -> Holder | None:
+        owner = self.owner_of(pid)
+        if owner is None:
+            return None
+        pod = self._directory.get(owner.pod_uid)
+        if pod is None:
+            return None
+        container = pod.containers.get(owner.container_id)
+        if container is None:
+            return None
+        return Holder(pod.namespace, pod.name, container)
