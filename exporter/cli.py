@@ -255,8 +255,11 @@ def run(settings: Settings) -> int:
         library = FakeNvml(spec)
         hostname = hostname or spec.hostname
         mode = "simulate"
-        socket_path, procfs, stop_kubelet = _simulated_node(spec, library, directory)
-        cleanup.append(stop_kubelet)
+        from exporter.simulate.node import SimulatedNode
+
+        node = SimulatedNode(spec, library)
+        socket_path, procfs, directory = node.socket_path, str(node.proc_root), node.directory
+        cleanup.append(node.stop)
     hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
 
     nvml = Nvml(library)
@@ -303,40 +306,6 @@ def run(settings: Settings) -> int:
         stop_fn()
     log.info("stopped")
     return 0
-
-
-def _simulated_node(spec: Any, fake: Any, directory: Any) -> tuple[str, str, Any]:
-    """Serve the spec's pods on a real pod-resources socket and write their /proc cgroup files
-    in a temporary directory; returns (socket path, proc root, stop function)."""
-    import shutil
-    import tempfile
-
-    from exporter.poddirectory import PodInfo
-    from exporter.simulate.kubelet import KubeletServicer, serve, spec_answer
-    from exporter.simulate.pods import container_id
-    from exporter.simulate.proc_tree import write_proc_tree
-
-    workdir = Path(tempfile.mkdtemp(prefix="gpu-exporter-sim-"))
-    proc_root = workdir / "proc"
-    pod_pids = {pid for pod in spec.pods for c in pod.containers for pid in c.pids}
-    host_pids = tuple(
-        p.spec.pid for g in fake.gpus for p in g.processes if p.spec.pid not in pod_pids
-    )
-    write_proc_tree(proc_root, spec.pods, host_pids)
-    directory.replace(
-        PodInfo(pod.pod_uid(), pod.namespace, pod.name, dict(pod.labels),
-                {container_id(pod, c): c.name for c in pod.containers})
-        for pod in spec.pods
-    )  # fmt: skip
-    socket_path = str(workdir / "kubelet.sock")
-    server = serve(socket_path, KubeletServicer(lambda: spec_answer(spec.pods, fake.gpus,
-                                                                    fake.sim_time)))  # fmt: skip
-
-    def stop() -> None:
-        server.stop(0)
-        shutil.rmtree(workdir, ignore_errors=True)
-
-    return socket_path, str(proc_root), stop
 
 
 if __name__ == "__main__":

@@ -124,6 +124,7 @@ class SelfMetrics:
             success,
             nvml_up,
             gpus,
+            unknown,
             errors,
             *process,
         ]

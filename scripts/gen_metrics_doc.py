@@ -32,9 +32,13 @@ SELF = [
      "When NVML was last read successfully; 0 before the first success."),
     ("gpu_exporter_nvml_up", "gauge", "bool", "", "1 while NVML is initialised."),
     ("gpu_exporter_gpus", "gauge", "1", "", "GPUs found at the last discovery."),
+    ("gpu_exporter_unknown_device_ids", "gauge", "1", "",
+     "Device ids the kubelet reported at the last collection that match no GPU or MIG instance "
+     "of this node (counted, never guessed)."),
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
-     "Errors by source (`nvml`, `exporter`) and kind (`init`, `gpu_lost`, `query`, "
-     "`internal`); every pair exists from the start at 0."),
+     "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`), `pod_resources` "
+     "(`unavailable`, `timeout`, `other`), `kubernetes` (`list`, `watch`), `proc` (`read`), "
+     "`exporter` (`internal`); every pair exists from the start at 0."),
     ("process_*", "various", "", "",
      "prometheus_client's process collector: CPU seconds, resident memory, open fds, start time."),
 ]  # fmt: skip

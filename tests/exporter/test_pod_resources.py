@@ -1,0 +1,199 @@
+"""Pod attribution end to end: the real pod-resources gRPC server on a unix socket, the real
+client, real /proc cgroup files, and the real collector over the fake NVML."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.catalogue import COLLECTORS
+from exporter.kubelet.assignments import PodResourcesAssignments
+from exporter.kubelet.client import PodResourcesClient
+from exporter.nvml import Nvml
+from exporter.proc_owner import ProcOwner
+from exporter.runtime import Exporter
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.node import SimulatedNode
+from exporter.simulate.spec import parse
+from tests.conftest import ManualClock
+from tests.exporter.helpers import samples, value
+
+EPOCH = "2026-11-01T00:00:00Z"
+EPOCH_TS = 1_793_491_200.0
+H100 = {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "power_w": 300}
+
+
+class Node:
+    def __init__(self, raw: dict[str, Any], tmp: Path, timeout: float = 2.0) -> None:
+        self.clock = ManualClock(EPOCH_TS)
+        spec = parse({"hostname": "n", "epoch": EPOCH, **raw})
+        self.fake = FakeNvml(spec, now=self.clock)
+        self.sim = SimulatedNode(spec, self.fake, tmp)
+        self.client = PodResourcesClient(self.sim.socket_path, timeout)
+        nvml = Nvml(self.fake)
+        self.stats = SelfMetrics(nvml.bindings_version(), "test")
+        self.exporter = Exporter(
+            nvml, "n", COLLECTORS, 5.0, clock=self.clock, monotonic=self.clock, stats=self.stats,
+            assignments=PodResourcesAssignments(self.client, self.stats.count_error),
+            owner=ProcOwner(self.sim.directory, self.sim.proc_root, self.stats.count_error),
+            assignments_max_age=0.0,
+        )  # fmt: skip
+
+    def collect(self, advance: float = 5.0) -> dict[str, list[Any]]:
+        self.clock.advance(advance)
+        self.exporter.collect_once()
+        return samples(self.exporter.exposition.body("openmetrics").decode())
+
+    def close(self) -> None:
+        self.client.close()
+        self.sim.stop()
+
+
+@pytest.fixture
+def make_node(tmp_path: Path) -> Iterator[Any]:
+    nodes: list[Node] = []
+
+    def make(raw: dict[str, Any], **kw: Any) -> Node:
+        node = Node(raw, tmp_path / f"n{len(nodes)}", **kw)
+        nodes.append(node)
+        return node
+
+    yield make
+    for n in nodes:
+        n.close()
+
+
+def pod(name: str, ids: list[str], resource: str = "nvidia.com/gpu", pids: tuple[int, ...] = (),
+        **kw: Any) -> dict[str, Any]:  # fmt: skip
+    return {
+        "namespace": "ml",
+        "name": name,
+        **kw,
+        "containers": [
+            {"name": "main", "devices": [{"resource": resource, "ids": ids}], "pids": list(pids)}
+        ],
+    }
+
+
+def shares(m: dict[str, list[Any]]) -> dict[tuple[str, str], float]:
+    return {(s.labels["pod"], s.labels.get("GPU_I_ID", "-")): s.value
+            for s in m.get("gpu_allocation_share", [])}  # fmt: skip
+
+
+def test_eight_whole_gpus_to_eight_pods(make_node: Any) -> None:
+    node = make_node({"gpus": [{**H100, "count": 8}],
+                      "pods": [pod(f"p{i}", [f"gpu{i}"]) for i in range(8)]})  # fmt: skip
+    m = node.collect()
+    assert shares(m) == {(f"p{i}", "-"): 1.0 for i in range(8)}
+    # each GPU is held by one container: its DCGM series name it
+    power = {s.labels["gpu"]: s.labels.get("pod") for s in m["DCGM_FI_DEV_POWER_USAGE"]}
+    assert power == {str(i): f"p{i}" for i in range(8)}
+
+
+def test_one_h100_as_seven_1g10gb_to_seven_pods(make_node: Any) -> None:
+    layout = [{"profile": "1g.10gb", "gi_id": 7 + i} for i in range(7)]
+    node = make_node({"gpus": [{**H100, "mig": layout}],
+                      "pods": [pod(f"p{i}", [f"gpu0/gi{7 + i}"], "nvidia.com/mig-1g.10gb")
+                               for i in range(7)]})  # fmt: skip
+    m = node.collect()
+    assert shares(m) == pytest.approx({(f"p{i}", str(7 + i)): 1 / 7 for i in range(7)})
+    fb = {s.labels["GPU_I_ID"]: s.labels.get("pod") for s in m["DCGM_FI_DEV_FB_USED"]}
+    assert fb == {str(7 + i): f"p{i}" for i in range(7)}
+    # the physical GPU's series are shared by seven pods: no pod labels there
+    assert [s.labels.get("pod") for s in m["DCGM_FI_DEV_POWER_USAGE"]] == [None]
+
+
+def test_mixed_mig_layout(make_node: Any) -> None:
+    layout = [
+        {"profile": "3g.40gb", "gi_id": 2},
+        {"profile": "2g.20gb", "gi_id": 3},
+        {"profile": "1g.10gb", "gi_id": 9},
+        {"profile": "1g.10gb", "gi_id": 10},
+    ]
+    pods = [pod("big", ["gpu0/gi2"], "nvidia.com/mig-3g.40gb"),
+            pod("mid", ["gpu0/gi3"], "nvidia.com/mig-2g.20gb"),
+            pod("small", ["gpu0/gi9"], "nvidia.com/mig-1g.10gb")]  # fmt: skip
+    node = make_node({"gpus": [{**H100, "mig": layout}], "pods": pods})
+    m = node.collect()
+    assert shares(m) == pytest.approx({("big", "2"): 3 / 7, ("mid", "3"): 2 / 7,
+                                       ("small", "9"): 1 / 7})  # fmt: skip
+    # GI 10 exists but nobody holds it: it is idle, so it has no share line
+    assert len(m["gpu_mig_instance_info"]) == 4
+
+
+def test_time_sliced_gpu_shared_by_three_pods_with_real_usage(make_node: Any) -> None:
+    gpu = {**H100, "time_slicing_replicas": 4, "processes": [
+        {"pid": 101, "sm_util": 50, "memory_used_mib": 1000},
+        {"pid": 102, "sm_util": 20, "memory_used_mib": 2000},
+        {"pid": 201, "sm_util": 10, "memory_used_mib": 3000},
+        {"pid": 301, "sm_util": 5, "memory_used_mib": 4000},
+        {"pid": 999, "sm_util": 1, "memory_used_mib": 10}]}  # fmt: skip
+    pods = [pod("a", ["gpu0::0", "gpu0::1"], "nvidia.com/gpu.shared", (101, 102)),
+            pod("b", ["gpu0::2"], "nvidia.com/gpu.shared", (201,), qos="guaranteed"),
+            {**pod("c", ["gpu0::3"], "nvidia.com/gpu.shared", (301,)),
+             "containers": [{"name": "main", "runtime": "crio", "cgroup": "v1-systemd",
+                             "devices": [{"resource": "nvidia.com/gpu.shared",
+                                          "ids": ["gpu0::3"]}], "pids": [301]}]}]  # fmt: skip
+    node = make_node({"gpus": [gpu], "pods": pods})
+    node.collect()
+    m = node.collect()
+    assert shares(m) == {("a", "-"): 0.5, ("b", "-"): 0.25, ("c", "-"): 0.25}
+    sm = {s.labels["pod"]: s.value for s in m["gpu_container_sm_utilization_ratio"]}
+    assert sm == pytest.approx({"a": 0.70, "b": 0.10, "c": 0.05})
+    mem = {s.labels["pod"]: s.value for s in m["gpu_container_memory_used_bytes"]}
+    assert mem == {"a": 3000 * 2**20, "b": 3000 * 2**20, "c": 4000 * 2**20}
+    # device-wide values are not copied under any one pod's labels
+    assert all("pod" not in s.labels for s in m["DCGM_FI_DEV_GPU_UTIL"])
+    assert value(m, "gpu_unattributed_processes", gpu="0") == 1  # PID 999 is nobody's
+
+
+def test_pods_starting_and_ending_between_collections(make_node: Any) -> None:
+    pods = [pod("early", ["gpu0"], ended_at=20), pod("late", ["gpu0"], started_at=30)]
+    node = make_node({"gpus": [H100], "pods": pods})
+    assert shares(node.collect(10)) == {("early", "-"): 1.0}  # t=10
+    assert shares(node.collect(15)) == {}  # t=25: between the two, the GPU is idle
+    assert shares(node.collect(15)) == {("late", "-"): 1.0}  # t=40
+
+
+def test_kubelet_socket_absent(make_node: Any) -> None:
+    node = make_node({"gpus": [H100], "pods": [pod("a", ["gpu0"])]})
+    node.sim.stop()
+    Path(node.sim.socket_path).unlink(missing_ok=True)
+    m = node.collect()
+    assert "gpu_allocation_share" not in m
+    assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 300  # GPUs keep reporting
+    assert value(m, "gpu_exporter_errors_total", source="pod_resources", kind="unavailable") == 1
+
+
+def test_kubelet_slower_than_the_time_out_then_recovering(make_node: Any) -> None:
+    node = make_node({"gpus": [H100], "pods": [pod("a", ["gpu0"])]}, timeout=0.2)
+    node.sim.servicer.delay = 1.0
+    m = node.collect()
+    assert "gpu_allocation_share" not in m
+    assert value(m, "gpu_exporter_errors_total", source="pod_resources", kind="timeout") == 1
+    assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 300
+    node.sim.servicer.delay = 0.0
+    assert shares(node.collect()) == {("a", "-"): 1.0}
+
+
+def test_unknown_device_ids_are_counted_not_guessed(make_node: Any) -> None:
+    pods = [
+        pod("a", ["gpu0"]),
+        pod("b", ["GPU-00000000-0000-0000-0000-000000000000", "something-else"]),
+    ]
+    node = make_node({"gpus": [H100], "pods": pods})
+    m = node.collect()
+    assert shares(m) == {("a", "-"): 1.0}
+    assert value(m, "gpu_exporter_unknown_device_ids") == 2
+
+
+def test_non_gpu_resources_are_ignored(make_node: Any) -> None:
+    pods = [pod("a", ["gpu0"]), pod("nic", ["0000:3b:00.2"], resource="intel.com/sriov")]
+    node = make_node({"gpus": [H100], "pods": pods})
+    m = node.collect()
+    assert shares(m) == {("a", "-"): 1.0}
+    assert value(m, "gpu_exporter_unknown_device_ids") == 0

@@ -1,0 +1,69 @@
+"""PID -> container from /proc/<pid>/cgroup, in the forms real kubelets and runtimes write."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from exporter.attribution import Holder
+from exporter.poddirectory import PodDirectory, PodInfo
+from exporter.proc_owner import CgroupOwner, ProcOwner, parse_cgroup
+
+UID = "0f5c8a2e-1b7d-4c7a-9a51-3e2f6d8b9c10"
+UID_ = UID.replace("-", "_")
+CID = "abababababababababababababababababababababababababababababababab"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # cgroup v2, systemd driver, containerd, burstable QoS
+        f"0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+        f"cri-containerd-{CID}.scope\n",
+        # cgroup v2, systemd driver, guaranteed QoS (no QoS level), CRI-O
+        f"0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-{CID}.scope\n",
+        # cgroup v1, systemd driver, several hierarchies, docker
+        f"12:memory:/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice"
+        f"/docker-{CID}.scope\n11:cpu,cpuacct:/kubepods.slice/kubepods-besteffort.slice/"
+        f"kubepods-besteffort-pod{UID_}.slice/docker-{CID}.scope\n1:name=systemd:/kubepods.slice"
+        f"/kubepods-besteffort.slice/kubepods-besteffort-pod{UID_}.slice/docker-{CID}.scope\n",
+        # cgroup v1, cgroupfs driver
+        f"11:memory:/kubepods/burstable/pod{UID}/{CID}\n10:pids:/kubepods/burstable/pod{UID}/{CID}\n",
+        # cgroup v2, cgroupfs driver, guaranteed
+        f"0::/kubepods/pod{UID}/{CID}\n",
+        # hybrid: an empty unified line and v1 lines
+        f"0::/\n5:devices:/kubepods/besteffort/pod{UID}/{CID}\n",
+    ],
+)
+def test_pod_and_container_from_every_layout(text: str) -> None:
+    assert parse_cgroup(text) == CgroupOwner(UID, CID)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "0::/system.slice/nvidia-persistenced.service\n",  # a host daemon
+        "0::/user.slice/user-1000.slice/session-3.scope\n",  # a login session
+        f"0::/docker/{CID}\n",  # a docker container outside Kubernetes
+        f"0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{CID}.scope\n",  # conmon
+        f"0::/kubepods.slice/kubepods-pod{UID_}.slice\n",  # the pod's own slice, no container
+        "",
+    ],
+)
+def test_no_pod_means_none(text: str) -> None:
+    assert parse_cgroup(text) is None
+
+
+def test_owner_through_the_pod_directory(tmp_path: Path) -> None:
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "cgroup").write_text(f"0::/kubepods/pod{UID}/{CID}\n")
+    (tmp_path / "43").mkdir()
+    (tmp_path / "43" / "cgroup").write_text(f"0::/kubepods/pod{UID}/{'cd' * 32}\n")
+    directory = PodDirectory([PodInfo(UID, "ml", "train-0", {}, {CID: "trainer"})])
+    owner = ProcOwner(directory, tmp_path)
+    assert owner(42) == Holder("ml", "train-0", "trainer")
+    assert owner(43) is None  # a container the directory does not know
+    assert owner(44) is None  # the process has exited
+    directory.remove(UID)
+    assert owner(42) is None  # the pod is gone
