@@ -48,6 +48,10 @@ class Settings:
     pod_resources_timeout: float = 2.0
     resource_names: tuple[str, ...] = ()
     procfs: str = "/proc"
+    pod_labels: tuple[str, ...] = ()
+    kube_node_name: str | None = None
+    kubeconfig: str | None = None
+    kube_api_url: str | None = None
 
 
 def parse_duration(text: str) -> float:
@@ -136,6 +140,30 @@ def build_parser() -> argparse.ArgumentParser:
         default="/proc",
         help="where the host's /proc is mounted (PID to container mapping)",
     )
+    p.add_argument(
+        "--kubernetes.pod-labels",
+        dest="pod_labels",
+        default="",
+        help="pod labels to add to per-pod series, e.g. team,project,stage (as label_team, ...)",
+    )
+    p.add_argument(
+        "--kubernetes.node-name",
+        dest="kube_node_name",
+        default=None,
+        help="this node's name in Kubernetes (default: $NODE_NAME, else the host name)",
+    )
+    p.add_argument(
+        "--kubernetes.kubeconfig",
+        dest="kubeconfig",
+        default=None,
+        help="kubeconfig file (default: in-cluster configuration when in a pod)",
+    )
+    p.add_argument(
+        "--kubernetes.api-url",
+        dest="kube_api_url",
+        default=None,
+        help="talk to this API server URL without credentials (kubectl proxy)",
+    )
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     for name in COLLECTORS:
         group = p.add_mutually_exclusive_group()
@@ -168,6 +196,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         ("pod-resources-timeout", "pod_resources_timeout"),
         ("pod-resources.resource-names", "resource_names"),
         ("path.procfs", "procfs"),
+        ("kubernetes.pod-labels", "pod_labels"),
+        ("kubernetes.node-name", "kube_node_name"),
+        ("kubernetes.kubeconfig", "kubeconfig"),
+        ("kubernetes.api-url", "kube_api_url"),
     ):
         value = environ.get(env_name(flag))
         if value is not None:
@@ -209,6 +241,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         pod_resources_timeout=pr_timeout,
         resource_names=tuple(n.strip() for n in args.resource_names.split(",") if n.strip()),
         procfs=args.procfs,
+        pod_labels=tuple(k.strip() for k in args.pod_labels.split(",") if k.strip()),
+        kube_node_name=args.kube_node_name,
+        kubeconfig=args.kubeconfig,
+        kube_api_url=args.kube_api_url,
     )
 
 
@@ -233,7 +269,7 @@ def run(settings: Settings) -> int:
     from exporter.kubelet.client import PodResourcesClient
     from exporter.kubelet.devices import DEFAULT_RESOURCES
     from exporter.nvml import Nvml
-    from exporter.poddirectory import PodDirectory
+    from exporter.poddirectory import PodDirectory, pod_label_renderer
     from exporter.proc_owner import ProcOwner
     from exporter.runtime import Exporter
     from exporter.selfmetrics import SelfMetrics
@@ -269,10 +305,24 @@ def run(settings: Settings) -> int:
         stats.count_error,
         DEFAULT_RESOURCES + settings.resource_names,
     )
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
+        from exporter.kubepods import PodWatcher, core_api
+
+        node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
+        try:
+            api = core_api(settings.kubeconfig, settings.kube_api_url)
+        except Exception as exc:  # a broken kubeconfig is a start-up error
+            raise UsageError(f"--kubernetes.kubeconfig: {exc}") from None
+        watcher = PodWatcher(directory, node_name, api, stats.count_error)
+        watcher.start()
+        cleanup.append(watcher.stop)
+    pod_labels = pod_label_renderer(directory, settings.pod_labels) if settings.pod_labels else None
     exporter = Exporter(nvml, hostname, settings.collectors, settings.collect_interval,
                         mode=mode, stats=stats,
                         assignments=assignments if "processes" in settings.collectors else None,
-                        owner=ProcOwner(directory, procfs, stats.count_error))  # fmt: skip
+                        owner=ProcOwner(directory, procfs, stats.count_error),
+                        pod_labels=pod_labels)  # fmt: skip
     try:
         server = MetricsServer(settings.listen_address, exporter)
     except OSError as exc:

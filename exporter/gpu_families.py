@@ -3,10 +3,10 @@ collections: a GPU that went away is simply not emitted)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from exporter import catalogue as cat
-from exporter.attribution import Attribution, Unit, holder_labels
+from exporter.attribution import Attribution, Holder, Unit, holder_labels
 from exporter.exposition import Family, label_pairs
 from exporter.nvml import CLOCK_EVENT_REASONS
 from exporter.sampler import GpuState
@@ -28,7 +28,10 @@ def with_holders(states: list[GpuState], attribution: Attribution | None) -> lis
 
 
 def gpu_families(
-    states: list[GpuState], collectors: Iterable[str], attribution: Attribution | None = None
+    states: list[GpuState],
+    collectors: Iterable[str],
+    attribution: Attribution | None = None,
+    pod_labels: Callable[[Holder], str] | None = None,
 ) -> list[Family]:
     on = frozenset(collectors)
     states = with_holders(states, attribution)
@@ -97,7 +100,7 @@ def gpu_families(
     if "nvlink" in on:
         families.extend(_nvlink_families(live))
     if attribution is not None:
-        families.extend(_attribution_families(states, attribution))
+        families.extend(_attribution_families(states, attribution, pod_labels))
     return families
 
 
@@ -113,8 +116,15 @@ def _unit_labels(states: list[GpuState]) -> dict[Unit, str]:
     return labels
 
 
-def _attribution_families(states: list[GpuState], a: Attribution) -> list[Family]:
+def _attribution_families(
+    states: list[GpuState], a: Attribution, pod_labels: Callable[[Holder], str] | None
+) -> list[Family]:
     units = _unit_labels(states)
+
+    def who(holder: Holder) -> str:
+        extra = pod_labels(holder) if pod_labels is not None else ""
+        return f"{holder_labels(holder)},{extra}" if extra else holder_labels(holder)
+
     share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
     for (unit, holder, resource), value in sorted(
         a.shares.items(), key=lambda kv: (kv[0][0].gpu_index, kv[0][0].gi_id or 0, kv[0][1])
@@ -122,14 +132,14 @@ def _attribution_families(states: list[GpuState], a: Attribution) -> list[Family
         base = units.get(unit)
         if base is not None:
             extra = label_pairs((("resource", resource),))
-            share.add(f"{base},{holder_labels(holder)},{extra}", value)
+            share.add(f"{base},{who(holder)},{extra}", value)
     sm = Family(cat.CONTAINER_SM.name, "gauge", cat.CONTAINER_SM.help)
     mem = Family(cat.CONTAINER_MEMORY.name, "gauge", cat.CONTAINER_MEMORY.help)
     for (unit, holder), (util, used) in a.usage.items():
         base = units.get(unit)
         if base is None:
             continue
-        labels = f"{base},{holder_labels(holder)}"
+        labels = f"{base},{who(holder)}"
         if util is not None:
             sm.add(labels, util)
         mem.add(labels, used)

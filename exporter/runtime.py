@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from exporter.attribution import Assignments, AssignmentSource, PidOwner, attribute
+from exporter.attribution import Assignments, AssignmentSource, Holder, PidOwner, attribute
 from exporter.exposition import Exposition, Family, Variant
 from exporter.gpu_families import gpu_families
 from exporter.nvml import Nvml, NvmlInitError
@@ -38,6 +38,7 @@ class Exporter:
         owner: PidOwner | None = None,
         assignments_max_age: float = 60.0,
         stats: SelfMetrics | None = None,
+        pod_labels: Callable[[Holder], str] | None = None,
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
@@ -53,6 +54,7 @@ class Exporter:
         self._assignments = assignments
         self._owner: PidOwner = owner if owner is not None else (lambda pid: None)
         self._assignments_max_age = assignments_max_age
+        self._pod_labels = pod_labels
         self._last_assignments: tuple[float, Assignments] | None = None
         self.last_collection: float | None = None  # monotonic time of the last publish
         self.first_collection = threading.Event()
@@ -83,7 +85,7 @@ class Exporter:
             )
             if attribution is not None:
                 self.stats.unknown_device_ids = attribution.unknown_device_ids
-            families = gpu_families(states, self.collectors, attribution)
+            families = gpu_families(states, self.collectors, attribution, self._pod_labels)
             self.stats.last_success = self._clock()
         read_done = self._monotonic()
         self.stats.observe_collection(read_done - start)
