@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from exporter.catalogue import COLLECTORS
+from exporter.catalogue import COLLECTORS, MIG_INSTANCE_SERIES
 from exporter.kubelet.assignments import PodResourcesAssignments
 from exporter.kubelet.client import PodResourcesClient
 from exporter.nvml import Nvml
@@ -46,11 +46,29 @@ class Node:
     def collect(self, advance: float = 5.0) -> dict[str, list[Any]]:
         self.clock.advance(advance)
         self.exporter.collect_once()
-        return samples(self.exporter.exposition.body("openmetrics").decode())
+        m = samples(self.exporter.exposition.body("openmetrics").decode())
+        check_invariants(m)
+        return m
 
     def close(self) -> None:
         self.client.close()
         self.sim.stop()
+
+
+PER_INSTANCE = MIG_INSTANCE_SERIES | {
+    "gpu_mig_instance_info", "gpu_allocation_share", "gpu_container_sm_utilization_ratio",
+    "gpu_container_memory_used_bytes"}  # fmt: skip
+
+
+def check_invariants(m: dict[str, list[Any]]) -> None:
+    """Checked after every collection of every scenario."""
+    per_gpu: dict[str, float] = {}
+    for s in m.get("gpu_allocation_share", []):
+        per_gpu[s.labels["UUID"]] = per_gpu.get(s.labels["UUID"], 0.0) + s.value
+    assert all(total <= 1.0 + 1e-9 for total in per_gpu.values()), per_gpu
+    for name, series in m.items():
+        if name not in PER_INSTANCE:
+            assert not any("GPU_I_ID" in s.labels for s in series), name
 
 
 @pytest.fixture
@@ -197,3 +215,35 @@ def test_non_gpu_resources_are_ignored(make_node: Any) -> None:
     m = node.collect()
     assert shares(m) == {("a", "-"): 1.0}
     assert value(m, "gpu_exporter_unknown_device_ids") == 0
+
+
+def test_scrapes_stay_fast_while_the_kubelet_is_slow(make_node: Any) -> None:
+    import http.client
+    import threading
+
+    from exporter.http import MetricsServer
+
+    node = make_node({"gpus": [H100], "pods": [pod("a", ["gpu0"])]}, timeout=3.0)
+    node.collect()
+    published = node.exporter.exposition.body("text")
+    server = MetricsServer("127.0.0.1:0", node.exporter)
+    server.start()
+    stop = threading.Event()
+    node.sim.servicer.delay = 2.5
+    calls = node.sim.servicer.calls
+    loop = threading.Thread(target=node.exporter.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        while node.sim.servicer.calls == calls:  # wait until a collection is inside the kubelet
+            stop.wait(0.01)
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=1.0)
+        conn.request("GET", "/metrics")
+        resp = conn.getresponse()  # raises if the scrape waited for the collection
+        assert resp.status == 200
+        assert resp.read() == published
+        conn.close()
+    finally:
+        stop.set()
+        node.sim.servicer.delay = 0.0
+        loop.join(10)
+        server.stop()
