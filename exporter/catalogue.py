@@ -24,6 +24,7 @@ Collector = Literal[
     "xid",
     "clock_events",
     "nvlink",
+    "nvlink_links",
 ]
 COLLECTORS: tuple[Collector, ...] = (
     "processes",
@@ -40,7 +41,10 @@ COLLECTORS: tuple[Collector, ...] = (
     "xid",
     "clock_events",
     "nvlink",
+    "nvlink_links",
 )
+# Off unless asked for: 72 series and 72 NVML calls per NVLink GPU per collection.
+OFF_BY_DEFAULT = frozenset({"nvlink_links"})
 
 
 @dataclass(frozen=True, slots=True)

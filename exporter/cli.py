@@ -22,7 +22,7 @@ from types import FrameType
 from typing import Any, NoReturn
 
 from exporter import __version__
-from exporter.catalogue import COLLECTORS
+from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
 
 PROG = "gpu-exporter"
 ENV_PREFIX = "GPU_EXPORTER_"
@@ -172,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
             dest=f"collector_{name}",
             action="store_true",
             default=None,
-            help=f"enable the {name} collector (default: enabled)",
+            help=f"enable the {name} collector (default: "
+            f"{'off' if name in OFF_BY_DEFAULT else 'on'})",
         )
         group.add_argument(
             f"--no-collector.{name}",
@@ -228,7 +229,10 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
     except ValueError as exc:
         raise UsageError(f"--web.listen-address: {exc}") from None
     collectors = frozenset(
-        name for name in COLLECTORS if getattr(args, f"collector_{name}") is not False
+        name
+        for name in COLLECTORS
+        if getattr(args, f"collector_{name}") is True
+        or (getattr(args, f"collector_{name}") is None and name not in OFF_BY_DEFAULT)
     )
     return Settings(
         listen_address=args.listen_address,

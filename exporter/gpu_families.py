@@ -97,7 +97,7 @@ def gpu_families(
                 )
         families.append(active)
 
-    if "nvlink" in on:
+    if "nvlink" in on or "nvlink_links" in on:
         families.extend(_nvlink_families(live))
     if attribution is not None:
         families.extend(_attribution_families(states, attribution, pod_labels))
@@ -157,9 +157,8 @@ def _nvlink_families(live: list[GpuState]) -> list[Family]:
         help_text = cat.NVLINK_HELP[counter]
         total = Family(f"{base}_TOTAL", "counter", f"{help_text} total for all links.")
         for s in live:
-            counts = [n for (c, _link), n in s.nvlink.items() if c == counter]
-            if counts:
-                total.add(s.identity.labels, sum(counts))
+            if counter in s.nvlink_totals:
+                total.add(s.labels, s.nvlink_totals[counter])
             for (c, link), n in s.nvlink.items():
                 if c != counter:
                     continue
@@ -169,7 +168,7 @@ def _nvlink_families(live: list[GpuState]) -> list[Family]:
                     family = per_link[name] = Family(
                         name, "counter", f"{help_text} for link {link}."
                     )
-                family.add(s.identity.labels, n)
+                family.add(s.labels, n)
         totals.append(total)
     return totals + [per_link[k] for k in sorted(per_link, key=_link_order)]
 

@@ -175,6 +175,13 @@ NVLINK_COUNTERS = {
     "crc_flit": pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
     "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
 }
+# NVML field ids of the NVLink error counters summed over all links (what DCGM reads)
+NVLINK_TOTAL_FIELDS = {
+    "crc_flit": pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
+    "crc_data": pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
+    "replay": pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
+    "recovery": pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
+}
 NVLINK_MAX_LINKS = 18  # NVLink 4 (Hopper); NVML's own maximum is larger but no GPU has more yet
 CLOCK_EVENT_REASONS = {
     "gpu_idle": 0x1,
@@ -337,6 +344,20 @@ class Nvml:
                 return self._unsupported(dev.index, failure)
             return failure
         return int(_field_value(field))
+
+    def nvlink_error_totals(self, dev: Device) -> Outcome[dict[str, int]]:
+        """The four NVLink error counters summed over all links, in one field-values call."""
+        ids = list(NVLINK_TOTAL_FIELDS.values())
+        values = self._call(dev.index, "nvmlDeviceGetFieldValues", dev.handle, ids)
+        if isinstance(values, Failure):
+            return values
+        totals = {}
+        for name, field in zip(NVLINK_TOTAL_FIELDS, values, strict=True):
+            if field.nvmlReturn == pynvml.NVML_SUCCESS:
+                totals[name] = int(_field_value(field))
+        if not totals:
+            return self._unsupported(dev.index, NotSupported(3, "NVML_FI_DEV_NVLINK_*_TOTAL"))
+        return totals
 
     def power_usage_mw(self, dev: Device) -> Outcome[int]:
         value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPowerUsage", dev.handle)

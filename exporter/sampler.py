@@ -62,6 +62,7 @@ class GpuState:
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
+    nvlink_totals: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.labels:
@@ -173,7 +174,7 @@ class GpuSampler:
         if "xid" in self._on:
             events = self._nvml.xid_event_set(dev)
             gpu.events = None if isinstance(events, nv.Failure) else events
-        if "nvlink" in self._on:
+        if "nvlink_links" in self._on:
             links = []
             for link in range(nv.NVLINK_MAX_LINKS):
                 active = self._nvml.nvlink_active(dev, link)
@@ -308,7 +309,9 @@ class GpuSampler:
                     values[series] = ns // 1000
         if "processes" in on:
             self._read_processes(gpu, dev, state, ok)
-        if "nvlink" in on:
+        if "nvlink" in on and (totals := ok(nvml.nvlink_error_totals(dev))) is not None:
+            state.nvlink_totals = totals
+        if "nvlink_links" in on:
             for link in gpu.nvlinks:
                 for counter_name, counter in nv.NVLINK_COUNTERS.items():
                     n = ok(nvml.nvlink_error_counter(dev, link, counter))

@@ -81,9 +81,10 @@ def render() -> str:
         out.append(row(f"`{s.name}`", s.kind, s.unit, f"`{s.collector}`", s.source, s.help))
     for counter, base in cat.NVLINK_DCGM_NAMES.items():
         out.append(row(f"`{base}_TOTAL`", "counter", "1", "`nvlink`",
-                       f"Σ nvmlDeviceGetNvLinkErrorCounter({counter}) over active links",
+                       f"nvmlDeviceGetFieldValues({base.replace('DCGM_FI_DEV', 'NVML_FI_DEV')}"
+                       "_TOTAL)",
                        f"{cat.NVLINK_HELP[counter]} total for all links."))  # fmt: skip
-        out.append(row(f"`{base}_L0` … `{base}_L17`", "counter", "1", "`nvlink`",
+        out.append(row(f"`{base}_L0` … `{base}_L17`", "counter", "1", "`nvlink_links`",
                        f"nvmlDeviceGetNvLinkErrorCounter(link, {counter})",
                        f"{cat.NVLINK_HELP[counter]} for one link; only links active at "
                        "discovery."))  # fmt: skip
@@ -130,7 +131,12 @@ def render() -> str:
     out.append(
         "\n## Collectors\n\nEach can be switched with `--collector.<name>` / "
         "`--no-collector.<name>` (environment: `GPU_EXPORTER_COLLECTOR_<NAME>=true|false`); "
-        "all are on by default: " + ", ".join(f"`{c}`" for c in cat.COLLECTORS) + ".\n"
+        "on by default: "
+        + ", ".join(f"`{c}`" for c in cat.COLLECTORS if c not in cat.OFF_BY_DEFAULT)
+        + "; off by default: "
+        + ", ".join(f"`{c}`" for c in cat.COLLECTORS if c in cat.OFF_BY_DEFAULT)
+        + " (per-link NVLink counters: 72 series and 72 NVML calls per NVLink GPU per "
+        "collection; the `_TOTAL` counters come from one field-values call).\n"
     )
     return "".join(out)
 

@@ -48,6 +48,14 @@ _NVLINK_COUNTER_NAMES = {
 }
 
 
+_NVLINK_TOTAL_FIELDS = {
+    pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: "crc_flit",
+    pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: "crc_data",
+    pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: "replay",
+    pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: "recovery",
+}
+
+
 def _error(code: int) -> Exception:
     err: Exception = pynvml.NVMLError(code)
     return err
@@ -222,6 +230,19 @@ class FakeNvml(MigGpmMixin):
         for i, field_id in enumerate(field_ids):
             values[i].fieldId = field_id
             values[i].timestamp = int(self._now() * 1e6)
+            nvlink_counter = _NVLINK_TOTAL_FIELDS.get(field_id)
+            if nvlink_counter is not None:
+                if "nvlink" in gpu.unsupported or not gpu.spec.nvlink.links:
+                    values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                    continue
+                values[i].nvmlReturn = pynvml.NVML_SUCCESS
+                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                values[i].value.ullVal = sum(
+                    e.count
+                    for e in gpu.spec.nvlink.errors
+                    if e.counter == nvlink_counter and e.t <= t
+                )
+                continue
             if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
                 if "memory_temperature" in gpu.unsupported:
                     values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from exporter.catalogue import COLLECTORS
+from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
 from exporter.cli import UsageError, env_name, parse_duration, parse_settings
 from tests.exporter.helpers import samples, value
 from tests.procs import ROOT, exporter_args, start_exporter
 
 H100 = str(ROOT / "examples" / "fleet-h100x8.yaml")
+DEFAULT_ON = frozenset(COLLECTORS) - OFF_BY_DEFAULT
 
 
 def test_defaults() -> None:
@@ -25,7 +26,8 @@ def test_defaults() -> None:
     assert s.listen_address == ":9400"
     assert s.collect_interval == 5.0
     assert s.simulate is None
-    assert s.collectors == frozenset(COLLECTORS)
+    assert s.collectors == DEFAULT_ON
+    assert "nvlink_links" not in s.collectors
 
 
 def test_every_flag_has_an_environment_twin() -> None:
@@ -41,7 +43,7 @@ def test_every_flag_has_an_environment_twin() -> None:
     s = parse_settings([], env)
     assert (s.listen_address, s.collect_interval, str(s.simulate), s.hostname, s.log_level) == (
         "127.0.0.1:9999", 0.25, "x.yaml", "node-7", "debug")  # fmt: skip
-    assert s.collectors == frozenset(COLLECTORS) - {"nvlink", "ecc"}
+    assert s.collectors == DEFAULT_ON - {"nvlink", "ecc"}
     # the command line wins over the environment
     s = parse_settings(["--collect-interval", "2s", "--collector.nvlink"], env)
     assert s.collect_interval == 2.0
@@ -51,7 +53,8 @@ def test_every_flag_has_an_environment_twin() -> None:
 
 def test_no_collector_flags() -> None:
     s = parse_settings(["--no-collector.xid", "--no-collector.clock_events"], {})
-    assert s.collectors == frozenset(COLLECTORS) - {"xid", "clock_events"}
+    assert s.collectors == DEFAULT_ON - {"xid", "clock_events"}
+    assert "nvlink_links" in parse_settings(["--collector.nvlink_links"], {}).collectors
 
 
 @pytest.mark.parametrize(
