@@ -16,6 +16,7 @@ caller, never guessed. The /proc root is injectable for tests and simulate mode.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,21 +64,37 @@ class ProcOwner:
         directory: PodDirectory,
         proc_root: str | Path = "/proc",
         on_error: Callable[[str, str], None] | None = None,
+        cache_seconds: float = 30.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._directory = directory
-        self._root = Path(proc_root)
+        self._root = str(proc_root)
         self._on_error = on_error
+        # A process never changes cgroup, so its parse is kept for a while: 1,000 GPU processes
+        # would otherwise mean 1,000 file reads per collection. The short lifetime bounds the
+        # damage of a PID reused by another process (rare: Linux cycles through pid_max).
+        self._cache: dict[int, tuple[float, CgroupOwner | None]] = {}
+        self._cache_seconds = cache_seconds
+        self._monotonic = monotonic
 
     def owner_of(self, pid: int) -> CgroupOwner | None:
+        now = self._monotonic()
+        hit = self._cache.get(pid)
+        if hit is not None and hit[0] > now:
+            return hit[1]
         try:
-            text = (self._root / str(pid) / "cgroup").read_text()
+            with open(f"{self._root}/{pid}/cgroup") as f:
+                owner = parse_cgroup(f.read())
         except FileNotFoundError:
             return None  # the process has exited since NVML listed it
         except OSError:
             if self._on_error is not None:
                 self._on_error("proc", "read")
             return None
-        return parse_cgroup(text)
+        if len(self._cache) > 65536:
+            self._cache = {k: v for k, v in self._cache.items() if v[0] > now}
+        self._cache[pid] = (now + self._cache_seconds, owner)
+        return owner
 
     def __call__(self, pid: int) -> Holder | None:
         owner = self.owner_of(pid)

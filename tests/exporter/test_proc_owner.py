@@ -67,3 +67,17 @@ def test_owner_through_the_pod_directory(tmp_path: Path) -> None:
     assert owner(44) is None  # the process has exited
     directory.remove(UID)
     assert owner(42) is None  # the pod is gone
+
+
+def test_cgroup_parse_is_cached_for_a_while(tmp_path: Path) -> None:
+    (tmp_path / "42").mkdir()
+    cgroup = tmp_path / "42" / "cgroup"
+    cgroup.write_text(f"0::/kubepods/pod{UID}/{CID}\n")
+    now = [0.0]
+    owner = ProcOwner(PodDirectory(), tmp_path, cache_seconds=30, monotonic=lambda: now[0])
+    assert owner.owner_of(42) == CgroupOwner(UID, CID)
+    cgroup.write_text("0::/system.slice/other.service\n")  # PID 42 reused by a host process
+    now[0] = 29.0
+    assert owner.owner_of(42) == CgroupOwner(UID, CID)  # not read again within the lifetime
+    now[0] = 31.0
+    assert owner.owner_of(42) is None  # read again after it
