@@ -1,0 +1,200 @@
+"""Who pays for each GPU-hour. Pure: usage facts + owners + cost model -> chargeback lines.
+
+Per physical GPU and hour (docs/cost-model.md, DESIGN.md "Cost semantics"):
+
+- its **cost** is the price in force for its model and node pool x the time it existed;
+- a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
+  GPU 1, MIG instance compute slices / 7 — or memory slices / 8 on request — time-slice replica
+  1 / replicas);
+- on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
+  proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
+  idle either way, so a policy switch moves money between teams only;
+- **used** = allocated x utilisation; **waste** = allocated - used;
+- **idle** = the GPU's cost - allocated: its own ``__idle__`` line (``separate``), or spread over
+  the hour's lines by allocated cost (``weighted``) or equally over teams (``even``).
+
+All money is integer micro-units; every split is a largest-remainder split, so for every hour
+Σ allocated + Σ idle = fleet cost exactly, and :func:`attribute_hour` checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+
+from costsvc.costmodel import CostModel
+from costsvc.money import MICRO, round_micro, split
+
+UNALLOCATED = "__unallocated__"
+IDLE = "__idle__"
+HOUR = Decimal(3600)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHour:
+    """A physical GPU during one hour."""
+
+    cluster: str
+    node: str
+    gpu_uuid: str
+    model: str
+    node_pool: str | None
+    present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
+
+
+@dataclass(frozen=True, slots=True)
+class Holding:
+    """A container's hold on one device unit of a GPU during one hour."""
+
+    gpu_uuid: str
+    namespace: str
+    pod: str
+    container: str
+    share_seconds: Decimal  # ∫ gpu_allocation_share dt (compute basis for MIG, as published)
+    busy_share_seconds: Decimal = Decimal(0)  # ∫ share x utilisation dt
+    sm_seconds: Decimal = Decimal(0)  # ∫ container SM utilisation dt (shared GPUs)
+    shared: bool = False  # a time-slice / MPS replica
+    compute_slices: int | None = None  # MIG instance
+    memory_slices: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    team: str
+    project: str
+    stage: str
+
+
+@dataclass(slots=True)
+class Line:
+    """One chargeback line of one hour."""
+
+    cluster: str
+    team: str
+    project: str
+    stage: str
+    namespace: str
+    pod: str
+    allocated: int = 0
+    used: int = 0
+    waste: int = 0
+    idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
+    gpu_hours: int = 0  # micro GPU-hours held
+
+    @property
+    def key(self) -> tuple[str, str, str, str, str, str]:
+        return (self.cluster, self.team, self.project, self.stage, self.namespace, self.pod)
+
+
+@dataclass(slots=True)
+class HourResult:
+    hour: datetime
+    lines: list[Line] = field(default_factory=list)
+    fleet_cost: int = 0
+    gpu_cost: dict[str, int] = field(default_factory=dict)  # per GPU UUID
+
+    def total(self) -> int:
+        return sum(line.allocated + line.idle for line in self.lines)
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+def attribute_hour(
+    hour: datetime,
+    gpus: Iterable[GpuHour],
+    holdings: Iterable[Holding],
+    owner_of: Callable[[str, str], Owner | None],
+    model: CostModel,
+) -> HourResult:
+    gpus = list(gpus)
+    by_gpu: dict[str, list[Holding]] = {}
+    for h in holdings:
+        by_gpu.setdefault(h.gpu_uuid, []).append(h)
+    prices: dict[tuple[str, str | None], int] = {}
+    pools = {(g.model, g.node_pool) for g in gpus}
+    for m, pool in pools:  # raises MissingPrices naming every unpriced model
+        prices[(m, pool)] = model.micro_per_hour(hour, {m: pool})[m]
+    basis = model.policies.mig_share_basis
+    usage_policy = model.policies.shared_gpu_policy == "usage"
+
+    result = HourResult(hour)
+    lines: dict[tuple[str, ...], Line] = {}
+    idle_by_cluster: dict[str, int] = {}
+    for g in gpus:
+        price = prices[(g.model, g.node_pool)]
+        cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        result.gpu_cost[g.gpu_uuid] = cost
+        result.fleet_cost += cost
+        held = by_gpu.get(g.gpu_uuid, [])
+        weights = [_weight(h, basis) for h in held]
+        if usage_policy:
+            weights = _by_usage(held, weights)
+        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
+        parts = split(allocated_total, weights) if held else []
+        idle_by_cluster[g.cluster] = idle_by_cluster.get(g.cluster, 0) + cost - allocated_total
+        for h, allocated in zip(held, parts, strict=True):
+            util = h.busy_share_seconds / h.share_seconds if h.share_seconds else Decimal(0)
+            used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
+            who = owner_of(h.namespace, h.pod) or Owner(UNALLOCATED, UNALLOCATED, UNALLOCATED)
+            key = (g.cluster, who.team, who.project, who.stage, h.namespace, h.pod)
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = Line(g.cluster, who.team, who.project, who.stage,
+                                         h.namespace, h.pod)  # fmt: skip
+            line.allocated += allocated
+            line.used += used
+            line.waste += allocated - used
+            line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
+
+    result.lines = sorted(lines.values(), key=lambda line: line.key)
+    for cluster, idle in sorted(idle_by_cluster.items()):
+        _place_idle(result, cluster, idle, model.policies.idle_policy)
+    if result.total() != result.fleet_cost:
+        raise InvariantBroken(
+            f"{hour:%Y-%m-%d %H:00}: attributed + idle = {result.total()} "
+            f"!= fleet cost {result.fleet_cost}"
+        )
+    return result
+
+
+def _weight(h: Holding, basis: str) -> Decimal:
+    """∫ share dt, in GPU-seconds of the physical GPU, on the chosen MIG basis."""
+    if basis == "memory" and h.compute_slices and h.memory_slices is not None:
+        return h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
+    return h.share_seconds
+
+
+def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
+    """Re-split the shared holdings' weight in proportion to their SM time."""
+    shared = [i for i, h in enumerate(held) if h.shared]
+    if not shared:
+        return weights
+    pool = sum((weights[i] for i in shared), Decimal(0))
+    sm = [held[i].sm_seconds for i in shared]
+    total_sm = sum(sm, Decimal(0))
+    out = list(weights)
+    for i, s in zip(shared, sm, strict=True):
+        out[i] = pool * s / total_sm if total_sm else pool / len(shared)
+    return out
+
+
+def _place_idle(result: HourResult, cluster: str, idle: int, policy: str) -> None:
+    lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
+    if idle == 0:
+        return
+    if policy == "separate" or not lines:
+        result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle))
+        return
+    if policy == "weighted":
+        for line, part in zip(lines, split(idle, [line.allocated for line in lines]), strict=True):
+            line.idle += part
+        return
+    teams = sorted({line.team for line in lines})  # even: an equal part per team, then by cost
+    for team, part in zip(teams, split(idle, [1] * len(teams)), strict=True):
+        mine = [line for line in lines if line.team == team]
+        for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
+            line.idle += p
