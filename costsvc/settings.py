@@ -1,0 +1,27 @@
+"""gpu-costsvc settings: one pydantic-settings class, every field a ``COSTSVC_*`` variable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="COSTSVC_", extra="forbid")
+
+    database_url: str = Field(
+        default="sqlite:///gpu-costsvc.db",
+        description="SQLAlchemy URL: sqlite:///file.db, or postgresql+psycopg://… in production",
+    )
+    prometheus_url: str = "http://localhost:9090"
+    cost_model: Path | None = None
+    cluster: str = "default"
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_backend(cls, url: str) -> str:
+        if not url.startswith(("sqlite", "postgresql")):
+            raise ValueError("use a sqlite:// or postgresql+psycopg:// URL")
+        return url

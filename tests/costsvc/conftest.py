@@ -1,0 +1,76 @@
+"""Databases for the cost-service tests: a SQLite file, and a throwaway PostgreSQL cluster
+started from the installed server binaries (as the postgres user when the tests run as root,
+since PostgreSQL refuses to run as root). Every DB test runs on both."""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+def _as_postgres(cmd: list[str]) -> list[str]:
+    return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    """A PostgreSQL cluster on a unix socket in a temporary directory; yields its base URL."""
+    bindir = _pg_bin()
+    if bindir is None:
+        why = "PostgreSQL server binaries not found under /usr/lib/postgresql/*/bin"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why + " (make test installs the postgresql package)")
+        pytest.skip(why)
+    base = Path(tempfile.mkdtemp(prefix="pg-"))  # short: the socket path must be < 108 bytes
+    data, sock = base / "data", base / "sock"
+    sock.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    subprocess.run(_as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
+                                 "-A", "trust", "--no-sync", "-E", "UTF8"]),
+                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
+                                 str(base / "log"), "-o",
+                                 f"-c listen_addresses='' -k {sock} -c fsync=off "
+                                 "-c synchronous_commit=off -c full_page_writes=off", "start"]),
+                   check=True, capture_output=True)  # fmt: skip
+    try:
+        yield f"postgresql+psycopg://postgres@/{{db}}?host={sock}"
+    finally:
+        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
+                                     "-s", "stop"]), check=False, capture_output=True)  # fmt: skip
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each kind."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'costsvc.db'}"
+        return
+    server: str = request.getfixturevalue("pg_server")
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server.format(db="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield server.format(db=name)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sqlalchemy import create_engine, inspect
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT,
+                          env={**os.environ, **env}, capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+
+
+def test_db_upgrade_from_the_environment(db_url: str) -> None:
+    done = run("db", "upgrade", env={"COSTSVC_DATABASE_URL": db_url})
+    assert done.returncode == 0, done.stderr
+    engine = create_engine(db_url)
+    assert "chargeback" in inspect(engine).get_table_names()
+    engine.dispose()
+
+
+def test_bad_setting_names_the_variable() -> None:
+    done = run("db", "upgrade", env={"COSTSVC_DATABASE_URL": "mysql://x"})
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "gpu-costsvc: error: COSTSVC_DATABASE_URL: Value error, use a sqlite:// or "
+        "postgresql+psycopg:// URL"
+    )
+
+
+def test_unimplemented_commands_say_so() -> None:
+    done = run("ingest", env={})
+    assert done.returncode == 1
+    assert "not implemented yet" in done.stderr
