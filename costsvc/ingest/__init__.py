@@ -1,0 +1,1 @@
+"""Hourly ingestion: raw samples from Prometheus -> usage facts -> chargeback."""

@@ -1,0 +1,44 @@
+"""Integrate sampled series over an hour, honestly.
+
+A sample holds from its timestamp until the next sample of the same series — but never longer
+than ``max_gap`` (a scrape gap is not billed as held) and never past the window; the last
+sample holds for one scrape interval (the series' median spacing), as the series ended within
+it. The window is
+[start, end); samples before ``start`` (read with a look-back of ``max_gap``) only carry their
+value into the window. Time is in seconds, values are Decimal, results are exact Decimals.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from decimal import Decimal
+
+Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
+
+
+def integral(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:
+    """∫ value dt over [start, end) with the holding rule above; samples sorted by time."""
+    total = Decimal(0)
+    spacings = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
+    last_hold = min(spacings[len(spacings) // 2], max_gap) if spacings else max_gap
+    for i, (t, v) in enumerate(samples):
+        if t >= end:
+            break
+        nxt = samples[i + 1][0] if i + 1 < len(samples) else t + last_hold
+        until = min(nxt, t + max_gap, end)
+        since = max(t, start)
+        if until > since:
+            total += v * (until - since)
+    return total
+
+
+def covered(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:
+    """Seconds of [start, end) during which the series was known (whatever its value)."""
+    return integral([(t, Decimal(1)) for t, _ in samples], start, end, max_gap)
+
+
+def mean(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:
+    """Time-weighted mean over the known part of the window (0 when nothing is known)."""
+    known = covered(samples, start, end, max_gap)
+    return integral(samples, start, end, max_gap) / known if known else Decimal(0)
