@@ -58,6 +58,7 @@ class Holding:
     shared: bool = False  # a time-slice / MPS replica
     compute_slices: int | None = None  # MIG instance
     memory_slices: int | None = None
+    gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
 
 
 @dataclass(frozen=True, slots=True)

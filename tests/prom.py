@@ -22,7 +22,8 @@ def free_port() -> int:
 
 class Prometheus:
     def __init__(self, binary: str, workdir: Path, targets: list[str],
-                 scrape_interval: str = "1s") -> None:  # fmt: skip
+                 scrape_interval: str = "1s", extra_args: tuple[str, ...] | list[str] = ()
+                 ) -> None:  # fmt: skip
         self.port = free_port()
         config = workdir / "prometheus.yml"
         config.write_text(
@@ -36,7 +37,7 @@ class Prometheus:
         )
         self.process = Process([
             binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn",
+            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_args,
         ])  # fmt: skip
         self.url = f"http://127.0.0.1:{self.port}"
 

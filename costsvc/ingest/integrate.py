@@ -1,9 +1,9 @@
 """Integrate sampled series over an hour, honestly.
 
 A sample holds from its timestamp until the next sample of the same series — but never longer
-than ``max_gap`` (a scrape gap is not billed as held) and never past the window; the last
-sample holds for one scrape interval (the series' median spacing), as the series ended within
-it. The window is
+than ``max_gap``: before a longer silence (a scrape gap, not billed as held) and at the end
+of a series, a sample holds for one scrape interval (the series' median spacing) — and never
+past the window. The window is
 [start, end); samples before ``start`` (read with a look-back of ``max_gap``) only carry their
 value into the window. Time is in seconds, values are Decimal, results are exact Decimals.
 """
@@ -26,7 +26,9 @@ def integral(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: D
         if t >= end:
             break
         nxt = samples[i + 1][0] if i + 1 < len(samples) else t + last_hold
-        until = min(nxt, t + max_gap, end)
+        if nxt - t > max_gap:  # a gap (or the end of the series): hold one scrape interval
+            nxt = t + last_hold
+        until = min(nxt, end)
         since = max(t, start)
         if until > since:
             total += v * (until - since)

@@ -24,8 +24,8 @@ def test_held_for_the_first_30_minutes() -> None:
 
 def test_a_20_minute_scrape_gap_is_not_held() -> None:
     samples = every(15, -15, 1200) + every(15, 2400, 3600)
-    # up to 1185 + 60 s of grace = 1245; then from 2400 to 3600
-    assert integral(samples, D(0), D(3600), GAP) == D(1245) + D(1200)
+    # the sample at 1185 holds one scrape interval, to 1200; then from 2400 to 3600
+    assert integral(samples, D(0), D(3600), GAP) == D(1200) + D(1200)
 
 
 def test_lookback_sample_carries_into_the_window_only() -> None:

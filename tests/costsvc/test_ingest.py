@@ -1,0 +1,176 @@
+"""Ground truth end to end: synthetic history written as OpenMetrics, loaded into a real
+Prometheus with promtool, ingested into SQLite and PostgreSQL, compared with money computed
+by hand (price 2.50 per GPU-hour, hour 2026-11-10 05:00 UTC):
+
+GPU-A  pod ml/p (team nlp) holds it 05:00-05:30, busy 80 %  -> allocated 1.250000, used 1.000000
+GPU-B  time-sliced x4: search/a holds 2 replicas, search/b 1, one unheld (equal policy);
+       no pod labels: the namespace's team label applies -> a 1.250000, b 0.625000
+GPU-C  ml/g (team nlp) holds it, but every series has a 20-minute gap 05:20-05:40
+       -> allocated 2.50 x 40/60 = 1.666667; the GPU existed all hour
+idle (separate) = 1.25 + 0.625 + 0.833333 = 2.708333; fleet = 3 x 2.50 = 7.500000
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from costsvc.costmodel import parse
+from costsvc.db.migrate import upgrade
+from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.run import complete_hours, ingest, watermark
+from tests.conftest import require_binary
+from tests.prom import Prometheus
+
+HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
+T0 = int(HOUR.timestamp())
+H100 = "NVIDIA H100 80GB HBM3"
+MODEL = parse({"versions": [{"effective_from": "2026-11-01T00:00:00Z",
+                             "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip
+
+
+def series(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> list[str]:
+    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return [f"{name}{{{text}}} {value} {t}" for t in range(start, stop, 15)]
+
+
+def gpu_labels(uuid: str) -> dict[str, str]:
+    return {"gpu": "0", "UUID": uuid, "modelName": H100, "Hostname": f"node-{uuid[-1]}"}
+
+
+def history() -> str:
+    fam: dict[str, list[str]] = {}
+
+    def add(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> None:
+        fam.setdefault(name, []).extend(series(name, labels, value, start, stop))
+
+    before, end = T0 - 60, T0 + 3600
+    for uuid in ("GPU-A", "GPU-B"):
+        add("gpu_device_up", gpu_labels(uuid), 1, before, end)
+    a = gpu_labels("GPU-A")
+    add("gpu_allocation_share", {**a, "namespace": "ml", "pod": "p", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, T0, T0 + 1800)  # fmt: skip
+    add("DCGM_FI_DEV_GPU_UTIL", a, 80, before, end)
+    b = gpu_labels("GPU-B")
+    for pod, share, sm in (("a", 0.5, 0.3), ("b", 0.25, 0.1)):
+        holder = {**b, "namespace": "search", "pod": pod, "container": "main"}
+        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu.shared"}, share,
+            before, end)  # fmt: skip
+        add("gpu_container_sm_utilization_ratio", holder, sm, before, end)
+    c = gpu_labels("GPU-C")
+    for start, stop in ((before, T0 + 1200), (T0 + 2400, end)):  # a 20-minute gap
+        add("gpu_device_up", c, 1, start, stop)
+        add("gpu_allocation_share", {**c, "namespace": "ml", "pod": "g", "container": "main",
+                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
+    for pod in ("p", "g"):
+        labels = {"namespace": "ml", "pod": pod, "label_team": "nlp", "label_project": "llm",
+                  "label_stage": "prod"}  # fmt: skip
+        add("kube_pod_labels", labels, 1, before, end)
+    add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
+    out = []
+    for name, lines in fam.items():
+        out.append(f"# TYPE {name} gauge")
+        out.extend(lines)
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    promtool, binary = require_binary("promtool"), require_binary("prometheus")
+    work = tmp_path_factory.mktemp("history")
+    (work / "history.om").write_text(history())
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
+                    str(work / "history.om"), str(work / "data")],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
+    try:
+        prom.wait_ready()
+        prom.until(lambda: prom.query(f"gpu_device_up @ {T0 + 60}"), 30, "blocks loaded")
+        yield prom
+    finally:
+        prom.stop()
+
+
+def by_team(url: str) -> dict[str, tuple[int, int, int, int]]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        c = Chargeback
+        query = select(c.team, func.sum(c.allocated), func.sum(c.used), func.sum(c.waste),
+                       func.sum(c.idle)).group_by(c.team)  # fmt: skip
+        rows = conn.execute(query).all()
+    engine.dispose()
+    return {r[0]: (int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
+def test_ground_truth(prometheus: Prometheus, db_url: str) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prometheus.url)
+    try:
+        report = ingest(engine, reader, MODEL, "c1", [HOUR])
+    finally:
+        reader.close()
+    assert report.done == [HOUR] and not report.failed
+    # search: a uses 1080 of its 1800 held GPU-seconds (0.3 of the GPU vs 0.5 held) -> 0.75 of
+    # 1.25; b 360 of 900 -> 0.25 of 0.625. GPU-C has no utilisation series: all waste.
+    assert by_team(db_url) == {
+        "nlp": (1_250_000 + 1_666_667, 1_000_000, 250_000 + 1_666_667, 0),
+        "search": (1_875_000, 750_000 + 250_000, 500_000 + 375_000, 0),
+        "__idle__": (0, 0, 0, 1_250_000 + 625_000 + 833_333),
+    }
+    fleet = sum(a + i for a, _, _, i in by_team(db_url).values())
+    assert fleet == 7_500_000  # attributed + idle = fleet cost, to the micro-unit
+    assert watermark(engine, "c1") == HOUR
+    engine.dispose()
+
+
+def test_rerun_replaces_the_hour_identically(prometheus: Prometheus, db_url: str) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prometheus.url)
+
+    def snapshot() -> list[Any]:
+        with engine.connect() as conn:
+            return [sorted(tuple(r)[1:] for r in conn.execute(select(t)).all())
+                    for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
+
+    try:
+        ingest(engine, reader, MODEL, "c1", [HOUR])
+        first = snapshot()
+        ingest(engine, reader, MODEL, "c1", [HOUR])
+        assert snapshot() == first
+    finally:
+        reader.close()
+        engine.dispose()
+
+
+def test_prometheus_down_leaves_nothing_partial_and_is_retried(
+    prometheus: Prometheus, db_url: str
+) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    dead = PrometheusReader("http://127.0.0.1:9", timeout=2)
+    report = ingest(engine, dead, MODEL, "c1", [HOUR])
+    dead.close()
+    assert report.done == [] and HOUR in report.failed
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(Chargeback)).scalar() == 0
+        assert conn.execute(select(IngestRun.status)).scalars().all() == ["failed"]
+    assert watermark(engine, "c1") is None
+    reader = PrometheusReader(prometheus.url)
+    assert ingest(engine, reader, MODEL, "c1", [HOUR]).done == [HOUR]  # the retry
+    reader.close()
+    engine.dispose()
+
+
+def test_complete_hours() -> None:
+    start = datetime(2026, 11, 10, 4, 30, tzinfo=UTC)
+    end = datetime(2026, 11, 10, 7, 10, tzinfo=UTC)
+    assert complete_hours(start, end) == [datetime(2026, 11, 10, h, tzinfo=UTC) for h in (5, 6)]
