@@ -1,19 +1,25 @@
 """``gpu-costsvc``: the cost service's command line.
 
 Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py). Implemented so
-far: ``db upgrade`` / ``db downgrade``. ``ingest``, ``serve``, ``report`` and ``close`` come
-with the ingestion and API work and say so instead of pretending.
+far: ``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range) and
+``serve`` (the hourly ingest scheduler; the HTTP API comes later). ``report`` and ``close`` come
+with the API work and say so instead of pretending.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, NoReturn
 
 from pydantic import ValidationError
 
 from costsvc import __version__
+from costsvc.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
 
 PROG = "gpu-costsvc"
 
@@ -34,16 +40,98 @@ def build_parser() -> argparse.ArgumentParser:
     db = sub.add_parser("db", help="database schema (Alembic)")
     db.add_argument("action", choices=["upgrade", "downgrade"])
     db.add_argument("revision", nargs="?", default=None, help="default: head / base")
-    for name in ("ingest", "serve", "report", "close"):
+    ingest = sub.add_parser("ingest", help="ingest complete hours from Prometheus")
+    ingest.add_argument("--start", help="first hour (ISO 8601, UTC); default: after the watermark")
+    ingest.add_argument("--end", help="stop before this instant; default: now")
+    serve = sub.add_parser("serve", help="ingest every hour, a few minutes past the hour")
+    serve.add_argument("--delay", type=float, default=300.0,
+                       help="seconds after the hour before ingesting it (default 300)")  # fmt: skip
+    for name in ("report", "close"):
         sub.add_parser(name, help="not implemented yet")
     return p
+
+
+def _hours(
+    settings: Settings, engine: Engine, start: str | None, end: str | None
+) -> list[datetime]:
+    from costsvc.costmodel import utc
+    from costsvc.ingest.run import complete_hours, watermark
+
+    try:
+        stop = utc(end) if end else datetime.now(UTC)
+        if start:
+            begin = utc(start)
+        else:
+            mark = watermark(engine, settings.cluster)
+            begin = mark + timedelta(hours=1) if mark else stop - timedelta(days=1)
+    except ValueError as exc:
+        raise UsageError(f"--start/--end: {exc}") from None
+    return complete_hours(begin, stop)
+
+
+def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
+    from sqlalchemy import create_engine
+
+    from costsvc.costmodel import CostModelError, load
+    from costsvc.ingest.prom import PrometheusReader
+    from costsvc.ingest.run import ingest
+
+    if settings.cost_model is None:
+        raise UsageError("COSTSVC_COST_MODEL: set it to the cost model file")
+    try:
+        model = load(settings.cost_model)
+    except CostModelError as exc:
+        raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+    engine = create_engine(settings.database_url)
+    reader = PrometheusReader(settings.prometheus_url)
+    try:
+        hours = _hours(settings, engine, start, end)
+        done = failed = 0
+        for i, hour in enumerate(hours, 1):
+            report = ingest(engine, reader, model, settings.cluster, [hour])
+            done += len(report.done)
+            if report.failed:
+                failed += 1
+                print(f"{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
+                      "(it will be retried)", file=sys.stderr)  # fmt: skip
+                break
+            if len(hours) > 1:
+                print(f"\r{PROG}: {i}/{len(hours)} hours ({hour:%Y-%m-%d %H:00})", end="",
+                      file=sys.stderr, flush=True)  # fmt: skip
+        if len(hours) > 1:
+            print(file=sys.stderr)
+        print(f"{PROG}: ingested {done} hour(s){', 1 failed' if failed else ''}")
+        return 1 if failed else 0
+    finally:
+        reader.close()
+        engine.dispose()
+
+
+def _serve(settings: Settings, delay: float) -> int:
+    import signal
+    import threading
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    print(f"{PROG}: ingesting every hour, {delay:g} s past it; Ctrl-C stops", file=sys.stderr)
+    while not stop.is_set():
+        try:
+            _ingest(settings, None, None)
+        except UsageError as exc:
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
+            return 2
+        now = datetime.now(UTC)
+        next_run = now.replace(minute=0, second=0, microsecond=0) + timedelta(
+            hours=1, seconds=delay
+        )
+        stop.wait((next_run - now).total_seconds())
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-        from costsvc.settings import Settings
-
         try:
             settings = Settings()
         except ValidationError as exc:
@@ -58,6 +146,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 downgrade(settings.database_url, args.revision or "base")
             return 0
+        if args.command == "ingest":
+            return _ingest(settings, args.start, args.end)
+        if args.command == "serve":
+            return _serve(settings, args.delay)
         print(f"{PROG}: error: '{args.command}' is not implemented yet", file=sys.stderr)
         return 1
     except UsageError as exc:

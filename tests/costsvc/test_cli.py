@@ -34,6 +34,19 @@ def test_bad_setting_names_the_variable() -> None:
 
 
 def test_unimplemented_commands_say_so() -> None:
-    done = run("ingest", env={})
+    done = run("report", env={})
     assert done.returncode == 1
     assert "not implemented yet" in done.stderr
+
+
+def test_ingest_needs_a_cost_model(tmp_path: Path) -> None:
+    env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}", "COSTSVC_COST_MODEL": ""}
+    done = run("ingest", env={k: v for k, v in env.items() if v})
+    assert done.returncode == 2
+    assert "COSTSVC_COST_MODEL" in done.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("versions: []\n")
+    done = run("ingest", env={**env, "COSTSVC_COST_MODEL": str(bad)})
+    assert done.returncode == 2
+    assert done.stderr.strip().endswith("versions: List should have at least 1 item after "
+                                        "validation, not 0")  # fmt: skip

@@ -174,3 +174,30 @@ def test_complete_hours() -> None:
     start = datetime(2026, 11, 10, 4, 30, tzinfo=UTC)
     end = datetime(2026, 11, 10, 7, 10, tzinfo=UTC)
     assert complete_hours(start, end) == [datetime(2026, 11, 10, h, tzinfo=UTC) for h in (5, 6)]
+
+
+def test_cli_ingest_backfills_then_resumes_from_the_watermark(
+    prometheus: Prometheus, db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import os
+    import sys
+
+    from tests.procs import ROOT
+
+    model = tmp_path_factory.mktemp("m") / "cost.yaml"
+    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
+                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
+    env = {**os.environ, "COSTSVC_DATABASE_URL": db_url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
+           "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+
+    assert cli("db", "upgrade").returncode == 0
+    done = cli("ingest", "--start", "2026-11-10T05:00:00Z", "--end", "2026-11-10T06:00:00Z")
+    assert done.returncode == 0, done.stderr
+    assert "ingested 1 hour(s)" in done.stdout
+    assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000
+    again = cli("ingest", "--end", "2026-11-10T06:30:00Z")  # from the watermark: nothing new
+    assert again.returncode == 0 and "ingested 0 hour(s)" in again.stdout
