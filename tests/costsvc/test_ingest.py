@@ -201,3 +201,81 @@ def test_cli_ingest_backfills_then_resumes_from_the_watermark(
     assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000
     again = cli("ingest", "--end", "2026-11-10T06:30:00Z")  # from the watermark: nothing new
     assert again.returncode == 0 and "ingested 0 hour(s)" in again.stdout
+
+
+def _utc(value: Any) -> Any:
+    if isinstance(value, datetime):  # SQLite gives naive UTC, PostgreSQL aware
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value
+
+
+def _tables(url: str) -> list[Any]:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        out = [sorted(tuple(_utc(v) for v in tuple(r)[1:]) for r in conn.execute(select(t)).all())
+               for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
+    engine.dispose()
+    return out
+
+
+def test_two_ingesters_at_once_never_double_count(prometheus: Prometheus, db_url: str) -> None:
+    import threading
+
+    upgrade(db_url)
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        engine = create_engine(db_url, connect_args={"timeout": 30} if "sqlite" in db_url else {})
+        reader = PrometheusReader(prometheus.url)
+        try:
+            for _ in range(3):
+                assert ingest(engine, reader, MODEL, "c1", [HOUR]).done == [HOUR]
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            reader.close()
+            engine.dispose()
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000
+
+
+def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
+    prometheus: Prometheus, db_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    import os
+    import signal
+    import sys
+
+    from tests.procs import ROOT, Process
+
+    model = tmp_path_factory.mktemp("m") / "cost.yaml"
+    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
+                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
+    reference = f"sqlite:///{tmp_path_factory.mktemp('ref') / 'ref.db'}"
+    span = ("--start", "2026-11-10T03:00:00Z", "--end", "2026-11-10T09:00:00Z")
+
+    def env(url: str) -> dict[str, str]:
+        return {"COSTSVC_DATABASE_URL": url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
+                "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+
+    for url in (reference, db_url):
+        upgrade(url)
+    clean = subprocess.run([sys.executable, "-m", "costsvc.cli", "ingest", *span], cwd=ROOT,
+                           env={**os.environ, **env(reference)}, capture_output=True,
+                           text=True, timeout=120, check=False)  # fmt: skip
+    assert clean.returncode == 0, clean.stderr
+    victim = Process([sys.executable, "-m", "costsvc.cli", "ingest", *span], env=env(db_url))
+    victim.wait_for(r"2/6 hours", timeout=60)  # some hours are in, the rest not yet
+    victim.proc.send_signal(signal.SIGKILL)
+    victim.proc.wait(10)
+    rerun = subprocess.run([sys.executable, "-m", "costsvc.cli", "ingest", *span], cwd=ROOT,
+                           env={**os.environ, **env(db_url)}, capture_output=True, text=True,
+                           timeout=120, check=False)  # fmt: skip
+    assert rerun.returncode == 0, rerun.stderr
+    assert _tables(db_url) == _tables(reference)
