@@ -7,7 +7,7 @@ units and standard suffixes. docs/metrics.md is checked against this table by th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 Collector = Literal[
     "processes",
@@ -26,23 +26,7 @@ Collector = Literal[
     "nvlink",
     "nvlink_links",
 ]
-COLLECTORS: tuple[Collector, ...] = (
-    "processes",
-    "mig",
-    "profiling",
-    "utilization",
-    "memory",
-    "temperature",
-    "power",
-    "clocks",
-    "pcie",
-    "ecc",
-    "remapped_rows",
-    "xid",
-    "clock_events",
-    "nvlink",
-    "nvlink_links",
-)
+COLLECTORS: tuple[Collector, ...] = get_args(Collector)
 # Off unless asked for: 72 series and 72 NVML calls per NVLink GPU per collection.
 OFF_BY_DEFAULT = frozenset({"nvlink_links"})
 

@@ -16,21 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from exporter.nvml import CLOCK_EVENT_REASONS
 from exporter.nvml import lib as pynvml
 from exporter.simulate.fake_mig import FakeMigHandle, MigGpmMixin
 from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
 
-_REASON_BITS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
+_REASON_BITS = CLOCK_EVENT_REASONS
 # Which clock-event reasons count as a violation of which NVML perf policy.
 _POLICY_REASONS = {
     pynvml.NVML_PERF_POLICY_POWER: {"sw_power_cap", "hw_power_brake_slowdown"},

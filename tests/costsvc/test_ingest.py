@@ -15,6 +15,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -176,6 +177,15 @@ def test_complete_hours() -> None:
     assert complete_hours(start, end) == [datetime(2026, 11, 10, h, tzinfo=UTC) for h in (5, 6)]
 
 
+def cli_env(prometheus: Prometheus, db_url: str, tmp: Path) -> dict[str, str]:
+    """Environment for the gpu-costsvc command against the history Prometheus."""
+    model = tmp / "cost.yaml"
+    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
+                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
+    return {"COSTSVC_DATABASE_URL": db_url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
+            "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+
+
 def test_cli_ingest_backfills_then_resumes_from_the_watermark(
     prometheus: Prometheus, db_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
@@ -184,11 +194,7 @@ def test_cli_ingest_backfills_then_resumes_from_the_watermark(
 
     from tests.procs import ROOT
 
-    model = tmp_path_factory.mktemp("m") / "cost.yaml"
-    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
-                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
-    env = {**os.environ, "COSTSVC_DATABASE_URL": db_url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
-           "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+    env = {**os.environ, **cli_env(prometheus, db_url, tmp_path_factory.mktemp("m"))}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT, env=env,
@@ -254,15 +260,11 @@ def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
 
     from tests.procs import ROOT, Process
 
-    model = tmp_path_factory.mktemp("m") / "cost.yaml"
-    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
-                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
     reference = f"sqlite:///{tmp_path_factory.mktemp('ref') / 'ref.db'}"
     span = ("--start", "2026-11-10T03:00:00Z", "--end", "2026-11-10T09:00:00Z")
 
     def env(url: str) -> dict[str, str]:
-        return {"COSTSVC_DATABASE_URL": url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
-                "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+        return cli_env(prometheus, url, tmp_path_factory.mktemp("m"))
 
     for url in (reference, db_url):
         upgrade(url)
