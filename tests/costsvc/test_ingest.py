@@ -31,6 +31,8 @@ from tests.prom import Prometheus
 
 HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
 T0 = int(HOUR.timestamp())
+HOUR2 = datetime(2026, 11, 10, 6, tzinfo=UTC)
+T1 = int(HOUR2.timestamp())
 H100 = "NVIDIA H100 80GB HBM3"
 MODEL = parse({"versions": [{"effective_from": "2026-11-01T00:00:00Z",
                              "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip
@@ -74,6 +76,29 @@ def history() -> str:
                   "label_stage": "prod"}  # fmt: skip
         add("kube_pod_labels", labels, 1, before, end)
     add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
+
+    # hour 06:00: a MIG H100 on node pool "mig-pool" (7.00/h) as 3g.40gb + 2g.20gb + 2 x 1g.10gb
+    # (x holds GI 2 and 9, y holds GI 3, GI 10 unheld), and a spot H100 (2.50 - 60 % = 1.00)
+    s1, e1 = T1, T1 + 3600  # nothing of it may fall into the 05:00 hour
+    m = {**gpu_labels("GPU-M"), "node_pool": "mig-pool"}
+    add("gpu_device_up", m, 1, s1, e1)
+    layout = (("2", "3g.40gb", 3, 4, "x"), ("3", "2g.20gb", 2, 2, "y"),
+              ("9", "1g.10gb", 1, 1, "x2"), ("10", "1g.10gb", 1, 1, None))  # fmt: skip
+    for gi, profile, compute, memory, pod in layout:
+        inst = {**gpu_labels("GPU-M"), "GPU_I_ID": gi, "GPU_I_PROFILE": profile}
+        add("gpu_mig_instance_info", {**inst, "compute_slices": str(compute),
+                                      "memory_slices": str(memory)}, 1, s1, e1)  # fmt: skip
+        if pod:
+            holder = {**inst, "namespace": "mig", "pod": pod, "container": "main",
+                      "resource": f"nvidia.com/mig-{profile}"}  # fmt: skip
+            add("gpu_allocation_share", holder, compute / 7, s1, e1)
+            add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", inst, 0.5, s1, e1)
+    spot = {**gpu_labels("GPU-S"), "node_pool": "spot"}
+    add("gpu_device_up", spot, 1, s1, e1)
+    add("gpu_allocation_share", {**spot, "namespace": "mig", "pod": "z", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
+    for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z")):
+        add("kube_pod_labels", {"namespace": "mig", "pod": pod, "label_team": team}, 1, s1, e1)
     out = []
     for name, lines in fam.items():
         out.append(f"# TYPE {name} gauge")
@@ -281,3 +306,34 @@ def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
                            timeout=120, check=False)  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
     assert _tables(db_url) == _tables(reference)
+
+
+@pytest.mark.parametrize(
+    ("basis", "expected"),
+    # compute: x holds 3/7 + 1/7 of 7.00 = 4.00, y 2/7 = 2.00, GI 10 idle 1.00
+    # memory:  x holds 4/8 + 1/8 of 7.00 = 4.375, y 2/8 = 1.75, idle 0.875
+    # spot GPU: z holds it all hour at 2.50 - 60 % = 1.00
+    [("compute", {"x": 4_000_000, "y": 2_000_000, "z": 1_000_000, "__idle__": 1_000_000}),
+     ("memory", {"x": 4_375_000, "y": 1_750_000, "z": 1_000_000, "__idle__": 875_000})],
+)  # fmt: skip
+def test_mig_layout_and_node_pools(
+    prometheus: Prometheus, db_url: str, basis: str, expected: dict[str, int]
+) -> None:
+    model = parse({"policies": {"mig_share_basis": basis}, "versions": [
+        {"effective_from": "2026-11-01T00:00:00Z", "prices": [
+            {"model": H100, "hourly": "2.50"},
+            {"model": H100, "node_pool": "mig-pool", "hourly": "7.00"},
+            {"model": H100, "node_pool": "spot", "pricing": "spot", "hourly": "2.50",
+             "discount": "0.6"}]}]})  # fmt: skip
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prometheus.url)
+    try:
+        assert ingest(engine, reader, model, "c1", [HOUR2]).done == [HOUR2]
+    finally:
+        reader.close()
+        engine.dispose()
+    got = {team: a + i for team, (a, _, _, i) in by_team(db_url).items()}
+    assert got == expected
+    # GR engine active 0.5 on the held instances: half of the allocated cost was used
+    assert by_team(db_url)["x"][1] == expected["x"] // 2
