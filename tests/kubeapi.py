@@ -34,9 +34,11 @@ def pod_json(namespace: str, name: str, uid: str, node: str, labels: dict[str, s
 class KubeApi:
     def __init__(self) -> None:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
+        self.namespaces: dict[str, dict[str, Any]] = {}  # uid -> namespace
         self.version = 100
         self.requests: list[dict[str, list[str]]] = []
         self._watchers: list[queue.Queue[dict[str, Any] | None]] = []
+        self._watch_store: dict[int, dict[str, Any]] = {}
         self._lock = threading.Lock()
         api = self
 
@@ -46,9 +48,11 @@ class KubeApi:
                 params = urllib.parse.parse_qs(url.query)
                 with api._lock:
                     api.requests.append(params)
-                if url.path != "/api/v1/pods":
+                kinds = {"/api/v1/pods": api.pods, "/api/v1/namespaces": api.namespaces}
+                if url.path not in kinds:
                     self.send_error(404)
                     return
+                self.store = kinds[url.path]
                 node = ""
                 for sel in params.get("fieldSelector", []):
                     if sel.startswith("spec.nodeName="):
@@ -58,9 +62,11 @@ class KubeApi:
                 else:
                     self._list(node)
 
+            store: dict[str, Any]
+
             def _list(self, node: str) -> None:
                 with api._lock:
-                    items = [p for p in api.pods.values() if _on(p, node)]
+                    items = [p for p in self.store.values() if _on(p, node)]
                     body = json.dumps({"kind": "PodList", "apiVersion": "v1",
                                        "metadata": {"resourceVersion": str(api.version)},
                                        "items": items}).encode()  # fmt: skip
@@ -74,8 +80,9 @@ class KubeApi:
                 events: queue.Queue[dict[str, Any] | None] = queue.Queue()
                 with api._lock:
                     api._watchers.append(events)
+                    api._watch_store[id(events)] = self.store
                     if initial:  # a watch without resourceVersion starts with the state
-                        for p in api.pods.values():
+                        for p in self.store.values():
                             if _on(p, node):
                                 events.put({"type": "ADDED", "object": p})
                 # like the API server: HTTP/1.1, one chunk per event
@@ -121,14 +128,28 @@ class KubeApi:
             uid = pod["metadata"]["uid"]
             kind = kind or ("MODIFIED" if uid in self.pods else "ADDED")
             self.pods[uid] = pod
-            for w in self._watchers:
+            for w in self._watchers_of(self.pods):
                 w.put({"type": kind, "object": pod})
+
+    def put_namespace(self, name: str, labels: dict[str, str]) -> None:
+        with self._lock:
+            self.version += 1
+            ns = {"kind": "Namespace", "apiVersion": "v1",
+                  "metadata": {"name": name, "uid": f"ns-{name}", "labels": labels,
+                               "resourceVersion": str(self.version)}}  # fmt: skip
+            kind = "MODIFIED" if ns["metadata"]["uid"] in self.namespaces else "ADDED"
+            self.namespaces[ns["metadata"]["uid"]] = ns
+            for w in self._watchers_of(self.namespaces):
+                w.put({"type": kind, "object": ns})
+
+    def _watchers_of(self, store: dict[str, Any]) -> list[queue.Queue[dict[str, Any] | None]]:
+        return [w for w in self._watchers if self._watch_store.get(id(w)) is store]
 
     def delete(self, uid: str) -> None:
         with self._lock:
             self.version += 1
             pod = self.pods.pop(uid)
-            for w in self._watchers:
+            for w in self._watchers_of(self.pods):
                 w.put({"type": "DELETED", "object": pod})
 
     def expire_watches(self) -> None:

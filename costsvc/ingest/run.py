@@ -20,6 +20,7 @@ from costsvc.costmodel import CostModel, LabelKeys, MissingPrices
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact, Watermark
 from costsvc.ingest.hour import HourFacts, collect_hour, sanitize
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
+from costsvc.k8slabels import LabelHistory
 from costsvc.labels import resolve_owner
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,7 @@ def ingest(
         run_id = _start_run(engine, cluster, hour)
         try:
             facts = collect_hour(prom, hour, cluster)
+            _merge_label_history(facts, LabelHistory(engine, cluster))
             owners = _owners(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)
             _write_hour(engine, cluster, facts, result, model.currency, run_id)
@@ -72,6 +74,15 @@ def ingest(
             break  # later hours wait for this one
         report.done.append(hour)
     return report
+
+
+def _merge_label_history(facts: HourFacts, history: LabelHistory) -> None:
+    """Labels from the Kubernetes-API history win; kube-state-metrics fills the rest."""
+    pods, spaces = history.labels_during(facts.start, facts.start + timedelta(hours=1))
+    for key, labels in pods.items():
+        facts.pod_labels[key] = {sanitize(k): v for k, v in labels.items()}
+    for name, labels in spaces.items():
+        facts.namespace_labels[name] = {sanitize(k): v for k, v in labels.items()}
 
 
 def _owners(facts: HourFacts, keys: LabelKeys) -> OwnerLookup:

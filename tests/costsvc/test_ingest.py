@@ -337,3 +337,26 @@ def test_mig_layout_and_node_pools(
     assert got == expected
     # GR engine active 0.5 on the held instances: half of the allocated cost was used
     assert by_team(db_url)["x"][1] == expected["x"] // 2
+
+
+def test_label_history_from_the_api_wins_and_outlives_the_pod(
+    prometheus: Prometheus, db_url: str
+) -> None:
+    from costsvc.k8slabels import LabelHistory
+
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    history = LabelHistory(engine, "c1")
+    # ml/p was labelled team=api-team from the 1st, and deleted at 05:30, mid-hour
+    history.observe_pod("uid-p", "ml", "p", {"team": "api-team", "project": "llm"},
+                        datetime(2026, 11, 1, tzinfo=UTC))  # fmt: skip
+    history.close_pod("uid-p", HOUR.replace(minute=30))
+    reader = PrometheusReader(prometheus.url)
+    try:
+        assert ingest(engine, reader, MODEL, "c1", [HOUR]).done == [HOUR]
+    finally:
+        reader.close()
+        engine.dispose()
+    teams = by_team(db_url)
+    assert teams["api-team"][0] == 1_250_000  # p's half hour, charged to its team
+    assert teams["nlp"][0] == 1_666_667  # only g (labelled by kube-state-metrics) is left
