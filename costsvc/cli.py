@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
 
@@ -115,6 +115,7 @@ def _serve(settings: Settings, delay: float) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     print(f"{PROG}: ingesting every hour, {delay:g} s past it; Ctrl-C stops", file=sys.stderr)
+    watcher = _label_watcher(settings)
     while not stop.is_set():
         try:
             _ingest(settings, None, None)
@@ -126,7 +127,33 @@ def _serve(settings: Settings, delay: float) -> int:
             hours=1, seconds=delay
         )
         stop.wait((next_run - now).total_seconds())
+    if watcher is not None:
+        watcher.stop()
     return 0
+
+
+def _label_watcher(settings: Settings) -> Any:
+    """Pod and namespace labels from the Kubernetes API into the history tables, when an API
+    is configured (or we run in a pod); otherwise kube-state-metrics' series are used."""
+    import os
+
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if not (settings.kube_api_url or settings.kubeconfig or in_cluster):
+        return None
+    from sqlalchemy import create_engine
+
+    from costsvc.k8slabels import LabelHistory, LabelWatcher
+    from exporter.kubepods import core_api
+
+    kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
+    try:
+        api = core_api(kubeconfig, settings.kube_api_url)
+    except Exception as exc:
+        raise UsageError(f"COSTSVC_KUBECONFIG: {exc}") from None
+    history = LabelHistory(create_engine(settings.database_url), settings.cluster)
+    watcher = LabelWatcher(history, api, lambda kind: None)
+    watcher.start()
+    return watcher
 
 
 def main(argv: list[str] | None = None) -> int:

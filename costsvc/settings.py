@@ -18,6 +18,9 @@ class Settings(BaseSettings):
     prometheus_url: str = "http://localhost:9090"
     cost_model: Path | None = None
     cluster: str = "default"
+    kubeconfig: Path | None = None  # the label watcher of `serve`: a kubeconfig file,
+    kube_api_url: str | None = None  # or an API URL without credentials (kubectl proxy);
+    # in a pod, the in-cluster configuration is used when neither is set
 
     @field_validator("database_url")
     @classmethod
