@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from costsvc.attribution import GpuHour, Holding
 from costsvc.ingest.integrate import covered, integral, mean
@@ -50,12 +50,15 @@ def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) 
                                       lab.get("UUID", ""), lab.get("modelName", ""),
                                       lab.get("node_pool"), present))  # fmt: skip
 
+    def latest(selector: str) -> list[dict[str, str]]:
+        return prom.latest(selector, end - timedelta(microseconds=1), 3600)
+
     slices = {
-        (s.labels.get("UUID", ""), s.labels.get("GPU_I_ID", "")): (
-            int(s.labels.get("compute_slices", "0") or 0),
-            int(s.labels.get("memory_slices", "0") or 0),
+        (lab.get("UUID", ""), lab.get("GPU_I_ID", "")): (
+            int(lab.get("compute_slices", "0") or 0),
+            int(lab.get("memory_slices", "0") or 0),
         )
-        for s in read("gpu_mig_instance_info")
+        for lab in latest("gpu_mig_instance_info")
     }
     util: dict[tuple[str, str], Decimal] = {}
     for s in read("DCGM_FI_DEV_GPU_UTIL"):
@@ -89,24 +92,40 @@ def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) 
                                       compute or None, memory if compute else None,
                                       int(gi) if gi else None))  # fmt: skip
 
-    facts.pod_labels = _labels(read("kube_pod_labels"), ("namespace", "pod"), t1)  # type: ignore[assignment]
-    facts.namespace_labels = {
-        k[0]: v for k, v in _labels(read("kube_namespace_labels"), ("namespace",), t1).items()
-    }
+    pod_labels = _latest_labels(prom, "kube_pod_labels", ("namespace", "pod"), latest, t1, end)
+    facts.pod_labels = {(k[0], k[1]): v for k, v in pod_labels.items()}
+    ns_labels = _latest_labels(prom, "kube_namespace_labels", ("namespace",), latest, t1, end)
+    facts.namespace_labels = {k[0]: v for k, v in ns_labels.items()}
     return facts
 
 
-def _labels(
-    series: Iterable[Series], key: tuple[str, ...], end: Decimal
+def _latest_labels(
+    prom: PrometheusReader,
+    metric: str,
+    key: tuple[str, ...],
+    latest: Any,
+    t1: Decimal,
+    end: datetime,
 ) -> dict[tuple[str, ...], dict[str, str]]:
-    """The labels each object had last in the hour (its latest sample before the end)."""
-    latest: dict[tuple[str, ...], tuple[Decimal, dict[str, str]]] = {}
-    for s in series:
-        stamps = [t for t, _ in s.samples if t < end]
-        if not stamps:
+    """Each object's labels as last seen in the hour: one answer per series, and for the rare
+    object relabelled within the hour (several series), its raw samples decide."""
+    found: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for lab in latest(metric):
+        found.setdefault(tuple(lab.get(n, "") for n in key), []).append(lab)
+    out = {}
+    for k, sets in found.items():
+        if len(sets) == 1:
+            out[k] = _label_values(sets[0])
             continue
-        k = tuple(s.labels.get(name, "") for name in key)
-        labels = {n: v for n, v in s.labels.items() if n.startswith("label_")}
-        if k not in latest or max(stamps) >= latest[k][0]:
-            latest[k] = (max(stamps), labels)
-    return {k: v for k, (_, v) in latest.items()}
+        match = ",".join(f'{n}="{v}"' for n, v in zip(key, k, strict=True) if '"' not in v)
+        newest: tuple[Decimal, dict[str, str]] | None = None
+        for s in prom.raw(f"{metric}{{{match}}}", end - timedelta(microseconds=1), 3600):
+            stamp = max((t for t, _ in s.samples if t < t1), default=None)
+            if stamp is not None and (newest is None or stamp >= newest[0]):
+                newest = (stamp, _label_values(s.labels))
+        out[k] = newest[1] if newest else _label_values(sorted(sets, key=str)[-1])
+    return out
+
+
+def _label_values(labels: dict[str, str]) -> dict[str, str]:
+    return {n: v for n, v in labels.items() if n.startswith("label_")}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import httpx
 
@@ -28,22 +29,31 @@ class PrometheusReader:
 
     def raw(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         """Every sample of ``selector`` in (at - seconds, at]."""
-        try:
-            resp = self._client.get(
-                "/api/v1/query",
-                params={"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"},
-            )
-        except httpx.HTTPError as exc:
-            raise PrometheusError(f"{selector}: {exc}") from None
-        if resp.status_code != 200:
-            raise PrometheusError(f"{selector}: HTTP {resp.status_code}: {resp.text[:200]}")
-        body = resp.json()
-        if body.get("status") != "success":
-            raise PrometheusError(f"{selector}: {body.get('error', body)}")
+        params = {"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"}
+        body = self._get(params, selector)
         return [
             Series(dict(r["metric"]), [(Decimal(str(t)), Decimal(v)) for t, v in r["values"]])
             for r in body["data"]["result"]
         ]
+
+    def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:
+        """The label sets of ``selector`` that had a sample in (at - seconds, at] (one answer
+        per series, via last_over_time: for label and info series)."""
+        body = self._get({"query": f"last_over_time({selector}[{seconds}s])",
+                          "time": f"{at.timestamp():.3f}"}, selector)  # fmt: skip
+        return [dict(r["metric"]) for r in body["data"]["result"]]
+
+    def _get(self, params: dict[str, str], what: str) -> Any:
+        try:
+            resp = self._client.get("/api/v1/query", params=params)
+        except httpx.HTTPError as exc:
+            raise PrometheusError(f"{what}: {exc}") from None
+        if resp.status_code != 200:
+            raise PrometheusError(f"{what}: HTTP {resp.status_code}: {resp.text[:200]}")
+        body = resp.json()
+        if body.get("status") != "success":
+            raise PrometheusError(f"{what}: {body.get('error', body)}")
+        return body
 
     def close(self) -> None:
         self._client.close()

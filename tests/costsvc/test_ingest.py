@@ -99,6 +99,16 @@ def history() -> str:
                                  "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
     for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z")):
         add("kube_pod_labels", {"namespace": "mig", "pod": pod, "label_team": team}, 1, s1, e1)
+    # GPU-R is held by mig/r, relabelled from team "before" to "after" at 06:30: the labels it
+    # had last in the hour decide
+    r = gpu_labels("GPU-R")
+    add("gpu_device_up", r, 1, s1, e1)
+    add("gpu_allocation_share", {**r, "namespace": "mig", "pod": "r", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "before"}, 1, s1,
+        T1 + 1800)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "after"}, 1, T1 + 1800,
+        e1)  # fmt: skip
     out = []
     for name, lines in fam.items():
         out.append(f"# TYPE {name} gauge")
@@ -313,8 +323,11 @@ def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
     # compute: x holds 3/7 + 1/7 of 7.00 = 4.00, y 2/7 = 2.00, GI 10 idle 1.00
     # memory:  x holds 4/8 + 1/8 of 7.00 = 4.375, y 2/8 = 1.75, idle 0.875
     # spot GPU: z holds it all hour at 2.50 - 60 % = 1.00
-    [("compute", {"x": 4_000_000, "y": 2_000_000, "z": 1_000_000, "__idle__": 1_000_000}),
-     ("memory", {"x": 4_375_000, "y": 1_750_000, "z": 1_000_000, "__idle__": 875_000})],
+    # relabelled GPU-R: all of its 2.50 to "after", nothing to "before"
+    [("compute", {"x": 4_000_000, "y": 2_000_000, "z": 1_000_000, "after": 2_500_000,
+                  "__idle__": 1_000_000}),
+     ("memory", {"x": 4_375_000, "y": 1_750_000, "z": 1_000_000, "after": 2_500_000,
+                 "__idle__": 875_000})],
 )  # fmt: skip
 def test_mig_layout_and_node_pools(
     prometheus: Prometheus, db_url: str, basis: str, expected: dict[str, int]

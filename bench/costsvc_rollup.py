@@ -1,0 +1,208 @@
+"""gpu-costsvc ingest benchmark: one hour of a large fleet, from a real Prometheus into a real
+PostgreSQL (and SQLite), through the production ingest path.
+
+    python bench/costsvc_rollup.py [--gpus 1000] [--pods 5000] [--hours 2] [--interval 60]
+
+The synthetic history (written as OpenMetrics, loaded with ``promtool tsdb
+create-blocks-from openmetrics``): GPUs held whole by one pod each, the rest time-sliced with
+the remaining pods spread over them; utilisation per GPU, SM time per shared holder, and
+``kube_pod_labels`` for every pod, scraped every ``--interval`` seconds. Prints the machine,
+the sizes, the time of each phase per hour (Prometheus reads, integration + attribution, the
+database write) and the extrapolation to a 30-day rebuild (720 hours, measured per-hour time x
+720: labelled as an extrapolation). Targets: one hour <= 5 s into PostgreSQL; 30 days <= 10 min.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+H100 = "NVIDIA H100 80GB HBM3"
+START = datetime(2026, 11, 10, 0, tzinfo=UTC)
+
+
+def write_history(path: Path, gpus: int, pods: int, hours: int, interval: int) -> int:
+    whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
+    shared_gpus = gpus - whole
+    shared_pods = pods - whole
+    per_gpu = max(1, -(-shared_pods // shared_gpus)) if shared_gpus else 0
+    t0 = int(START.timestamp())
+    stamps = range(t0, t0 + hours * 3600, interval)
+    lines = 0
+    with path.open("w") as f:
+
+        def family(name: str, series: list[tuple[str, float]]) -> None:
+            nonlocal lines
+            f.write(f"# TYPE {name} gauge\n")
+            for labels, value in series:
+                for t in stamps:
+                    f.write(f"{name}{{{labels}}} {value} {t}\n")
+                lines += len(stamps)
+
+        def gpu(i: int) -> str:
+            return f'UUID="GPU-{i:05d}",modelName="{H100}",Hostname="node-{i // 8}",gpu="{i % 8}"'
+
+        family("gpu_device_up", [(gpu(i), 1) for i in range(gpus)])
+        family("DCGM_FI_DEV_GPU_UTIL", [(gpu(i), 40 + i % 50) for i in range(gpus)])
+        shares, sm, labels = [], [], []
+        for p in range(pods):
+            if p < whole:
+                g, share = p, 1.0
+            else:
+                g, share = whole + (p - whole) // per_gpu, 1.0 / per_gpu
+            holder = f'{gpu(g)},namespace="team-{p % 40}",pod="pod-{p}",container="main"'
+            shares.append((f'{holder},resource="nvidia.com/gpu"', share))
+            if p >= whole:
+                sm.append((holder, share * 0.6))
+            labels.append((f'namespace="team-{p % 40}",pod="pod-{p}",label_team="team-{p % 40}"',
+                           1))  # fmt: skip
+        family("gpu_allocation_share", shares)
+        family("gpu_container_sm_utilization_ratio", sm)
+        family("kube_pod_labels", labels)
+        f.write("# EOF\n")
+    return lines
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_postgres(base: Path) -> tuple[str, list[str]]:
+    bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1]).parent
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    data, sock = base / "pg", base / "sock"
+    sock.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A",
+                    "trust", "--no-sync"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
+                    str(base / "pg.log"), "-o", f"-c listen_addresses='' -k {sock}", "start"],
+                   check=True, capture_output=True)  # fmt: skip
+    stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
+    return f"postgresql+psycopg://postgres@/postgres?host={sock}", stop
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpus", type=int, default=1000)
+    ap.add_argument("--pods", type=int, default=5000)
+    ap.add_argument("--hours", type=int, default=2)
+    ap.add_argument("--interval", type=int, default=60, help="scrape interval of the history, s")
+    args = ap.parse_args()
+
+    from sqlalchemy import create_engine
+
+    import costsvc.ingest.run as run
+    from costsvc.costmodel import parse
+    from costsvc.db.migrate import upgrade
+    from costsvc.ingest.prom import PrometheusReader
+
+    work = Path(tempfile.mkdtemp(prefix="rollup-"))
+    prom_proc = None
+    stop_pg: list[str] = []
+    pg_base = work
+    try:
+        t = time.perf_counter()
+        samples = write_history(work / "h.om", args.gpus, args.pods, args.hours, args.interval)
+        t_write = time.perf_counter() - t
+        t = time.perf_counter()
+        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
+                        str(work / "h.om"), str(work / "data")], check=True,
+                       capture_output=True)  # fmt: skip
+        t_blocks = time.perf_counter() - t
+        port = free_port()
+        prom_proc = subprocess.Popen(
+            ["prometheus", f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
+             f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+             "--storage.tsdb.retention.time=100y", "--log.level=error"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+        import httpx
+
+        for _ in range(600):
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
+        pg_url, stop_pg = start_postgres(pg_base)
+        model = parse({"policies": {"shared_gpu_policy": "usage"}, "versions": [
+            {"effective_from": "2026-11-01T00:00:00Z",
+             "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip
+        hours = [START + timedelta(hours=h) for h in range(args.hours)]
+        print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+              f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
+        print(f"history: {args.gpus} GPUs, {args.pods} pods, {args.hours} h at {args.interval} s "
+              f"= {samples:,} samples; written in {t_write:.1f} s, promtool blocks in "
+              f"{t_blocks:.1f} s")  # fmt: skip
+        for name, url in (("PostgreSQL", pg_url), ("SQLite", f"sqlite:///{work / 'b.db'}")):
+            upgrade(url)
+            engine = create_engine(url)
+            reader = PrometheusReader(f"http://127.0.0.1:{port}", timeout=300)
+            times = []
+            phases: dict[str, list[float]] = {"collect": [], "attribute": [], "write": []}
+            original = (run.collect_hour, run.attribute_hour, run._write_hour)
+
+            def timed(key: str, fn: object, phases: dict[str, list[float]] = phases) -> object:
+                def wrapper(*a: object, **k: object) -> object:
+                    t0 = time.perf_counter()
+                    try:
+                        return fn(*a, **k)  # type: ignore[operator]
+                    finally:
+                        phases[key].append(time.perf_counter() - t0)
+
+                return wrapper
+
+            run.collect_hour = timed("collect", original[0])  # type: ignore[assignment]
+            run.attribute_hour = timed("attribute", original[1])  # type: ignore[assignment]
+            run._write_hour = timed("write", original[2])  # type: ignore[assignment]
+            try:
+                for hour in hours:
+                    t0 = time.perf_counter()
+                    report = run.ingest(engine, reader, model, "bench", [hour])
+                    assert report.done == [hour], report.failed
+                    times.append(time.perf_counter() - t0)
+            finally:
+                run.collect_hour, run.attribute_hour, run._write_hour = original  # type: ignore[assignment]
+                reader.close()
+                engine.dispose()
+            per_hour = statistics.median(times)
+            verdict = "PASS" if per_hour <= 5 else "MISS"
+            print(f"{name:10s} one hour: median {per_hour:.2f} s over {len(times)} hours "
+                  f"(read Prometheus {statistics.median(phases['collect']):.2f} s, attribute "
+                  f"{statistics.median(phases['attribute']):.2f} s, write "
+                  f"{statistics.median(phases['write']):.2f} s)   [<= 5 s: {verdict}]")  # fmt: skip
+            month = per_hour * 720
+            print(f"{'':10s} 30-day rebuild, extrapolated (720 x median hour): {month / 60:.1f} min"
+                  f"   [<= 10 min: {'PASS' if month <= 600 else 'MISS'}]")  # fmt: skip
+    finally:
+        if prom_proc is not None:
+            prom_proc.terminate()
+            prom_proc.wait(10)
+        if stop_pg:
+            subprocess.run(stop_pg, check=False, capture_output=True)
+            shutil.rmtree(pg_base, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
