@@ -49,10 +49,14 @@ def parse_cgroup(text: str) -> CgroupOwner | None:
     paths = unified + legacy  # the v2 line first, then any v1 hierarchy
     for path in paths:
         pod = _POD_UID.search(path)
-        leaf = path.rstrip("/").rsplit("/", 1)[-1]
-        container = _CONTAINER.match(leaf)
-        if pod and container:
-            return CgroupOwner(pod.group(1).replace("_", "-"), container.group(1))
+        if pod is None:
+            continue
+        # the container's own cgroup is the segment after the pod's; a process may sit in a
+        # sub-cgroup of it (e.g. .../cri-containerd-<id>.scope/init.scope)
+        for segment in path[pod.end() :].split("/"):
+            container = _CONTAINER.match(segment)
+            if container:
+                return CgroupOwner(pod.group(1).replace("_", "-"), container.group(1))
     return None
 
 

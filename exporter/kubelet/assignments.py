@@ -25,6 +25,7 @@ class PodResourcesAssignments:
         self._on_error = on_error
         self._resources = resources
         self._failing = False
+        self._warned_old = False
 
     def _failed(self, failure: CallFailure) -> None:
         self._on_error("pod_resources", failure.kind)
@@ -39,8 +40,16 @@ class PodResourcesAssignments:
             return None
         allocatable = self._client.allocatable()
         if isinstance(allocatable, CallFailure):
-            self._failed(allocatable)
-            return None
+            if allocatable.kind != "unimplemented":
+                self._failed(allocatable)
+                return None
+            # a kubelet older than GetAllocatableResources (< 1.21): whole GPUs and MIG
+            # instances still count; time-slice replicas cannot be sized, so they count as 1
+            if not self._warned_old:
+                log.warning("kubelet has no GetAllocatableResources: time-slice replicas are "
+                            "counted as whole devices")  # fmt: skip
+                self._warned_old = True
+            allocatable = []
         if self._failing:
             log.info("kubelet pod-resources answers again")
             self._failing = False

@@ -33,7 +33,7 @@ class ContainerDevices:
 
 @dataclass(frozen=True, slots=True)
 class CallFailure:
-    kind: str  # "unavailable" | "timeout" | "other"
+    kind: str  # "unavailable" | "timeout" | "unimplemented" | "other"
     detail: str
 
 
@@ -62,6 +62,8 @@ class PodResourcesClient:
                 return CallFailure("timeout", f"{method}: no answer within {self.timeout:g}s")
             if code == grpc.StatusCode.UNAVAILABLE:
                 return CallFailure("unavailable", f"{method}: {exc.details()}")
+            if code == grpc.StatusCode.UNIMPLEMENTED:
+                return CallFailure("unimplemented", f"{method}: not served by this kubelet")
             return CallFailure("other", f"{method}: {code}: {exc.details()}")
 
     def containers(self) -> list[ContainerDevices] | CallFailure:

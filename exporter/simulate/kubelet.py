@@ -35,6 +35,7 @@ class KubeletServicer(api_pb2_grpc.PodResourcesListerServicer):
     def __init__(self, answer: Callable[[], Answer]) -> None:
         self.answer = answer
         self.delay = 0.0  # seconds to stall before answering (a slow kubelet)
+        self.old_kubelet = False  # answer GetAllocatableResources UNIMPLEMENTED (< 1.21)
         self.calls = 0
         self._lock = threading.Lock()
 
@@ -51,6 +52,8 @@ class KubeletServicer(api_pb2_grpc.PodResourcesListerServicer):
 
     def GetAllocatableResources(self, request: Any, context: Any) -> Any:
         self._stall()
+        if self.old_kubelet:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "unknown method")
         _, allocatable = self.answer()
         return api_pb2.AllocatableResourcesResponse(
             devices=[

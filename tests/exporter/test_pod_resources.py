@@ -247,3 +247,13 @@ def test_scrapes_stay_fast_while_the_kubelet_is_slow(make_node: Any) -> None:
         node.sim.servicer.delay = 0.0
         loop.join(10)
         server.stop()
+
+
+def test_kubelet_without_allocatable_still_attributes_whole_and_mig(make_node: Any) -> None:
+    gpus = [H100, {**H100, "mig": [{"profile": "3g.40gb", "gi_id": 2}]}]
+    pods = [pod("whole", ["gpu0"]), pod("mig", ["gpu1/gi2"], "nvidia.com/mig-3g.40gb")]
+    node = make_node({"gpus": gpus, "pods": pods})
+    node.sim.servicer.old_kubelet = True
+    m = node.collect()
+    assert shares(m) == pytest.approx({("whole", "-"): 1.0, ("mig", "2"): 3 / 7})
+    assert value(m, "gpu_exporter_errors_total", source="pod_resources", kind="other") == 0

@@ -34,6 +34,8 @@ CID = "abababababababababababababababababababababababababababababababab"
         f"0::/kubepods/pod{UID}/{CID}\n",
         # hybrid: an empty unified line and v1 lines
         f"0::/\n5:devices:/kubepods/besteffort/pod{UID}/{CID}\n",
+        # a process in a sub-cgroup of its container (a container managing its own cgroups)
+        f"0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{CID}.scope/init.scope\n",
     ],
 )
 def test_pod_and_container_from_every_layout(text: str) -> None:
