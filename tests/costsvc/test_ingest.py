@@ -373,3 +373,78 @@ def test_label_history_from_the_api_wins_and_outlives_the_pod(
     teams = by_team(db_url)
     assert teams["api-team"][0] == 1_250_000  # p's half hour, charged to its team
     assert teams["nlp"][0] == 1_666_667  # only g (labelled by kube-state-metrics) is left
+
+
+def _ingest_with(prometheus: Prometheus, db_url: str, model: Any, hours: list[datetime]) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prometheus.url)
+    try:
+        assert ingest(engine, reader, model, "c1", hours).done == hours
+    finally:
+        reader.close()
+        engine.dispose()
+
+
+def _model(price: str = "2.50", **policies: str) -> Any:
+    return parse(
+        {
+            "policies": policies,
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": price}],
+                }
+            ],
+        }
+    )
+
+
+def test_usage_policy_moves_money_between_teams_only(prometheus: Prometheus, db_url: str) -> None:
+    # GPU-B's held replicas cost 1.875 (a 1.25 + b 0.625); by SM time 0.3 : 0.1 -> 1.40625 and
+    # 0.46875. Both search pods: the team total and the idle line are unchanged.
+    _ingest_with(prometheus, db_url, _model(shared_gpu_policy="usage"), [HOUR])
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        pods = dict(conn.execute(select(Chargeback.pod, Chargeback.allocated)).all())
+    engine.dispose()
+    assert (pods["a"], pods["b"]) == (1_406_250, 468_750)
+    teams = by_team(db_url)
+    assert teams["search"][0] == 1_875_000
+    assert teams["__idle__"][3] == 2_708_333
+
+
+@pytest.mark.parametrize(
+    ("policy", "idle"),
+    # idle 2.708333 spread over the lines by allocated cost: p 1.25, g 1.666667, a 1.25,
+    # b 0.625 of 4.791667 -> 706521.6, 942029.0, 706521.6, 353260.8; largest remainder gives
+    # p 706522, g 942029, a 706521, b 353261 -> nlp 1648551, search 1059782
+    [("weighted", {"nlp": 1_648_551, "search": 1_059_782}),
+     ("even", {"nlp": 1_354_167, "search": 1_354_166})],  # an equal part per team
+)  # fmt: skip
+def test_idle_policies_through_ingestion(
+    prometheus: Prometheus, db_url: str, policy: str, idle: dict[str, int]
+) -> None:
+    _ingest_with(prometheus, db_url, _model(idle_policy=policy), [HOUR])
+    teams = by_team(db_url)
+    assert {t: v[3] for t, v in teams.items()} == idle
+    assert sum(a + i for a, _, _, i in teams.values()) == 7_500_000
+
+
+def test_price_change_and_back_dated_reprice(prometheus: Prometheus, db_url: str) -> None:
+    # a new price (3.00) from 06:00: the 05:00 hour keeps 2.50, the 06:00 hour takes 3.00
+    changed = parse({"versions": [
+        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
+        {"effective_from": "2026-11-10T06:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
+    ]})  # fmt: skip
+    _ingest_with(prometheus, db_url, changed, [HOUR])
+    assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000  # 3 GPUs x 2.50
+    # back-dated to 05:00 and the hour ingested again: repriced, exactly that hour
+    back = parse({"versions": [
+        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
+        {"effective_from": "2026-11-10T05:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
+    ]})  # fmt: skip
+    _ingest_with(prometheus, db_url, back, [HOUR])
+    teams = by_team(db_url)
+    assert sum(a + i for a, _, _, i in teams.values()) == 9_000_000  # 3 GPUs x 3.00
+    assert teams["nlp"][0] == 1_500_000 + 2_000_000  # p's half hour + g's 40 minutes at 3.00
