@@ -95,6 +95,7 @@ class HourResult:
     lines: list[Line] = field(default_factory=list)
     fleet_cost: int = 0
     gpu_cost: dict[str, int] = field(default_factory=dict)  # per GPU UUID
+    gpu_price: dict[str, int] = field(default_factory=dict)  # per GPU UUID, per GPU-hour
 
     def total(self) -> int:
         return sum(line.allocated + line.idle for line in self.lines)
@@ -108,17 +109,18 @@ def attribute_hour(
     hour: datetime,
     gpus: Iterable[GpuHour],
     holdings: Iterable[Holding],
-    owner_of: Callable[[str, str], Owner | None],
+    owner_of: Callable[[str, str, str], Owner | None],
     model: CostModel,
 ) -> HourResult:
+    """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
+    owner (None: nobody, ``__unallocated__``). Holdings of GPUs not in ``gpus`` are ignored:
+    the caller makes every held GPU present (costsvc.ingest.hour does)."""
     gpus = list(gpus)
     by_gpu: dict[str, list[Holding]] = {}
-    for h in holdings:
+    for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
         by_gpu.setdefault(h.gpu_uuid, []).append(h)
-    prices: dict[tuple[str, str | None], int] = {}
-    pools = {(g.model, g.node_pool) for g in gpus}
-    for m, pool in pools:  # raises MissingPrices naming every unpriced model
-        prices[(m, pool)] = model.micro_per_hour(hour, {m: pool})[m]
+    # raises MissingPrices naming every unpriced model
+    prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     basis = model.policies.mig_share_basis
     usage_policy = model.policies.shared_gpu_policy == "usage"
 
@@ -129,6 +131,7 @@ def attribute_hour(
         price = prices[(g.model, g.node_pool)]
         cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
         result.gpu_cost[g.gpu_uuid] = cost
+        result.gpu_price[g.gpu_uuid] = price
         result.fleet_cost += cost
         held = by_gpu.get(g.gpu_uuid, [])
         weights = [_weight(h, basis) for h in held]
@@ -140,7 +143,9 @@ def attribute_hour(
         for h, allocated in zip(held, parts, strict=True):
             util = h.busy_share_seconds / h.share_seconds if h.share_seconds else Decimal(0)
             used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
-            who = owner_of(h.namespace, h.pod) or Owner(UNALLOCATED, UNALLOCATED, UNALLOCATED)
+            who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
+                UNALLOCATED, UNALLOCATED, UNALLOCATED
+            )
             key = (g.cluster, who.team, who.project, who.stage, h.namespace, h.pod)
             line = lines.get(key)
             if line is None:
@@ -160,6 +165,10 @@ def attribute_hour(
             f"!= fleet cost {result.fleet_cost}"
         )
     return result
+
+
+def _order(h: Holding) -> tuple[str, int, str, str, str]:
+    return (h.gpu_uuid, -1 if h.gi_id is None else h.gi_id, h.namespace, h.pod, h.container)
 
 
 def _weight(h: Holding, basis: str) -> Decimal:

@@ -9,6 +9,7 @@ with the API work and say so instead of pretending.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
 
 PROG = "gpu-costsvc"
+log = logging.getLogger(PROG)
 
 
 class UsageError(Exception):
@@ -55,25 +57,35 @@ def _hours(
     settings: Settings, engine: Engine, start: str | None, end: str | None
 ) -> list[datetime]:
     from costsvc.costmodel import utc
-    from costsvc.ingest.run import complete_hours, watermark
+    from costsvc.ingest.run import complete_hours, pending_hours
 
     try:
         stop = utc(end) if end else datetime.now(UTC)
-        if start:
-            begin = utc(start)
-        else:
-            mark = watermark(engine, settings.cluster)
-            begin = mark + timedelta(hours=1) if mark else stop - timedelta(days=1)
+        begin = utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
+    if begin is None:  # failed hours, then everything after the watermark
+        return pending_hours(engine, settings.cluster, stop)
     return complete_hours(begin, stop)
 
 
-def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
-    from sqlalchemy import create_engine
+def _progress(what: str, i: int, n: int, hour: datetime) -> None:
+    if n > 1:
+        end = "\n" if i == n else ""
+        print(f"\r{PROG}: {what} {i}/{n} hours ({hour:%Y-%m-%d %H:00})", end=end,
+              file=sys.stderr, flush=True)  # fmt: skip
 
+
+def _eol(i: int) -> str:
+    """A new line to end a progress line before a message (after the first hour)."""
+    return "\n" if i > 1 else ""
+
+
+def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
     from costsvc.costmodel import CostModelError, load
+    from costsvc.db.engine import make_engine
     from costsvc.ingest.prom import PrometheusReader
+    from costsvc.ingest.reprice import reprice, stale_hours
     from costsvc.ingest.run import ingest
 
     if settings.cost_model is None:
@@ -82,25 +94,33 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
         model = load(settings.cost_model)
     except CostModelError as exc:
         raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
-    engine = create_engine(settings.database_url)
+    engine = make_engine(settings.database_url)
     reader = PrometheusReader(settings.prometheus_url)
+    failed = 0
     try:
+        # hours the cost model now prices differently (a new or back-dated version)
+        stale = stale_hours(engine, model)
+        for i, hour in enumerate(stale, 1):
+            report = reprice(engine, model, settings.cluster, [hour])
+            for bad, why in report.failed.items():
+                failed += 1
+                print(f"{_eol(i)}{PROG}: reprice {bad:%Y-%m-%d %H:00} failed: {why}",
+                      file=sys.stderr)  # fmt: skip
+            _progress("repriced", i, len(stale), hour)
+        if stale:
+            print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
         hours = _hours(settings, engine, start, end)
-        done = failed = 0
+        done = 0
         for i, hour in enumerate(hours, 1):
             report = ingest(engine, reader, model, settings.cluster, [hour])
             done += len(report.done)
             if report.failed:
                 failed += 1
-                print(f"{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
+                print(f"{_eol(i)}{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
                       "(it will be retried)", file=sys.stderr)  # fmt: skip
                 break
-            if len(hours) > 1:
-                print(f"\r{PROG}: {i}/{len(hours)} hours ({hour:%Y-%m-%d %H:00})", end="",
-                      file=sys.stderr, flush=True)  # fmt: skip
-        if len(hours) > 1:
-            print(file=sys.stderr)
-        print(f"{PROG}: ingested {done} hour(s){', 1 failed' if failed else ''}")
+            _progress("ingested", i, len(hours), hour)
+        print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
     finally:
         reader.close()
@@ -114,6 +134,9 @@ def _serve(settings: Settings, delay: float) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     print(f"{PROG}: ingesting every hour, {delay:g} s past it; Ctrl-C stops", file=sys.stderr)
     watcher = _label_watcher(settings)
     while not stop.is_set():
@@ -122,6 +145,8 @@ def _serve(settings: Settings, delay: float) -> int:
         except UsageError as exc:
             print(f"{PROG}: error: {exc}", file=sys.stderr)
             return 2
+        except Exception as exc:  # e.g. the database is down: try again next hour
+            log.exception("ingest failed: %s", exc)
         now = datetime.now(UTC)
         next_run = now.replace(minute=0, second=0, microsecond=0) + timedelta(
             hours=1, seconds=delay
@@ -140,8 +165,7 @@ def _label_watcher(settings: Settings) -> Any:
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     if not (settings.kube_api_url or settings.kubeconfig or in_cluster):
         return None
-    from sqlalchemy import create_engine
-
+    from costsvc.db.engine import make_engine
     from costsvc.k8slabels import LabelHistory, LabelWatcher
     from exporter.kubepods import core_api
 
@@ -150,7 +174,7 @@ def _label_watcher(settings: Settings) -> Any:
         api = core_api(kubeconfig, settings.kube_api_url)
     except Exception as exc:
         raise UsageError(f"COSTSVC_KUBECONFIG: {exc}") from None
-    history = LabelHistory(create_engine(settings.database_url), settings.cluster)
+    history = LabelHistory(make_engine(settings.database_url), settings.cluster)
     watcher = LabelWatcher(history, api, lambda kind: None)
     watcher.start()
     return watcher

@@ -14,6 +14,9 @@ a price of zero, is an error naming every such model — never a silent $0.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from decimal import Decimal
 from fnmatch import fnmatchcase
@@ -94,6 +97,9 @@ class Version(_Model):
     def _aware_and_positive(self) -> Version:
         if self.effective_from.tzinfo is None:
             raise ValueError("effective_from needs a time zone, e.g. 2026-11-01T00:00:00Z")
+        at = self.effective_from.astimezone(UTC)
+        if (at.minute, at.second, at.microsecond) != (0, 0, 0):
+            raise ValueError("effective_from must be on a whole hour (UTC): prices apply per hour")
         for i, p in enumerate(self.prices):
             if p.micro_per_hour() <= 0:
                 raise ValueError(f"prices[{i}] ({p.model}): the price rounds to 0")
@@ -148,17 +154,33 @@ class CostModel(_Model):
     def micro_per_hour(self, at: datetime, models: dict[str, str | None]) -> dict[str, int]:
         """Price per GPU-hour of each ``model -> node pool`` at ``at``; raises
         :class:`MissingPrices` naming every model the version in force does not price."""
-        out: dict[str, int] = {}
+        prices = self.prices_for(at, models.items())
+        return {model: prices[(model, pool)] for model, pool in models.items()}
+
+    def prices_for(
+        self, at: datetime, pairs: Iterable[tuple[str, str | None]]
+    ) -> dict[tuple[str, str | None], int]:
+        """Price per GPU-hour of each ``(model, node pool)`` at ``at``; raises
+        :class:`MissingPrices` naming every model the version in force does not price."""
+        out: dict[tuple[str, str | None], int] = {}
         missing = []
-        for model, pool in models.items():
+        for model, pool in pairs:
             price = self.price_at(at, model, pool)
             if price is None:
-                missing.append(model)
+                missing.append(model if pool is None else f"{model} (node pool {pool})")
             else:
-                out[model] = price.micro_per_hour()
+                out[(model, pool)] = price.micro_per_hour()
         if missing:
             raise MissingPrices(missing)
         return out
+
+    def document(self) -> dict[str, Any]:
+        """The model as plain JSON data (what is stored with the hours it priced)."""
+        return self.model_dump(mode="json")
+
+    def sha256(self) -> str:
+        canonical = json.dumps(self.document(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
 
 
 def parse(raw: Any, source: str = "<cost model>") -> CostModel:

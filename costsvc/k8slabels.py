@@ -9,13 +9,14 @@ closes its row — so a pod deleted yesterday is still charged to the team it ha
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, insert, or_, select, update
+from sqlalchemy import Engine, func, insert, or_, select, update
 
 from costsvc.db.models import NamespaceLabels, PodLabels
 
@@ -42,20 +43,31 @@ class LabelHistory:
     # -- writing --------------------------------------------------------------------------
 
     def observe_pod(self, uid: str, namespace: str, name: str, labels: dict[str, str],
-                    at: datetime) -> None:  # fmt: skip
+                    at: datetime, since: datetime | None = None) -> None:  # fmt: skip
+        """The pod has ``labels`` at ``at``. A pod not seen before has had them ``since``
+        (its creation); a change to a pod we know takes effect at ``at``."""
         t = PodLabels
         with self._engine.begin() as conn:
-            query = select(t.id, t.labels, t.namespace, t.name).where(
+            query = select(t.id, t.labels, t.namespace, t.name, t.valid_from).where(
                 t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None))  # fmt: skip
             open_row = conn.execute(query).first()
+            start = at
             if open_row is not None:
                 if open_row.labels == labels and (open_row.namespace, open_row.name) == (
                     namespace, name,
                 ):  # fmt: skip
                     return
-                conn.execute(update(t).where(t.id == open_row.id).values(valid_to=at))
+                opened = _aware(open_row.valid_from)
+                assert opened is not None
+                start = max(at, opened + timedelta(microseconds=1))  # never before its last row
+                conn.execute(update(t).where(t.id == open_row.id).values(valid_to=start))
+            else:
+                known = conn.execute(select(t.id).where(t.cluster == self._cluster,
+                                                        t.uid == uid).limit(1)).first()  # fmt: skip
+                if known is None and since is not None:
+                    start = min(since, at)
             conn.execute(insert(t).values(cluster=self._cluster, uid=uid, namespace=namespace,
-                                          name=name, labels=labels, valid_from=at))  # fmt: skip
+                                          name=name, labels=labels, valid_from=start))  # fmt: skip
 
     def close_pod(self, uid: str, at: datetime) -> None:
         t = PodLabels
@@ -63,18 +75,33 @@ class LabelHistory:
             conn.execute(update(t).where(t.cluster == self._cluster, t.uid == uid,
                                          t.valid_to.is_(None)).values(valid_to=at))  # fmt: skip
 
-    def observe_namespace(self, name: str, labels: dict[str, str], at: datetime) -> None:
+    def observe_namespace(self, name: str, labels: dict[str, str], at: datetime,
+                          since: datetime | None = None) -> None:  # fmt: skip
         t = NamespaceLabels
         with self._engine.begin() as conn:
-            query = select(t.id, t.labels).where(
+            query = select(t.id, t.labels, t.valid_from).where(
                 t.cluster == self._cluster, t.name == name, t.valid_to.is_(None))  # fmt: skip
             open_row = conn.execute(query).first()
+            start = at
             if open_row is not None:
                 if open_row.labels == labels:
                     return
-                conn.execute(update(t).where(t.id == open_row.id).values(valid_to=at))
+                opened = _aware(open_row.valid_from)
+                assert opened is not None
+                start = max(at, opened + timedelta(microseconds=1))
+                conn.execute(update(t).where(t.id == open_row.id).values(valid_to=start))
+            elif since is not None:
+                last = conn.execute(select(func.max(t.valid_to)).where(
+                    t.cluster == self._cluster, t.name == name)).scalar()  # fmt: skip
+                start = min(since, at) if last is None else max(min(since, at), _aware(last) or at)
             conn.execute(insert(t).values(cluster=self._cluster, name=name, labels=labels,
-                                          valid_from=at))  # fmt: skip
+                                          valid_from=start))  # fmt: skip
+
+    def close_namespace(self, name: str, at: datetime) -> None:
+        t = NamespaceLabels
+        with self._engine.begin() as conn:
+            conn.execute(update(t).where(t.cluster == self._cluster, t.name == name,
+                                         t.valid_to.is_(None)).values(valid_to=at))  # fmt: skip
 
     def close_missing_pods(self, present: set[str], at: datetime) -> None:
         """After a (re)list: pods we had open that the API no longer has were deleted."""
@@ -151,23 +178,23 @@ class LabelWatcher:
         meta = obj.get("metadata") or {}
         labels = dict(meta.get("labels") or {})
         now = datetime.now(UTC)
+        created = _time(meta.get("creationTimestamp"))
+        gone = _time(meta.get("deletionTimestamp")) or now
         if kind == "namespaces":
-            if event_type != "DELETED":
-                self._history.observe_namespace(meta.get("name", ""), labels, now)
+            if event_type == "DELETED":
+                self._history.close_namespace(meta.get("name", ""), min(gone, now))
+            else:
+                self._history.observe_namespace(meta.get("name", ""), labels, now, created)
             return
         if event_type == "DELETED":
-            self._history.close_pod(
-                meta.get("uid", ""), _time(meta.get("deletionTimestamp")) or now
-            )
+            self._history.close_pod(meta.get("uid", ""), min(gone, now))
             return
-        # the first time a pod is seen, it has had its labels since it was created
-        since = now if event_type == "MODIFIED" else (_time(meta.get("creationTimestamp")) or now)
+        # a pod seen for the first time has had its labels since it was created; a change to
+        # a known pod (an update, or one found by a relist after 410 Gone) dates from now
         self._history.observe_pod(meta.get("uid", ""), meta.get("namespace", ""),
-                                  meta.get("name", ""), labels, min(since, now))  # fmt: skip
+                                  meta.get("name", ""), labels, now, created)  # fmt: skip
 
     def _list(self, kind: str) -> str:
-        import json
-
         fn = (self._api.list_pod_for_all_namespaces if kind == "pods"
               else self._api.list_namespace)  # fmt: skip
         body = json.loads(fn(_preload_content=False).data)

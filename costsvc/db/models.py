@@ -7,7 +7,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, Index, MetaData, String, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    MetaData,
+    String,
+    UniqueConstraint,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -24,7 +33,8 @@ class Base(DeclarativeBase):
 
 
 class CostModelVersion(Base):
-    """Every cost-model document that priced something, by content hash."""
+    """Every cost-model document that priced something, by content hash; each ingest run
+    names the one it used, so every hour's money can be traced to its prices and policies."""
 
     __tablename__ = "cost_model_versions"
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -71,6 +81,8 @@ class IngestRun(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     status: Mapped[str] = mapped_column(String(16))  # running | done | failed
     error: Mapped[str | None] = mapped_column(String(2000))
+    kind: Mapped[str] = mapped_column(String(16), server_default="ingest")  # ingest | reprice
+    cost_model_id: Mapped[int | None] = mapped_column(ForeignKey("cost_model_versions.id"))
 
 
 class Watermark(Base):
@@ -94,6 +106,8 @@ class GpuPresence(Base):
     model: Mapped[str] = mapped_column(String(128))
     node_pool: Mapped[str | None] = mapped_column(String(253))
     present_us: Mapped[int] = mapped_column(BigInteger)
+    price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
+    cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
 
 
 class UsageFact(Base):

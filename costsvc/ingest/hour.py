@@ -1,21 +1,37 @@
-"""One hour's facts from Prometheus: GPUs present, holdings, utilisation and pod labels."""
+"""One hour's facts from Prometheus: GPUs present, holdings, utilisation and pod labels.
+
+Series are grouped by what they describe, not by their full label set: a GPU whose driver was
+upgraded mid-hour (a new ``DCGM_FI_DRIVER_VERSION`` label, so a new series) is still one GPU,
+and a container's hold on it is still one holding. Every series belongs to the cluster named by
+its ``cluster`` label, or to the configured cluster when it has none. Durations are rounded to
+micro-seconds here, so the facts stored in ``usage_facts`` / ``gpu_hours`` are exactly the
+input of the attribution (a reprice from stored facts gives the same money as a re-ingest).
+"""
 
 from __future__ import annotations
 
+import logging
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from decimal import Decimal
-from typing import Any
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, Holding
-from costsvc.ingest.integrate import covered, integral, mean
+from costsvc.ingest.integrate import Sample, covered, integral, max_gap_for, mean
 from costsvc.ingest.prom import PrometheusReader, Series
 
-SCRAPE_GAP = Decimal(60)  # a sample holds at most this long: longer silences are gaps
+log = logging.getLogger(__name__)
+
+SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
+MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
+MICROSECOND = Decimal("0.000001")
 
 _SANITIZE = re.compile(r"[^a-zA-Z0-9_]")
+
+GpuKey = tuple[str, str]  # cluster, GPU UUID
+PodKey = tuple[str, str, str]  # cluster, namespace, pod
 
 
 def sanitize(key: str) -> str:
@@ -24,106 +40,159 @@ def sanitize(key: str) -> str:
     return "label_" + _SANITIZE.sub("_", key)
 
 
+def _us(seconds: Decimal) -> Decimal:
+    return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
+
+
 @dataclass
 class HourFacts:
     start: datetime
     gpus: list[GpuHour] = field(default_factory=list)
     holdings: list[Holding] = field(default_factory=list)
-    pod_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
+    pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
+    namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
+    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
+
+
+def _merged(series: Iterable[Series]) -> list[Sample]:
+    """The samples of several series of one thing, in time order (one per instant)."""
+    by_time = {t: v for s in series for t, v in s.samples}
+    return sorted(by_time.items())
+
+
+class _Window:
+    def __init__(self, prom: PrometheusReader, start: datetime, cluster: str) -> None:
+        self.prom, self.cluster = prom, cluster
+        self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
+        self.t0 = Decimal(str(start.timestamp()))
+        self.t1 = self.t0 + 3600
+
+    def cluster_of(self, labels: dict[str, str]) -> str:
+        return labels.get("cluster") or self.cluster
+
+    def raw(self, selector: str, look_back: Decimal) -> list[Series]:
+        return self.prom.raw(selector, self.at, 3600 + int(look_back))
+
+    def latest(self, selector: str) -> list[dict[str, str]]:
+        return self.prom.latest(selector, self.at, 3600)
+
+    def integral(self, samples: list[Sample]) -> Decimal:
+        return integral(samples, self.t0, self.t1, max_gap_for(samples, SCRAPE_GAP, MAX_GAP))
+
+    def mean(self, samples: list[Sample]) -> Decimal:
+        return mean(samples, self.t0, self.t1, max_gap_for(samples, SCRAPE_GAP, MAX_GAP))
+
+    def present(self, samples: list[Sample]) -> Decimal:
+        return covered(samples, self.t0, self.t1, PRESENCE_GAP)
 
 
 def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) -> HourFacts:
-    end = start + timedelta(hours=1)
-    t0, t1 = Decimal(str(start.timestamp())), Decimal(str(end.timestamp()))
-    look = 3600 + int(PRESENCE_GAP)
-
-    def read(selector: str) -> list[Series]:
-        return prom.raw(selector, end - timedelta(microseconds=1), look)
-
+    w = _Window(prom, start, default_cluster)
     facts = HourFacts(start)
-    for s in read("gpu_device_up"):
-        present = covered(s.samples, t0, t1, PRESENCE_GAP)
-        if present > 0:
-            lab = s.labels
-            facts.gpus.append(GpuHour(lab.get("cluster", default_cluster), lab.get("Hostname", ""),
-                                      lab.get("UUID", ""), lab.get("modelName", ""),
-                                      lab.get("node_pool"), present))  # fmt: skip
 
-    def latest(selector: str) -> list[dict[str, str]]:
-        return prom.latest(selector, end - timedelta(microseconds=1), 3600)
+    def grouped(selector: str, key: Callable[[dict[str, str]], tuple[str, ...]],
+                look_back: Decimal = MAX_GAP) -> dict[tuple[str, ...], list[Series]]:  # fmt: skip
+        out: dict[tuple[str, ...], list[Series]] = {}
+        for s in w.raw(selector, look_back):
+            out.setdefault(key(s.labels), []).append(s)
+        return out
+
+    def gpu_key(lab: dict[str, str]) -> tuple[str, ...]:
+        return (w.cluster_of(lab), lab.get("UUID", ""))
+
+    def unit_key(lab: dict[str, str]) -> tuple[str, ...]:
+        return (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", ""))
+
+    def container_key(lab: dict[str, str]) -> tuple[str, ...]:
+        return (w.cluster_of(lab), lab.get("UUID", ""), lab.get("namespace", ""),
+                lab.get("pod", ""), lab.get("container", ""))  # fmt: skip
+
+    for (cluster, uuid), group in grouped("gpu_device_up", gpu_key, PRESENCE_GAP).items():
+        present = _us(w.present(_merged(group)))
+        if present > 0:
+            _add_gpu(facts, cluster, uuid, group[-1].labels, present)
 
     slices = {
-        (lab.get("UUID", ""), lab.get("GPU_I_ID", "")): (
-            int(lab.get("compute_slices", "0") or 0),
-            int(lab.get("memory_slices", "0") or 0),
-        )
-        for lab in latest("gpu_mig_instance_info")
+        unit_key(lab): (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
+        for lab in w.latest("gpu_mig_instance_info")
     }
-    util: dict[tuple[str, str], Decimal] = {}
-    for s in read("DCGM_FI_DEV_GPU_UTIL"):
-        util[(s.labels.get("UUID", ""), "")] = mean(s.samples, t0, t1, SCRAPE_GAP) / 100
-    for s in read("DCGM_FI_PROF_GR_ENGINE_ACTIVE"):  # preferred where the GPU has it
-        util[(s.labels.get("UUID", ""), s.labels.get("GPU_I_ID", ""))] = mean(
-            s.samples, t0, t1, SCRAPE_GAP
-        )
-    sm = {
-        (s.labels.get("UUID", ""), s.labels.get("namespace", ""), s.labels.get("pod", ""),
-         s.labels.get("container", "")): integral(s.samples, t0, t1, SCRAPE_GAP)
-        for s in read("gpu_container_sm_utilization_ratio")
-    }  # fmt: skip
+    util = {key: w.mean(_merged(group)) / 100
+            for key, group in grouped("DCGM_FI_DEV_GPU_UTIL", unit_key).items()}  # fmt: skip
+    for key, group in grouped("DCGM_FI_PROF_GR_ENGINE_ACTIVE", unit_key).items():
+        util[key] = w.mean(_merged(group))  # preferred where the GPU has it
+    sm = {key: sum((w.integral(s.samples) for s in group), Decimal(0))
+          for key, group in grouped("gpu_container_sm_utilization_ratio",
+                                    container_key).items()}  # fmt: skip
 
-    for s in read("gpu_allocation_share"):
-        lab = s.labels
-        share = integral(s.samples, t0, t1, SCRAPE_GAP)
+    def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
+        return (*unit_key(lab), lab.get("namespace", ""), lab.get("pod", ""),
+                lab.get("container", ""))  # fmt: skip
+
+    unseen: dict[tuple[str, str], list[Series]] = {}
+    for key, group in grouped("gpu_allocation_share", holding_key).items():
+        cluster, uuid, gi, ns, pod, container = key
+        share = _us(sum((w.integral(s.samples) for s in group), Decimal(0)))
         if share <= 0:
             continue
-        uuid, gi = lab.get("UUID", ""), lab.get("GPU_I_ID", "")
-        ns, pod, container = lab.get("namespace", ""), lab.get("pod", ""), lab.get("container", "")
-        whole_value = max((v for _, v in s.samples), default=Decimal(0))
-        shared = not gi and whole_value < 1
-        sm_seconds = sm.get((uuid, ns, pod, container), Decimal(0))
+        if uuid not in facts.cluster_of:
+            unseen.setdefault((cluster, uuid), []).extend(group)
+        top = max((v for s in group for _, v in s.samples), default=Decimal(0))
+        shared = not gi and top < 1  # a time-slice / MPS replica
+        sm_seconds = _us(sm.get((cluster, uuid, ns, pod, container), Decimal(0)))
         if shared:
             busy = min(share, sm_seconds)
         else:
-            busy = share * min(util.get((uuid, gi), Decimal(0)), Decimal(1))
-        compute, memory = slices.get((uuid, gi), (0, 0)) if gi else (0, 0)
+            busy = _us(share * min(util.get((cluster, uuid, gi), Decimal(0)), Decimal(1)))
+        compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
         facts.holdings.append(Holding(uuid, ns, pod, container, share, busy, sm_seconds, shared,
                                       compute or None, memory if compute else None,
                                       int(gi) if gi else None))  # fmt: skip
+    for (cluster, uuid), group in unseen.items():
+        # held but absent from gpu_device_up (an older exporter, a lost series): the GPU
+        # existed while it was held, so its cost is billed rather than silently dropped
+        log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
+        _add_gpu(facts, cluster, uuid, group[-1].labels, _us(w.present(_merged(group))))
 
-    pod_labels = _latest_labels(prom, "kube_pod_labels", ("namespace", "pod"), latest, t1, end)
-    facts.pod_labels = {(k[0], k[1]): v for k, v in pod_labels.items()}
-    ns_labels = _latest_labels(prom, "kube_namespace_labels", ("namespace",), latest, t1, end)
-    facts.namespace_labels = {k[0]: v for k, v in ns_labels.items()}
+    for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
+        facts.pod_labels[(cluster, ns, pod)] = labels
+    for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
+        facts.namespace_labels[(cluster, ns)] = labels
     return facts
 
 
+def _add_gpu(facts: HourFacts, cluster: str, uuid: str, lab: dict[str, str],
+             present: Decimal) -> None:  # fmt: skip
+    node = lab.get("Hostname", "")
+    facts.gpus.append(GpuHour(cluster, node, uuid, lab.get("modelName", ""),
+                              lab.get("node_pool") or None, present))  # fmt: skip
+    facts.cluster_of[uuid] = cluster
+    facts.node_of[uuid] = node
+
+
 def _latest_labels(
-    prom: PrometheusReader,
-    metric: str,
-    key: tuple[str, ...],
-    latest: Any,
-    t1: Decimal,
-    end: datetime,
-) -> dict[tuple[str, ...], dict[str, str]]:
-    """Each object's labels as last seen in the hour: one answer per series, and for the rare
-    object relabelled within the hour (several series), its raw samples decide."""
+    w: _Window, metric: str, names: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
+    for the rare object relabelled within the hour (several series), its raw samples decide."""
     found: dict[tuple[str, ...], list[dict[str, str]]] = {}
-    for lab in latest(metric):
-        found.setdefault(tuple(lab.get(n, "") for n in key), []).append(lab)
-    out = {}
-    for k, sets in found.items():
+    for lab in w.latest(metric):
+        found.setdefault((w.cluster_of(lab), *(lab.get(n, "") for n in names)), []).append(lab)
+    out = []
+    for key, sets in sorted(found.items()):
         if len(sets) == 1:
-            out[k] = _label_values(sets[0])
+            out.append((key, _label_values(sets[0])))
             continue
-        match = ",".join(f'{n}="{v}"' for n, v in zip(key, k, strict=True) if '"' not in v)
+        match = ",".join(f'{n}="{v}"' for n, v in zip(names, key[1:], strict=True)
+                         if '"' not in v and "\\" not in v)  # fmt: skip
         newest: tuple[Decimal, dict[str, str]] | None = None
-        for s in prom.raw(f"{metric}{{{match}}}", end - timedelta(microseconds=1), 3600):
-            stamp = max((t for t, _ in s.samples if t < t1), default=None)
+        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
+            if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
+                continue
+            stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
             if stamp is not None and (newest is None or stamp >= newest[0]):
                 newest = (stamp, _label_values(s.labels))
-        out[k] = newest[1] if newest else _label_values(sorted(sets, key=str)[-1])
+        out.append((key, newest[1] if newest else _label_values(sorted(sets, key=str)[-1])))
     return out
 
 

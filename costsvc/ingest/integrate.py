@@ -17,11 +17,24 @@ from decimal import Decimal
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
 
 
+def interval(samples: Sequence[Sample]) -> Decimal | None:
+    """The series' scrape interval: the median spacing of its samples (None: one sample)."""
+    spacings = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
+    return spacings[len(spacings) // 2] if spacings else None
+
+
+def max_gap_for(samples: Sequence[Sample], floor: Decimal, ceiling: Decimal) -> Decimal:
+    """The longest silence that is still held: two scrape intervals, within [floor, ceiling]
+    (so a missed scrape or two is not a gap, at any scrape interval)."""
+    step = interval(samples)
+    return floor if step is None else min(max(floor, 2 * step), ceiling)
+
+
 def integral(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:
     """∫ value dt over [start, end) with the holding rule above; samples sorted by time."""
     total = Decimal(0)
-    spacings = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
-    last_hold = min(spacings[len(spacings) // 2], max_gap) if spacings else max_gap
+    step = interval(samples)
+    last_hold = max_gap if step is None else min(step, max_gap)
     for i, (t, v) in enumerate(samples):
         if t >= end:
             break

@@ -16,6 +16,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
+from tests.conftest import require_binary
+from tests.costsvc.history import T0, history
+from tests.prom import Prometheus
+
 
 def _pg_bin() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
@@ -74,3 +78,21 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(scope="session")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A real Prometheus on loopback holding the synthetic history of history.py."""
+    promtool, binary = require_binary("promtool"), require_binary("prometheus")
+    work = tmp_path_factory.mktemp("history")
+    (work / "history.om").write_text(history())
+    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
+                    str(work / "history.om"), str(work / "data")],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
+    try:
+        prom.wait_ready()
+        prom.until(lambda: prom.query(f"gpu_device_up @ {T0 + 60}"), 30, "blocks loaded")
+        yield prom
+    finally:
+        prom.stop()

@@ -35,7 +35,7 @@ def hold(pod: str, seconds: Any = 3600, uuid: str = "GPU-1", busy: Any = 0, **kw
 
 
 def owners(mapping: dict[str, str]) -> Any:
-    return lambda ns, pod: Owner(mapping[pod], "proj", "prod") if pod in mapping else None
+    return lambda cluster, ns, pod: Owner(mapping[pod], "proj", "prod") if pod in mapping else None
 
 
 def by_team(result: Any) -> dict[str, int]:
@@ -163,10 +163,12 @@ def test_idle_under_each_policy(policy: str, expected_idle: dict[str, int]) -> N
     assert r.total() == r.fleet_cost == 5_000_000
 
 
-def test_unpriced_models_are_an_error_naming_them() -> None:
-    g = GpuHour("c1", "n", "GPU-9", "NVIDIA B200", None, D(3600))
-    with pytest.raises(MissingPrices, match="NVIDIA B200"):
-        attribute_hour(HOUR, [g], [], owners({}), cost_model())
+def test_unpriced_models_are_an_error_naming_every_one() -> None:
+    gpus = [GpuHour("c1", "n", "GPU-9", "NVIDIA B200", None, D(3600)),
+            GpuHour("c1", "n", "GPU-8", "NVIDIA L4", None, D(3600)), gpu("GPU-1")]  # fmt: skip
+    with pytest.raises(MissingPrices) as info:
+        attribute_hour(HOUR, gpus, [], owners({}), cost_model())
+    assert info.value.models == ["NVIDIA B200", "NVIDIA L4"]  # the priced H100 is not named
 
 
 holding = st.builds(

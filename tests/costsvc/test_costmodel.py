@@ -74,6 +74,9 @@ def test_most_specific_price_wins() -> None:
         (model(versions=[{"effective_from": "2026-11-01T00:00:00Z",
                           "prices": [{"model": H100}]}]),
          "versions[0].prices[0]", "either hourly or amortised"),
+        (model(versions=[{"effective_from": "2026-11-01T12:30:00Z",
+                          "prices": [{"model": H100, "hourly": "1"}]}]),
+         "versions[0]", "whole hour"),
         (model(policies={"idle_policy": "sometimes"}), "policies.idle_policy", "Input should be"),
         (model(currency="dollars"), "currency", "should match pattern"),
         (model(versions=[]), "versions", "at least 1"),
@@ -85,6 +88,20 @@ def test_bad_models_name_place_and_reason(raw: dict[str, Any], where: str, reaso
         parse(raw, "cost.yaml")
     assert str(info.value).startswith(f"cost.yaml: {where}: "), str(info.value)
     assert reason in str(info.value)
+
+
+def test_an_offset_time_zone_on_the_hour_is_fine() -> None:
+    m = parse(model(versions=[{"effective_from": "2026-11-01T05:00:00+02:00",
+                               "prices": [{"model": H100, "hourly": "1"}]}]))  # fmt: skip
+    assert m.version_at(utc("2026-11-01T03:00:00Z")) is not None
+    assert m.version_at(utc("2026-11-01T02:00:00Z")) is None
+
+
+def test_document_hash_is_stable_and_content_addressed() -> None:
+    a, b = parse(model()), parse(model())
+    assert a.sha256() == b.sha256()
+    assert parse(model(currency="EUR")).sha256() != a.sha256()
+    assert parse(a.document()) == a  # the stored document loads back to the same model
 
 
 def test_unreadable_file(tmp_path: Path) -> None:

@@ -1,19 +1,9 @@
-"""Ground truth end to end: synthetic history written as OpenMetrics, loaded into a real
-Prometheus with promtool, ingested into SQLite and PostgreSQL, compared with money computed
-by hand (price 2.50 per GPU-hour, hour 2026-11-10 05:00 UTC):
-
-GPU-A  pod ml/p (team nlp) holds it 05:00-05:30, busy 80 %  -> allocated 1.250000, used 1.000000
-GPU-B  time-sliced x4: search/a holds 2 replicas, search/b 1, one unheld (equal policy);
-       no pod labels: the namespace's team label applies -> a 1.250000, b 0.625000
-GPU-C  ml/g (team nlp) holds it, but every series has a 20-minute gap 05:20-05:40
-       -> allocated 2.50 x 40/60 = 1.666667; the GPU existed all hour
-idle (separate) = 1.25 + 0.625 + 0.833333 = 2.708333; fleet = 3 x 2.50 = 7.500000
-"""
+"""Ground truth end to end: the synthetic history of history.py in a real Prometheus,
+ingested into SQLite and PostgreSQL, compared with money computed by hand (see history.py)."""
 
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,123 +16,18 @@ from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, watermark
-from tests.conftest import require_binary
+from tests.costsvc.history import (
+    H100,
+    HOUR,
+    HOUR2,
+    MODEL,
+    assert_every_hour_adds_up,
+    by_team,
+    ingest_with,
+    tables,
+)
+from tests.costsvc.history import model as _model
 from tests.prom import Prometheus
-
-HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
-T0 = int(HOUR.timestamp())
-HOUR2 = datetime(2026, 11, 10, 6, tzinfo=UTC)
-T1 = int(HOUR2.timestamp())
-H100 = "NVIDIA H100 80GB HBM3"
-MODEL = parse({"versions": [{"effective_from": "2026-11-01T00:00:00Z",
-                             "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip
-
-
-def series(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> list[str]:
-    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
-    return [f"{name}{{{text}}} {value} {t}" for t in range(start, stop, 15)]
-
-
-def gpu_labels(uuid: str) -> dict[str, str]:
-    return {"gpu": "0", "UUID": uuid, "modelName": H100, "Hostname": f"node-{uuid[-1]}"}
-
-
-def history() -> str:
-    fam: dict[str, list[str]] = {}
-
-    def add(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> None:
-        fam.setdefault(name, []).extend(series(name, labels, value, start, stop))
-
-    before, end = T0 - 60, T0 + 3600
-    for uuid in ("GPU-A", "GPU-B"):
-        add("gpu_device_up", gpu_labels(uuid), 1, before, end)
-    a = gpu_labels("GPU-A")
-    add("gpu_allocation_share", {**a, "namespace": "ml", "pod": "p", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, T0, T0 + 1800)  # fmt: skip
-    add("DCGM_FI_DEV_GPU_UTIL", a, 80, before, end)
-    b = gpu_labels("GPU-B")
-    for pod, share, sm in (("a", 0.5, 0.3), ("b", 0.25, 0.1)):
-        holder = {**b, "namespace": "search", "pod": pod, "container": "main"}
-        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu.shared"}, share,
-            before, end)  # fmt: skip
-        add("gpu_container_sm_utilization_ratio", holder, sm, before, end)
-    c = gpu_labels("GPU-C")
-    for start, stop in ((before, T0 + 1200), (T0 + 2400, end)):  # a 20-minute gap
-        add("gpu_device_up", c, 1, start, stop)
-        add("gpu_allocation_share", {**c, "namespace": "ml", "pod": "g", "container": "main",
-                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
-    for pod in ("p", "g"):
-        labels = {"namespace": "ml", "pod": pod, "label_team": "nlp", "label_project": "llm",
-                  "label_stage": "prod"}  # fmt: skip
-        add("kube_pod_labels", labels, 1, before, end)
-    add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
-
-    # hour 06:00: a MIG H100 on node pool "mig-pool" (7.00/h) as 3g.40gb + 2g.20gb + 2 x 1g.10gb
-    # (x holds GI 2 and 9, y holds GI 3, GI 10 unheld), and a spot H100 (2.50 - 60 % = 1.00)
-    s1, e1 = T1, T1 + 3600  # nothing of it may fall into the 05:00 hour
-    m = {**gpu_labels("GPU-M"), "node_pool": "mig-pool"}
-    add("gpu_device_up", m, 1, s1, e1)
-    layout = (("2", "3g.40gb", 3, 4, "x"), ("3", "2g.20gb", 2, 2, "y"),
-              ("9", "1g.10gb", 1, 1, "x2"), ("10", "1g.10gb", 1, 1, None))  # fmt: skip
-    for gi, profile, compute, memory, pod in layout:
-        inst = {**gpu_labels("GPU-M"), "GPU_I_ID": gi, "GPU_I_PROFILE": profile}
-        add("gpu_mig_instance_info", {**inst, "compute_slices": str(compute),
-                                      "memory_slices": str(memory)}, 1, s1, e1)  # fmt: skip
-        if pod:
-            holder = {**inst, "namespace": "mig", "pod": pod, "container": "main",
-                      "resource": f"nvidia.com/mig-{profile}"}  # fmt: skip
-            add("gpu_allocation_share", holder, compute / 7, s1, e1)
-            add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", inst, 0.5, s1, e1)
-    spot = {**gpu_labels("GPU-S"), "node_pool": "spot"}
-    add("gpu_device_up", spot, 1, s1, e1)
-    add("gpu_allocation_share", {**spot, "namespace": "mig", "pod": "z", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
-    for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z")):
-        add("kube_pod_labels", {"namespace": "mig", "pod": pod, "label_team": team}, 1, s1, e1)
-    # GPU-R is held by mig/r, relabelled from team "before" to "after" at 06:30: the labels it
-    # had last in the hour decide
-    r = gpu_labels("GPU-R")
-    add("gpu_device_up", r, 1, s1, e1)
-    add("gpu_allocation_share", {**r, "namespace": "mig", "pod": "r", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "before"}, 1, s1,
-        T1 + 1800)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "after"}, 1, T1 + 1800,
-        e1)  # fmt: skip
-    out = []
-    for name, lines in fam.items():
-        out.append(f"# TYPE {name} gauge")
-        out.extend(lines)
-    out.append("# EOF")
-    return "\n".join(out) + "\n"
-
-
-@pytest.fixture(scope="module")
-def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    promtool, binary = require_binary("promtool"), require_binary("prometheus")
-    work = tmp_path_factory.mktemp("history")
-    (work / "history.om").write_text(history())
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                    str(work / "history.om"), str(work / "data")],
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
-    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
-    try:
-        prom.wait_ready()
-        prom.until(lambda: prom.query(f"gpu_device_up @ {T0 + 60}"), 30, "blocks loaded")
-        yield prom
-    finally:
-        prom.stop()
-
-
-def by_team(url: str) -> dict[str, tuple[int, int, int, int]]:
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        c = Chargeback
-        query = select(c.team, func.sum(c.allocated), func.sum(c.used), func.sum(c.waste),
-                       func.sum(c.idle)).group_by(c.team)  # fmt: skip
-        rows = conn.execute(query).all()
-    engine.dispose()
-    return {r[0]: (int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
 
 
 def test_ground_truth(prometheus: Prometheus, db_url: str) -> None:
@@ -163,6 +48,7 @@ def test_ground_truth(prometheus: Prometheus, db_url: str) -> None:
     }
     fleet = sum(a + i for a, _, _, i in by_team(db_url).values())
     assert fleet == 7_500_000  # attributed + idle = fleet cost, to the micro-unit
+    assert assert_every_hour_adds_up(db_url) == 1
     assert watermark(engine, "c1") == HOUR
     engine.dispose()
 
@@ -244,21 +130,6 @@ def test_cli_ingest_backfills_then_resumes_from_the_watermark(
     assert again.returncode == 0 and "ingested 0 hour(s)" in again.stdout
 
 
-def _utc(value: Any) -> Any:
-    if isinstance(value, datetime):  # SQLite gives naive UTC, PostgreSQL aware
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    return value
-
-
-def _tables(url: str) -> list[Any]:
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        out = [sorted(tuple(_utc(v) for v in tuple(r)[1:]) for r in conn.execute(select(t)).all())
-               for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
-    engine.dispose()
-    return out
-
-
 def test_two_ingesters_at_once_never_double_count(prometheus: Prometheus, db_url: str) -> None:
     import threading
 
@@ -284,9 +155,10 @@ def test_two_ingesters_at_once_never_double_count(prometheus: Prometheus, db_url
         t.join(120)
     assert errors == []
     assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000
+    assert_every_hour_adds_up(db_url)
 
 
-def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
+def test_kill_9_mid_backfill_then_rerun_gives_identicaltables(
     prometheus: Prometheus, db_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     import os
@@ -315,7 +187,8 @@ def test_kill_9_mid_backfill_then_rerun_gives_identical_tables(
                            env={**os.environ, **env(db_url)}, capture_output=True, text=True,
                            timeout=120, check=False)  # fmt: skip
     assert rerun.returncode == 0, rerun.stderr
-    assert _tables(db_url) == _tables(reference)
+    assert tables(db_url) == tables(reference)
+    assert assert_every_hour_adds_up(db_url) >= 3  # 05:00, 06:00 and 07:00 (two clusters)
 
 
 @pytest.mark.parametrize(
@@ -348,62 +221,15 @@ def test_mig_layout_and_node_pools(
         engine.dispose()
     got = {team: a + i for team, (a, _, _, i) in by_team(db_url).items()}
     assert got == expected
+    assert_every_hour_adds_up(db_url)
     # GR engine active 0.5 on the held instances: half of the allocated cost was used
     assert by_team(db_url)["x"][1] == expected["x"] // 2
-
-
-def test_label_history_from_the_api_wins_and_outlives_the_pod(
-    prometheus: Prometheus, db_url: str
-) -> None:
-    from costsvc.k8slabels import LabelHistory
-
-    upgrade(db_url)
-    engine = create_engine(db_url)
-    history = LabelHistory(engine, "c1")
-    # ml/p was labelled team=api-team from the 1st, and deleted at 05:30, mid-hour
-    history.observe_pod("uid-p", "ml", "p", {"team": "api-team", "project": "llm"},
-                        datetime(2026, 11, 1, tzinfo=UTC))  # fmt: skip
-    history.close_pod("uid-p", HOUR.replace(minute=30))
-    reader = PrometheusReader(prometheus.url)
-    try:
-        assert ingest(engine, reader, MODEL, "c1", [HOUR]).done == [HOUR]
-    finally:
-        reader.close()
-        engine.dispose()
-    teams = by_team(db_url)
-    assert teams["api-team"][0] == 1_250_000  # p's half hour, charged to its team
-    assert teams["nlp"][0] == 1_666_667  # only g (labelled by kube-state-metrics) is left
-
-
-def _ingest_with(prometheus: Prometheus, db_url: str, model: Any, hours: list[datetime]) -> None:
-    upgrade(db_url)
-    engine = create_engine(db_url)
-    reader = PrometheusReader(prometheus.url)
-    try:
-        assert ingest(engine, reader, model, "c1", hours).done == hours
-    finally:
-        reader.close()
-        engine.dispose()
-
-
-def _model(price: str = "2.50", **policies: str) -> Any:
-    return parse(
-        {
-            "policies": policies,
-            "versions": [
-                {
-                    "effective_from": "2026-11-01T00:00:00Z",
-                    "prices": [{"model": H100, "hourly": price}],
-                }
-            ],
-        }
-    )
 
 
 def test_usage_policy_moves_money_between_teams_only(prometheus: Prometheus, db_url: str) -> None:
     # GPU-B's held replicas cost 1.875 (a 1.25 + b 0.625); by SM time 0.3 : 0.1 -> 1.40625 and
     # 0.46875. Both search pods: the team total and the idle line are unchanged.
-    _ingest_with(prometheus, db_url, _model(shared_gpu_policy="usage"), [HOUR])
+    ingest_with(prometheus.url, db_url, _model(shared_gpu_policy="usage"), [HOUR])
     engine = create_engine(db_url)
     with engine.connect() as conn:
         pods = dict(conn.execute(select(Chargeback.pod, Chargeback.allocated)).all())
@@ -425,10 +251,11 @@ def test_usage_policy_moves_money_between_teams_only(prometheus: Prometheus, db_
 def test_idle_policies_through_ingestion(
     prometheus: Prometheus, db_url: str, policy: str, idle: dict[str, int]
 ) -> None:
-    _ingest_with(prometheus, db_url, _model(idle_policy=policy), [HOUR])
+    ingest_with(prometheus.url, db_url, _model(idle_policy=policy), [HOUR])
     teams = by_team(db_url)
     assert {t: v[3] for t, v in teams.items()} == idle
     assert sum(a + i for a, _, _, i in teams.values()) == 7_500_000
+    assert_every_hour_adds_up(db_url)
 
 
 def test_price_change_and_back_dated_reprice(prometheus: Prometheus, db_url: str) -> None:
@@ -437,14 +264,53 @@ def test_price_change_and_back_dated_reprice(prometheus: Prometheus, db_url: str
         {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
         {"effective_from": "2026-11-10T06:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
     ]})  # fmt: skip
-    _ingest_with(prometheus, db_url, changed, [HOUR])
+    ingest_with(prometheus.url, db_url, changed, [HOUR])
     assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000  # 3 GPUs x 2.50
     # back-dated to 05:00 and the hour ingested again: repriced, exactly that hour
     back = parse({"versions": [
         {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
         {"effective_from": "2026-11-10T05:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
     ]})  # fmt: skip
-    _ingest_with(prometheus, db_url, back, [HOUR])
+    ingest_with(prometheus.url, db_url, back, [HOUR])
     teams = by_team(db_url)
     assert sum(a + i for a, _, _, i in teams.values()) == 9_000_000  # 3 GPUs x 3.00
     assert teams["nlp"][0] == 1_500_000 + 2_000_000  # p's half hour + g's 40 minutes at 3.00
+
+
+def test_a_failed_hour_behind_the_watermark_is_retried(prometheus: Prometheus, db_url: str) -> None:
+    from costsvc.ingest.run import failed_hours, pending_hours
+
+    ingest_with(prometheus.url, db_url, MODEL, [HOUR2])  # the watermark is at 06:00
+    engine = create_engine(db_url)
+    dead = PrometheusReader("http://127.0.0.1:9", timeout=2)
+    assert HOUR in ingest(engine, dead, MODEL, "c1", [HOUR]).failed  # a backfill that failed
+    dead.close()
+    assert watermark(engine, "c1") == HOUR2
+    assert failed_hours(engine, "c1") == [HOUR]
+    stop = datetime(2026, 11, 10, 6, 30, tzinfo=UTC)
+    assert pending_hours(engine, "c1", stop) == [HOUR]  # nothing new after 06:00, 05:00 again
+    reader = PrometheusReader(prometheus.url)
+    assert ingest(engine, reader, MODEL, "c1", pending_hours(engine, "c1", stop)).done == [HOUR]
+    reader.close()
+    assert failed_hours(engine, "c1") == []
+    engine.dispose()
+    assert_every_hour_adds_up(db_url)
+
+
+def test_an_unpriced_gpu_model_fails_the_hour_naming_it(
+    prometheus: Prometheus, db_url: str
+) -> None:
+    l4 = {"model": "NVIDIA L4", "hourly": "0.80"}
+    only_l4 = parse({"versions": [{"effective_from": "2026-11-01T00:00:00Z", "prices": [l4]}]})
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prometheus.url)
+    report = ingest(engine, reader, only_l4, "c1", [HOUR])
+    reader.close()
+    assert report.failed == {HOUR: f"no price for GPU model(s): {H100}"}
+    with engine.connect() as conn:
+        for table in (Chargeback, UsageFact, GpuPresence):  # nothing priced at $0
+            assert conn.execute(select(func.count()).select_from(table)).scalar() == 0
+        assert conn.execute(select(IngestRun.status, IngestRun.error)).one() == (
+            "failed", f"no price for GPU model(s): {H100}")  # fmt: skip
+    engine.dispose()

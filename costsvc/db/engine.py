@@ -1,0 +1,13 @@
+"""The one place engines are made (never at import time)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+
+SQLITE_BUSY_TIMEOUT = 60.0  # seconds a writer waits for another's write lock on SQLite
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        return create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
+    return create_engine(url, pool_pre_ping=True)

@@ -1,0 +1,249 @@
+"""Synthetic Prometheus history for the cost-service ground-truth tests, written as
+OpenMetrics and loaded into a real Prometheus with ``promtool tsdb create-blocks-from
+openmetrics`` (the ``prometheus`` fixture in conftest.py). Prices 2.50 per GPU-hour unless a
+test says otherwise. Hand-computed money:
+
+hour 2026-11-10 05:00 UTC
+GPU-A  pod ml/p (team nlp) holds it 05:00-05:30, busy 80 %  -> allocated 1.250000, used 1.000000
+GPU-B  time-sliced x4: search/a holds 2 replicas, search/b 1, one unheld (equal policy);
+       no pod labels: the namespace's team label applies -> a 1.250000, b 0.625000
+GPU-C  ml/g (team nlp) holds it, but every series has a 20-minute gap 05:20-05:40
+       -> allocated 2.50 x 40/60 = 1.666667; the GPU existed all hour
+idle (separate) = 1.25 + 0.625 + 0.833333 = 2.708333; fleet = 3 x 2.50 = 7.500000
+
+hour 06:00: MIG 3g+2g+1g+1g on node pool mig-pool, a spot H100, a pod relabelled mid-hour
+(test_mig_layout_and_node_pools)
+
+hour 07:00 (test_scenarios.py)
+GPU-7  H100 as 7 x 1g.10gb: team a holds 3, b 2, c 1, one unheld: 2.50 x 6/7 = 2142857 split
+       in six equal parts of 357142.857: five get 357143 (canonical order: a1 a2 a3 b1 b2),
+       c1 357142 -> a 1071429, b 714286, c 357142, idle 357143
+GPU-U  scratch/orphan: no pod or namespace labels -> __unallocated__ 2.500000
+GPU-N  scratch/n (team nolist) 07:00-07:30, no gpu_device_up: the GPU existed while held
+       -> cost 1.250000, all allocated
+GPU-D  drv/d (team drv), driver upgraded at 07:30 (new label, new series): one GPU, 2.500000
+GPU-W  shared/w in cluster c1 (no cluster label: the configured one) -> c1-team 2.500000
+GPU-X  shared/w in cluster c2 (cluster="c2")                          -> c2-team 2.500000
+
+2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; a price change at 12:00
+(test_reprice.py)
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import create_engine, func, select
+
+from costsvc.costmodel import CostModel, parse
+from costsvc.db.migrate import upgrade
+from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.run import ingest
+
+HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
+T0 = int(HOUR.timestamp())
+HOUR2 = datetime(2026, 11, 10, 6, tzinfo=UTC)
+T1 = int(HOUR2.timestamp())
+HOUR3 = datetime(2026, 11, 10, 7, tzinfo=UTC)
+T2 = int(HOUR3.timestamp())
+FIFTEENTH = datetime(2026, 11, 15, 11, tzinfo=UTC)
+T15 = int(FIFTEENTH.timestamp())
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def model(price: str = "2.50", **policies: str) -> CostModel:
+    return parse({"policies": policies, "versions": [
+        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": price}]}
+    ]})  # fmt: skip
+
+
+MODEL = model()
+
+
+def series(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> list[str]:
+    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    return [f"{name}{{{text}}} {value} {t}" for t in range(start, stop, 15)]
+
+
+def gpu_labels(uuid: str) -> dict[str, str]:
+    return {"gpu": "0", "UUID": uuid, "modelName": H100, "Hostname": f"node-{uuid[-1]}"}
+
+
+def history() -> str:
+    fam: dict[str, list[str]] = {}
+
+    def add(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> None:
+        fam.setdefault(name, []).extend(series(name, labels, value, start, stop))
+
+    before, end = T0 - 60, T0 + 3600
+    for uuid in ("GPU-A", "GPU-B"):
+        add("gpu_device_up", gpu_labels(uuid), 1, before, end)
+    a = gpu_labels("GPU-A")
+    add("gpu_allocation_share", {**a, "namespace": "ml", "pod": "p", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, T0, T0 + 1800)  # fmt: skip
+    add("DCGM_FI_DEV_GPU_UTIL", a, 80, before, end)
+    b = gpu_labels("GPU-B")
+    for pod, share, sm in (("a", 0.5, 0.3), ("b", 0.25, 0.1)):
+        holder = {**b, "namespace": "search", "pod": pod, "container": "main"}
+        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu.shared"}, share,
+            before, end)  # fmt: skip
+        add("gpu_container_sm_utilization_ratio", holder, sm, before, end)
+    c = gpu_labels("GPU-C")
+    for start, stop in ((before, T0 + 1200), (T0 + 2400, end)):  # a 20-minute gap
+        add("gpu_device_up", c, 1, start, stop)
+        add("gpu_allocation_share", {**c, "namespace": "ml", "pod": "g", "container": "main",
+                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
+    for pod in ("p", "g"):
+        labels = {"namespace": "ml", "pod": pod, "label_team": "nlp", "label_project": "llm",
+                  "label_stage": "prod"}  # fmt: skip
+        add("kube_pod_labels", labels, 1, before, end)
+    add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
+
+    # hour 06:00: a MIG H100 on node pool "mig-pool" (7.00/h) as 3g.40gb + 2g.20gb + 2 x 1g.10gb
+    # (x holds GI 2 and 9, y holds GI 3, GI 10 unheld), and a spot H100 (2.50 - 60 % = 1.00)
+    s1, e1 = T1, T1 + 3600  # nothing of it may fall into the 05:00 hour
+    m = {**gpu_labels("GPU-M"), "node_pool": "mig-pool"}
+    add("gpu_device_up", m, 1, s1, e1)
+    layout = (("2", "3g.40gb", 3, 4, "x"), ("3", "2g.20gb", 2, 2, "y"),
+              ("9", "1g.10gb", 1, 1, "x2"), ("10", "1g.10gb", 1, 1, None))  # fmt: skip
+    for gi, profile, compute, memory, pod in layout:
+        inst = {**gpu_labels("GPU-M"), "GPU_I_ID": gi, "GPU_I_PROFILE": profile}
+        add("gpu_mig_instance_info", {**inst, "compute_slices": str(compute),
+                                      "memory_slices": str(memory)}, 1, s1, e1)  # fmt: skip
+        if pod:
+            holder = {**inst, "namespace": "mig", "pod": pod, "container": "main",
+                      "resource": f"nvidia.com/mig-{profile}"}  # fmt: skip
+            add("gpu_allocation_share", holder, compute / 7, s1, e1)
+            add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", inst, 0.5, s1, e1)
+    spot = {**gpu_labels("GPU-S"), "node_pool": "spot"}
+    add("gpu_device_up", spot, 1, s1, e1)
+    add("gpu_allocation_share", {**spot, "namespace": "mig", "pod": "z", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
+    for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z")):
+        add("kube_pod_labels", {"namespace": "mig", "pod": pod, "label_team": team}, 1, s1, e1)
+    # GPU-R is held by mig/r, relabelled from team "before" to "after" at 06:30: the labels it
+    # had last in the hour decide
+    r = gpu_labels("GPU-R")
+    add("gpu_device_up", r, 1, s1, e1)
+    add("gpu_allocation_share", {**r, "namespace": "mig", "pod": "r", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "before"}, 1, s1,
+        T1 + 1800)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "after"}, 1, T1 + 1800,
+        e1)  # fmt: skip
+    # hour 07:00 (see the module docstring): an H100 as 7 x 1g.10gb shared by three teams, an
+    # unlabelled pod, a GPU held but missing from gpu_device_up, a driver upgrade mid-hour, and
+    # the same namespace/pod name in two clusters with different teams
+    s2, e2 = T2, T2 + 3600
+    seven = gpu_labels("GPU-7")
+    add("gpu_device_up", seven, 1, s2, e2)
+    holders = {"8": "a1", "9": "a2", "10": "a3", "11": "b1", "12": "b2", "13": "c1", "14": None}
+    for gi, pod in holders.items():
+        inst = {**seven, "GPU_I_ID": gi, "GPU_I_PROFILE": "1g.10gb"}
+        add("gpu_mig_instance_info", {**inst, "compute_slices": "1", "memory_slices": "1"}, 1,
+            s2, e2)  # fmt: skip
+        if pod:
+            holder = {**inst, "namespace": "mig7", "pod": pod, "container": "main",
+                      "resource": "nvidia.com/mig-1g.10gb"}  # fmt: skip
+            add("gpu_allocation_share", holder, 1 / 7, s2, e2)
+            add("kube_pod_labels", {"namespace": "mig7", "pod": pod, "label_team": pod[0]}, 1,
+                s2, e2)  # fmt: skip
+    u = gpu_labels("GPU-U")
+    add("gpu_device_up", u, 1, s2, e2)
+    add("gpu_allocation_share", {**u, "namespace": "scratch", "pod": "orphan",
+                                 "container": "main", "resource": "nvidia.com/gpu"},
+        1, s2, e2)  # fmt: skip
+    n = gpu_labels("GPU-N")  # no gpu_device_up at all; held 07:00-07:30
+    add("gpu_allocation_share", {**n, "namespace": "scratch", "pod": "n", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, s2, s2 + 1800)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "scratch", "pod": "n", "label_team": "nolist"}, 1, s2,
+        e2)  # fmt: skip
+    for driver, start, stop in (("550.54.15", s2, s2 + 1800), ("560.35.03", s2 + 1800, e2)):
+        d = {**gpu_labels("GPU-D"), "DCGM_FI_DRIVER_VERSION": driver}
+        add("gpu_device_up", d, 1, start, stop)
+        add("gpu_allocation_share", {**d, "namespace": "drv", "pod": "d", "container": "main",
+                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "drv", "pod": "d", "label_team": "drv"}, 1, s2, e2)
+    for uuid, cluster in (("GPU-W", None), ("GPU-X", "c2")):
+        g = {**gpu_labels(uuid), **({"cluster": cluster} if cluster else {})}
+        add("gpu_device_up", g, 1, s2, e2)
+        add("gpu_allocation_share", {**g, "namespace": "shared", "pod": "w", "container": "main",
+                                     "resource": "nvidia.com/gpu"}, 1, s2, e2)  # fmt: skip
+        where = {"cluster": cluster} if cluster else {}
+        add("kube_pod_labels", {**where, "namespace": "shared", "pod": "w",
+                                "label_team": f"{cluster or 'c1'}-team"}, 1, s2, e2)  # fmt: skip
+
+    # 2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; the price changes at 12:00
+    q = gpu_labels("GPU-Q")
+    add("gpu_device_up", q, 1, T15, T15 + 7200)
+    add("gpu_allocation_share", {**q, "namespace": "finance", "pod": "q", "container": "main",
+                                 "resource": "nvidia.com/gpu"}, 1, T15, T15 + 7200)  # fmt: skip
+    add("kube_pod_labels", {"namespace": "finance", "pod": "q", "label_team": "fin"}, 1, T15,
+        T15 + 7200)  # fmt: skip
+    out = []
+    for name, lines in fam.items():
+        out.append(f"# TYPE {name} gauge")
+        out.extend(lines)
+    out.append("# EOF")
+    return "\n".join(out) + "\n"
+
+
+def by_team(url: str, cluster: str | None = None) -> dict[str, tuple[int, int, int, int]]:
+    """(allocated, used, waste, idle) per team, summed over the database's hours."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        c = Chargeback
+        query = select(c.team, func.sum(c.allocated), func.sum(c.used), func.sum(c.waste),
+                       func.sum(c.idle)).group_by(c.team)  # fmt: skip
+        if cluster is not None:
+            query = query.where(c.cluster == cluster)
+        rows = conn.execute(query).all()
+    engine.dispose()
+    return {r[0]: (int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in rows}
+
+
+def assert_every_hour_adds_up(url: str) -> int:
+    """Σ attributed + idle = fleet cost (Σ gpu_hours.cost) for every hour and cluster in the
+    database, to the micro-unit; returns how many (hour, cluster) pairs were checked."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        c, g = Chargeback, GpuPresence
+        charged = {(as_utc(h), cl): int(v) for h, cl, v in conn.execute(
+            select(c.hour, c.cluster, func.sum(c.allocated + c.idle))
+            .group_by(c.hour, c.cluster))}  # fmt: skip
+        fleet = {(as_utc(h), cl): int(v) for h, cl, v in conn.execute(
+            select(g.hour, g.cluster, func.sum(g.cost)).group_by(g.hour, g.cluster))}  # fmt: skip
+    engine.dispose()
+    assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
+    return len(fleet)
+
+
+def as_utc(value: Any) -> Any:
+    if isinstance(value, datetime):  # SQLite gives naive UTC, PostgreSQL aware
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value
+
+
+def tables(url: str) -> list[Any]:
+    """Every row of the money and fact tables, without ids, in a stable order."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        out = [sorted(tuple(as_utc(v) for v in tuple(r)[1:]) for r in conn.execute(select(t)).all())
+               for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
+    engine.dispose()
+    return out
+
+
+def ingest_with(prom_url: str, db_url: str, cost_model: CostModel, hours: list[datetime],
+                cluster: str = "c1") -> None:  # fmt: skip
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    reader = PrometheusReader(prom_url)
+    try:
+        report = ingest(engine, reader, cost_model, cluster, hours)
+        assert report.done == hours, report.failed
+    finally:
+        reader.close()
+        engine.dispose()
