@@ -99,12 +99,64 @@ def start_postgres(base: Path) -> tuple[str, list[str]]:
     return f"postgresql+psycopg://postgres@/postgres?host={sock}", stop
 
 
+def rebuild(url: str, first: datetime, n: int, model: object) -> None:
+    """The 30-day rebuild: ``n`` hours of stored facts (the ingested hour's rows copied to the
+    hours after it, in SQL), repriced by a back-dated cost-model version covering all of them —
+    what ``gpu-costsvc ingest`` does after a price change, from stored facts, no Prometheus."""
+    from sqlalchemy import create_engine, text
+
+    from costsvc.costmodel import parse
+    from costsvc.ingest.reprice import reprice, stale_hours
+
+    engine = create_engine(url)
+    t = time.perf_counter()
+    with engine.begin() as conn:
+        for table in ("gpu_hours", "usage_facts", "chargeback"):
+            cols = [
+                c
+                for (c,) in conn.execute(
+                    text(
+                        "SELECT column_name FROM information_schema.columns WHERE table_name = :t "
+                        "AND column_name NOT IN ('id', 'hour') ORDER BY ordinal_position"
+                    ),
+                    {"t": table},
+                )
+            ]
+            names = ", ".join(cols)
+            conn.execute(text(
+                f"INSERT INTO {table} (hour, {names}) SELECT hour + make_interval(hours => k), "
+                f"{names} FROM {table}, generate_series(1, :n) AS k WHERE hour = :h"),
+                {"n": n - 1, "h": first})  # fmt: skip
+        rows = conn.execute(text("SELECT count(*) FROM chargeback")).scalar_one()
+        facts = conn.execute(text("SELECT count(*) FROM usage_facts")).scalar_one()
+    t_copy = time.perf_counter() - t
+    back_dated = parse({"policies": {"shared_gpu_policy": "usage"}, "versions": [
+        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.75"}]}
+    ]})  # fmt: skip
+    t = time.perf_counter()
+    stale = stale_hours(engine, back_dated)
+    report = reprice(engine, back_dated, "bench", stale)
+    took = time.perf_counter() - t
+    engine.dispose()
+    assert len(report.done) == n, report.failed
+    print(f"{'':10s} 30-day rebuild from stored facts (a back-dated price over {n} hours: "
+          f"{facts:,} usage facts -> {rows:,} chargeback rows; facts copied in {t_copy:.0f} s): "
+          f"{took / 60:.1f} min, {took / n:.2f} s/hour   [<= 10 min: "
+          f"{'PASS' if took * 720 / n <= 600 else 'MISS'}]")  # fmt: skip
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--hours", type=int, default=2)
     ap.add_argument("--interval", type=int, default=60, help="scrape interval of the history, s")
+    ap.add_argument(
+        "--rebuild-hours",
+        type=int,
+        default=720,
+        help="hours of stored facts to rebuild from (PostgreSQL; 0: skip)",
+    )
     args = ap.parse_args()
 
     from sqlalchemy import create_engine
@@ -191,8 +243,10 @@ def main() -> int:
                   f"{statistics.median(phases['attribute']):.2f} s, write "
                   f"{statistics.median(phases['write']):.2f} s)   [<= 5 s: {verdict}]")  # fmt: skip
             month = per_hour * 720
-            print(f"{'':10s} 30-day rebuild, extrapolated (720 x median hour): {month / 60:.1f} min"
-                  f"   [<= 10 min: {'PASS' if month <= 600 else 'MISS'}]")  # fmt: skip
+            print(f"{'':10s} 30-day re-ingest from Prometheus, extrapolated (720 x median hour): "
+                  f"{month / 60:.1f} min")  # fmt: skip
+            if name == "PostgreSQL" and args.rebuild_hours:
+                rebuild(url, hours[0], args.rebuild_hours, model)
     finally:
         if prom_proc is not None:
             prom_proc.terminate()

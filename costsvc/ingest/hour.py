@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, Holding
-from costsvc.ingest.integrate import Sample, covered, integral, max_gap_for, mean
+from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for, mean
 from costsvc.ingest.prom import PrometheusReader, Series
 
 log = logging.getLogger(__name__)
@@ -67,18 +68,35 @@ class _Window:
         self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
         self.t0 = Decimal(str(start.timestamp()))
         self.t1 = self.t0 + 3600
+        self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
+
+    def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
+        """Ask for these reads now: Prometheus answers the next while this one is integrated."""
+        for selector, look_back in reads:
+            self._pending[(selector, int(look_back))] = pool.submit(
+                self.prom.raw, selector, self.at, 3600 + int(look_back)
+            )
+
+    def cancel(self) -> None:
+        for f in self._pending.values():
+            f.cancel()
 
     def cluster_of(self, labels: dict[str, str]) -> str:
         return labels.get("cluster") or self.cluster
 
     def raw(self, selector: str, look_back: Decimal) -> list[Series]:
+        pending = self._pending.pop((selector, int(look_back)), None)
+        if pending is not None:
+            return pending.result()
         return self.prom.raw(selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
         return self.prom.latest(selector, self.at, 3600)
 
     def integral(self, samples: list[Sample]) -> Decimal:
-        return integral(samples, self.t0, self.t1, max_gap_for(samples, SCRAPE_GAP, MAX_GAP))
+        step = interval(samples)
+        gap = max_gap_for(samples, SCRAPE_GAP, MAX_GAP, step)
+        return integral(samples, self.t0, self.t1, gap, step)
 
     def mean(self, samples: list[Sample]) -> Decimal:
         return mean(samples, self.t0, self.t1, max_gap_for(samples, SCRAPE_GAP, MAX_GAP))
@@ -87,8 +105,26 @@ class _Window:
         return covered(samples, self.t0, self.t1, PRESENCE_GAP)
 
 
+READS = (
+    ("gpu_device_up", PRESENCE_GAP),
+    ("DCGM_FI_DEV_GPU_UTIL", MAX_GAP),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MAX_GAP),
+    ("gpu_container_sm_utilization_ratio", MAX_GAP),
+    ("gpu_allocation_share", MAX_GAP),
+)
+
+
 def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) -> HourFacts:
     w = _Window(prom, start, default_cluster)
+    with ThreadPoolExecutor(2, thread_name_prefix="prom-read") as pool:
+        w.prefetch(pool, READS)
+        try:
+            return _collect(w, start)
+        finally:
+            w.cancel()
+
+
+def _collect(w: _Window, start: datetime) -> HourFacts:
     facts = HourFacts(start)
 
     def grouped(selector: str, key: Callable[[dict[str, str]], tuple[str, ...]],

@@ -23,26 +23,39 @@ def interval(samples: Sequence[Sample]) -> Decimal | None:
     return spacings[len(spacings) // 2] if spacings else None
 
 
-def max_gap_for(samples: Sequence[Sample], floor: Decimal, ceiling: Decimal) -> Decimal:
+def max_gap_for(
+    samples: Sequence[Sample], floor: Decimal, ceiling: Decimal, step: Decimal | None = None
+) -> Decimal:
     """The longest silence that is still held: two scrape intervals, within [floor, ceiling]
     (so a missed scrape or two is not a gap, at any scrape interval)."""
-    step = interval(samples)
+    if step is None:
+        step = interval(samples)
     return floor if step is None else min(max(floor, 2 * step), ceiling)
 
 
-def integral(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:
-    """∫ value dt over [start, end) with the holding rule above; samples sorted by time."""
+def integral(
+    samples: Sequence[Sample],
+    start: Decimal,
+    end: Decimal,
+    max_gap: Decimal,
+    step: Decimal | None = None,
+) -> Decimal:
+    """∫ value dt over [start, end) with the holding rule above; samples sorted by time.
+    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
     total = Decimal(0)
-    step = interval(samples)
+    if step is None:
+        step = interval(samples)
     last_hold = max_gap if step is None else min(step, max_gap)
-    for i, (t, v) in enumerate(samples):
+    n = len(samples)
+    for i in range(n):
+        t, v = samples[i]
         if t >= end:
             break
-        nxt = samples[i + 1][0] if i + 1 < len(samples) else t + last_hold
+        nxt = samples[i + 1][0] if i + 1 < n else t + last_hold
         if nxt - t > max_gap:  # a gap (or the end of the series): hold one scrape interval
             nxt = t + last_hold
-        until = min(nxt, end)
-        since = max(t, start)
+        until = nxt if nxt < end else end
+        since = t if t > start else start
         if until > since:
             total += v * (until - since)
     return total

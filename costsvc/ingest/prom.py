@@ -31,10 +31,22 @@ class PrometheusReader:
         """Every sample of ``selector`` in (at - seconds, at]."""
         params = {"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"}
         body = self._get(params, selector)
-        return [
-            Series(dict(r["metric"]), [(Decimal(str(t)), Decimal(v)) for t, v in r["values"]])
-            for r in body["data"]["result"]
-        ]
+        # a target's series share their scrape times, and values repeat: convert each once
+        times: dict[float, Decimal] = {}
+        values: dict[str, Decimal] = {}
+        out = []
+        for r in body["data"]["result"]:
+            samples = []
+            for t, v in r["values"]:
+                dt = times.get(t)
+                if dt is None:
+                    dt = times[t] = Decimal(str(t))
+                dv = values.get(v)
+                if dv is None:
+                    dv = values[v] = Decimal(v)
+                samples.append((dt, dv))
+            out.append(Series(dict(r["metric"]), samples))
+        return out
 
     def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:
         """The label sets of ``selector`` that had a sample in (at - seconds, at] (one answer
