@@ -59,6 +59,7 @@ class Holding:
     compute_slices: int | None = None  # MIG instance
     memory_slices: int | None = None
     gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
+    mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +79,9 @@ class Line:
     stage: str
     namespace: str
     pod: str
+    node: str = ""
+    gpu_model: str = ""
+    mig_profile: str = ""
     allocated: int = 0
     used: int = 0
     waste: int = 0
@@ -85,8 +89,9 @@ class Line:
     gpu_hours: int = 0  # micro GPU-hours held
 
     @property
-    def key(self) -> tuple[str, str, str, str, str, str]:
-        return (self.cluster, self.team, self.project, self.stage, self.namespace, self.pod)
+    def key(self) -> tuple[str, ...]:
+        return (self.cluster, self.team, self.project, self.stage, self.namespace, self.pod,
+                self.node, self.gpu_model, self.mig_profile)  # fmt: skip
 
 
 @dataclass(slots=True)
@@ -126,7 +131,7 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    idle_by_cluster: dict[str, int] = {}
+    idle_by_gpu: dict[tuple[str, str, str], int] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
         cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
@@ -139,26 +144,39 @@ def attribute_hour(
             weights = _by_usage(held, weights)
         allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
         parts = split(allocated_total, weights) if held else []
-        idle_by_cluster[g.cluster] = idle_by_cluster.get(g.cluster, 0) + cost - allocated_total
+        where = (g.cluster, g.node, g.model)
+        idle_by_gpu[where] = idle_by_gpu.get(where, 0) + cost - allocated_total
         for h, allocated in zip(held, parts, strict=True):
             util = h.busy_share_seconds / h.share_seconds if h.share_seconds else Decimal(0)
             used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
             who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
                 UNALLOCATED, UNALLOCATED, UNALLOCATED
             )
-            key = (g.cluster, who.team, who.project, who.stage, h.namespace, h.pod)
+            key = (g.cluster, who.team, who.project, who.stage, h.namespace, h.pod, g.node,
+                   g.model, h.mig_profile)  # fmt: skip
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(g.cluster, who.team, who.project, who.stage,
-                                         h.namespace, h.pod)  # fmt: skip
+                                         h.namespace, h.pod, g.node, g.model,
+                                         h.mig_profile)  # fmt: skip
             line.allocated += allocated
             line.used += used
             line.waste += allocated - used
             line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)
-    for cluster, idle in sorted(idle_by_cluster.items()):
-        _place_idle(result, cluster, idle, model.policies.idle_policy)
+    policy = model.policies.idle_policy
+    if policy == "separate":  # an __idle__ line per node and GPU model: where the idle GPUs are
+        for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
+            if idle:
+                result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model,
+                                         idle=idle))  # fmt: skip
+    else:
+        by_cluster: dict[str, int] = {}
+        for (cluster, _, _), idle in idle_by_gpu.items():
+            by_cluster[cluster] = by_cluster.get(cluster, 0) + idle
+        for cluster, idle in sorted(by_cluster.items()):
+            _place_idle(result, cluster, idle, policy)
     if result.total() != result.fleet_cost:
         raise InvariantBroken(
             f"{hour:%Y-%m-%d %H:00}: attributed + idle = {result.total()} "
@@ -196,7 +214,7 @@ def _place_idle(result: HourResult, cluster: str, idle: int, policy: str) -> Non
     lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
     if idle == 0:
         return
-    if policy == "separate" or not lines:
+    if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
         result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle))
         return
     if policy == "weighted":

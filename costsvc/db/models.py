@@ -16,6 +16,7 @@ from sqlalchemy import (
     MetaData,
     String,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -132,15 +133,33 @@ class UsageFact(Base):
     shared: Mapped[bool] = mapped_column()
     compute_slices: Mapped[int | None] = mapped_column()
     memory_slices: Mapped[int | None] = mapped_column()
+    mig_profile: Mapped[str] = mapped_column(String(32), server_default="")
 
 
 class Chargeback(Base):
-    """Money per hour and owner, in micro-units of ``currency``."""
+    """Money per hour and owner (and node, GPU model, MIG profile), in micro-units of
+    ``currency``. ``billing_month`` is the month the row is reported in: the hour's own month,
+    or — for a correction of an hour in a month closed since (``correction``) — the next open
+    month. A closed month's rows never change."""
 
     __tablename__ = "chargeback"
     __table_args__ = (
-        UniqueConstraint("hour", "cluster", "team", "project", "stage", "namespace", "pod"),
+        UniqueConstraint(
+            "hour",
+            "cluster",
+            "team",
+            "project",
+            "stage",
+            "namespace",
+            "pod",
+            "node",
+            "gpu_model",
+            "mig_profile",
+            "billing_month",
+        ),
         Index("ix_chargeback_team_hour", "team", "hour"),
+        Index("ix_chargeback_billing_month", "billing_month", "team"),
+        Index("ix_chargeback_hour", "hour"),
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -150,9 +169,67 @@ class Chargeback(Base):
     stage: Mapped[str] = mapped_column(String(253))
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
+    node: Mapped[str] = mapped_column(String(253), server_default="")
+    gpu_model: Mapped[str] = mapped_column(String(128), server_default="")
+    mig_profile: Mapped[str] = mapped_column(String(32), server_default="")
+    billing_month: Mapped[str] = mapped_column(String(7))  # YYYY-MM
+    correction: Mapped[bool] = mapped_column(server_default=false())
     currency: Mapped[str] = mapped_column(String(3))
     allocated: Mapped[int] = mapped_column(BigInteger)
     used: Mapped[int] = mapped_column(BigInteger)
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
+
+
+class MonthClose(Base):
+    """A frozen month, and the SHA-256 of its reports as exported when it was closed."""
+
+    __tablename__ = "month_closes"
+    month: Mapped[str] = mapped_column(String(7), primary_key=True)  # YYYY-MM
+    closed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    closed_by: Mapped[str] = mapped_column(String(253))
+    csv_sha256: Mapped[str] = mapped_column(String(64))
+    focus_sha256: Mapped[str] = mapped_column(String(64))
+
+
+class Budget(Base):
+    """A monthly budget for a team, or for one project of a team (project "" = the team)."""
+
+    __tablename__ = "budgets"
+    __table_args__ = (UniqueConstraint("team", "project"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253), server_default="")
+    amount: Mapped[int] = mapped_column(BigInteger)  # micro-units per month
+    currency: Mapped[str] = mapped_column(String(3))
+    thresholds: Mapped[list[float]] = mapped_column(JSON)  # alert at these used ratios
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ApiToken(Base):
+    """A bearer token, stored as its SHA-256 (tokens are 256-bit random: no salt needed).
+    ``role``: admin (everything), finance (every team's data, reports, month close), or team
+    (its own team's data only)."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(253), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    team: Mapped[str | None] = mapped_column(String(253))
+    token_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class AuditEntry(Base):
+    """Who changed a budget, a token, the cost model or closed a month, and when."""
+
+    __tablename__ = "audit_log"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    actor: Mapped[str] = mapped_column(String(253))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str] = mapped_column(String(253))
+    detail: Mapped[dict[str, Any]] = mapped_column(JSON)

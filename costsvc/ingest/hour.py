@@ -181,9 +181,10 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         else:
             busy = _us(share * min(util.get((cluster, uuid, gi), Decimal(0)), Decimal(1)))
         compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
+        profile = group[-1].labels.get("GPU_I_PROFILE", "") if gi else ""
         facts.holdings.append(Holding(uuid, ns, pod, container, share, busy, sm_seconds, shared,
                                       compute or None, memory if compute else None,
-                                      int(gi) if gi else None))  # fmt: skip
+                                      int(gi) if gi else None, profile))  # fmt: skip
     for (cluster, uuid), group in unseen.items():
         # held but absent from gpu_device_up (an older exporter, a lost series): the GPU
         # existed while it was held, so its cost is billed rather than silently dropped

@@ -106,13 +106,14 @@ def load_hour(
         facts.node_of[r.gpu_uuid] = r.node
     fact_rows = conn.execute(
         select(u.gpu_uuid, u.namespace, u.pod, u.container, u.share_us, u.busy_share_us, u.sm_us,
-               u.shared, u.compute_slices, u.memory_slices, u.gi_id).where(u.hour == hour)
+               u.shared, u.compute_slices, u.memory_slices, u.gi_id, u.mig_profile)
+        .where(u.hour == hour)
     )  # fmt: skip
     for f in fact_rows:
         facts.holdings.append(Holding(
             f.gpu_uuid, f.namespace, f.pod, f.container, Decimal(f.share_us) / US,
             Decimal(f.busy_share_us) / US, Decimal(f.sm_us) / US, f.shared, f.compute_slices,
-            f.memory_slices, None if f.gi_id < 0 else f.gi_id))  # fmt: skip
+            f.memory_slices, None if f.gi_id < 0 else f.gi_id, f.mig_profile))  # fmt: skip
     charged = conn.execute(
         select(c.cluster, c.namespace, c.pod, c.team, c.project, c.stage)
         .where(c.hour == hour, c.team != IDLE)

@@ -21,7 +21,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from costsvc.attribution import HourResult, Owner, attribute_hour
 from costsvc.costmodel import CostModel, LabelKeys, MissingPrices
 from costsvc.db.models import (
-    Chargeback,
     CostModelVersion,
     GpuPresence,
     IngestRun,
@@ -32,6 +31,7 @@ from costsvc.ingest.hour import HourFacts, collect_hour, sanitize
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.k8slabels import LabelHistory
 from costsvc.labels import resolve_owner
+from costsvc.months import write_lines
 
 log = logging.getLogger(__name__)
 US = 1_000_000
@@ -222,7 +222,7 @@ def replace_hour(conn: Connection, clusters: set[str], facts: HourFacts, result:
                  currency: str, usage: bool) -> None:  # fmt: skip
     """Replace the hour's GPU rows and chargeback (and its usage facts, when ``usage``)."""
     hour = facts.start
-    tables = (Chargeback, UsageFact, GpuPresence) if usage else (Chargeback, GpuPresence)
+    tables = (UsageFact, GpuPresence) if usage else (GpuPresence,)
     for table in tables:
         conn.execute(delete(table).where(table.hour == hour, table.cluster.in_(clusters)))
     if facts.gpus:
@@ -241,15 +241,10 @@ def replace_hour(conn: Connection, clusters: set[str], facts: HourFacts, result:
              "share_us": int(h.share_seconds * US),
              "busy_share_us": int(h.busy_share_seconds * US),
              "sm_us": int(h.sm_seconds * US), "shared": h.shared,
-             "compute_slices": h.compute_slices, "memory_slices": h.memory_slices}
+             "compute_slices": h.compute_slices, "memory_slices": h.memory_slices,
+             "mig_profile": h.mig_profile}
             for h in facts.holdings])  # fmt: skip
-    if result.lines:
-        conn.execute(insert(Chargeback), [
-            {"hour": hour, "cluster": ln.cluster, "team": ln.team, "project": ln.project,
-             "stage": ln.stage, "namespace": ln.namespace, "pod": ln.pod,
-             "currency": currency, "allocated": ln.allocated, "used": ln.used,
-             "waste": ln.waste, "idle": ln.idle, "gpu_hours": ln.gpu_hours}
-            for ln in result.lines])  # fmt: skip
+    write_lines(conn, hour, clusters, result.lines, currency)
 
 
 def as_utc(value: datetime) -> datetime:

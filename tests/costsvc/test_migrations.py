@@ -9,8 +9,9 @@ from sqlalchemy import create_engine, inspect
 from costsvc.db.migrate import downgrade, upgrade
 from costsvc.db.models import Base
 
-TABLES = {"chargeback", "cost_model_versions", "gpu_hours", "ingest_runs", "namespace_labels",
-          "pod_labels", "usage_facts", "watermarks"}  # fmt: skip
+TABLES = {"api_tokens", "audit_log", "budgets", "chargeback", "cost_model_versions", "gpu_hours",
+          "ingest_runs", "month_closes", "namespace_labels", "pod_labels", "usage_facts",
+          "watermarks"}  # fmt: skip
 
 
 def tables(url: str) -> set[str]:
