@@ -1,16 +1,18 @@
 """``gpu-costsvc``: the cost service's command line.
 
-Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py). Implemented so
-far: ``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range) and
-``serve`` (the hourly ingest scheduler; the HTTP API comes later). ``report`` and ``close`` come
-with the API work and say so instead of pretending.
+Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py). Commands:
+``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range),
+``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
+``close`` (freeze a month) and ``token`` (create, revoke, list API tokens).
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -48,8 +50,21 @@ def build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="ingest every hour, a few minutes past the hour")
     serve.add_argument("--delay", type=float, default=300.0,
                        help="seconds after the hour before ingesting it (default 300)")  # fmt: skip
-    for name in ("report", "close"):
-        sub.add_parser(name, help="not implemented yet")
+    serve.add_argument("--no-ingest", action="store_true",
+                       help="serve the API only (another process ingests)")  # fmt: skip
+    report = sub.add_parser("report", help="a month's chargeback as CSV or FOCUS 1.2")
+    report.add_argument("--month", required=True, help="YYYY-MM")
+    report.add_argument("--format", choices=["csv", "focus"], default="csv")
+    report.add_argument("-o", "--output", help="file to write (default: standard output)")
+    report.add_argument("--group-by", help="csv only: comma-separated dimensions")
+    close = sub.add_parser("close", help="freeze a month: later data becomes corrections")
+    close.add_argument("--month", required=True, help="YYYY-MM (a month that has ended)")
+    close.add_argument("--as", dest="actor", default="cli", help="who closes it (audit log)")
+    token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
+    token.add_argument("action", choices=["create", "revoke", "list"])
+    token.add_argument("--name", help="a unique name (create, revoke)")
+    token.add_argument("--role", choices=["admin", "finance", "team"], default="team")
+    token.add_argument("--team", help="the team a team token may see")
     return p
 
 
@@ -127,24 +142,11 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
         engine.dispose()
 
 
-def _serve(settings: Settings, delay: float) -> int:
-    import signal
-    import threading
-
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    print(f"{PROG}: ingesting every hour, {delay:g} s past it; Ctrl-C stops", file=sys.stderr)
-    watcher = _label_watcher(settings)
+def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
+    """Ingest every hour, ``delay`` seconds past it, until ``stop``."""
     while not stop.is_set():
         try:
             _ingest(settings, None, None)
-        except UsageError as exc:
-            print(f"{PROG}: error: {exc}", file=sys.stderr)
-            return 2
         except Exception as exc:  # e.g. the database is down: try again next hour
             log.exception("ingest failed: %s", exc)
         now = datetime.now(UTC)
@@ -152,8 +154,132 @@ def _serve(settings: Settings, delay: float) -> int:
             hours=1, seconds=delay
         )
         stop.wait((next_run - now).total_seconds())
-    if watcher is not None:
-        watcher.stop()
+
+
+def _serve(settings: Settings, delay: float, ingest: bool) -> int:
+    import uvicorn
+
+    from costsvc.api import create_app
+    from costsvc.costmodel import CostModelError, load
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    if ingest:  # a bad cost model fails here, at start-up, naming the field
+        if settings.cost_model is None:
+            raise UsageError("COSTSVC_COST_MODEL is not set (or serve with --no-ingest)")
+        try:
+            load(settings.cost_model)
+        except CostModelError as exc:
+            raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+    host, _, port = settings.listen_address.rpartition(":")
+    config = uvicorn.Config(create_app(settings), host=host.strip("[]") or "0.0.0.0",
+                            port=int(port), log_level="info", access_log=False)  # fmt: skip
+    server = uvicorn.Server(config)
+    stop = threading.Event()
+    watcher = _label_watcher(settings)
+    worker = None
+    if ingest:
+        print(f"{PROG}: ingesting every hour, {delay:g} s past it", file=sys.stderr)
+        worker = threading.Thread(target=_scheduler, args=(settings, delay, stop),
+                                  name="ingest", daemon=True)  # fmt: skip
+        worker.start()
+    print(f"{PROG}: API on http://{settings.listen_address}/docs; Ctrl-C stops", file=sys.stderr)
+    try:
+        server.run()  # handles SIGINT / SIGTERM
+    finally:
+        stop.set()
+        if watcher is not None:
+            watcher.stop()
+        if worker is not None:
+            worker.join(30)
+    return 0
+
+
+def _report(settings: Settings, month: str, fmt: str, out: str | None,
+            group_by: str | None) -> int:  # fmt: skip
+    from costsvc.db.engine import make_engine
+    from costsvc.months import parse_month
+    from costsvc.reports import chargeback_csv, focus_csv
+
+    try:
+        parse_month(month)
+    except ValueError as exc:
+        raise UsageError(f"--month: {exc}") from None
+    groups = [g for g in (group_by or "").split(",") if g]
+    if groups and fmt != "csv":
+        raise UsageError("--group-by applies to --format csv only")
+    engine = make_engine(settings.database_url)
+    try:
+        pieces = chargeback_csv(engine, month, groups) if fmt == "csv" else focus_csv(engine, month)
+        try:
+            first = next(pieces)
+        except ValueError as exc:
+            raise UsageError(f"--group-by: {exc}") from None
+        if out is None or out == "-":
+            sys.stdout.write(first)
+            for piece in pieces:
+                sys.stdout.write(piece)
+        else:
+            tmp = f"{out}.part"
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(first)
+                for piece in pieces:
+                    f.write(piece)
+            os.replace(tmp, out)
+            print(f"{PROG}: wrote {out}", file=sys.stderr)
+    finally:
+        engine.dispose()
+    return 0
+
+
+def _close(settings: Settings, month: str, actor: str) -> int:
+    from costsvc.db.engine import make_engine
+    from costsvc.months import MonthError, close_month
+
+    engine = make_engine(settings.database_url)
+    try:
+        closed = close_month(engine, month, actor, datetime.now(UTC))
+    except MonthError as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(f"--month: {exc}") from None
+    finally:
+        engine.dispose()
+    print(f"{PROG}: closed {closed.month}; chargeback.csv sha256 {closed.csv_sha256}, "
+          f"focus.csv sha256 {closed.focus_sha256}")  # fmt: skip
+    return 0
+
+
+def _token(settings: Settings, args: argparse.Namespace) -> int:
+    from sqlalchemy import select
+
+    from costsvc.api.auth import create_token, revoke_token
+    from costsvc.db.engine import make_engine
+    from costsvc.db.models import ApiToken
+
+    if args.action in ("create", "revoke") and not args.name:
+        raise UsageError(f"token {args.action} needs --name")
+    engine = make_engine(settings.database_url)
+    try:
+        if args.action == "create":
+            try:
+                token = create_token(engine, args.name, args.role, args.team, "cli")
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            print(token)  # shown once: only its hash is stored
+        elif args.action == "revoke":
+            if not revoke_token(engine, args.name, "cli"):
+                raise UsageError(f"no live token named {args.name!r}")
+        else:
+            t = ApiToken
+            with engine.connect() as conn:
+                for r in conn.execute(select(t.name, t.role, t.team, t.revoked_at)
+                                      .order_by(t.name)):  # fmt: skip
+                    state = "revoked" if r.revoked_at else "live"
+                    print(f"{r.name}\t{r.role}\t{r.team or '-'}\t{state}")
+    finally:
+        engine.dispose()
     return 0
 
 
@@ -200,9 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             return _ingest(settings, args.start, args.end)
         if args.command == "serve":
-            return _serve(settings, args.delay)
-        print(f"{PROG}: error: '{args.command}' is not implemented yet", file=sys.stderr)
-        return 1
+            return _serve(settings, args.delay, not args.no_ingest)
+        if args.command == "report":
+            return _report(settings, args.month, args.format, args.output, args.group_by)
+        if args.command == "close":
+            return _close(settings, args.month, args.actor)
+        return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.db.models import Chargeback, MonthClose
@@ -106,3 +107,58 @@ def _row(
             "correction": correction, "currency": currency, "allocated": ln.allocated,
             "used": ln.used, "waste": ln.waste, "idle": ln.idle,
             "gpu_hours": ln.gpu_hours}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Closed:
+    month: str
+    closed_at: datetime
+    closed_by: str
+    csv_sha256: str
+    focus_sha256: str
+
+
+class MonthError(ValueError):
+    """A month that cannot be closed (yet): the message says why."""
+
+
+def close_month(engine: Engine, month: str, actor: str, now: datetime) -> Closed:
+    """Freeze ``month`` and record its reports' SHA-256. Only a month that has ended can be
+    closed; closing twice is an error. Writers of every cluster are held off while the month is
+    marked closed, so no ingest can slip a change into it afterwards."""
+    from costsvc.api.auth import audit
+    from costsvc.ingest.run import lock_clusters
+    from costsvc.reports import chargeback_csv, focus_csv, sha256_of
+
+    _, end = parse_month(month)
+    if end > now:
+        raise MonthError(f"month {month} has not ended yet (it ends {end:%Y-%m-%dT%H:%M:%SZ})")
+    with engine.begin() as conn:
+        clusters = set(conn.execute(select(Chargeback.cluster).distinct()).scalars())
+        lock_clusters(conn, clusters)
+        if conn.execute(select(MonthClose.month).where(MonthClose.month == month)).first():
+            raise MonthError(f"month {month} is already closed")
+        conn.execute(insert(MonthClose).values(month=month, closed_at=now, closed_by=actor,
+                                               csv_sha256="", focus_sha256=""))  # fmt: skip
+    # its rows are frozen from here on: hash the reports as every later export will give them
+    csv_hash = sha256_of(chargeback_csv(engine, month))
+    focus_hash = sha256_of(focus_csv(engine, month))
+    with engine.begin() as conn:
+        conn.execute(update(MonthClose).where(MonthClose.month == month)
+                     .values(csv_sha256=csv_hash, focus_sha256=focus_hash))  # fmt: skip
+        audit(conn, actor, "month.close", month, {"csv_sha256": csv_hash,
+                                                   "focus_sha256": focus_hash})  # fmt: skip
+    found = month_close(engine, month)
+    assert found is not None
+    return found
+
+
+def month_close(engine: Engine, month: str) -> Closed | None:
+    t = MonthClose
+    with engine.connect() as conn:
+        r = conn.execute(select(t.month, t.closed_at, t.closed_by, t.csv_sha256, t.focus_sha256)
+                         .where(t.month == month)).first()  # fmt: skip
+    if r is None:
+        return None
+    at = r.closed_at.replace(tzinfo=UTC) if r.closed_at.tzinfo is None else r.closed_at
+    return Closed(r.month, at, r.closed_by, r.csv_sha256, r.focus_sha256)

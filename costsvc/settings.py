@@ -18,6 +18,11 @@ class Settings(BaseSettings):
     prometheus_url: str = "http://localhost:9090"
     cost_model: Path | None = None
     cluster: str = "default"
+    listen_address: str = Field(
+        default="0.0.0.0:8080",
+        pattern=r"^(\[[0-9a-fA-F:]+\]|[^:]*):\d{1,5}$",
+        description="host:port of the HTTP API (serve)",
+    )
     kubeconfig: Path | None = None  # the label watcher of `serve`: a kubeconfig file,
     kube_api_url: str | None = None  # or an API URL without credentials (kubectl proxy);
     # in a pod, the in-cluster configuration is used when neither is set

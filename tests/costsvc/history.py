@@ -25,6 +25,8 @@ GPU-D  drv/d (team drv), driver upgraded at 07:30 (new label, new series): one G
 GPU-W  shared/w in cluster c1 (no cluster label: the configured one) -> c1-team 2.500000
 GPU-X  shared/w in cluster c2 (cluster="c2")                          -> c2-team 2.500000
 
+2026-11-11 09:00: pods evil/p0..p7 on GPU-H0..H7, one per HOSTILE team label (test_api.py)
+
 2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; a price change at 12:00
 (test_reprice.py)
 """
@@ -48,6 +50,10 @@ HOUR2 = datetime(2026, 11, 10, 6, tzinfo=UTC)
 T1 = int(HOUR2.timestamp())
 HOUR3 = datetime(2026, 11, 10, 7, tzinfo=UTC)
 T2 = int(HOUR3.timestamp())
+ELEVENTH = datetime(2026, 11, 11, 9, tzinfo=UTC)
+T11 = int(ELEVENTH.timestamp())
+HOSTILE = ['=HYPERLINK("x")', "@SUM(1)", "+1", "-1", 'a,b "q"\nline two', "\tTab", "チーム é",
+           "back\\slash"]  # fmt: skip
 FIFTEENTH = datetime(2026, 11, 15, 11, tzinfo=UTC)
 T15 = int(FIFTEENTH.timestamp())
 H100 = "NVIDIA H100 80GB HBM3"
@@ -62,8 +68,12 @@ def model(price: str = "2.50", **policies: str) -> CostModel:
 MODEL = model()
 
 
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
 def series(name: str, labels: dict[str, str], value: float, start: int, stop: int) -> list[str]:
-    text = ",".join(f'{k}="{v}"' for k, v in labels.items())
+    text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels.items())
     return [f"{name}{{{text}}} {value} {t}" for t in range(start, stop, 15)]
 
 
@@ -182,6 +192,16 @@ def history() -> str:
                                  "resource": "nvidia.com/gpu"}, 1, T15, T15 + 7200)  # fmt: skip
     add("kube_pod_labels", {"namespace": "finance", "pod": "q", "label_team": "fin"}, 1, T15,
         T15 + 7200)  # fmt: skip
+
+    # 2026-11-11 09:00: hostile label values (untrusted: they must come out safe everywhere)
+    for i, team in enumerate(HOSTILE):
+        h = gpu_labels(f"GPU-H{i}")
+        add("gpu_device_up", h, 1, T11, T11 + 3600)
+        add("gpu_allocation_share", {**h, "namespace": "evil", "pod": f"p{i}",
+                                     "container": "main", "resource": "nvidia.com/gpu"}, 1, T11,
+            T11 + 3600)  # fmt: skip
+        add("kube_pod_labels", {"namespace": "evil", "pod": f"p{i}", "label_team": team,
+                                "label_project": team[::-1]}, 1, T11, T11 + 3600)  # fmt: skip
     out = []
     for name, lines in fam.items():
         out.append(f"# TYPE {name} gauge")

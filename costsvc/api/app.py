@@ -1,0 +1,63 @@
+"""``create_app()``: the FastAPI application, its lifespan (one database engine) and routers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import Engine, text
+
+from costsvc import __version__
+from costsvc.settings import Settings
+
+Clock = Callable[[], datetime]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def create_app(
+    settings: Settings | None = None, engine: Engine | None = None, clock: Clock = _now
+) -> FastAPI:
+    """The API over ``settings.database_url`` (or ``engine``); ``clock`` gives "now" (tests
+    move it by hand)."""
+    from costsvc.api import admin, costs, metrics, reports
+    from costsvc.db.engine import make_engine
+
+    settings = settings or Settings()
+    own_engine = engine is None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if own_engine:
+            app.state.engine.dispose()
+
+    app = FastAPI(
+        title="gpu-costsvc",
+        version=__version__,
+        description="GPU chargeback: costs per team, CSV and FOCUS reports, month close, "
+        "budgets. Money is a decimal string in the billing currency; times are UTC.",
+        lifespan=lifespan,
+    )
+    app.state.engine = engine if engine is not None else make_engine(settings.database_url)
+    app.state.settings = settings
+    app.state.clock = clock
+    for module in (costs, reports, admin):
+        app.include_router(module.router, prefix="/v1")
+    app.include_router(metrics.router)
+
+    @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
+    def healthz(request: Request) -> JSONResponse:
+        try:
+            with request.app.state.engine.connect() as conn:
+                conn.execute(text("SELECT 1"))
+        except Exception:  # the reason goes to the log, never to an open endpoint
+            return JSONResponse({"status": "database unavailable"}, status_code=503)
+        return JSONResponse({"status": "ok"})
+
+    return app

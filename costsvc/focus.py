@@ -1,0 +1,344 @@
+"""Chargeback rows as FinOps FOCUS 1.2 (Cost and Usage dataset) CSV rows. Pure; no I/O but
+the writer it is given.
+
+One :class:`ChargeRow` (a ``chargeback`` row: one hour, one owner and placement) becomes one
+FOCUS row, its cells in :data:`COLUMNS` order: the FOCUS 1.2 columns (alphabetical), then the
+custom ``x_`` columns. docs/focus.md has the column-by-column mapping; in short:
+
+- Money is the integer micro-units of the row written as a plain decimal with six places (never
+  through a float). BilledCost = EffectiveCost = ListCost = ContractedCost = allocated + idle:
+  the price in the cost model is already the agreed rate (after any discount), so list,
+  contracted, effective and billed are the same amount.
+- Pod lines are priced per GPU-hour: PricingQuantity = ConsumedQuantity = the GPU-hours held,
+  unit price = cost / GPU-hours (exact to 12 decimal places). Idle lines (``__idle__``, no pod)
+  are capacity nobody held: ConsumedQuantity 0 GPU-Hours, priced as 1 Hours of that node's idle
+  capacity of the GPU model, so unit price x quantity = cost holds for every row.
+- A correction (``ChargeClass`` = "Correction": a change to an hour of a month already closed,
+  reported in a later month) has no unit prices (FOCUS allows null there), and its amounts may
+  be negative.
+- Null is an empty cell. Text cells are spreadsheet-safe (:func:`safe_cell`); numeric cells are
+  never altered, so a negative correction stays a number.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import TextIO
+
+FOCUS_VERSION = "1.2"
+
+IDLE = "__idle__"
+
+FOCUS_COLUMNS: tuple[str, ...] = (
+    "AvailabilityZone",
+    "BilledCost",
+    "BillingAccountId",
+    "BillingAccountName",
+    "BillingCurrency",
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "CapacityReservationId",
+    "CapacityReservationStatus",
+    "ChargeCategory",
+    "ChargeClass",
+    "ChargeDescription",
+    "ChargeFrequency",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+    "CommitmentDiscountCategory",
+    "CommitmentDiscountId",
+    "CommitmentDiscountName",
+    "CommitmentDiscountQuantity",
+    "CommitmentDiscountStatus",
+    "CommitmentDiscountType",
+    "CommitmentDiscountUnit",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "ContractedCost",
+    "ContractedUnitPrice",
+    "EffectiveCost",
+    "InvoiceIssuerName",
+    "ListCost",
+    "ListUnitPrice",
+    "PricingCategory",
+    "PricingCurrency",
+    "PricingCurrencyContractedUnitPrice",
+    "PricingCurrencyEffectiveCost",
+    "PricingCurrencyListUnitPrice",
+    "PricingQuantity",
+    "PricingUnit",
+    "ProviderName",
+    "PublisherName",
+    "RegionId",
+    "RegionName",
+    "ResourceId",
+    "ResourceName",
+    "ResourceType",
+    "ServiceCategory",
+    "ServiceName",
+    "ServiceSubcategory",
+    "SkuId",
+    "SkuMeter",
+    "SkuPriceDetails",
+    "SkuPriceId",
+    "SubAccountId",
+    "SubAccountName",
+    "Tags",
+)
+
+CUSTOM_COLUMNS: tuple[str, ...] = (
+    "x_Cluster",
+    "x_Namespace",
+    "x_Pod",
+    "x_Node",
+    "x_GpuModel",
+    "x_MigProfile",
+    "x_Team",
+    "x_Project",
+    "x_Stage",
+    "x_AllocatedCost",
+    "x_UsedCost",
+    "x_WasteCost",
+    "x_IdleCost",
+)
+
+COLUMNS: tuple[str, ...] = FOCUS_COLUMNS + CUSTOM_COLUMNS
+
+# Columns holding numbers: written as plain decimals, never neutralised by safe_cell.
+NUMERIC_COLUMNS: frozenset[str] = frozenset(
+    {
+        "BilledCost",
+        "CommitmentDiscountQuantity",
+        "ConsumedQuantity",
+        "ContractedCost",
+        "ContractedUnitPrice",
+        "EffectiveCost",
+        "ListCost",
+        "ListUnitPrice",
+        "PricingCurrencyContractedUnitPrice",
+        "PricingCurrencyEffectiveCost",
+        "PricingCurrencyListUnitPrice",
+        "PricingQuantity",
+        "x_AllocatedCost",
+        "x_UsedCost",
+        "x_WasteCost",
+        "x_IdleCost",
+    }
+)
+
+# Columns holding date/times, always YYYY-MM-DDTHH:mm:ssZ (UTC, no fractions).
+DATETIME_COLUMNS: tuple[str, ...] = (
+    "BillingPeriodEnd",
+    "BillingPeriodStart",
+    "ChargePeriodEnd",
+    "ChargePeriodStart",
+)
+
+SERVICE_NAME = "GPU compute"
+SERVICE_CATEGORY = "Compute"
+SERVICE_SUBCATEGORY = "Containers"
+GPU_HOURS = "GPU-Hours"
+HOURS = "Hours"
+
+_UNIT_PRICE_PLACES = Decimal("1e-12")
+_DANGEROUS_FIRST = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeRow:
+    """One chargeback row. Money in integer micro-units of ``currency`` (may be negative on a
+    correction); ``gpu_hours`` in micro GPU-hours."""
+
+    hour: datetime  # UTC, the start of the charged hour
+    billing_month: str  # YYYY-MM: the month the row is reported in
+    cluster: str
+    team: str
+    project: str
+    stage: str
+    namespace: str
+    pod: str
+    node: str
+    gpu_model: str
+    mig_profile: str
+    correction: bool
+    currency: str  # ISO 4217
+    allocated: int
+    used: int
+    waste: int
+    idle: int
+    gpu_hours: int
+
+
+def safe_cell(text: str) -> str:
+    """``text`` made safe to open in a spreadsheet: a cell starting with ``=``, ``+``, ``-``,
+    ``@``, tab or CR (a formula to Excel, LibreOffice, Sheets) gets a leading ``'``."""
+    return "'" + text if text.startswith(_DANGEROUS_FIRST) else text
+
+
+def _micro(n: int) -> str:
+    """Integer micro-units as a plain decimal with six places: ``-2500000`` -> ``"-2.500000"``."""
+    return f"{Decimal(n).scaleb(-6):.6f}"
+
+
+def _unit_price(cost: int, quantity: int) -> str:
+    """cost / quantity (both micro-units) to 12 places, trailing zeros dropped down to 6."""
+    price = (Decimal(cost) / Decimal(quantity)).quantize(_UNIT_PRICE_PLACES, ROUND_HALF_EVEN)
+    text = f"{price:f}"
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(6, "0")
+    return f"{whole}.{frac}"
+
+
+def _iso(t: datetime) -> str:
+    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
+    return f"{t:%Y-%m-%dT%H:%M:%SZ}"
+
+
+def _month_bounds(month: str) -> tuple[datetime, datetime]:
+    try:
+        start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
+    except ValueError:
+        raise ValueError(f"billing_month {month!r}: expected YYYY-MM") from None
+    end = (
+        start.replace(year=start.year + 1, month=1)
+        if start.month == 12
+        else start.replace(month=start.month + 1)
+    )
+    return start, end
+
+
+def _json(obj: dict[str, str | bool]) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
+    """The row's cells by column name; a column left out is null (an empty cell)."""
+    idle_line = not row.pod  # an __idle__ line: capacity nobody held, no pod
+    cost = row.allocated + row.idle
+    money = _micro(cost)
+    month_start, month_end = _month_bounds(row.billing_month)
+    model = row.gpu_model
+    mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
+
+    if idle_line:
+        quantity, pricing_unit = 1_000_000, HOURS  # one hour of the idle capacity
+        sku = f"gpu-idle/{model}" if model else "gpu-idle"
+        meter = "Idle GPU capacity"
+        where = f" on {row.node}" if row.node else ""
+        what = f"Idle {model or 'GPU'} capacity{where}"
+        details: dict[str, str | bool] = {"x_Idle": True}
+        if row.node:
+            resource_id = f"{row.cluster}/nodes/{row.node}/{model}"
+            resource_name, resource_type = f"{row.node} {model}".rstrip(), "GPU"
+        else:
+            resource_id = resource_name = row.cluster
+            resource_type = "Kubernetes Cluster"
+    else:
+        quantity, pricing_unit = row.gpu_hours, GPU_HOURS
+        sku = f"gpu/{model}" if model else "gpu"
+        sku += f"/mig/{row.mig_profile}" if row.mig_profile else ""
+        meter = "MIG GPU-hours" if row.mig_profile else "GPU-hours"
+        what = f"{model or 'GPU'}{mig} GPU-hours"
+        details = {}
+        resource_id = f"{row.cluster}/{row.namespace}/{row.pod}"
+        resource_name, resource_type = row.pod, "Kubernetes Pod"
+    if model:
+        details["x_GpuModel"] = model
+    if row.mig_profile:
+        details["x_MigProfile"] = row.mig_profile
+
+    unit_price = ""
+    if not row.correction:  # a correction's unit prices may be null, and are
+        if quantity:
+            unit_price = _unit_price(cost, quantity)
+        elif cost == 0:
+            unit_price = _micro(0)
+
+    cells = {
+        "BilledCost": money,
+        "BillingAccountId": account,
+        "BillingAccountName": account,
+        "BillingCurrency": row.currency,
+        "BillingPeriodEnd": _iso(month_end),
+        "BillingPeriodStart": _iso(month_start),
+        "ChargeCategory": "Usage",
+        "ChargeClass": "Correction" if row.correction else "",
+        "ChargeDescription": ("Correction: " if row.correction else "") + what,
+        "ChargeFrequency": "Usage-Based",
+        "ChargePeriodEnd": _iso(row.hour + timedelta(hours=1)),
+        "ChargePeriodStart": _iso(row.hour),
+        "ConsumedQuantity": _micro(row.gpu_hours),
+        "ConsumedUnit": GPU_HOURS,
+        "ContractedCost": money,
+        "ContractedUnitPrice": unit_price,
+        "EffectiveCost": money,
+        "InvoiceIssuerName": provider,
+        "ListCost": money,
+        "ListUnitPrice": unit_price,
+        "PricingCategory": "Standard",
+        "PricingCurrency": row.currency,
+        "PricingCurrencyContractedUnitPrice": unit_price,
+        "PricingCurrencyEffectiveCost": money,
+        "PricingCurrencyListUnitPrice": unit_price,
+        "PricingQuantity": _micro(quantity),
+        "PricingUnit": pricing_unit,
+        "ProviderName": provider,
+        "PublisherName": provider,
+        "ResourceId": resource_id,
+        "ResourceName": resource_name,
+        "ResourceType": resource_type,
+        "ServiceCategory": SERVICE_CATEGORY,
+        "ServiceName": SERVICE_NAME,
+        "ServiceSubcategory": SERVICE_SUBCATEGORY,
+        "SkuId": sku,
+        "SkuMeter": meter,
+        "SkuPriceDetails": _json(details) if details else "",
+        "SkuPriceId": sku,
+        "SubAccountId": row.cluster,
+        "SubAccountName": row.cluster,
+        "Tags": _json({"project": row.project, "stage": row.stage, "team": row.team}),
+        "x_Cluster": row.cluster,
+        "x_Namespace": row.namespace,
+        "x_Pod": row.pod,
+        "x_Node": row.node,
+        "x_GpuModel": model,
+        "x_MigProfile": row.mig_profile,
+        "x_Team": row.team,
+        "x_Project": row.project,
+        "x_Stage": row.stage,
+        "x_AllocatedCost": _micro(row.allocated),
+        "x_UsedCost": _micro(row.used),
+        "x_WasteCost": _micro(row.waste),
+        "x_IdleCost": _micro(row.idle),
+    }
+    return cells
+
+
+def focus_row(
+    row: ChargeRow, *, provider: str = "gpu-finops", account: str = "gpu-finops"
+) -> list[str]:
+    """The FOCUS 1.2 cells of ``row`` in :data:`COLUMNS` order ("" is null). Text cells are
+    passed through :func:`safe_cell`; numeric cells are written as they are."""
+    cells = _cells(row, provider, account)
+    return [
+        cells.get(c, "") if c in NUMERIC_COLUMNS else safe_cell(cells.get(c, "")) for c in COLUMNS
+    ]
+
+
+def write_focus_csv(
+    rows: Iterable[ChargeRow],
+    out: TextIO,
+    *,
+    provider: str = "gpu-finops",
+    account: str = "gpu-finops",
+) -> None:
+    """``rows`` as a FOCUS 1.2 CSV (header :data:`COLUMNS`, ``\\n`` line ends) on ``out``."""
+    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
+    writer.writerow(COLUMNS)
+    for row in rows:
+        writer.writerow(focus_row(row, provider=provider, account=account))

@@ -1,0 +1,243 @@
+"""The HTTP API over real HTTP (uvicorn on loopback) against SQLite and PostgreSQL, with data
+put there by the ingestion path from the real Prometheus of history.py."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pandas
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import create_engine, func, select, text
+
+from costsvc.attribution import IDLE, UNALLOCATED
+from costsvc.db.models import Chargeback, GpuPresence
+from tests.costsvc.apiserver import NOV20, Api, Clock, serve
+from tests.costsvc.history import (
+    ELEVENTH,
+    FIFTEENTH,
+    HOSTILE,
+    HOUR,
+    HOUR2,
+    HOUR3,
+    MODEL,
+    as_utc,
+    by_team,
+    ingest_with,
+)
+from tests.prom import Prometheus
+
+HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
+TEAMS = ["a", "b", "nlp"]
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def dec(micro: int) -> str:
+    return f"{Decimal(micro).scaleb(-6):.6f}"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def ingested(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+             prometheus: Prometheus) -> Iterator[str]:  # fmt: skip
+    """One database of each kind holding every hour of history.py, ingested from Prometheus."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('api') / 'api.db'}"
+        ingest_with(prometheus.url, url, MODEL, HOURS)
+        yield url
+        return
+    server: str = request.getfixturevalue("pg_server")
+    name = f"api_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(server.format(db="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        ingest_with(prometheus.url, server.format(db=name), MODEL, HOURS)
+        yield server.format(db=name)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def api(ingested: str) -> Iterator[Api]:
+    with serve(ingested, Clock(NOV20), TEAMS + HOSTILE[:1]) as running:
+        yield running
+
+
+def test_costs_by_team_equal_the_ingested_money(api: Api) -> None:
+    r = api.get("/v1/costs", start="2026-11-01T00:00:00Z", end="2026-12-01T00:00:00Z",
+                group_by="team")  # fmt: skip
+    assert r.status_code == 200, r.text
+    got = {row["group"]["team"]: row for row in r.json()["rows"]}
+    expected = by_team(api.db_url)
+    assert set(got) == set(expected)
+    for team, (alloc, used, waste, idle) in expected.items():
+        row = got[team]
+        assert (row["allocated_cost"], row["used_cost"], row["allocated_idle_cost"],
+                row["idle_cost"], row["total_cost"]) == (
+                    dec(alloc), dec(used), dec(waste), dec(idle), dec(alloc + idle))  # fmt: skip
+        assert row["currency"] == "USD"
+    # hand-computed in history.py: 7 x 1g.10gb at 07:00, team a 3 slices, b 2, c 1
+    assert got["a"]["allocated_cost"] == "1.071429"
+    assert got[UNALLOCATED]["total_cost"] == "2.500000"
+    assert IDLE in got and got[IDLE]["allocated_cost"] == "0.000000"
+
+
+def test_every_hour_adds_up_through_the_api(api: Api) -> None:
+    r = api.get("/v1/costs", start="2026-11-10T00:00:00Z", end="2026-11-16T00:00:00Z",
+                step="hour")  # fmt: skip
+    assert r.status_code == 200, r.text
+    per_hour = {row["start"]: Decimal(row["total_cost"]) for row in r.json()["rows"]}
+    engine = create_engine(api.db_url)
+    with engine.connect() as conn:
+        fleet = {f"{as_utc(h):%Y-%m-%dT%H:00:00Z}": Decimal(int(v)).scaleb(-6)
+                 for h, v in conn.execute(select(GpuPresence.hour, func.sum(GpuPresence.cost))
+                                          .group_by(GpuPresence.hour))}  # fmt: skip
+    engine.dispose()
+    assert per_hour == fleet
+    assert len(per_hour) == len(HOURS)
+
+
+def test_group_by_mig_profile_gpu_model_and_node(api: Api) -> None:
+    r = api.get("/v1/costs", start="2026-11-10T07:00:00Z", end="2026-11-10T08:00:00Z",
+                group_by="mig_profile,team", team=["a", "b", "c"])  # fmt: skip
+    rows = {(x["group"]["mig_profile"], x["group"]["team"]): x["allocated_cost"]
+            for x in r.json()["rows"]}  # fmt: skip
+    assert rows == {("1g.10gb", "a"): "1.071429", ("1g.10gb", "b"): "0.714286",
+                    ("1g.10gb", "c"): "0.357142"}  # fmt: skip
+    r = api.get("/v1/costs", start="2026-11-10T05:00:00Z", end="2026-11-10T06:00:00Z",
+                group_by=["gpu_model", "node"])  # fmt: skip
+    nodes = {x["group"]["node"]: x for x in r.json()["rows"]}
+    assert {x["group"]["gpu_model"] for x in r.json()["rows"]} == {"NVIDIA H100 80GB HBM3"}
+    assert nodes["node-A"]["total_cost"] == "2.500000"  # held half the hour + idle half
+    assert nodes["node-A"]["allocated_cost"] == "1.250000"
+
+
+def test_windows(api: Api) -> None:
+    api.clock.now = datetime(2026, 11, 10, 8, 30, tzinfo=UTC)
+    try:
+        today = api.get("/v1/costs", window="today").json()
+        assert (today["start"], today["end"]) == ("2026-11-10T00:00:00Z", "2026-11-10T08:30:00Z")
+        engine = create_engine(api.db_url)
+        with engine.connect() as conn:
+            fleet = conn.execute(select(func.sum(GpuPresence.cost)).where(
+                GpuPresence.hour < datetime(2026, 11, 11, tzinfo=UTC))).scalar_one()  # fmt: skip
+        engine.dispose()
+        assert sum(Decimal(x["total_cost"]) for x in today["rows"]) == Decimal(dec(int(fleet)))
+        week = api.get("/v1/costs", window="week").json()
+        assert week["start"] == "2026-11-09T00:00:00Z"  # the Monday
+        assert api.get("/v1/costs", window="7d").json()["start"] == "2026-11-03T08:30:00Z"
+        last = api.get("/v1/costs", window="lastmonth").json()
+        assert (last["start"], last["end"], last["rows"]) == (
+            "2026-10-01T00:00:00Z",
+            "2026-11-01T00:00:00Z",
+            [],
+        )
+        assert api.get("/v1/costs", window="yesterday").json()["rows"] == []
+    finally:
+        api.clock.now = NOV20
+
+
+@pytest.mark.parametrize(("params", "status", "says"), [
+    ({"window": "fortnight"}, 400, "window"),
+    ({"window": "0d"}, 400, "window"),
+    ({"window": "today", "start": "2026-11-01T00:00:00Z"}, 400, "either"),
+    ({"start": "2026-11-01T00:00:00"}, 400, "time zone"),
+    ({"start": "2026-11-02T00:00:00Z", "end": "2026-11-01T00:00:00Z"}, 400, "after"),
+    ({"start": "yesterday-ish"}, 422, "start"),
+    ({"group_by": "colour"}, 400, "group_by"),
+    ({"group_by": "team,team"}, 400, "twice"),
+    ({"step": "week"}, 422, "step"),
+])  # fmt: skip
+def test_bad_parameters_are_4xx_with_a_message(api: Api, params: dict[str, Any], status: int,
+                                                says: str) -> None:  # fmt: skip
+    r = api.get("/v1/costs", **params)
+    assert r.status_code == status, r.text
+    assert says in r.text
+
+
+def test_bad_report_parameters(api: Api) -> None:
+    assert api.get("/v1/reports/chargeback.csv", month="2026-13").status_code == 422
+    assert api.get("/v1/reports/chargeback.csv").status_code == 422
+    r = api.get("/v1/reports/chargeback.csv", month="2026-11", group_by="colour")
+    assert r.status_code == 400 and "group_by" in r.text
+
+
+def read_csv(body: str) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    by_csv = list(csv.DictReader(io.StringIO(body)))
+    frame = pandas.read_csv(io.StringIO(body), dtype=str, keep_default_na=False)
+    return by_csv, frame.to_dict("records")
+
+
+def test_chargeback_csv_adds_up_and_reads_back_the_same(api: Api) -> None:
+    r = api.get("/v1/reports/chargeback.csv", month="2026-11")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    rows, frame = read_csv(r.text)
+    assert rows == frame
+    assert list(rows[0])[:4] == ["billing_month", "charge_period_start", "charge_period_end",
+                                 "charge_class"]  # fmt: skip
+    engine = create_engine(api.db_url)
+    with engine.connect() as conn:
+        fleet = conn.execute(select(func.sum(GpuPresence.cost))).scalar_one()
+        n = conn.execute(select(func.count()).select_from(Chargeback)).scalar_one()
+    engine.dispose()
+    assert len(rows) == n
+    assert sum(Decimal(x["total_cost"]) for x in rows) == Decimal(int(fleet)).scaleb(-6)
+    grouped = api.get("/v1/reports/chargeback.csv", month="2026-11", group_by="team").text
+    g_rows, g_frame = read_csv(grouped)
+    assert g_rows == g_frame
+    assert sum(Decimal(x["total_cost"]) for x in g_rows) == Decimal(int(fleet)).scaleb(-6)
+
+
+def test_hostile_labels_come_out_safe(api: Api) -> None:
+    body = api.get("/v1/reports/chargeback.csv", month="2026-11", group_by="team,project").text
+    rows, frame = read_csv(body)
+    assert rows == frame
+    teams = {x["team"] for x in rows}
+    for value in HOSTILE:
+        expected = "'" + value if value.startswith(FORMULA_START) else value
+        assert expected in teams, (value, teams)
+    for x in rows:
+        for column in ("team", "project"):
+            assert not x[column].startswith(FORMULA_START), x
+    # JSON carries the exact values (JSON needs no neutralising, only correct escaping)
+    r = api.get("/v1/costs", start="2026-11-11T09:00:00Z", end="2026-11-11T10:00:00Z",
+                group_by="team,project")  # fmt: skip
+    got = {(x["group"]["team"], x["group"]["project"]) for x in r.json()["rows"]}
+    assert {(v, v[::-1]) for v in HOSTILE} <= got
+    # the exposition format: the parser gives back the exact label values
+    api.get("/v1/budgets")  # (no effect: /metrics reads the chargeback)
+    exposition = api.http.get("/metrics").text
+    seen = {s.labels["team"] for fam in text_string_to_metric_families(exposition)
+            if fam.name == "costsvc_cost_month_to_date" for s in fam.samples}  # fmt: skip
+    assert set(HOSTILE) <= seen
+
+
+def test_team_summary(api: Api) -> None:
+    r = api.get("/v1/teams/a/summary")
+    assert r.status_code == 200, r.text
+    s = r.json()
+    assert (s["team"], s["month"], s["month_to_date"]) == ("a", "2026-11", "1.071429")
+    assert [p["pod"] for p in s["top_pods_by_waste"]][:1] in (["a1"], ["a2"], ["a3"])
+    assert s["budget"] is None
+
+
+def test_no_token_is_401_and_open_endpoints_carry_no_secrets(api: Api) -> None:
+    for path in ("/v1/costs", "/v1/teams/a/summary", "/v1/reports/chargeback.csv?month=2026-11",
+                 "/v1/reports/focus.csv?month=2026-11", "/v1/budgets", "/v1/tokens",
+                 "/v1/audit", "/v1/months/2026-11", "/v1/cost-model"):  # fmt: skip
+        assert api.http.get(path).status_code == 401, path
+        bad = api.http.get(path, headers={"Authorization": "Bearer gfo_not-a-token"})
+        assert bad.status_code == 401, path
+    assert api.http.get("/healthz").json() == {"status": "ok"}
+    metrics = api.http.get("/metrics").text
+    for token in api.tokens.values():
+        assert token not in metrics
+    assert "sha256" not in metrics

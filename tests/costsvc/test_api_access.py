@@ -1,0 +1,160 @@
+"""Who may see what: every endpoint x every team token x other teams' data is denied, and
+budgets, tokens, the cost model and month close are for the roles that own them (audit log)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.costsvc.apiserver import NOV20, Api, Clock, serve
+from tests.costsvc.history import ELEVENTH, HOUR, HOUR3, MODEL, ingest_with
+from tests.prom import Prometheus
+
+TEAMS = ["a", "b", "nlp"]
+
+
+@pytest.fixture(scope="module")
+def api(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    work = tmp_path_factory.mktemp("access")
+    url = f"sqlite:///{work / 'access.db'}"
+    ingest_with(prometheus.url, url, MODEL, [HOUR, HOUR3, ELEVENTH])
+    model = work / "cost-model.yaml"
+    model.write_text(yaml.safe_dump(MODEL.document()))
+    with serve(url, Clock(NOV20), TEAMS, cost_model=model) as running:
+        running.http.headers.clear()
+        # budgets for every team, made by the admin
+        for team in TEAMS:
+            r = running.http.post("/v1/budgets", json={"team": team, "amount": "100"},
+                                  headers=running.auth("admin"))  # fmt: skip
+            assert r.status_code == 201, r.text
+        yield running
+
+
+def budget_ids(api: Api) -> dict[str, int]:
+    return {b["team"]: b["id"] for b in api.get("/v1/budgets", "admin").json()}
+
+
+@pytest.mark.parametrize("me", TEAMS)
+def test_a_team_token_sees_only_its_team(api: Api, me: str) -> None:
+    who = f"team:{me}"
+    others = [t for t in TEAMS if t != me] + ["__idle__", "__unallocated__"]
+    window = {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
+    # costs: grouped by team, by pod, unfiltered -> only my rows
+    for group in ("team", "pod", "namespace,team", "node"):
+        r = api.get("/v1/costs", who, group_by=group, **window)
+        assert r.status_code == 200, r.text
+        assert all(x["group"].get("team", me) == me for x in r.json()["rows"]), (group, r.json())
+    mine = api.get("/v1/costs", who, group_by="team", **window).json()["rows"]
+    assert [x["group"]["team"] for x in mine] == [me]
+    for other in others:
+        r = api.get("/v1/costs", who, team=other, **window)
+        assert r.status_code == 403, (other, r.text)
+        r = api.get("/v1/costs", who, team=[me, other], **window)
+        assert r.status_code == 403, (other, r.text)
+        assert api.get(f"/v1/teams/{other}/summary", who).status_code == 404
+    assert api.get(f"/v1/teams/{me}/summary", who).status_code == 200
+    # reports: every row is mine
+    for path, params in (("/v1/reports/chargeback.csv", {}),
+                         ("/v1/reports/chargeback.csv", {"group_by": "team"}),
+                         ("/v1/reports/chargeback.csv", {"group_by": "pod"})):  # fmt: skip
+        r = api.get(path, who, month="2026-11", **params)
+        assert r.status_code == 200
+        rows = list(csv.DictReader(io.StringIO(r.text)))
+        assert all(x.get("team", me) == me for x in rows), (params, rows[:3])
+        if "group_by" not in params or params["group_by"] == "team":
+            assert {x["team"] for x in rows} <= {me}
+    focus = api.get("/v1/reports/focus.csv", who, month="2026-11")
+    assert focus.status_code == 200
+    for x in csv.DictReader(io.StringIO(focus.text)):
+        assert json.loads(x["Tags"])["team"] == me
+    # budgets: mine only
+    ids = budget_ids(api)
+    assert [b["team"] for b in api.get("/v1/budgets", who).json()] == [me]
+    assert api.get(f"/v1/budgets/{ids[me]}/status", who).status_code == 200
+    for other in TEAMS:
+        if other != me:
+            assert api.get(f"/v1/budgets/{ids[other]}", who).status_code == 404
+            assert api.get(f"/v1/budgets/{ids[other]}/status", who).status_code == 404
+    # management: none of it
+    h = api.auth(who)
+    assert api.http.post("/v1/budgets", json={"team": me, "project": "x", "amount": "1"},
+                         headers=h).status_code == 403  # fmt: skip
+    assert api.http.put(f"/v1/budgets/{ids[me]}", json={"team": me, "amount": "1e6"},
+                        headers=h).status_code == 403  # fmt: skip
+    assert api.http.delete(f"/v1/budgets/{ids[me]}", headers=h).status_code == 403
+    assert api.get("/v1/tokens", who).status_code == 403
+    assert api.http.post("/v1/tokens", json={"name": "x", "role": "admin"},
+                         headers=h).status_code == 403  # fmt: skip
+    assert api.http.delete("/v1/tokens/admin", headers=h).status_code == 403
+    assert api.get("/v1/audit", who).status_code == 403
+    assert api.get("/v1/cost-model", who).status_code == 403
+    assert api.http.put("/v1/cost-model", json={}, headers=h).status_code == 403
+    assert api.http.post("/v1/months/2026-10/close", headers=h).status_code == 403
+
+
+def test_finance_sees_all_but_manages_nothing(api: Api) -> None:
+    rows = api.get("/v1/costs", "finance", window="month", group_by="team").json()["rows"]
+    assert {"a", "b", "nlp", "__idle__"} <= {x["group"]["team"] for x in rows}
+    assert api.get("/v1/cost-model", "finance").json()["sha256"] == MODEL.sha256()
+    assert api.http.post("/v1/budgets", json={"team": "z", "amount": "1"},
+                         headers=api.auth("finance")).status_code == 403  # fmt: skip
+    assert api.get("/v1/tokens", "finance").status_code == 403
+
+
+def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path) -> None:
+    h = api.auth("admin")
+    r = api.http.post("/v1/budgets", json={"team": "a", "project": "p", "amount": "12.5",
+                                           "thresholds": [1.0, 0.5]}, headers=h)  # fmt: skip
+    assert r.status_code == 201, r.text
+    made = r.json()
+    assert (made["amount"], made["thresholds"]) == ("12.500000", [0.5, 1.0])
+    assert api.http.post("/v1/budgets", json={"team": "a", "project": "p", "amount": "1"},
+                         headers=h).status_code == 409  # fmt: skip
+    bad = api.http.post("/v1/budgets", json={"team": "a", "amount": "-1"}, headers=h)
+    assert bad.status_code == 422 and "amount" in bad.text
+    put = api.http.put(f"/v1/budgets/{made['id']}", json={"team": "a", "project": "p",
+                                                          "amount": "20"}, headers=h)  # fmt: skip
+    assert put.json()["amount"] == "20.000000"
+    assert api.http.delete(f"/v1/budgets/{made['id']}", headers=h).status_code == 204
+    assert api.http.get(f"/v1/budgets/{made['id']}", headers=h).status_code == 404
+    # a token made over the API works once, is never listed with its secret, and revokes
+    t = api.http.post("/v1/tokens", json={"name": "ci", "role": "team", "team": "b"}, headers=h)
+    assert t.status_code == 201
+    secret = t.json()["token"]
+    assert secret not in api.http.get("/v1/tokens", headers=h).text
+    assert (
+        api.http.get(
+            "/v1/teams/b/summary", headers={"Authorization": f"Bearer {secret}"}
+        ).status_code
+        == 200
+    )
+    assert api.http.post("/v1/tokens", json={"name": "bad", "role": "team"},
+                         headers=h).status_code == 400  # fmt: skip
+    assert api.http.delete("/v1/tokens/ci", headers=h).status_code == 204
+    assert (
+        api.http.get(
+            "/v1/teams/b/summary", headers={"Authorization": f"Bearer {secret}"}
+        ).status_code
+        == 401
+    )
+    # the cost model: a bad one is refused naming the field; a good one replaces the file
+    doc = MODEL.document()
+    broken = json.loads(json.dumps(doc))
+    broken["versions"][0]["prices"][0]["hourly"] = "0"
+    r = api.http.put("/v1/cost-model", json=broken, headers=h)
+    assert r.status_code == 400 and "prices" in r.text
+    doc["versions"].append({**doc["versions"][0], "effective_from": "2026-11-15T12:00:00Z"})
+    doc["versions"][1]["prices"] = [{**doc["versions"][0]["prices"][0], "hourly": "3.00"}]
+    r = api.http.put("/v1/cost-model", json=doc, headers=h)
+    assert r.status_code == 200, r.text
+    assert r.json()["sha256"] != MODEL.sha256()
+    actions = [(e["actor"], e["action"]) for e in api.http.get("/v1/audit", headers=h).json()]
+    assert actions[:6] == [("admin", "cost_model.replace"), ("admin", "token.revoke"),
+                           ("admin", "token.create"), ("admin", "budget.delete"),
+                           ("admin", "budget.update"), ("admin", "budget.create")]  # fmt: skip
