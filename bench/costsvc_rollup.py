@@ -112,6 +112,7 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
     t = time.perf_counter()
     with engine.begin() as conn:
         for table in ("gpu_hours", "usage_facts", "chargeback"):
+            conn.execute(text(f"DELETE FROM {table} WHERE hour > :h"), {"h": first})
             cols = [
                 c
                 for (c,) in conn.execute(
