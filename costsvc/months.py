@@ -20,7 +20,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 from costsvc.attribution import Line
 from costsvc.db.models import Chargeback, MonthClose
 
-MONTH = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
+MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")  # 1970-01 .. 2999-12
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours")
 KEY = ("cluster", "team", "project", "stage", "namespace", "pod", "node", "gpu_model",
        "mig_profile")  # fmt: skip

@@ -19,13 +19,15 @@ from sqlalchemy.exc import IntegrityError
 from costsvc.api.auth import Admin, Caller, Finance, audit, create_token, revoke_token
 from costsvc.api.costs import ratio
 from costsvc.api.deps import Db, Now
+from costsvc.api.errors import ERRORS
 from costsvc.db.models import ApiToken, AuditEntry, Budget, MonthClose
 from costsvc.months import MONTH, MonthError, close_month, month_close
 from costsvc.queries import forecast, money
 
-router = APIRouter()
+router = APIRouter(responses=ERRORS)
 MonthPath = Annotated[str, PathParam(pattern=MONTH.pattern, description="YYYY-MM")]
 Name = Annotated[str, Field(min_length=1, max_length=253)]
+BudgetId = Annotated[int, PathParam(ge=1, le=2_147_483_647)]
 
 
 # --- month close -------------------------------------------------------------------------
@@ -118,7 +120,7 @@ def _budget_out(b: Any) -> dict[str, Any]:
             "currency": b.currency, "thresholds": list(b.thresholds)}  # fmt: skip
 
 
-def _budget(db: Any, budget_id: int, who: Any) -> Any:
+def _budget(db: Any, budget_id: BudgetId, who: Any) -> Any:
     with db.connect() as conn:
         b = conn.execute(select(Budget).where(Budget.id == budget_id)).first()
     if b is None or (not who.sees_all and b.team != who.team):
@@ -139,7 +141,8 @@ def list_budgets(who: Caller, db: Db) -> list[dict[str, Any]]:
 @router.post("/budgets", response_model=BudgetOut, status_code=201, tags=["budgets"],
              summary="Create a monthly budget (admin)",
              responses={409: {"description": "that team/project has a budget"}})  # fmt: skip
-def create_budget(body: BudgetIn, who: Admin, db: Db, now: Now) -> dict[str, Any]:
+def create_budget(body: BudgetIn, who: Admin, db: Db, now: Now, request: Request) -> dict[str, Any]:
+    request.app.state.metrics_cache = None  # /metrics shows budget changes at once
     values = {"team": body.team, "project": body.project, "amount": _micro(body.amount),
               "currency": body.currency, "thresholds": body.thresholds, "created_at": now,
               "updated_at": now}  # fmt: skip
@@ -156,13 +159,16 @@ def create_budget(body: BudgetIn, who: Admin, db: Db, now: Now) -> dict[str, Any
 
 
 @router.get("/budgets/{budget_id}", response_model=BudgetOut, tags=["budgets"])
-def get_budget(budget_id: int, who: Caller, db: Db) -> dict[str, Any]:
+def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
     return _budget_out(_budget(db, budget_id, who))
 
 
 @router.put("/budgets/{budget_id}", response_model=BudgetOut, tags=["budgets"],
             summary="Replace a budget (admin)")  # fmt: skip
-def put_budget(budget_id: int, body: BudgetIn, who: Admin, db: Db, now: Now) -> dict[str, Any]:
+def put_budget(
+    budget_id: BudgetId, body: BudgetIn, who: Admin, db: Db, now: Now, request: Request
+) -> dict[str, Any]:
+    request.app.state.metrics_cache = None
     old = _budget(db, budget_id, who)
     try:
         with db.begin() as conn:
@@ -181,7 +187,8 @@ def put_budget(budget_id: int, body: BudgetIn, who: Admin, db: Db, now: Now) -> 
 
 @router.delete("/budgets/{budget_id}", status_code=204, tags=["budgets"],
                summary="Delete a budget (admin)")  # fmt: skip
-def delete_budget(budget_id: int, who: Admin, db: Db) -> Response:
+def delete_budget(budget_id: BudgetId, who: Admin, db: Db, request: Request) -> Response:
+    request.app.state.metrics_cache = None
     old = _budget(db, budget_id, who)
     with db.begin() as conn:
         conn.execute(delete(Budget).where(Budget.id == budget_id))
@@ -195,7 +202,7 @@ def delete_budget(budget_id: int, who: Admin, db: Db) -> Response:
     tags=["budgets"],
     summary="Month to date, burn rate and month-end forecast against the budget",
 )
-def budget_status(budget_id: int, who: Caller, db: Db, now: Now) -> dict[str, Any]:
+def budget_status(budget_id: BudgetId, who: Caller, db: Db, now: Now) -> dict[str, Any]:
     b = _budget(db, budget_id, who)
     with db.connect() as conn:
         f = forecast(conn, now, b.team, b.project or None)

@@ -13,10 +13,11 @@ from pydantic import BaseModel
 
 from costsvc.api.auth import Caller, check_team
 from costsvc.api.deps import Db, Now
+from costsvc.api.errors import ERRORS
 from costsvc.months import month_of, parse_month
 from costsvc.queries import DIMENSIONS, budget_for, costs, forecast, money, top_wasters
 
-router = APIRouter(tags=["costs"])
+router = APIRouter(tags=["costs"], responses=ERRORS)
 WINDOW = re.compile(r"^(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))$")
 MAX_SPAN = timedelta(days=800)
 

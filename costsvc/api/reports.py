@@ -10,11 +10,12 @@ from fastapi.responses import StreamingResponse
 
 from costsvc.api.auth import Caller
 from costsvc.api.deps import Db
+from costsvc.api.errors import ERRORS
 from costsvc.months import MONTH, month_close
 from costsvc.queries import DIMENSIONS
 from costsvc.reports import chargeback_csv, focus_csv
 
-router = APIRouter(tags=["reports"])
+router = APIRouter(tags=["reports"], responses=ERRORS)
 CSV = {"text/csv": {"schema": {"type": "string"}}}
 MonthParam = Annotated[str, Query(description="YYYY-MM", pattern=MONTH.pattern)]
 

@@ -241,3 +241,47 @@ def test_no_token_is_401_and_open_endpoints_carry_no_secrets(api: Api) -> None:
     for token in api.tokens.values():
         assert token not in metrics
     assert "sha256" not in metrics
+
+
+def metric(exposition: str, name: str, **labels: str) -> float:
+    found = [s.value for fam in text_string_to_metric_families(exposition)
+             for s in fam.samples if s.name == name
+             and all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
+    assert len(found) == 1, (name, labels, found)
+    return float(found[0])
+
+
+def test_budget_status_forecast_and_metrics(api: Api) -> None:
+    admin = api.auth("admin")
+    r = api.http.post("/v1/budgets", json={"team": "a", "amount": "10"}, headers=admin)
+    assert r.status_code == 201, r.text
+    budget = r.json()["id"]
+    try:
+        s = api.get(f"/v1/budgets/{budget}/status").json()
+        # now 2026-11-20 12:00; the last ingested hour is 11-15 12:00, the first 11-10 05:00:
+        # the trend window is 11-10 05:00 .. 11-15 13:00 = 128 h, in which team a spent
+        # 1.071429 -> 8371 micro/h; 371 h are left until 12-01 00:00
+        rate, left, mtd = 8371, 371, 1_071_429
+        assert (s["month_to_date"], s["burn_rate_per_hour"]) == (dec(mtd), dec(rate))
+        assert s["forecast"] == dec(mtd + rate * left)
+        assert (s["used_ratio"], s["forecast_ratio"]) == ("0.107143", "0.417707")
+        assert s["crossed"] == []
+        summary = api.get("/v1/teams/a/summary").json()
+        assert summary["budget"]["forecast_ratio"] == "0.417707"
+        assert summary["hours_left"] == left
+
+        text = api.http.get("/metrics").text
+        assert metric(text, "costsvc_budget_amount", team="a", project="") == 10.0
+        assert metric(text, "costsvc_budget_used_ratio", team="a") == pytest.approx(0.1071429)
+        assert metric(text, "costsvc_budget_forecast_ratio", team="a") == pytest.approx(0.417707)
+        assert metric(text, "costsvc_cost_month_to_date", team="a") == pytest.approx(1.071429)
+        # team a ran 3 pods this month: each one's share of the budget is 10 / 3
+        for pod in ("a1", "a2", "a3"):
+            ratio = metric(text, "costsvc_pod_budget_share_ratio", team="a", pod=pod)
+            assert ratio == pytest.approx(0.357143 / (10 / 3), abs=1e-6)
+        lag = (NOV20 - datetime(2026, 11, 15, 13, tzinfo=UTC)).total_seconds()
+        assert metric(text, "costsvc_ingest_lag_seconds", cluster="c1") == lag
+        assert metric(text, "costsvc_ingest_errors_total", cluster="c1") == 0
+        assert metric(text, "costsvc_idle_cost_month_to_date", currency="USD") > 0
+    finally:
+        assert api.http.delete(f"/v1/budgets/{budget}", headers=admin).status_code == 204
