@@ -30,7 +30,8 @@ pytest: $(STAMP) sysdeps
 	$(BIN)/pytest
 
 demo: $(STAMP)
-	$(BIN)/python -m exporter.demo
+	scripts/ensure-system-deps.sh --demo
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m costsvc.demo
 
 bench: $(STAMP)
 	scripts/ensure-system-deps.sh --bench

@@ -23,7 +23,9 @@ custom ``x_`` columns. docs/focus.md has the column-by-column mapping; in short:
 from __future__ import annotations
 
 import csv
+import io
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -62,6 +64,7 @@ FOCUS_COLUMNS: tuple[str, ...] = (
     "ContractedCost",
     "ContractedUnitPrice",
     "EffectiveCost",
+    "InvoiceId",
     "InvoiceIssuerName",
     "ListCost",
     "ListUnitPrice",
@@ -200,10 +203,10 @@ def _iso(t: datetime) -> str:
 
 
 def _month_bounds(month: str) -> tuple[datetime, datetime]:
-    try:
-        start = datetime.strptime(month, "%Y-%m").replace(tzinfo=UTC)
-    except ValueError:
-        raise ValueError(f"billing_month {month!r}: expected YYYY-MM") from None
+    m = re.fullmatch(r"(\d{4})-(\d{2})", month)
+    if m is None or not 1 <= int(m[2]) <= 12:
+        raise ValueError(f"billing_month {month!r}: expected YYYY-MM")
+    start = datetime(int(m[1]), int(m[2]), 1, tzinfo=UTC)
     end = (
         start.replace(year=start.year + 1, month=1)
         if start.month == 12
@@ -277,6 +280,7 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "ContractedCost": money,
         "ContractedUnitPrice": unit_price,
         "EffectiveCost": money,
+        "InvoiceId": f"{account}/{row.billing_month}",
         "InvoiceIssuerName": provider,
         "ListCost": money,
         "ListUnitPrice": unit_price,
@@ -330,6 +334,30 @@ def focus_row(
     ]
 
 
+class _LineFormatter:
+    """CSV lines as the csv module writes them with ``lineterminator="\\n"`` and QUOTE_MINIMAL,
+    except that a cell holding a bare CR is quoted too. (With a ``"\\n"`` terminator the csv
+    module leaves such a cell unquoted, and every reader then splits the row there; formatting
+    with ``"\\r\\n"`` quotes cells holding either character, and the line end is then swapped.)
+    """
+
+    def __init__(self) -> None:
+        self._buf = io.StringIO()
+        self._writer = csv.writer(self._buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
+
+    def __call__(self, cells: Iterable[str]) -> str:
+        self._writer.writerow(cells)
+        line = self._buf.getvalue()
+        self._buf.seek(0)
+        self._buf.truncate()
+        return line[:-2] + "\n"
+
+
+def csv_line(cells: Iterable[str]) -> str:
+    """One CSV line (ending in ``\\n``) of ``cells``: QUOTE_MINIMAL, and any CR or LF quoted."""
+    return _LineFormatter()(cells)
+
+
 def write_focus_csv(
     rows: Iterable[ChargeRow],
     out: TextIO,
@@ -337,8 +365,10 @@ def write_focus_csv(
     provider: str = "gpu-finops",
     account: str = "gpu-finops",
 ) -> None:
-    """``rows`` as a FOCUS 1.2 CSV (header :data:`COLUMNS`, ``\\n`` line ends) on ``out``."""
-    writer = csv.writer(out, lineterminator="\n", quoting=csv.QUOTE_MINIMAL)
-    writer.writerow(COLUMNS)
+    """``rows`` as a FOCUS 1.2 CSV on ``out``: header :data:`COLUMNS`, one line per row,
+    ``\\n`` line ends, QUOTE_MINIMAL (see :func:`csv_line`). Open ``out`` with
+    ``newline=""``."""
+    line = _LineFormatter()
+    out.write(line(COLUMNS))
     for row in rows:
-        writer.writerow(focus_row(row, provider=provider, account=account))
+        out.write(line(focus_row(row, provider=provider, account=account)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, func, select
@@ -48,16 +48,26 @@ def _iso(t: datetime) -> str:
 
 
 class _Lines:
-    """A csv.writer whose rows are taken back as text, piece by piece."""
+    """CSV rows as text, taken back piece by piece. QUOTE_MINIMAL with ``\n`` line ends, but
+    a cell holding a CR is quoted too (formatted with a ``\r\n`` terminator, which makes the
+    csv module quote either character, then the line end swapped): a label with a bare CR
+    must not split the row for any reader."""
 
     def __init__(self) -> None:
-        self.buf = io.StringIO()
-        self.writer = csv.writer(self.buf, lineterminator="\n")
+        self._buf = io.StringIO()
+        self._writer = csv.writer(self._buf, lineterminator="\r\n")
+        self._parts: list[str] = []
+
+    def row(self, cells: Iterable[object]) -> None:
+        self._writer.writerow(cells)
+        line = self._buf.getvalue()
+        self._buf.seek(0)
+        self._buf.truncate()
+        self._parts.append(line[:-2] + "\n")
 
     def take(self) -> str:
-        text = self.buf.getvalue()
-        self.buf.seek(0)
-        self.buf.truncate()
+        text = "".join(self._parts)
+        self._parts.clear()
         return text
 
 
@@ -70,7 +80,7 @@ def chargeback_csv(
         if g not in DIMENSIONS:
             raise ValueError(f"group_by {g!r}: use any of {', '.join(DIMENSIONS)}")
     out = _Lines()
-    out.writer.writerow(csv_columns(group_by))
+    out.row(csv_columns(group_by))
     yield out.take()
     c = Chargeback
     if group_by:
@@ -97,11 +107,11 @@ def chargeback_csv(
                 if group_by:
                     labels = [safe_cell(str(v)) for v in r[1 : 1 + len(group_by)]]
                     cls = "correction" if r[0] else "regular"
-                    out.writer.writerow([month, cls, *labels, r[1 + len(group_by)], *amounts])
+                    out.row([month, cls, *labels, r[1 + len(group_by)], *amounts])
                 else:
                     hour = r[0]
                     labels = [safe_cell(str(v)) for v in r[2 : 2 + len(PLACEMENT)]]
-                    out.writer.writerow([month, _iso(hour), _iso(hour + timedelta(hours=1)),
+                    out.row([month, _iso(hour), _iso(hour + timedelta(hours=1)),
                                          "correction" if r[1] else "regular", *labels,
                                          r[2 + len(PLACEMENT)], *amounts])  # fmt: skip
             yield out.take()
@@ -111,7 +121,7 @@ def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[s
     """The month's FOCUS 1.2 CSV, piece by piece (``team``: that team's rows only)."""
     parse_month(month)
     out = _Lines()
-    out.writer.writerow(FOCUS_COLUMNS)
+    out.row(FOCUS_COLUMNS)
     yield out.take()
     c = Chargeback
     q = (select(c.hour, c.billing_month, *(getattr(c, p) for p in PLACEMENT), c.correction,
@@ -137,7 +147,7 @@ def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[s
                     idle=int(r[16]),
                     gpu_hours=int(r[17]),
                 )
-                out.writer.writerow(focus_row(row))
+                out.row(focus_row(row))
             yield out.take()
 
 

@@ -8,7 +8,9 @@
 set -euo pipefail
 
 want_bench=0
+want_demo=0
 [[ "${1:-}" == "--bench" ]] && want_bench=1
+[[ "${1:-}" == "--demo" ]] && want_demo=1   # make demo: Prometheus only
 
 missing_pkgs=()
 missing_why=()
@@ -26,7 +28,7 @@ have_pg() { compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && compgen 
 
 need prometheus "prometheus and promtool (for the Prometheus integration tests and 'promtool check')" \
   bash -c 'command -v prometheus && command -v promtool'
-need postgresql "PostgreSQL server binaries under /usr/lib/postgresql/*/bin (throwaway test clusters)" have_pg
+(( want_demo )) || need postgresql "PostgreSQL server binaries under /usr/lib/postgresql/*/bin (throwaway test clusters)" have_pg
 if (( want_bench )); then
   need prometheus-node-exporter "prometheus-node-exporter (the peer the scrape benchmark compares against)" \
     bash -c 'command -v prometheus-node-exporter || command -v node_exporter'

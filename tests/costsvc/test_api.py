@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pandas
@@ -31,6 +32,9 @@ from tests.costsvc.history import (
     by_team,
     ingest_with,
 )
+from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT
+from tests.costsvc.test_focus import _junit as junit_status
+from tests.costsvc.test_focus import _run_validator as run_validator
 from tests.prom import Prometheus
 
 HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
@@ -285,3 +289,26 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         assert metric(text, "costsvc_idle_cost_month_to_date", currency="USD") > 0
     finally:
         assert api.http.delete(f"/v1/budgets/{budget}", headers=admin).status_code == 204
+
+
+@pytest.mark.timeout(VALIDATOR_TIMEOUT + 60)
+def test_the_focus_export_of_ingested_data_passes_the_validator(api: Api, tmp_path: Path) -> None:
+    """The month as the API exports it (MIG, shared, idle and unallocated lines, hostile
+    labels) through the FinOps Foundation's focus-validator: no rule fails (but the InvoiceId
+    either/or branch, whose parent rule must pass: see test_focus.py)."""
+    r = api.get("/v1/reports/focus.csv", month="2026-11")
+    assert r.status_code == 200
+    path = tmp_path / "focus.csv"
+    path.write_bytes(r.content)
+    junit = tmp_path / "focus.xml"
+    proc = run_validator(path, junit)
+    root, status = junit_status(junit)
+    report = f"{proc.stdout}\n{proc.stderr}"
+    failed = {rule for rule, s in status.items() if s in ("failure", "error")}
+    assert failed <= set(OR_BRANCHES), report
+    assert all(status[OR_BRANCHES[rule]] == "passed" for rule in failed), report
+    assert root.get("errors") == "0" and int(root.get("tests", "0")) > 50, report
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(rows) == len(
+        read_csv(api.get("/v1/reports/chargeback.csv", month="2026-11").text)[0]
+    )
