@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -312,3 +313,11 @@ def test_the_focus_export_of_ingested_data_passes_the_validator(api: Api, tmp_pa
     assert len(rows) == len(
         read_csv(api.get("/v1/reports/chargeback.csv", month="2026-11").text)[0]
     )
+
+
+def test_every_metrics_family_is_documented(api: Api) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "costsvc-metrics.md").read_text()
+    documented = set(re.findall(r"^\| `(costsvc_[a-z_]+)`", doc, re.M))
+    exposed = {fam.name for fam in text_string_to_metric_families(api.http.get("/metrics").text)}
+    exposed = {f"{n}_total" if n == "costsvc_ingest_errors" else n for n in exposed}
+    assert exposed == documented
