@@ -22,19 +22,22 @@ def free_port() -> int:
 
 class Prometheus:
     def __init__(self, binary: str, workdir: Path, targets: list[str],
-                 scrape_interval: str = "1s", extra_args: tuple[str, ...] | list[str] = ()
-                 ) -> None:  # fmt: skip
+                 scrape_interval: str = "1s", extra_args: tuple[str, ...] | list[str] = (),
+                 config_text: str | None = None) -> None:  # fmt: skip
+        """``config_text``: a whole configuration instead of one job scraping ``targets``."""
         self.port = free_port()
         config = workdir / "prometheus.yml"
-        config.write_text(
-            "global:\n"
-            f"  scrape_interval: {scrape_interval}\n"
-            f"  scrape_timeout: {scrape_interval}\n"
-            "scrape_configs:\n"
-            "  - job_name: gpu\n"
-            "    static_configs:\n"
-            f"      - targets: {json.dumps(targets)}\n"
-        )
+        if config_text is None:
+            config_text = (
+                "global:\n"
+                f"  scrape_interval: {scrape_interval}\n"
+                f"  scrape_timeout: {scrape_interval}\n"
+                "scrape_configs:\n"
+                "  - job_name: gpu\n"
+                "    static_configs:\n"
+                f"      - targets: {json.dumps(targets)}\n"
+            )
+        config.write_text(config_text)
         self.process = Process([
             binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
             f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_args,

@@ -1,0 +1,211 @@
+"""End to end: a real Prometheus scraping real exporters (two simulated nodes) and the cost
+service; the cost service ingesting from that Prometheus into a real PostgreSQL; then every
+PromQL expression of every dashboard panel and every alert rule evaluated against that
+Prometheus — none may fail, and every dashboard query whose metrics exist must return data."""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from sqlalchemy import create_engine, func, select
+
+from costsvc.costmodel import load
+from costsvc.db.models import PodLabels
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.run import ingest
+from exporter.simulate.spec import load as load_spec
+from tests.conftest import require_binary
+from tests.costsvc.history import assert_every_hour_adds_up
+from tests.dashboards.exprs import all_expressions
+from tests.kubeapi import KubeApi, pod_json
+from tests.procs import ROOT, Process, start_exporter
+from tests.prom import Prometheus, free_port
+
+RULES = ROOT / "alerts" / "gpu-finops.rules.yml"
+NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+            "unless", "offset", "inf", "nan", "le", "time", "vector", "scalar", "sum", "avg",
+            "min", "max", "count", "topk", "bottomk", "quantile", "stddev", "stdvar",
+            "count_values", "group", "rate", "irate", "increase", "delta", "deriv", "abs",
+            "clamp_min", "clamp_max", "clamp", "label_replace", "label_join", "absent",
+            "histogram_quantile", "avg_over_time", "max_over_time", "min_over_time",
+            "sum_over_time", "count_over_time", "last_over_time", "round", "ceil", "floor",
+            "timestamp", "changes", "resets", "day_of_month", "days_in_month", "hour", "month",
+            "year", "predict_linear", "sort", "sort_desc", "sgn", "exp", "ln", "log2", "log10",
+            "sqrt", "present_over_time", "absent_over_time", "quantile_over_time"}  # fmt: skip
+
+
+def metric_names(expr: str) -> set[str]:
+    """Metric names in an expression (conservatively: strings, label matchers, durations and
+    grouping lists removed first)."""
+    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
+    text = re.sub(r"\{[^}]*\}", "", text)
+    text = re.sub(r"\[[^\]]*\]", "", text)
+    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
+    names = set()
+    for m in NAME.finditer(text):
+        word = m.group(0)
+        after = text[m.end() :].lstrip()
+        if word in KEYWORDS or after.startswith("(") or re.fullmatch(r"\d.*", word):
+            continue
+        names.add(word)
+    return names
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[dict[str, Any]]:
+    import uuid
+
+    from sqlalchemy import text
+
+    from costsvc.db.migrate import upgrade
+
+    binary = require_binary("prometheus")
+    work = tmp_path_factory.mktemp("e2e")
+    name = f"e2e_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(pg_server.format(db="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    db_url = pg_server.format(db=name)
+    upgrade(db_url)
+    procs: list[Process] = []
+    prom = None
+    # the pods of the shared node, with their team labels, in a loopback Kubernetes API that
+    # the cost service's label watcher lists and watches (the production label path)
+    kube = KubeApi()
+    created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
+    shared = load_spec(ROOT / "examples" / "fleet-shared.yaml")
+    for pod in shared.pods:
+        obj = pod_json(pod.namespace, pod.name, pod.pod_uid(), shared.hostname, dict(pod.labels),
+                       {c.name: f"{i:064x}" for i, c in enumerate(pod.containers)})  # fmt: skip
+        obj["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
+        kube.put(obj)
+    try:
+        ports = []
+        for spec in ("fleet-shared.yaml", "fleet-h100x8.yaml"):
+            proc, port = start_exporter("--simulate", str(ROOT / "examples" / spec),
+                                        "--collect-interval", "1s")  # fmt: skip
+            procs.append(proc)
+            ports.append(port)
+        api_port = free_port()
+        costsvc = Process([sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest"],
+                          env={"COSTSVC_DATABASE_URL": db_url, "COSTSVC_CLUSTER": "e2e",
+                               "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{api_port}",
+                               "COSTSVC_KUBE_API_URL": kube.url})  # fmt: skip
+        procs.append(costsvc)
+        costsvc.wait_for(r"Uvicorn running|Application startup complete", 30)
+        engine = create_engine(db_url)
+        deadline = time.monotonic() + 30
+        while engine.connect().execute(select(func.count()).select_from(PodLabels)).scalar_one() \
+                < len(shared.pods):  # fmt: skip
+            assert time.monotonic() < deadline, "the label watcher did not record the pods"
+            time.sleep(0.1)
+        engine.dispose()
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
+                       "evaluation_interval": "1s"},
+            "rule_files": [str(RULES)],
+            "scrape_configs": [
+                {"job_name": "gpu-exporter",
+                 "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]},
+                {"job_name": "gpu-costsvc",
+                 "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
+            ],
+        }  # fmt: skip
+        prom = Prometheus(binary, work, [], config_text=yaml.safe_dump(config))
+        prom.wait_ready()
+        # enough history for rate() windows: a few scrapes of every target
+        prom.until(lambda: prom.query("min(count_over_time(gpu_device_up[1m])) >= 5")
+                   and len(prom.query("gpu_device_up")) >= 9, 60,
+                   "five scrapes of every GPU of both nodes")  # fmt: skip
+        # ingest the current (partial) hour through the production path into PostgreSQL
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        engine = create_engine(db_url)
+        reader = PrometheusReader(prom.url)
+        report = ingest(engine, reader, load(ROOT / "examples" / "cost-model.yaml"), "e2e",
+                        [hour])  # fmt: skip
+        reader.close()
+        engine.dispose()
+        assert report.done == [hour], report.failed
+        # the cost service's /metrics (read from that database) is scraped too
+        prom.until(lambda: prom.query('costsvc_cost_month_to_date{team="nlp"}'), 30,
+                   "cost-service series in Prometheus")  # fmt: skip
+        yield {"prom": prom, "db_url": db_url, "api": f"http://127.0.0.1:{api_port}"}
+    finally:
+        if prom is not None:
+            prom.stop()
+        for p in procs:
+            p.stop()
+        kube.stop()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_ingested_from_live_exporters_adds_up(stack: dict[str, Any]) -> None:
+    assert assert_every_hour_adds_up(stack["db_url"]) == 1
+    prom: Prometheus = stack["prom"]
+    teams = {r["metric"]["team"] for r in prom.query("costsvc_cost_month_to_date")}
+    assert {"nlp", "vision", "search", "__unallocated__", "__idle__"} <= teams
+    assert httpx.get(f"{stack['api']}/healthz", timeout=10).json() == {"status": "ok"}
+
+
+FILTER = re.compile(r"\s*(>=|<=|==|!=|>|<)\s*-?[\d.]+\s*$")  # a trailing "> 0" filter
+SELECTOR = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^}"]|"(?:[^"\\]|\\.)*")*\})')
+
+
+def selectors(expr: str) -> list[str]:
+    found = [m.group(0) for m in SELECTOR.finditer(expr) if m.group(1) not in KEYWORDS]
+    braced = {m.group(1) for m in SELECTOR.finditer(expr)}
+    return found + sorted(metric_names(expr) - braced)
+
+
+def test_every_dashboard_query_runs_and_returns_data_when_its_metrics_exist(
+    stack: dict[str, Any],
+) -> None:
+    """A query is expected to return data when each of its series selectors matches series
+    in this scenario; a trailing threshold filter (``> 0``) is taken off for that check (the
+    condition it shows may rightly be false right now)."""
+    prom: Prometheus = stack["prom"]
+    empty, checked = [], 0
+    for dashboard, title, expr in all_expressions():
+        prom.query(expr)  # asserts status "success": valid PromQL, evaluated on real data
+        wanted = selectors(expr)
+        if not wanted or not all(prom.query(f"count({sel})") for sel in wanted):
+            continue
+        checked += 1
+        if not prom.query(FILTER.sub("", expr)):
+            empty.append(f"{dashboard} / {title}: {expr}")
+    assert checked >= 60, checked
+    assert not empty, "queries whose series exist but return nothing:\n" + "\n".join(empty)
+
+
+def test_every_alert_rule_evaluates(stack: dict[str, Any]) -> None:
+    prom: Prometheus = stack["prom"]
+    rules = yaml.safe_load(RULES.read_text())
+    n = 0
+    for group in rules["groups"]:
+        for rule in group["rules"]:
+            prom.query(rule["expr"])  # valid PromQL against real data
+            n += 1
+    assert n >= 20
+    # Prometheus itself loaded and evaluated every rule without error
+    answer = httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()
+    loaded = [r for g in answer["data"]["groups"] for r in g["rules"]]
+    assert len(loaded) == n
+    prom.until(lambda: all(r.get("lastEvaluation", "").startswith("20")
+                           for g in httpx.get(f"{prom.url}/api/v1/rules", timeout=10)
+                           .json()["data"]["groups"] for r in g["rules"]), 30,
+               "every rule evaluated")  # fmt: skip
+    rules_now = httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+    bad = [(r["name"], r.get("lastError")) for g in rules_now for r in g["rules"]
+           if r.get("health") != "ok"]  # fmt: skip
+    assert not bad, bad
