@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CODE   := exporter costsvc
-LINTED := $(wildcard exporter costsvc tests bench migrations scripts dashboards)
+LINTED := $(wildcard exporter costsvc tests bench migrations scripts dashboards deploy/*.py)
 
 .PHONY: demo test lint typecheck pytest sysdeps bench clean
 

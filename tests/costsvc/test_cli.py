@@ -33,10 +33,17 @@ def test_bad_setting_names_the_variable() -> None:
     )
 
 
-def test_unimplemented_commands_say_so() -> None:
-    done = run("report", env={})
-    assert done.returncode == 1
-    assert "not implemented yet" in done.stderr
+def test_bad_report_close_and_token_arguments_fail_naming_them(tmp_path: Path) -> None:
+    env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
+    for args, says in ((["report"], "--month"), (["report", "--month", "2026-13"], "--month"),
+                       (["report", "--month", "2026-11", "--group-by", "colour"], "colour"),
+                       (["close", "--month", "26-11"], "--month"),
+                       (["token", "create"], "--name"),
+                       (["token", "create", "--name", "x", "--role", "team"], "--team"),
+                       (["serve"], "COSTSVC_COST_MODEL")):  # fmt: skip
+        done = run(*args, env=env)
+        assert done.returncode == 2, (args, done.stderr)
+        assert says in done.stderr, (args, done.stderr)
 
 
 def test_ingest_needs_a_cost_model(tmp_path: Path) -> None:
