@@ -139,9 +139,11 @@ def list_budgets(who: Caller, db: Db) -> list[dict[str, Any]]:
 
 
 @router.post("/budgets", response_model=BudgetOut, status_code=201, tags=["budgets"],
-             summary="Create a monthly budget (admin)",
+             summary="Create a monthly budget (finance/admin)",
              responses={409: {"description": "that team/project has a budget"}})  # fmt: skip
-def create_budget(body: BudgetIn, who: Admin, db: Db, now: Now, request: Request) -> dict[str, Any]:
+def create_budget(
+    body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
+) -> dict[str, Any]:
     request.app.state.metrics_cache = None  # /metrics shows budget changes at once
     values = {"team": body.team, "project": body.project, "amount": _micro(body.amount),
               "currency": body.currency, "thresholds": body.thresholds, "created_at": now,
@@ -164,9 +166,9 @@ def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
 
 
 @router.put("/budgets/{budget_id}", response_model=BudgetOut, tags=["budgets"],
-            summary="Replace a budget (admin)")  # fmt: skip
+            summary="Replace a budget (finance/admin)")  # fmt: skip
 def put_budget(
-    budget_id: BudgetId, body: BudgetIn, who: Admin, db: Db, now: Now, request: Request
+    budget_id: BudgetId, body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
 ) -> dict[str, Any]:
     request.app.state.metrics_cache = None
     old = _budget(db, budget_id, who)
@@ -186,8 +188,8 @@ def put_budget(
 
 
 @router.delete("/budgets/{budget_id}", status_code=204, tags=["budgets"],
-               summary="Delete a budget (admin)")  # fmt: skip
-def delete_budget(budget_id: BudgetId, who: Admin, db: Db, request: Request) -> Response:
+               summary="Delete a budget (finance/admin)")  # fmt: skip
+def delete_budget(budget_id: BudgetId, who: Finance, db: Db, request: Request) -> Response:
     request.app.state.metrics_cache = None
     old = _budget(db, budget_id, who)
     with db.begin() as conn:

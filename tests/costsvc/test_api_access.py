@@ -98,13 +98,21 @@ def test_a_team_token_sees_only_its_team(api: Api, me: str) -> None:
     assert api.http.post("/v1/months/2026-10/close", headers=h).status_code == 403
 
 
-def test_finance_sees_all_but_manages_nothing(api: Api) -> None:
+def test_finance_sees_all_and_manages_budgets_but_not_tokens_or_the_model(api: Api) -> None:
     rows = api.get("/v1/costs", "finance", window="month", group_by="team").json()["rows"]
     assert {"a", "b", "nlp", "__idle__"} <= {x["group"]["team"] for x in rows}
     assert api.get("/v1/cost-model", "finance").json()["sha256"] == MODEL.sha256()
-    assert api.http.post("/v1/budgets", json={"team": "z", "amount": "1"},
-                         headers=api.auth("finance")).status_code == 403  # fmt: skip
+    fin = api.auth("finance")
+    made = api.http.post("/v1/budgets", json={"team": "z", "amount": "1"}, headers=fin)
+    assert made.status_code == 201
+    assert api.http.delete(f"/v1/budgets/{made.json()['id']}", headers=fin).status_code == 204
     assert api.get("/v1/tokens", "finance").status_code == 403
+    assert api.http.post("/v1/tokens", json={"name": "f", "role": "admin"},
+                         headers=fin).status_code == 403  # fmt: skip
+    assert api.http.put("/v1/cost-model", json=MODEL.document(), headers=fin).status_code == 403
+    assert api.get("/v1/audit", "finance").status_code == 403
+    actions = [(e["actor"], e["action"]) for e in api.get("/v1/audit", "admin").json()[:2]]
+    assert actions == [("finance", "budget.delete"), ("finance", "budget.create")]
 
 
 def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path) -> None:
