@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from costsvc.attribution import Line
-from costsvc.db.models import Chargeback, MonthClose
+from costsvc.db.models import Chargeback, CostHour, MonthClose
 
 MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")  # 1970-01 .. 2999-12
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours")
@@ -68,6 +68,7 @@ def write_lines(conn: Connection, hour: datetime, clusters: set[str], lines: Ite
         rows = [_row(hour, ln, currency, own, correction=False) for ln in lines]
         if rows:
             conn.execute(insert(Chargeback), rows)
+        refresh_cost_hours(conn, hour, clusters)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -96,6 +97,19 @@ def write_lines(conn: Connection, hour: datetime, clusters: set[str], lines: Ite
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(
                 {c: getattr(Chargeback, c) + d for c, d in zip(MONEY, delta, strict=True)}
             ))  # fmt: skip
+    refresh_cost_hours(conn, hour, clusters)
+
+
+def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:
+    """Recompute ``cost_hours`` of ``hour`` for these clusters from its chargeback rows."""
+    c = Chargeback
+    conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
+    owner = (c.hour, c.cluster, c.team, c.project, c.stage, c.currency)
+    conn.execute(insert(CostHour).from_select(
+        ["hour", "cluster", "team", "project", "stage", "currency", *MONEY],
+        select(*owner, *(func.sum(getattr(c, m)) for m in MONEY))
+        .where(c.hour == hour, c.cluster.in_(clusters)).group_by(*owner),
+    ))  # fmt: skip
 
 
 def _row(

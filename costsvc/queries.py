@@ -15,9 +15,10 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, func, select
 
 from costsvc.attribution import IDLE
-from costsvc.db.models import Budget, Chargeback
+from costsvc.db.models import Budget, Chargeback, CostHour
 from costsvc.months import month_of, parse_month
 
+OWNER_DIMENSIONS = {"team", "project", "stage", "cluster"}  # what cost_hours keeps
 DIMENSIONS = ("team", "project", "stage", "namespace", "pod", "cluster", "node", "gpu_model",
               "mig_profile")  # fmt: skip
 STEPS = ("hour", "day", "month")
@@ -30,9 +31,8 @@ def money(micro: int) -> str:
     return f"{Decimal(micro).scaleb(-6):.6f}"
 
 
-def bucket(conn: Connection, step: str) -> ColumnElement[Any]:
-    """The chargeback hour truncated to ``step``, as ISO text (UTC)."""
-    h = Chargeback.hour
+def bucket(conn: Connection, step: str, h: Any = Chargeback.hour) -> ColumnElement[Any]:
+    """The hour column ``h`` truncated to ``step``, as ISO text (UTC)."""
     if conn.dialect.name == "postgresql":
         fmt = {"hour": "YYYY-MM-DD\"T\"HH24:00:00\"Z\"", "day": "YYYY-MM-DD\"T\"00:00:00\"Z\"",
                "month": "YYYY-MM-01\"T\"00:00:00\"Z\""}[step]  # fmt: skip
@@ -40,6 +40,12 @@ def bucket(conn: Connection, step: str) -> ColumnElement[Any]:
     fmt = {"hour": "%Y-%m-%dT%H:00:00Z", "day": "%Y-%m-%dT00:00:00Z",
            "month": "%Y-%m-01T00:00:00Z"}[step]  # fmt: skip
     return func.strftime(fmt, h)
+
+
+def source(dimensions: set[str]) -> Any:
+    """The table to aggregate: the per-owner hourly rollup when it has every dimension asked
+    for (same sums, a few thousand rows a month instead of millions), else the chargeback."""
+    return CostHour if dimensions <= OWNER_DIMENSIONS else Chargeback
 
 
 @dataclass
@@ -62,20 +68,25 @@ class Totals:
                 "efficiency": None if eff is None else str(eff.quantize(ONE))}  # fmt: skip
 
 
-SUMS = (func.sum(Chargeback.allocated), func.sum(Chargeback.used), func.sum(Chargeback.waste),
-        func.sum(Chargeback.idle), func.sum(Chargeback.gpu_hours))  # fmt: skip
+def sums(t: Any) -> tuple[Any, ...]:
+    return (func.sum(t.allocated), func.sum(t.used), func.sum(t.waste), func.sum(t.idle),
+            func.sum(t.gpu_hours))  # fmt: skip
+
+
+SUMS = sums(Chargeback)
 
 
 def costs(conn: Connection, start: datetime, end: datetime, group_by: list[str],
           step: str | None, filters: dict[str, list[str]]) -> list[dict[str, Any]]:  # fmt: skip
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
-    cols: list[Any] = [getattr(Chargeback, d) for d in group_by]
-    cols.append(Chargeback.currency)
+    t = source(set(group_by) | set(filters))
+    cols: list[Any] = [getattr(t, d) for d in group_by]
+    cols.append(t.currency)
     if step:
-        cols.insert(0, bucket(conn, step).label("start"))
-    q = select(*cols, *SUMS).where(Chargeback.hour >= start, Chargeback.hour < end)
+        cols.insert(0, bucket(conn, step, t.hour).label("start"))
+    q = select(*cols, *sums(t)).where(t.hour >= start, t.hour < end)
     for name, values in filters.items():
-        q = q.where(getattr(Chargeback, name).in_(values))
+        q = q.where(getattr(t, name).in_(values))
     q = q.group_by(*cols).order_by(*cols)
     out = []
     for r in conn.execute(q):
@@ -93,16 +104,16 @@ def costs(conn: Connection, start: datetime, end: datetime, group_by: list[str],
 
 def team_total(conn: Connection, start: datetime, end: datetime, team: str,
                project: str | None = None) -> Totals:  # fmt: skip
-    q = select(*SUMS).where(Chargeback.hour >= start, Chargeback.hour < end,
-                            Chargeback.team == team)  # fmt: skip
+    t = CostHour
+    q = select(*sums(t)).where(t.hour >= start, t.hour < end, t.team == team)
     if project:
-        q = q.where(Chargeback.project == project)
+        q = q.where(t.project == project)
     r = conn.execute(q).one()
     return Totals(*(int(v or 0) for v in r))
 
 
 def last_hour(conn: Connection) -> datetime | None:
-    found = conn.execute(select(func.max(Chargeback.hour))).scalar()
+    found = conn.execute(select(func.max(CostHour.hour))).scalar()
     if found is None:
         return None
     return found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)
@@ -132,7 +143,7 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
         return Forecast(month, mtd, 0, mtd, int((end - start).total_seconds() // 3600))
     upto = min(last + timedelta(hours=1), end)
     since = upto - FORECAST_WINDOW
-    first = conn.execute(select(func.min(Chargeback.hour))).scalar()
+    first = conn.execute(select(func.min(CostHour.hour))).scalar()
     if first is not None:
         first = first.replace(tzinfo=UTC) if first.tzinfo is None else first.astimezone(UTC)
         since = max(since, first)

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy import Engine, func, select
 
 from costsvc.attribution import IDLE
-from costsvc.db.models import Budget, Chargeback, IngestRun, Watermark
+from costsvc.db.models import Budget, Chargeback, CostHour, IngestRun, Watermark
 from costsvc.months import month_of, parse_month
 from costsvc.queries import forecast
 
@@ -42,6 +42,7 @@ def _utc(t: datetime) -> datetime:
 def collect(engine: Engine, now: datetime) -> list[Metric]:
     start, end = parse_month(month_of(now))
     c = Chargeback
+    o = CostHour  # per-owner sums: what the owner-level series need
     g = {n: GaugeMetricFamily(n, h, labels=lab) for n, h, lab in (
         ("costsvc_cost_month_to_date", "Cost this month so far (allocated + idle spread "
          "onto the line)", [*OWNER, "currency"]),
@@ -71,11 +72,11 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     errors = CounterMetricFamily("costsvc_ingest_errors", "Failed hour ingests (and reprices)",
                                  labels=["cluster"])  # fmt: skip
     with engine.connect() as conn:
-        last = conn.execute(select(func.max(c.hour))).scalar()
+        last = conn.execute(select(func.max(o.hour))).scalar()
         last = _utc(last) if last is not None else None
-        owners = [c.team, c.project, c.stage, c.currency]
-        sums = (func.sum(c.allocated), func.sum(c.used), func.sum(c.waste), func.sum(c.idle))
-        for r in conn.execute(select(*owners, *sums).where(c.hour >= start, c.hour < end)
+        owners = [o.team, o.project, o.stage, o.currency]
+        sums = (func.sum(o.allocated), func.sum(o.used), func.sum(o.waste), func.sum(o.idle))
+        for r in conn.execute(select(*owners, *sums).where(o.hour >= start, o.hour < end)
                               .group_by(*owners)):  # fmt: skip
             alloc, used, waste, idle = (int(v or 0) for v in r[4:])
             labels = [r.team, r.project, r.stage]
@@ -85,12 +86,12 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                 continue
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(waste))
             g["costsvc_efficiency_ratio"].add_metric(labels, _ratio(used, alloc))
-        for cur, idle in conn.execute(select(c.currency, func.sum(c.idle))
-                                      .where(c.hour >= start, c.hour < end)
-                                      .group_by(c.currency)):  # fmt: skip
+        for cur, idle in conn.execute(select(o.currency, func.sum(o.idle))
+                                      .where(o.hour >= start, o.hour < end)
+                                      .group_by(o.currency)):  # fmt: skip
             g["costsvc_idle_cost_month_to_date"].add_metric([cur], _units(int(idle or 0)))
         if last is not None:
-            for r in conn.execute(select(*owners, *sums).where(c.hour == last).group_by(*owners)):
+            for r in conn.execute(select(*owners, *sums).where(o.hour == last).group_by(*owners)):
                 alloc, used, _, idle = (int(v or 0) for v in r[4:])
                 labels = [r.team, r.project, r.stage]
                 g["costsvc_cost_rate_per_hour"].add_metric([*labels, r.currency],

@@ -182,6 +182,31 @@ class Chargeback(Base):
     gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
 
 
+class CostHour(Base):
+    """The chargeback of each hour summed per owner (team, project, stage) and cluster, all
+    rows of the hour (corrections included). Kept by the writer in the same transaction as
+    the hour's chargeback rows; serves cost queries that need no finer dimension (month by
+    team over millions of pod-hours reads a few thousand rows)."""
+
+    __tablename__ = "cost_hours"
+    __table_args__ = (
+        UniqueConstraint("hour", "cluster", "team", "project", "stage", "currency"),
+        Index("ix_cost_hours_team_hour", "team", "hour"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    cluster: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253))
+    stage: Mapped[str] = mapped_column(String(253))
+    currency: Mapped[str] = mapped_column(String(3))
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+
+
 class MonthClose(Base):
     """A frozen month, and the SHA-256 of its reports as exported when it was closed."""
 

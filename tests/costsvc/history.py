@@ -40,7 +40,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.db.models import Chargeback, CostHour, GpuPresence, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 
@@ -235,8 +235,20 @@ def assert_every_hour_adds_up(url: str) -> int:
             .group_by(c.hour, c.cluster))}  # fmt: skip
         fleet = {(as_utc(h), cl): int(v) for h, cl, v in conn.execute(
             select(g.hour, g.cluster, func.sum(g.cost)).group_by(g.hour, g.cluster))}  # fmt: skip
+        # the per-owner rollup the API reads holds the same money, owner by owner
+        owner = (c.hour, c.cluster, c.team, c.project, c.stage, c.currency)
+        money = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
+        detail = {tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
+                  for r in conn.execute(select(*owner, *(func.sum(m) for m in money))
+                                        .group_by(*owner))}  # fmt: skip
+        o = CostHour
+        rollup = {tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
+                  for r in conn.execute(select(o.hour, o.cluster, o.team, o.project, o.stage,
+                                               o.currency, o.allocated, o.used, o.waste, o.idle,
+                                               o.gpu_hours))}  # fmt: skip
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
+    assert rollup == detail
     return len(fleet)
 
 

@@ -9,7 +9,8 @@ from sqlalchemy import create_engine, inspect
 from costsvc.db.migrate import downgrade, upgrade
 from costsvc.db.models import Base
 
-TABLES = {"api_tokens", "audit_log", "budgets", "chargeback", "cost_model_versions", "gpu_hours",
+TABLES = {"api_tokens", "audit_log", "budgets", "chargeback", "cost_hours", "cost_model_versions",
+          "gpu_hours",
           "ingest_runs", "month_closes", "namespace_labels", "pod_labels", "usage_facts",
           "watermarks"}  # fmt: skip
 
