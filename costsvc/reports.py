@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine, func, select
@@ -49,25 +49,29 @@ def _iso(t: datetime) -> str:
 
 class _Lines:
     """CSV rows as text, taken back piece by piece. QUOTE_MINIMAL with ``\n`` line ends, but
-    a cell holding a CR is quoted too (formatted with a ``\r\n`` terminator, which makes the
-    csv module quote either character, then the line end swapped): a label with a bare CR
-    must not split the row for any reader."""
+    a cell holding a CR is quoted too: such a row (rare: labels are untrusted) is formatted
+    with a ``\r\n`` terminator, which makes the csv module quote either character, and its
+    line end swapped back. A label with a bare CR must not split the row for any reader."""
 
     def __init__(self) -> None:
         self._buf = io.StringIO()
-        self._writer = csv.writer(self._buf, lineterminator="\r\n")
-        self._parts: list[str] = []
+        self._fast = csv.writer(self._buf, lineterminator="\n")
+        self._cr = io.StringIO()
+        self._careful = csv.writer(self._cr, lineterminator="\r\n")
 
-    def row(self, cells: Iterable[object]) -> None:
-        self._writer.writerow(cells)
-        line = self._buf.getvalue()
-        self._buf.seek(0)
-        self._buf.truncate()
-        self._parts.append(line[:-2] + "\n")
+    def row(self, cells: Sequence[object]) -> None:
+        if any(isinstance(c, str) and "\r" in c for c in cells):
+            self._careful.writerow(cells)
+            self._buf.write(self._cr.getvalue()[:-2] + "\n")
+            self._cr.seek(0)
+            self._cr.truncate()
+        else:
+            self._fast.writerow(cells)
 
     def take(self) -> str:
-        text = "".join(self._parts)
-        self._parts.clear()
+        text = self._buf.getvalue()
+        self._buf.seek(0)
+        self._buf.truncate()
         return text
 
 
@@ -97,6 +101,7 @@ def chargeback_csv(
              .order_by(c.hour, *(getattr(c, p) for p in PLACEMENT), c.correction))  # fmt: skip
     if team is not None:
         q = q.where(c.team == team)
+    last_hour, bounds = None, ("", "")
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
         for part in result.partitions():
@@ -110,10 +115,11 @@ def chargeback_csv(
                     out.row([month, cls, *labels, r[1 + len(group_by)], *amounts])
                 else:
                     hour = r[0]
-                    labels = [safe_cell(str(v)) for v in r[2 : 2 + len(PLACEMENT)]]
-                    out.row([month, _iso(hour), _iso(hour + timedelta(hours=1)),
-                                         "correction" if r[1] else "regular", *labels,
-                                         r[2 + len(PLACEMENT)], *amounts])  # fmt: skip
+                    if hour != last_hour:  # rows come by hour: format its bounds once
+                        last_hour, bounds = hour, (_iso(hour), _iso(hour + timedelta(hours=1)))
+                    labels = [safe_cell(v) for v in r[2 : 2 + len(PLACEMENT)]]
+                    out.row([month, *bounds, "correction" if r[1] else "regular", *labels,
+                             r[2 + len(PLACEMENT)], *amounts])  # fmt: skip
             yield out.take()
 
 
