@@ -1,0 +1,622 @@
+"""gpu-costsvc API benchmark: a month of chargeback in a real PostgreSQL, served by a real
+uvicorn on loopback.
+
+    python bench/costsvc_api.py [--hours 720] [--pods 5000] [--duration 60]
+    python bench/costsvc_api.py --quick     # 48 hours x 500 pods, 10 s of load: a smoke run
+
+The data (SQL, INSERT ... SELECT from generate_series, in hour order as ingest writes it):
+``--hours`` hourly rows for each of ``--pods`` pods of 2026-11 over 40 teams (5 projects each,
+3 stages, 2 clusters, 8 pods a node, a quarter of the nodes A100 and the rest H100, every
+10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; then
+VACUUM ANALYZE (as autovacuum would, and so that it does not start in the middle of a
+measurement). The API runs as its own process (``create_app`` + uvicorn, as ``gpu-costsvc
+serve`` runs it, clock fixed at 2026-11-30T23:59:59Z), so its RSS can be read from /proc and
+the clients do not share its interpreter.
+
+Prints the machine, the sizes and, for each part, the figures and a PASS/MISS per target:
+  1. load: rows and time;
+  2. month by team: p50/p95 of ``GET /v1/costs?start&end&group_by=team`` (finance token,
+     sequential, keep-alive) vs the same aggregate as raw SQL through psycopg
+     [p95 <= 150 ms and <= 2x raw SQL]; on a miss, the plan (EXPLAIN ANALYZE) and the same
+     figures with candidate covering indexes, each built in the bench database and dropped
+     again (the schema measured elsewhere is the migrations' own);
+  3. CSV export: rows/s of ``GET /v1/reports/chargeback.csv?month=2026-11`` vs PostgreSQL
+     ``COPY (SELECT the same columns, same order) TO STDOUT WITH CSV`` [>= 0.5x COPY], the
+     first 10,000 lines of both compared, and the API process's peak RSS during the export;
+  4. ``--clients`` (50) concurrent keep-alive clients for ``--duration`` s over a mix of
+     /v1/costs (group_by team / project, window=month), /v1/teams/{team}/summary and
+     /v1/budgets, with finance and team tokens [0 errors, p99 <= 250 ms].
+Nothing asserts. A JSON copy goes to bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MONTH = "2026-11"
+START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+END = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+NOW = dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=dt.UTC)  # the API's clock
+TEAMS = 40
+H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
+
+# The API as its own process: argv = root, database URL, port, clock (ISO 8601).
+SERVER = """
+import sys
+from datetime import datetime
+sys.path.insert(0, sys.argv[1])
+import uvicorn
+from costsvc.api import create_app
+from costsvc.settings import Settings
+now = datetime.fromisoformat(sys.argv[4])
+app = create_app(Settings(database_url=sys.argv[2]), clock=lambda: now)
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning",
+            access_log=False)
+"""
+
+LINES = """
+CREATE TEMP TABLE bench_lines AS
+WITH pods AS (SELECT p, p / 8 AS n FROM generate_series(0, %(pods)s - 1) AS p)
+SELECT p AS k, 'prod-' || (n %% 2) AS cluster, 'team-' || lpad((p %% 40)::text, 2, '0') AS team,
+       'proj-' || lpad((p %% 40)::text, 2, '0') || '-' || (p / 40) %% 5 AS project,
+       (ARRAY['prod', 'staging', 'dev'])[1 + (p / 200) %% 3] AS stage,
+       'ns-' || lpad((p %% 40)::text, 2, '0') || '-' || (p / 40) %% 5 AS namespace,
+       'pod-' || p AS pod, 'node-' || n AS node,
+       CASE WHEN n %% 4 = 3 THEN %(a100)s ELSE %(h100)s END AS gpu_model,
+       CASE WHEN p %% 10 = 9 THEN '1g.10gb' ELSE '' END AS mig_profile,
+       CASE WHEN p %% 10 = 9 THEN 142857 ELSE 1000000 END::bigint AS gh, false AS idle_line
+FROM pods
+UNION ALL
+SELECT 1000000 + n, 'prod-' || (n %% 2), '__idle__', '__idle__', '__idle__', '', '',
+       'node-' || n, CASE WHEN n %% 4 = 3 THEN %(a100)s ELSE %(h100)s END, '', 1000000, true
+FROM generate_series(0, (%(pods)s - 1) / 8) AS n WHERE n %% 5 = 0
+"""
+
+LOAD = """
+INSERT INTO chargeback (hour, cluster, team, project, stage, namespace, pod, node, gpu_model,
+                        mig_profile, billing_month, correction, currency, allocated, used, waste,
+                        idle, gpu_hours)
+SELECT hr, cluster, team, project, stage, namespace, pod, node, gpu_model, mig_profile,
+       to_char(hr AT TIME ZONE 'UTC', 'YYYY-MM'), false, 'USD',
+       CASE WHEN idle_line THEN 0 ELSE cost END,
+       CASE WHEN idle_line THEN 0 ELSE cost * util / 100 END,
+       CASE WHEN idle_line THEN 0 ELSE cost - cost * util / 100 END,
+       CASE WHEN idle_line THEN cost ELSE 0 END, gh
+FROM generate_series(0, %(hours)s - 1) AS h
+CROSS JOIN bench_lines
+CROSS JOIN LATERAL (SELECT %(t0)s::timestamptz + make_interval(hours => h) AS hr,
+                           (CASE WHEN gpu_model = %(a100)s THEN 1600000 ELSE 2500000 END)
+                           * gh / 1000000 AS cost,
+                           30 + (k * 7 + h) %% 70 AS util) AS x
+ORDER BY h, k
+"""
+
+BUDGETS = """
+INSERT INTO budgets (team, project, amount, currency, thresholds, created_at, updated_at)
+SELECT 'team-' || lpad(i::text, 2, '0'), '', 250000000000, 'USD', '[0.8, 1.0]', now(), now()
+FROM generate_series(0, :n - 1) AS i
+"""
+
+MONTH_BY_TEAM = """
+SELECT team, currency, sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours)
+FROM chargeback WHERE hour >= %s AND hour < %s
+GROUP BY team, currency ORDER BY team, currency
+"""
+
+ROLLUP = """
+CREATE TABLE bench_daily AS
+SELECT date_trunc('day', hour, 'UTC') AS day, cluster, team, project, stage, currency,
+       sum(allocated) AS allocated, sum(used) AS used, sum(waste) AS waste, sum(idle) AS idle,
+       sum(gpu_hours) AS gpu_hours
+FROM chargeback GROUP BY 1, 2, 3, 4, 5, 6
+"""
+FROM_ROLLUP = """
+SELECT team, currency, sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours)
+FROM bench_daily WHERE day >= %s AND day < %s
+GROUP BY team, currency ORDER BY team, currency
+"""
+
+# What GET /v1/reports/chargeback.csv writes (costsvc/reports.py), in SQL: same columns, same
+# order; NULLIF so that an empty label is an empty cell (COPY quotes an empty string as "").
+PLACEMENT = ("cluster", "team", "project", "stage", "namespace", "pod", "node", "gpu_model",
+             "mig_profile")  # fmt: skip
+ISO = """'YYYY-MM-DD"T"HH24:MI:SS"Z"'"""
+COPY_SELECT = (
+    "SELECT billing_month, to_char(hour AT TIME ZONE 'UTC', " + ISO + "), "
+    "to_char((hour + interval '1 hour') AT TIME ZONE 'UTC', " + ISO + "), "
+    "CASE WHEN correction THEN 'correction' ELSE 'regular' END, "
+    + ", ".join(f"NULLIF({p}, '')" for p in PLACEMENT)
+    + ", currency, "
+    + ", ".join(f"(({m}) / 1e6)::numeric(24, 6)" for m in
+                ("gpu_hours", "allocated", "used", "waste", "idle", "allocated + idle"))
+    + " FROM chargeback WHERE billing_month = {month} ORDER BY hour, "
+    + ", ".join(PLACEMENT)
+    + ", correction"
+)  # fmt: skip
+
+# Candidate indexes for the month-by-team aggregate, tried only when it misses its target.
+CANDIDATES = (
+    "(hour) INCLUDE (team, currency, allocated, used, waste, idle, gpu_hours)",
+    "(team, currency, hour) INCLUDE (allocated, used, waste, idle, gpu_hours)",
+)
+
+
+def machine() -> dict[str, Any]:
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    with open("/proc/meminfo") as f:
+        mem_kib = int(f.readline().split()[1])
+    return {
+        "cpu": model,
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kib / 2**20, 1),
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pct(xs: list[float], p: float) -> float:
+    if not xs:
+        return float("nan")
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def status_kib(pid: int, field: str) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
+    bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1]).parent
+    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    data, sock = base / "pg", base / "sock"
+    sock.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(base, "postgres")
+        shutil.chown(sock, "postgres")
+    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A",
+                    "trust", "--no-sync"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run([*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
+                    str(base / "pg.log"), "-o", f"-c listen_addresses='' -k {sock}", "start"],
+                   check=True, capture_output=True)  # fmt: skip
+    stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
+    return f"postgresql+psycopg://postgres@/postgres?host={sock}", sock, stop
+
+
+def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
+    params = {"hours": hours, "pods": pods, "t0": START, "h100": H100, "a100": A100}
+    t = time.perf_counter()
+    conn.execute(LINES, params)
+    conn.execute(LOAD, params)
+    # the per-owner hourly rollup the writer keeps next to the chargeback (costsvc/months.py)
+    conn.execute(
+        "INSERT INTO cost_hours (hour, cluster, team, project, stage, currency, allocated, used, "
+        "waste, idle, gpu_hours) SELECT hour, cluster, team, project, stage, currency, "
+        "sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours) FROM chargeback "
+        "GROUP BY hour, cluster, team, project, stage, currency"
+    )
+    t_insert = time.perf_counter() - t
+    conn.execute("DROP TABLE bench_lines")
+    t = time.perf_counter()
+    conn.execute("VACUUM (ANALYZE) chargeback")
+    conn.execute("VACUUM (ANALYZE) cost_hours")
+    t_vacuum = time.perf_counter() - t
+    rows, idle = conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE team = '__idle__') FROM chargeback"
+    ).fetchone()
+    heap, total = conn.execute(
+        "SELECT pg_relation_size('chargeback'), pg_total_relation_size('chargeback')"
+    ).fetchone()
+    return {"rows": rows, "idle_rows": idle, "insert_s": t_insert, "vacuum_analyze_s": t_vacuum,
+            "heap_mib": heap / 2**20, "total_mib": total / 2**20}  # fmt: skip
+
+
+def start_api(url: str, port: int) -> subprocess.Popen[bytes]:
+    import httpx
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVER, str(ROOT), url, str(port), NOW.isoformat()], cwd=ROOT
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the API exited with {proc.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    proc.terminate()
+    raise RuntimeError("the API did not start")
+
+
+def month_by_team(http: Any, finance: str, pg: Any, n: int, warmup: int = 3) -> dict[str, float]:
+    """The API and the raw SQL, interleaved (the machine's noise falls on both alike); the SQL
+    unprepared, so planned for its actual bounds every time, as the API's query is."""
+    params = {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z",
+              "group_by": "team"}  # fmt: skip
+    headers = {"Authorization": f"Bearer {finance}"}
+    api_ms: list[float] = []
+    sql_ms: list[float] = []
+    api_groups = sql_groups = 0
+    for i in range(warmup + n):
+        t = time.perf_counter()
+        r = http.get("/v1/costs", params=params, headers=headers)
+        r.raise_for_status()
+        api_groups = len(r.json()["rows"])
+        t_api = (time.perf_counter() - t) * 1000
+        t = time.perf_counter()
+        sql_groups = len(pg.execute(MONTH_BY_TEAM, (START, END), prepare=False).fetchall())
+        t_sql = (time.perf_counter() - t) * 1000
+        if i >= warmup:
+            api_ms.append(t_api)
+            sql_ms.append(t_sql)
+    return {"api_p50_ms": pct(api_ms, 50), "api_p95_ms": pct(api_ms, 95),
+            "sql_p50_ms": pct(sql_ms, 50), "sql_p95_ms": pct(sql_ms, 95),
+            "api_groups": api_groups, "sql_groups": sql_groups, "requests": n}  # fmt: skip
+
+
+def print_month(f: dict[str, float], label: str = "") -> bool:
+    ok = f["api_p95_ms"] <= 150 and f["api_p95_ms"] <= 2 * f["sql_p95_ms"]
+    print(f"  {label}API  p50 {f['api_p50_ms']:7.1f} ms  p95 {f['api_p95_ms']:7.1f} ms "
+          f"({f['api_groups']} groups, {f['requests']} requests)")  # fmt: skip
+    print(f"  {label}SQL  p50 {f['sql_p50_ms']:7.1f} ms  p95 {f['sql_p95_ms']:7.1f} ms "
+          f"({f['sql_groups']} groups, psycopg, same aggregate)")  # fmt: skip
+    print(f"  {label}API/SQL p95 {f['api_p95_ms'] / f['sql_p95_ms']:.2f}x   "
+          f"[p95 <= 150 ms: {verdict(f['api_p95_ms'] <= 150)}; <= 2x raw SQL: "
+          f"{verdict(f['api_p95_ms'] <= 2 * f['sql_p95_ms'])}]")  # fmt: skip
+    return ok
+
+
+def explain(pg: Any) -> list[str]:
+    rows = pg.execute(
+        "EXPLAIN (ANALYZE, BUFFERS) " + MONTH_BY_TEAM, (START, END), prepare=False
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def try_indexes(http: Any, finance: str, pg: Any, n: int) -> list[dict[str, Any]]:
+    out = []
+    for i, spec in enumerate(CANDIDATES):
+        name = f"bench_candidate_{i}"
+        t = time.perf_counter()
+        pg.execute(f"CREATE INDEX {name} ON chargeback {spec}")
+        pg.execute("VACUUM (ANALYZE) chargeback")  # the visibility map: index-only scans
+        built = time.perf_counter() - t
+        size = pg.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()[0]
+        try:
+            f = month_by_team(http, finance, pg, n)
+            plan = explain(pg)
+        finally:
+            pg.execute(f"DROP INDEX {name}")
+        print(f"  with CREATE INDEX ON chargeback {spec}  ({size / 2**20:.0f} MiB, built + "
+              f"vacuumed in {built:.1f} s):")  # fmt: skip
+        print_month(f, "  ")
+        for line in plan:
+            if "Scan" in line or "Execution Time" in line:
+                print(f"      plan: {line.strip()}")
+        out.append({"index": spec, "mib": size / 2**20, "build_s": built, **f, "plan": plan})
+    # Not an index: the same aggregate from a daily rollup (what an index cannot do: not read
+    # every hourly row of the month).
+    t = time.perf_counter()
+    pg.execute(ROLLUP)
+    pg.execute("ANALYZE bench_daily")
+    built = time.perf_counter() - t
+    rows = pg.execute("SELECT count(*) FROM bench_daily").fetchone()[0]
+    ms = []
+    for i in range(3 + n):
+        t = time.perf_counter()
+        pg.execute(FROM_ROLLUP, (START, END), prepare=False).fetchall()
+        if i >= 3:
+            ms.append((time.perf_counter() - t) * 1000)
+    pg.execute("DROP TABLE bench_daily")
+    print(f"  not an index: the same aggregate in SQL from a daily rollup (day, cluster, team, "
+          f"project, stage, currency: {rows:,} rows, built in {built:.1f} s): p50 "
+          f"{pct(ms, 50):.1f} ms, p95 {pct(ms, 95):.1f} ms")  # fmt: skip
+    out.append({"rollup_rows": rows, "build_s": built, "sql_p50_ms": pct(ms, 50),
+                "sql_p95_ms": pct(ms, 95)})  # fmt: skip
+    return out
+
+
+def csv_export(http: Any, finance: str, pg: Any, pid: int) -> dict[str, Any]:
+    from psycopg import sql
+
+    rss0 = status_kib(pid, "VmRSS")
+    try:  # reset the peak to now: VmHWM is then this export's peak
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        reset = True
+    except OSError:
+        reset = False
+    peak = [rss0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.1):
+            peak[0] = max(peak[0], status_kib(pid, "VmRSS"))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    head = bytearray()  # the first lines, to compare with COPY's
+    n_bytes = n_lines = 0
+    t = time.perf_counter()
+    ttfb = None
+    auth = {"Authorization": f"Bearer {finance}"}
+    with http.stream("GET", "/v1/reports/chargeback.csv", params={"month": MONTH},
+                     headers=auth, timeout=None) as r:  # fmt: skip
+        r.raise_for_status()
+        for chunk in r.iter_raw():
+            if ttfb is None:
+                ttfb = time.perf_counter() - t
+            n_bytes += len(chunk)
+            n_lines += chunk.count(b"\n")
+            if len(head) < 4 << 20:
+                head += chunk
+    api_s = time.perf_counter() - t
+    done.set()
+    sampler.join()
+    hwm = status_kib(pid, "VmHWM")
+    api_rows = n_lines - 1  # the header
+
+    copy_head = bytearray()
+    c_bytes = c_lines = 0
+    stmt = sql.SQL("COPY ({}) TO STDOUT WITH (FORMAT csv)").format(
+        sql.SQL(COPY_SELECT).format(month=sql.Literal(MONTH))
+    )
+    t = time.perf_counter()
+    with pg.cursor() as cur, cur.copy(stmt) as copy:
+        for data in copy:
+            c_bytes += len(data)
+            c_lines += data.tobytes().count(b"\n")
+            if len(copy_head) < 4 << 20:
+                copy_head += data
+    copy_s = time.perf_counter() - t
+    n = min(10_000, api_rows, c_lines)
+    api_first = bytes(head).split(b"\n")[1 : n + 1]
+    copy_first = bytes(copy_head).split(b"\n")[:n]
+    return {
+        "api_rows": api_rows, "api_bytes": n_bytes, "api_s": api_s, "api_ttfb_s": ttfb or 0.0,
+        "api_rows_per_s": api_rows / api_s, "copy_rows": c_lines, "copy_bytes": c_bytes,
+        "copy_s": copy_s, "copy_rows_per_s": c_lines / copy_s,
+        "first_lines_identical": api_first == copy_first, "compared_lines": n,
+        "rss_before_mib": rss0 / 1024, "peak_rss_mib": (hwm if reset else peak[0]) / 1024,
+        "peak_rss_sampled_mib": peak[0] / 1024, "hwm_reset": reset,
+    }  # fmt: skip
+
+
+def load_test(base: str, tokens: dict[str, str], clients: int, duration: float
+              ) -> dict[str, Any]:  # fmt: skip
+    """``clients`` keep-alive clients, closed loop, each with its own token and rotation."""
+    import httpx
+
+    def plan(i: int) -> tuple[str, list[tuple[str, str, dict[str, str]]]]:
+        team = f"team-{i % TEAMS:02d}"
+        month = {"window": "month"}
+        if i % 5 == 0:  # a finance client: every team
+            who = "finance"
+            calls = [("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
+                     ("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
+                     ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
+                     ("budgets", "/v1/budgets", {})]  # fmt: skip
+        else:  # a team client: its own team
+            who = team
+            calls = [("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
+                     ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
+                     ("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
+                     ("budgets", "/v1/budgets", {})]  # fmt: skip
+        return who, calls
+
+    results: list[list[tuple[str, float, bool]]] = [[] for _ in range(clients)]
+    failures: list[str] = []
+    go = threading.Barrier(clients + 1)
+    stop_at = [0.0]
+
+    def client(i: int) -> None:
+        who, calls = plan(i)
+        headers = {"Authorization": f"Bearer {tokens[who]}"}
+        with httpx.Client(base_url=base, headers=headers, timeout=60) as http:
+            go.wait()
+            k = i  # start the rotation at different places
+            while time.perf_counter() < stop_at[0]:
+                label, path, params = calls[k % len(calls)]
+                k += 1
+                t = time.perf_counter()
+                try:
+                    r = http.get(path, params=params)
+                    ok = 200 <= r.status_code < 300
+                    if not ok and len(failures) < 5:
+                        failures.append(f"{path}: {r.status_code} {r.text[:120]}")
+                except httpx.HTTPError as exc:
+                    ok = False
+                    if len(failures) < 5:
+                        failures.append(f"{path}: {type(exc).__name__} {exc}")
+                results[i].append((label, (time.perf_counter() - t) * 1000, ok))
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for th in threads:
+        th.start()
+    stop_at[0] = time.perf_counter() + 1e9
+    go.wait()
+    t0 = time.perf_counter()
+    stop_at[0] = t0 + duration
+    for th in threads:
+        th.join()
+    took = time.perf_counter() - t0
+    flat = [x for r in results for x in r]
+    lat = [ms for _, ms, _ in flat]
+    per: dict[str, dict[str, float]] = {}
+    for label in sorted({x[0] for x in flat}):
+        ms = [m for lab, m, _ in flat if lab == label]
+        bad = sum(1 for lab, _, ok in flat if lab == label and not ok)
+        per[label] = {"requests": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99),
+                      "errors": bad}  # fmt: skip
+    return {"clients": clients, "duration_s": took, "requests": len(flat),
+            "errors": sum(1 for *_, ok in flat if not ok), "rps": len(flat) / took,
+            "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat, default=0.0),
+            "per_endpoint": per, "failures": failures}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hours", type=int, default=None, help="hours of 2026-11 (default 720)")
+    ap.add_argument("--pods", type=int, default=None, help="pods an hour (default 5000)")
+    ap.add_argument("--duration", type=float, default=None, help="load test, s (default 60)")
+    ap.add_argument("--clients", type=int, default=50, help="concurrent clients of the load test")
+    ap.add_argument("--requests", type=int, default=50, help="month-by-team requests timed")
+    ap.add_argument("--quick", action="store_true", help="48 hours x 500 pods, 10 s of load")
+    args = ap.parse_args()
+    hours = args.hours or (48 if args.quick else 720)
+    pods = args.pods or (500 if args.quick else 5000)
+    duration = args.duration or (10.0 if args.quick else 60.0)
+    hours = min(hours, 720)  # one month: 2026-11
+
+    import httpx
+    import psycopg
+    from sqlalchemy import create_engine, text
+
+    from costsvc.api.auth import create_token
+    from costsvc.db.migrate import upgrade
+
+    report: dict[str, Any] = {"machine": machine(), "hours": hours, "pods": pods}
+    pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
+    stop_pg: list[str] = []
+    api = None
+    try:
+        url, sock, stop_pg = start_postgres(pg_base)
+        upgrade(url)
+        pg = psycopg.connect(host=str(sock), user="postgres", dbname="postgres", autocommit=True)
+        version = pg.execute("SHOW server_version").fetchone()[0]
+        settings = {k: pg.execute(f"SHOW {k}").fetchone()[0] for k in
+                    ("shared_buffers", "work_mem", "max_parallel_workers_per_gather")}  # fmt: skip
+        m = report["machine"]
+        print(f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python "
+              f"{m['python']}, PostgreSQL {version} (defaults: "
+              + ", ".join(f"{k} {v}" for k, v in settings.items()) + f"), {m['date']}")  # fmt: skip
+        report["postgres"] = {"version": version, **settings}
+
+        f = load(pg, hours, pods)
+        report["load"] = f
+        print(f"1. data: {f['rows']:,} chargeback rows ({hours} hours of {MONTH} x {pods:,} "
+              f"pods over {TEAMS} teams + {f['idle_rows']:,} __idle__ lines); INSERT ... "
+              f"SELECT {f['insert_s']:.1f} s ({f['rows'] / f['insert_s']:,.0f} rows/s), VACUUM "
+              f"ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
+              f"with indexes {f['total_mib']:,.0f} MiB")  # fmt: skip
+
+        engine = create_engine(url)
+        tokens = {"finance": create_token(engine, "bench-finance", "finance", None, "bench")}
+        for i in range(TEAMS):
+            team = f"team-{i:02d}"
+            tokens[team] = create_token(engine, f"bench-{team}", "team", team, "bench")
+        with engine.begin() as conn:
+            conn.execute(text(BUDGETS), {"n": TEAMS})
+        engine.dispose()
+
+        port = free_port()
+        api = start_api(url, port)
+        base = f"http://127.0.0.1:{port}"
+        print(f"   API: uvicorn in its own process (pid {api.pid}) on {base}, one worker, "
+              f"RSS {status_kib(api.pid, 'VmRSS') / 1024:.0f} MiB at start")  # fmt: skip
+        http = httpx.Client(base_url=base, timeout=120)
+
+        print("2. month by team: GET /v1/costs?start=2026-11-01T00:00:00Z&end=2026-12-01T00:00"
+              ":00Z&group_by=team (finance token, sequential, keep-alive):")  # fmt: skip
+        f = month_by_team(http, tokens["finance"], pg, args.requests)
+        report["month_by_team"] = f
+        if not print_month(f):
+            plan = explain(pg)
+            report["month_by_team_plan"] = plan
+            print("  MISS: the plan of the raw SQL (EXPLAIN (ANALYZE, BUFFERS)):")
+            for line in plan:
+                print(f"      {line}")
+            report["month_by_team_indexes"] = try_indexes(
+                http, tokens["finance"], pg, max(10, args.requests // 2)
+            )
+
+        print(f"3. CSV export: GET /v1/reports/chargeback.csv?month={MONTH} (all rows, streamed) "
+              f"vs COPY (SELECT the same columns, same order) TO STDOUT WITH CSV:")  # fmt: skip
+        f = csv_export(http, tokens["finance"], pg, api.pid)
+        report["csv"] = f
+        ratio = f["api_rows_per_s"] / f["copy_rows_per_s"]
+        print(f"  API   {f['api_rows']:,} rows, {f['api_bytes'] / 2**20:,.0f} MiB in "
+              f"{f['api_s']:.1f} s = {f['api_rows_per_s']:,.0f} rows/s (first byte after "
+              f"{f['api_ttfb_s'] * 1000:.0f} ms)")  # fmt: skip
+        print(f"  COPY  {f['copy_rows']:,} rows, {f['copy_bytes'] / 2**20:,.0f} MiB in "
+              f"{f['copy_s']:.1f} s = {f['copy_rows_per_s']:,.0f} rows/s; first "
+              f"{f['compared_lines']:,} lines identical to the API's: "
+              f"{'yes' if f['first_lines_identical'] else 'NO'}")  # fmt: skip
+        print(f"  API/COPY {ratio:.2f}x   [>= 0.5x COPY: {verdict(ratio >= 0.5)}]")
+        how = "VmHWM, reset before the export" if f["hwm_reset"] else "VmRSS sampled every 0.1 s"
+        print(f"  API peak RSS during the export {f['peak_rss_mib']:.0f} MiB ({how}; "
+              f"{f['rss_before_mib']:.0f} MiB before it)")  # fmt: skip
+
+        print(f"4. load: {args.clients} concurrent keep-alive clients for {duration:g} s (every "
+              f"5th with the finance token, the rest each with its team's): /v1/costs "
+              f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
+              f"/v1/budgets")  # fmt: skip
+        f = load_test(base, tokens, args.clients, duration)
+        report["load_test"] = f
+        for label, e in f["per_endpoint"].items():
+            print(f"  {label:24s} {e['requests']:6,} requests  p50 {e['p50_ms']:7.1f} ms  "
+                  f"p99 {e['p99_ms']:7.1f} ms  errors {e['errors']}")  # fmt: skip
+        print(f"  all: {f['requests']:,} requests in {f['duration_s']:.1f} s ({f['rps']:.1f}/s), "
+              f"errors {f['errors']}, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, max "
+              f"{f['max_ms']:.0f} ms   [0 errors: {verdict(f['errors'] == 0)}; p99 <= 250 ms: "
+              f"{verdict(f['p99_ms'] <= 250)}]")  # fmt: skip
+        for line in f["failures"]:
+            print(f"  e.g. {line}")
+        print(f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB")
+        http.close()
+        pg.close()
+    finally:
+        if api is not None:
+            api.terminate()
+            api.wait(10)
+        if stop_pg:
+            subprocess.run(stop_pg, check=False, capture_output=True)
+        shutil.rmtree(pg_base, ignore_errors=True)
+    out = ROOT / "bench" / "results"
+    out.mkdir(exist_ok=True)
+    stamp = re.sub(r"[^0-9]", "", report["machine"]["date"])[:12]
+    (out / f"costsvc_api-{stamp}.json").write_text(json.dumps(report, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
