@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
@@ -20,6 +22,36 @@ from costsvc.db.models import ApiToken, AuditEntry
 
 ROLES = ("admin", "finance", "team")
 PREFIX = "gfo_"
+CACHE_SECONDS = 5.0  # a revocation reaches other processes within this; this one at once
+
+
+class _TokenCache:
+    """Token hash -> (principal, when looked up): one database read per token every few
+    seconds instead of one per request."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._found: dict[str, tuple[Principal | None, float]] = {}
+
+    def get(self, key: str) -> tuple[bool, Principal | None]:
+        with self._lock:
+            hit = self._found.get(key)
+        if hit is None or time.monotonic() - hit[1] > CACHE_SECONDS:
+            return False, None
+        return True, hit[0]
+
+    def put(self, key: str, who: Principal | None) -> None:
+        with self._lock:
+            if len(self._found) > 10_000:  # unknown tokens must not grow it without bound
+                self._found.clear()
+            self._found[key] = (who, time.monotonic())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._found.clear()
+
+
+CACHE = _TokenCache()
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +93,7 @@ def revoke_token(engine: Engine, name: str, actor: str) -> bool:
                             .values(revoked_at=datetime.now(UTC))).rowcount  # fmt: skip
         if done:
             audit(conn, actor, "token.revoke", name, {})
+    CACHE.clear()
     return bool(done)
 
 
@@ -74,14 +107,19 @@ def principal(request: Request) -> Principal:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-    engine: Engine = request.app.state.engine
-    with engine.connect() as conn:
-        row = conn.execute(select(ApiToken.name, ApiToken.role, ApiToken.team).where(
-            ApiToken.token_sha256 == digest(token.strip()), ApiToken.revoked_at.is_(None)
-        )).first()  # fmt: skip
-    if row is None:
+    key = digest(token.strip())
+    cached, who = CACHE.get(key)
+    if not cached:
+        engine: Engine = request.app.state.engine
+        with engine.connect() as conn:
+            row = conn.execute(select(ApiToken.name, ApiToken.role, ApiToken.team).where(
+                ApiToken.token_sha256 == key, ApiToken.revoked_at.is_(None)
+            )).first()  # fmt: skip
+        who = Principal(row.name, row.role, row.team) if row is not None else None
+        CACHE.put(key, who)
+    if who is None:
         raise HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
-    return Principal(row.name, row.role, row.team)
+    return who
 
 
 def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:

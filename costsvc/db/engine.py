@@ -10,4 +10,5 @@ SQLITE_BUSY_TIMEOUT = 60.0  # seconds a writer waits for another's write lock on
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):
         return create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT})
-    return create_engine(url, pool_pre_ping=True)
+    # the API serves requests from a thread pool (40 threads): enough connections for a burst
+    return create_engine(url, pool_pre_ping=True, pool_size=10, max_overflow=20)
