@@ -8,16 +8,18 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel
 
 from costsvc.api.auth import Caller, check_team
+from costsvc.api.cache import AnswerCache, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.months import month_of, parse_month
 from costsvc.queries import DIMENSIONS, budget_for, costs, forecast, money, top_wasters
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
+ANSWERS = AnswerCache()
 WINDOW = re.compile(r"^(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))$")
 MAX_SPAN = timedelta(days=800)
 
@@ -107,7 +109,7 @@ def get_costs(
     node: Filter = None,
     gpu_model: Filter = None,
     mig_profile: Filter = None,
-) -> dict[str, Any]:  # fmt: skip
+) -> Response:  # fmt: skip
     if window and (start or end):
         raise HTTPException(400, "give either window or start/end, not both")
     if window:
@@ -135,10 +137,18 @@ def get_costs(
         if any(t != who.team for t in filters.get("team", [])):
             raise HTTPException(403, "a team token can only ask about its own team")
         filters["team"] = [who.team]
-    with db.connect() as conn:
-        rows = costs(conn, lo, hi, groups, step.value if step else None, filters)
-    return {"start": _iso(lo), "end": _iso(hi), "group_by": groups,
-            "step": step.value if step else None, "rows": rows}  # fmt: skip
+    step_name = step.value if step else None
+
+    def compute() -> Response:
+        with db.connect() as conn:
+            rows = costs(conn, lo, hi, groups, step_name, filters)
+        return json_response({"start": _iso(lo), "end": _iso(hi), "group_by": groups,
+                              "step": step_name, "rows": rows})  # fmt: skip
+
+    key = ("costs", lo, hi, tuple(groups), step_name,
+           tuple(sorted((k, tuple(v)) for k, v in filters.items())))  # fmt: skip
+    answer: Response = ANSWERS.get(db, key, compute)
+    return answer
 
 
 def _iso(t: datetime) -> str:
@@ -173,8 +183,13 @@ def ratio(part: int, whole: int) -> str:
 
 @router.get("/teams/{team}/summary", response_model=TeamSummary,
             summary="A team's month to date, forecast, budget and top pods by waste")  # fmt: skip
-def team_summary(team: str, who: Caller, db: Db, now: Now) -> dict[str, Any]:
+def team_summary(team: str, who: Caller, db: Db, now: Now) -> Response:
     check_team(who, team)
+    return ANSWERS.get(db, ("summary", team, month_of(now)),
+                       lambda: json_response(_summary(db, team, now)))  # fmt: skip
+
+
+def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:
     start, end = parse_month(month_of(now))
     with db.connect() as conn:
         f = forecast(conn, now, team)
