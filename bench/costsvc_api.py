@@ -302,11 +302,13 @@ def month_by_team(http: Any, finance: str, pg: Any, n: int, warmup: int = 3,
 
 def print_month(f: dict[str, float], label: str = "") -> bool:
     ok = f["api_p95_ms"] <= 150 and f["api_p95_ms"] <= 2 * f["sql_p95_ms"]
-    print(f"  {label}API  p50 {f['api_p50_ms']:7.1f} ms  p95 {f['api_p95_ms']:7.1f} ms "
+    if label:
+        print(f"  {label}")
+    print(f"    API  p50 {f['api_p50_ms']:7.1f} ms  p95 {f['api_p95_ms']:7.1f} ms "
           f"({f['api_groups']} groups, {f['requests']} requests)")  # fmt: skip
-    print(f"  {label}SQL  p50 {f['sql_p50_ms']:7.1f} ms  p95 {f['sql_p95_ms']:7.1f} ms "
+    print(f"    SQL  p50 {f['sql_p50_ms']:7.1f} ms  p95 {f['sql_p95_ms']:7.1f} ms "
           f"({f['sql_groups']} groups, psycopg, same aggregate)")  # fmt: skip
-    print(f"  {label}API/SQL p95 {f['api_p95_ms'] / f['sql_p95_ms']:.2f}x   "
+    print(f"    API/SQL p95 {f['api_p95_ms'] / f['sql_p95_ms']:.2f}x   "
           f"[p95 <= 150 ms: {verdict(f['api_p95_ms'] <= 150)}; <= 2x raw SQL: "
           f"{verdict(f['api_p95_ms'] <= 2 * f['sql_p95_ms'])}]")  # fmt: skip
     return ok
@@ -335,7 +337,7 @@ def try_indexes(http: Any, finance: str, pg: Any, n: int) -> list[dict[str, Any]
             pg.execute(f"DROP INDEX {name}")
         print(f"  with CREATE INDEX ON chargeback {spec}  ({size / 2**20:.0f} MiB, built + "
               f"vacuumed in {built:.1f} s):")  # fmt: skip
-        print_month(f, "  ")
+        print_month(f)
         for line in plan:
             if "Scan" in line or "Execution Time" in line:
                 print(f"      plan: {line.strip()}")
@@ -565,10 +567,10 @@ def main() -> int:
               ":00Z&group_by=team (finance token, sequential, keep-alive):")  # fmt: skip
         warm = month_by_team(http, tokens["finance"], pg, args.requests)
         report["month_by_team_cached"] = warm
-        print_month(warm, "cached answer (no data change between requests):\n    ")
+        print_month(warm, "cached answer (no data change between requests):")
         f = month_by_team(http, tokens["finance"], pg, args.requests, cold=True)
         report["month_by_team"] = f
-        if not print_month(f, "cold (the data version changes before every request):\n    "):
+        if not print_month(f, "cold (the data version changes before every request):"):
             plan = explain(pg)
             report["month_by_team_plan"] = plan
             print("  MISS: the plan of the raw SQL (EXPLAIN (ANALYZE, BUFFERS)):")
