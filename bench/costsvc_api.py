@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import glob
 import json
 import os
 import platform
@@ -201,23 +200,6 @@ def status_kib(pid: int, field: str) -> int:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
     return 0
-
-
-def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
-    bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1]).parent
-    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    data, sock = base / "pg", base / "sock"
-    sock.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A",
-                    "trust", "--no-sync"], check=True, capture_output=True)  # fmt: skip
-    subprocess.run([*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
-                    str(base / "pg.log"), "-o", f"-c listen_addresses='' -k {sock}", "start"],
-                   check=True, capture_output=True)  # fmt: skip
-    stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
-    return f"postgresql+psycopg://postgres@/postgres?host={sock}", sock, stop
 
 
 def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
@@ -502,6 +484,8 @@ def load_test(base: str, tokens: dict[str, str], clients: int, duration: float
 
 
 def main() -> int:
+    from bench.pgcluster import start_postgres
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hours", type=int, default=None, help="hours of 2026-11 (default 720)")
     ap.add_argument("--pods", type=int, default=None, help="pods an hour (default 5000)")

@@ -15,7 +15,6 @@ database write) and the extrapolation to a 30-day rebuild (720 hours, measured p
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import shutil
 import socket
@@ -82,23 +81,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_postgres(base: Path) -> tuple[str, list[str]]:
-    bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1]).parent
-    as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
-    data, sock = base / "pg", base / "sock"
-    sock.mkdir()
-    if os.geteuid() == 0:
-        shutil.chown(base, "postgres")
-        shutil.chown(sock, "postgres")
-    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A",
-                    "trust", "--no-sync"], check=True, capture_output=True)  # fmt: skip
-    subprocess.run([*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
-                    str(base / "pg.log"), "-o", f"-c listen_addresses='' -k {sock}", "start"],
-                   check=True, capture_output=True)  # fmt: skip
-    stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
-    return f"postgresql+psycopg://postgres@/postgres?host={sock}", stop
-
-
 def rebuild(url: str, first: datetime, n: int, model: object) -> None:
     """The 30-day rebuild: ``n`` hours of stored facts (the ingested hour's rows copied to the
     hours after it, in SQL), repriced by a back-dated cost-model version covering all of them —
@@ -147,6 +129,8 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
 
 
 def main() -> int:
+    from bench.pgcluster import start_postgres
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
     ap.add_argument("--pods", type=int, default=5000)
@@ -196,7 +180,7 @@ def main() -> int:
                 pass
             time.sleep(0.1)
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
-        pg_url, stop_pg = start_postgres(pg_base)
+        pg_url, _, stop_pg = start_postgres(pg_base)
         model = parse({"policies": {"shared_gpu_policy": "usage"}, "versions": [
             {"effective_from": "2026-11-01T00:00:00Z",
              "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip

@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -61,11 +62,12 @@ def pg_server() -> Iterator[str]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty database of each kind."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'costsvc.db'}"
+@contextmanager
+def fresh_database(kind: str, request: pytest.FixtureRequest, directory: Path) -> Iterator[str]:
+    """A fresh, empty database: a SQLite file in ``directory``, or a new database in the
+    session's PostgreSQL cluster, dropped afterwards."""
+    if kind == "sqlite":
+        yield f"sqlite:///{directory / 'costsvc.db'}"
         return
     server: str = request.getfixturevalue("pg_server")
     name = f"t_{uuid.uuid4().hex[:12]}"
@@ -78,6 +80,13 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A fresh, empty database of each kind."""
+    with fresh_database(request.param, request, tmp_path) as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -16,12 +15,13 @@ from typing import Any
 import pandas
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine, func, select, text
+from sqlalchemy import create_engine, func, select
 
 from costsvc.attribution import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.reports import chargeback_csv
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
+from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import (
     ELEVENTH,
     FIFTEENTH,
@@ -52,23 +52,9 @@ def dec(micro: int) -> str:
 def ingested(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
              prometheus: Prometheus) -> Iterator[str]:  # fmt: skip
     """One database of each kind holding every hour of history.py, ingested from Prometheus."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('api') / 'api.db'}"
+    with fresh_database(request.param, request, tmp_path_factory.mktemp("api")) as url:
         ingest_with(prometheus.url, url, MODEL, HOURS)
         yield url
-        return
-    server: str = request.getfixturevalue("pg_server")
-    name = f"api_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(server.format(db="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        ingest_with(prometheus.url, server.format(db=name), MODEL, HOURS)
-        yield server.format(db=name)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 @pytest.fixture(scope="module")

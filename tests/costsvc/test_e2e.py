@@ -9,6 +9,7 @@ import re
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,6 +24,7 @@ from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from exporter.simulate.spec import load as load_spec
 from tests.conftest import require_binary
+from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import assert_every_hour_adds_up
 from tests.dashboards.exprs import all_expressions
 from tests.kubeapi import KubeApi, pod_json
@@ -61,20 +63,15 @@ def metric_names(expr: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[dict[str, Any]]:
-    import uuid
-
-    from sqlalchemy import text
-
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[dict[str, Any]]:
     from costsvc.db.migrate import upgrade
 
     binary = require_binary("prometheus")
     work = tmp_path_factory.mktemp("e2e")
-    name = f"e2e_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(pg_server.format(db="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    db_url = pg_server.format(db=name)
+    exits = ExitStack()
+    db_url = exits.enter_context(fresh_database("postgresql", request, work))
     upgrade(db_url)
     procs: list[Process] = []
     prom = None
@@ -145,9 +142,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory, pg_server: str) -> Iterator[
         for p in procs:
             p.stop()
         kube.stop()
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+        exits.close()
 
 
 def test_ingested_from_live_exporters_adds_up(stack: dict[str, Any]) -> None:
