@@ -66,9 +66,16 @@ import uvicorn
 from costsvc.api import create_app
 from costsvc.settings import Settings
 now = datetime.fromisoformat(sys.argv[4])
-app = create_app(Settings(database_url=sys.argv[2]), clock=lambda: now)
-uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning",
-            access_log=False)
+workers = int(sys.argv[5])
+if workers > 1:  # as `gpu-costsvc serve --workers N` runs it (bench/api_app.py: the clock)
+    import os
+    os.environ.update(BENCH_NOW=sys.argv[4], BENCH_DATABASE_URL=sys.argv[2])
+    uvicorn.run("bench.api_app:app", factory=True, workers=workers, host="127.0.0.1",
+                port=int(sys.argv[3]), log_level="warning", access_log=False)
+else:
+    app = create_app(Settings(database_url=sys.argv[2]), clock=lambda: now)
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning",
+                access_log=False)
 """
 
 LINES = """
@@ -230,11 +237,12 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
             "heap_mib": heap / 2**20, "total_mib": total / 2**20}  # fmt: skip
 
 
-def start_api(url: str, port: int) -> subprocess.Popen[bytes]:
+def start_api(url: str, port: int, workers: int = 1) -> subprocess.Popen[bytes]:
     import httpx
 
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVER, str(ROOT), url, str(port), NOW.isoformat()], cwd=ROOT
+        [sys.executable, "-c", SERVER, str(ROOT), url, str(port), NOW.isoformat(), str(workers)],
+        cwd=ROOT,
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -493,6 +501,9 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50, help="concurrent clients of the load test")
     ap.add_argument("--requests", type=int, default=50, help="month-by-team requests timed")
     ap.add_argument("--quick", action="store_true", help="48 hours x 500 pods, 10 s of load")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="API worker processes (gpu-costsvc serve --workers; RSS figures are "
+                    "then the supervisor's)")  # fmt: skip
     args = ap.parse_args()
     hours = args.hours or (48 if args.quick else 720)
     pods = args.pods or (500 if args.quick else 5000)
@@ -541,10 +552,11 @@ def main() -> int:
         engine.dispose()
 
         port = free_port()
-        api = start_api(url, port)
+        api = start_api(url, port, args.workers)
         base = f"http://127.0.0.1:{port}"
-        print(f"   API: uvicorn in its own process (pid {api.pid}) on {base}, one worker, "
-              f"RSS {status_kib(api.pid, 'VmRSS') / 1024:.0f} MiB at start")  # fmt: skip
+        print(f"   API: uvicorn in its own process (pid {api.pid}) on {base}, "
+              f"{args.workers} worker(s), RSS {status_kib(api.pid, 'VmRSS') / 1024:.0f} MiB "
+              "at start")  # fmt: skip
         http = httpx.Client(base_url=base, timeout=120)
 
         print("2. month by team: GET /v1/costs?start=2026-11-01T00:00:00Z&end=2026-12-01T00:00"

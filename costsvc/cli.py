@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="seconds after the hour before ingesting it (default 300)")  # fmt: skip
     serve.add_argument("--no-ingest", action="store_true",
                        help="serve the API only (another process ingests)")  # fmt: skip
+    serve.add_argument("--workers", type=int, default=1,
+                       help="API worker processes (ingest stays in this one)")  # fmt: skip
     report = sub.add_parser("report", help="a month's chargeback as CSV or FOCUS 1.2")
     report.add_argument("--month", required=True, help="YYYY-MM")
     report.add_argument("--format", choices=["csv", "focus"], default="csv")
@@ -156,7 +158,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
         stop.wait((next_run - now).total_seconds())
 
 
-def _serve(settings: Settings, delay: float, ingest: bool) -> int:
+def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
     from costsvc.api import create_app
@@ -173,9 +175,7 @@ def _serve(settings: Settings, delay: float, ingest: bool) -> int:
         except CostModelError as exc:
             raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
     host, _, port = settings.listen_address.rpartition(":")
-    config = uvicorn.Config(create_app(settings), host=host.strip("[]") or "0.0.0.0",
-                            port=int(port), log_level="info", access_log=False)  # fmt: skip
-    server = uvicorn.Server(config)
+    bind_host, bind_port = host.strip("[]") or "0.0.0.0", int(port)
     stop = threading.Event()
     watcher = _label_watcher(settings)
     worker = None
@@ -186,7 +186,13 @@ def _serve(settings: Settings, delay: float, ingest: bool) -> int:
         worker.start()
     print(f"{PROG}: API on http://{settings.listen_address}/docs; Ctrl-C stops", file=sys.stderr)
     try:
-        server.run()  # handles SIGINT / SIGTERM
+        if workers > 1:  # worker processes build the app from the same COSTSVC_* environment
+            uvicorn.run("costsvc.api.app:create_app", factory=True, workers=workers,
+                        host=bind_host, port=bind_port, log_level="info",
+                        access_log=False)  # fmt: skip
+        else:  # handles SIGINT / SIGTERM
+            uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info",
+                        access_log=False)  # fmt: skip
     finally:
         stop.set()
         if watcher is not None:
@@ -326,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             return _ingest(settings, args.start, args.end)
         if args.command == "serve":
-            return _serve(settings, args.delay, not args.no_ingest)
+            if not 1 <= args.workers <= 64:
+                raise UsageError("--workers: between 1 and 64")
+            return _serve(settings, args.delay, not args.no_ingest, args.workers)
         if args.command == "report":
             return _report(settings, args.month, args.format, args.output, args.group_by)
         if args.command == "close":

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import httpx
 from sqlalchemy import create_engine, inspect
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +61,40 @@ def test_ingest_needs_a_cost_model(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.strip().endswith("versions: List should have at least 1 item after "
                                         "validation, not 0")  # fmt: skip
+
+
+def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path) -> None:
+    from costsvc.api.auth import create_token
+    from costsvc.db.migrate import upgrade
+    from tests.procs import Process
+    from tests.prom import free_port
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    upgrade(url)
+    engine = create_engine(url)
+    token = create_token(engine, "ops", "admin", None, "test")
+    engine.dispose()
+    port = free_port()
+    proc = Process([sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest", "--workers",
+                    "2"], env={"COSTSVC_DATABASE_URL": url,
+                               "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{port}"})  # fmt: skip
+    try:
+        proc.wait_for(r"Started parent process", 30)
+        started = proc.wait_for(r"Application startup complete", 30)
+        assert started
+        auth = {"Authorization": f"Bearer {token}"}
+        deadline = time.monotonic() + 30
+        while True:  # both workers share the socket: ask until one answers
+            try:
+                r = httpx.get(f"http://127.0.0.1:{port}/v1/costs", headers=auth, timeout=5)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        assert r.status_code == 200 and r.json()["rows"] == []
+        pids = set(re.findall(r"Started server process \[(\d+)\]", proc.output()))
+        assert len(pids) == 2, proc.output()
+        proc.proc.send_signal(signal.SIGINT)
+        assert proc.proc.wait(30) == 0, proc.output()
+    finally:
+        proc.stop()
