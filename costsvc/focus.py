@@ -25,12 +25,14 @@ from __future__ import annotations
 import csv
 import io
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TextIO
+
+from costsvc.months import parse_month
+from costsvc.utc import iso_z
 
 FOCUS_VERSION = "1.2"
 
@@ -197,24 +199,6 @@ def _unit_price(cost: int, quantity: int) -> str:
     return f"{whole}.{frac}"
 
 
-def _iso(t: datetime) -> str:
-    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    return f"{t:%Y-%m-%dT%H:%M:%SZ}"
-
-
-def _month_bounds(month: str) -> tuple[datetime, datetime]:
-    m = re.fullmatch(r"(\d{4})-(\d{2})", month)
-    if m is None or not 1 <= int(m[2]) <= 12:
-        raise ValueError(f"billing_month {month!r}: expected YYYY-MM")
-    start = datetime(int(m[1]), int(m[2]), 1, tzinfo=UTC)
-    end = (
-        start.replace(year=start.year + 1, month=1)
-        if start.month == 12
-        else start.replace(month=start.month + 1)
-    )
-    return start, end
-
-
 def _json(obj: dict[str, str | bool]) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -224,7 +208,7 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     idle_line = not row.pod  # an __idle__ line: capacity nobody held, no pod
     cost = row.allocated + row.idle
     money = _micro(cost)
-    month_start, month_end = _month_bounds(row.billing_month)
+    month_start, month_end = parse_month(row.billing_month)
     model = row.gpu_model
     mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
 
@@ -267,14 +251,14 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "BillingAccountId": account,
         "BillingAccountName": account,
         "BillingCurrency": row.currency,
-        "BillingPeriodEnd": _iso(month_end),
-        "BillingPeriodStart": _iso(month_start),
+        "BillingPeriodEnd": iso_z(month_end),
+        "BillingPeriodStart": iso_z(month_start),
         "ChargeCategory": "Usage",
         "ChargeClass": "Correction" if row.correction else "",
         "ChargeDescription": ("Correction: " if row.correction else "") + what,
         "ChargeFrequency": "Usage-Based",
-        "ChargePeriodEnd": _iso(row.hour + timedelta(hours=1)),
-        "ChargePeriodStart": _iso(row.hour),
+        "ChargePeriodEnd": iso_z(row.hour + timedelta(hours=1)),
+        "ChargePeriodStart": iso_z(row.hour),
         "ConsumedQuantity": _micro(row.gpu_hours),
         "ConsumedUnit": GPU_HOURS,
         "ContractedCost": money,

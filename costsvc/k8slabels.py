@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import Engine, func, insert, or_, select, update
 
 from costsvc.db.models import NamespaceLabels, PodLabels
+from costsvc.utc import as_utc
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def _time(text: str | None) -> datetime | None:
 def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return as_utc(value)
 
 
 class LabelHistory:

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.db.models import Chargeback, CostHour, MonthClose
+from costsvc.utc import as_utc
 
 MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")  # 1970-01 .. 2999-12
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours")
@@ -174,5 +175,4 @@ def month_close(engine: Engine, month: str) -> Closed | None:
                          .where(t.month == month)).first()  # fmt: skip
     if r is None:
         return None
-    at = r.closed_at.replace(tzinfo=UTC) if r.closed_at.tzinfo is None else r.closed_at
-    return Closed(r.month, at, r.closed_by, r.csv_sha256, r.focus_sha256)
+    return Closed(r.month, as_utc(r.closed_at), r.closed_by, r.csv_sha256, r.focus_sha256)

@@ -8,7 +8,7 @@ month (costsvc.reports) show what each month billed, and never change once it is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -17,11 +17,11 @@ from sqlalchemy import ColumnElement, Connection, func, select
 from costsvc.attribution import IDLE
 from costsvc.db.models import Budget, Chargeback, CostHour
 from costsvc.months import month_of, parse_month
+from costsvc.utc import as_utc
 
 OWNER_DIMENSIONS = {"team", "project", "stage", "cluster"}  # what cost_hours keeps
 DIMENSIONS = ("team", "project", "stage", "namespace", "pod", "cluster", "node", "gpu_model",
               "mig_profile")  # fmt: skip
-STEPS = ("hour", "day", "month")
 FORECAST_WINDOW = timedelta(days=7)
 ONE = Decimal("0.000001")
 
@@ -118,7 +118,7 @@ def last_hour(conn: Connection) -> datetime | None:
     found = conn.execute(select(func.max(CostHour.hour))).scalar()
     if found is None:
         return None
-    return found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)
+    return as_utc(found)
 
 
 @dataclass
@@ -147,8 +147,7 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
     since = upto - FORECAST_WINDOW
     first = conn.execute(select(func.min(CostHour.hour))).scalar()
     if first is not None:
-        first = first.replace(tzinfo=UTC) if first.tzinfo is None else first.astimezone(UTC)
-        since = max(since, first)
+        since = max(since, as_utc(first))
     hours = max(1, int((upto - since).total_seconds() // 3600))
     spent = team_total(conn, since, upto, team, project).total
     rate = int((Decimal(spent) / hours).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
@@ -176,8 +175,3 @@ def top_wasters(conn: Connection, start: datetime, end: datetime, team: str,
         out.append({"cluster": r.cluster, "namespace": r.namespace, "pod": r.pod,
                     "project": r.project, "currency": r.currency, **t.json()})  # fmt: skip
     return out
-
-
-def currency_of(conn: Connection) -> str:
-    found = conn.execute(select(Chargeback.currency).limit(1)).scalar()
-    return str(found) if found else "USD"

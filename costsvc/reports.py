@@ -19,7 +19,7 @@ import csv
 import hashlib
 import io
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import (
@@ -41,6 +41,7 @@ from costsvc.focus import COLUMNS as FOCUS_COLUMNS
 from costsvc.focus import ChargeRow, focus_row, safe_cell
 from costsvc.months import parse_month
 from costsvc.queries import DIMENSIONS, money
+from costsvc.utc import as_utc, iso_z
 
 PLACEMENT = ("cluster", "team", "project", "stage", "namespace", "pod", "node", "gpu_model",
              "mig_profile")  # fmt: skip
@@ -55,11 +56,6 @@ def csv_columns(group_by: list[str] | None) -> list[str]:
         return ["billing_month", "charge_class", *group_by, "currency", *AMOUNTS]
     return ["billing_month", "charge_period_start", "charge_period_end", "charge_class",
             *PLACEMENT, "currency", *AMOUNTS]  # fmt: skip
-
-
-def _iso(t: datetime) -> str:
-    t = t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
-    return f"{t:%Y-%m-%dT%H:%M:%SZ}"
 
 
 class _Lines:
@@ -148,7 +144,7 @@ def chargeback_csv(
                 else:
                     hour = r[0]
                     if hour != last_hour:  # rows come by hour: format its bounds once
-                        last_hour, bounds = hour, (_iso(hour), _iso(hour + timedelta(hours=1)))
+                        last_hour, bounds = hour, (iso_z(hour), iso_z(hour + timedelta(hours=1)))
                     rows.append((month, *bounds, "correction" if r[1] else "regular",
                                  *map(safe_cell, r[2 : 2 + n_place]), r[2 + n_place],
                                  *amounts))  # fmt: skip
@@ -222,7 +218,7 @@ def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[s
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
         for part in result.partitions():
             for r in part:
-                hour = r[0].replace(tzinfo=UTC) if r[0].tzinfo is None else r[0]
+                hour = as_utc(r[0])
                 row = ChargeRow(
                     hour=hour,
                     billing_month=r[1],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +23,7 @@ from costsvc.api.errors import ERRORS
 from costsvc.db.models import ApiToken, AuditEntry, Budget, MonthClose
 from costsvc.months import MONTH, MonthError, close_month, month_close
 from costsvc.queries import forecast, money
+from costsvc.utc import iso_z
 
 router = APIRouter(responses=ERRORS)
 MonthPath = Annotated[str, PathParam(pattern=MONTH.pattern, description="YYYY-MM")]
@@ -250,7 +251,7 @@ class NewToken(TokenOut):
 def _iso(t: datetime | None) -> str | None:
     if t is None:
         return None
-    return f"{(t.replace(tzinfo=UTC) if t.tzinfo is None else t):%Y-%m-%dT%H:%M:%SZ}"
+    return iso_z(t)
 
 
 def _tokens(db: Any, name: str | None = None) -> list[dict[str, Any]]:

@@ -17,6 +17,7 @@ from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.months import month_of, parse_month
 from costsvc.queries import DIMENSIONS, budget_for, costs, forecast, money, top_wasters
+from costsvc.utc import iso_z
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
 ANSWERS = AnswerCache()
@@ -142,17 +143,13 @@ def get_costs(
     def compute() -> Response:
         with db.connect() as conn:
             rows = costs(conn, lo, hi, groups, step_name, filters)
-        return json_response({"start": _iso(lo), "end": _iso(hi), "group_by": groups,
+        return json_response({"start": iso_z(lo), "end": iso_z(hi), "group_by": groups,
                               "step": step_name, "rows": rows})  # fmt: skip
 
     key = ("costs", lo, hi, tuple(groups), step_name,
            tuple(sorted((k, tuple(v)) for k, v in filters.items())))  # fmt: skip
     answer: Response = ANSWERS.get(db, key, compute)
     return answer
-
-
-def _iso(t: datetime) -> str:
-    return f"{t.astimezone(UTC):%Y-%m-%dT%H:%M:%SZ}"
 
 
 class BudgetState(BaseModel):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -20,6 +20,7 @@ from costsvc.attribution import IDLE
 from costsvc.db.models import Budget, Chargeback, CostHour, IngestRun, Watermark
 from costsvc.months import month_of, parse_month
 from costsvc.queries import forecast
+from costsvc.utc import as_utc
 
 router = APIRouter(tags=["metrics"])
 CACHE_SECONDS = 15.0
@@ -33,10 +34,6 @@ def _units(micro: int) -> float:
 
 def _ratio(a: int, b: int) -> float:
     return float(Decimal(a) / Decimal(b)) if b else 0.0
-
-
-def _utc(t: datetime) -> datetime:
-    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 def collect(engine: Engine, now: datetime) -> list[Metric]:
@@ -73,7 +70,7 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                                  labels=["cluster"])  # fmt: skip
     with engine.connect() as conn:
         last = conn.execute(select(func.max(o.hour))).scalar()
-        last = _utc(last) if last is not None else None
+        last = as_utc(last) if last is not None else None
         owners = [o.team, o.project, o.stage, o.currency]
         sums = (func.sum(o.allocated), func.sum(o.used), func.sum(o.waste), func.sum(o.idle))
         for r in conn.execute(select(*owners, *sums).where(o.hour >= start, o.hour < end)
@@ -139,9 +136,9 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                 IngestRun.cluster == cluster, IngestRun.status == "done")).scalar()  # fmt: skip
             if done_at is not None:
                 g["costsvc_last_ingest_success_timestamp_seconds"].add_metric(
-                    [cluster], _utc(done_at).timestamp()
+                    [cluster], as_utc(done_at).timestamp()
                 )
-            lag = (now - (_utc(hour) + timedelta(hours=1))).total_seconds()
+            lag = (now - (as_utc(hour) + timedelta(hours=1))).total_seconds()
             g["costsvc_ingest_lag_seconds"].add_metric([cluster], max(0.0, lag))
         failed = dict(conn.execute(select(IngestRun.cluster, func.count())
                                    .where(IngestRun.status == "failed")

@@ -24,7 +24,6 @@ from costsvc.ingest.hour import HourFacts
 from costsvc.ingest.run import (
     RETRYABLE,
     Report,
-    as_utc,
     finish_run,
     lock_clusters,
     mark_done,
@@ -33,6 +32,7 @@ from costsvc.ingest.run import (
     replace_hour,
     start_run,
 )
+from costsvc.utc import as_utc
 
 US = Decimal(1_000_000)
 

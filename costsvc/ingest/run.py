@@ -32,6 +32,7 @@ from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.k8slabels import LabelHistory
 from costsvc.labels import resolve_owner
 from costsvc.months import write_lines
+from costsvc.utc import as_utc
 
 log = logging.getLogger(__name__)
 US = 1_000_000
@@ -245,7 +246,3 @@ def replace_hour(conn: Connection, clusters: set[str], facts: HourFacts, result:
              "mig_profile": h.mig_profile}
             for h in facts.holdings])  # fmt: skip
     write_lines(conn, hour, clusters, result.lines, currency)
-
-
-def as_utc(value: datetime) -> datetime:
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

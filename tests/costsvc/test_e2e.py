@@ -27,39 +27,12 @@ from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import assert_every_hour_adds_up
 from tests.dashboards.exprs import all_expressions
+from tests.dashboards.test_dashboards import metric_names
 from tests.kubeapi import KubeApi, pod_json
 from tests.procs import ROOT, Process, start_exporter
 from tests.prom import Prometheus, free_port
 
 RULES = ROOT / "alerts" / "gpu-finops.rules.yml"
-NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
-            "unless", "offset", "inf", "nan", "le", "time", "vector", "scalar", "sum", "avg",
-            "min", "max", "count", "topk", "bottomk", "quantile", "stddev", "stdvar",
-            "count_values", "group", "rate", "irate", "increase", "delta", "deriv", "abs",
-            "clamp_min", "clamp_max", "clamp", "label_replace", "label_join", "absent",
-            "histogram_quantile", "avg_over_time", "max_over_time", "min_over_time",
-            "sum_over_time", "count_over_time", "last_over_time", "round", "ceil", "floor",
-            "timestamp", "changes", "resets", "day_of_month", "days_in_month", "hour", "month",
-            "year", "predict_linear", "sort", "sort_desc", "sgn", "exp", "ln", "log2", "log10",
-            "sqrt", "present_over_time", "absent_over_time", "quantile_over_time"}  # fmt: skip
-
-
-def metric_names(expr: str) -> set[str]:
-    """Metric names in an expression (conservatively: strings, label matchers, durations and
-    grouping lists removed first)."""
-    text = re.sub(r'"(?:[^"\\]|\\.)*"', '""', expr)
-    text = re.sub(r"\{[^}]*\}", "", text)
-    text = re.sub(r"\[[^\]]*\]", "", text)
-    text = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", text)
-    names = set()
-    for m in NAME.finditer(text):
-        word = m.group(0)
-        after = text[m.end() :].lstrip()
-        if word in KEYWORDS or after.startswith("(") or re.fullmatch(r"\d.*", word):
-            continue
-        names.add(word)
-    return names
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +131,7 @@ SELECTOR = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(?:[^}"]|"(?:[^"\\]|\\.)*")
 
 
 def selectors(expr: str) -> list[str]:
-    found = [m.group(0) for m in SELECTOR.finditer(expr) if m.group(1) not in KEYWORDS]
+    found = [m.group(0) for m in SELECTOR.finditer(expr)]
     braced = {m.group(1) for m in SELECTOR.finditer(expr)}
     return found + sorted(metric_names(expr) - braced)
 
