@@ -92,8 +92,14 @@ def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path)
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         assert r.status_code == 200 and r.json()["rows"] == []
-        pids = set(re.findall(r"Started server process \[(\d+)\]", proc.output()))
-        assert len(pids) == 2, proc.output()
+
+        def workers() -> set[str]:
+            return set(re.findall(r"Started server process \[(\d+)\]", proc.output()))
+
+        deadline = time.monotonic() + 30
+        while len(workers()) < 2 and time.monotonic() < deadline:  # the second may start later
+            time.sleep(0.1)
+        assert len(workers()) == 2, proc.output()
         proc.proc.send_signal(signal.SIGINT)
         assert proc.proc.wait(30) == 0, proc.output()
     finally:
