@@ -299,7 +299,7 @@ def _label_watcher(settings: Settings) -> Any:
         return None
     from costsvc.db.engine import make_engine
     from costsvc.k8slabels import LabelHistory, LabelWatcher
-    from exporter.kubepods import core_api
+    from exporter.pods.watch import core_api
 
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
     try:

@@ -108,11 +108,11 @@ class FamilyFiles:
 def _node(spec_path: Path, clock: Clock) -> tuple[Any, Any, Callable[[], None]]:
     """The exporter of one simulated node on ``clock`` (cli.run's simulate path)."""
     from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
-    from exporter.kubelet.assignments import PodResourcesAssignments
-    from exporter.kubelet.client import PodResourcesClient
-    from exporter.kubelet.devices import DEFAULT_RESOURCES
     from exporter.nvml import Nvml
-    from exporter.proc_owner import ProcOwner
+    from exporter.pods.assignments import PodResourcesAssignments
+    from exporter.pods.device_ids import DEFAULT_RESOURCES
+    from exporter.pods.kubelet.client import PodResourcesClient
+    from exporter.pods.proc_owner import ProcOwner
     from exporter.runtime import Exporter
     from exporter.selfmetrics import SelfMetrics
     from exporter.simulate.fake_nvml import FakeNvml
@@ -136,7 +136,7 @@ def _node(spec_path: Path, clock: Clock) -> tuple[Any, Any, Callable[[], None]]:
 
 def make_history(workdir: Path, day: datetime, step: int) -> tuple[Path, int]:
     """A day of scrapes of the three nodes (and kube_pod_labels), as OpenMetrics."""
-    from exporter.kubepods import sanitize_label
+    from exporter.pods.watch import sanitize_label
 
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     families = FamilyFiles(workdir)

@@ -269,12 +269,12 @@ def run(settings: Settings) -> int:
     log = logging.getLogger(PROG)
 
     from exporter.http import MetricsServer
-    from exporter.kubelet.assignments import PodResourcesAssignments
-    from exporter.kubelet.client import PodResourcesClient
-    from exporter.kubelet.devices import DEFAULT_RESOURCES
     from exporter.nvml import Nvml
-    from exporter.poddirectory import PodDirectory, pod_label_renderer
-    from exporter.proc_owner import ProcOwner
+    from exporter.pods.assignments import PodResourcesAssignments
+    from exporter.pods.device_ids import DEFAULT_RESOURCES
+    from exporter.pods.directory import PodDirectory, pod_label_renderer
+    from exporter.pods.kubelet.client import PodResourcesClient
+    from exporter.pods.proc_owner import ProcOwner
     from exporter.runtime import Exporter
     from exporter.selfmetrics import SelfMetrics
 
@@ -311,7 +311,7 @@ def run(settings: Settings) -> int:
     )
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
-        from exporter.kubepods import PodWatcher, core_api
+        from exporter.pods.watch import PodWatcher, core_api
 
         node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
         try:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from exporter import catalogue as cat
-from exporter.attribution import Attribution, Holder, Unit, holder_labels
 from exporter.exposition import Family, label_pairs
 from exporter.nvml import CLOCK_EVENT_REASONS
+from exporter.pods.claims import Holder
+from exporter.pods.shares import Attribution, Unit, holder_labels
 from exporter.sampler import GpuState
 
 

@@ -12,10 +12,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from exporter.attribution import Assignments, AssignmentSource, Holder, PidOwner, attribute
 from exporter.exposition import Exposition, Family, Variant
 from exporter.gpu_families import gpu_families
 from exporter.nvml import Nvml, NvmlInitError
+from exporter.pods.claims import Assignments, AssignmentSource, Holder, PidOwner
+from exporter.pods.shares import attribute
 from exporter.sampler import GpuSampler
 from exporter.selfmetrics import SelfMetrics
 

@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from exporter.poddirectory import PodDirectory, PodInfo
+from exporter.pods.directory import PodDirectory, PodInfo
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.kubelet import KubeletServicer, serve, spec_answer
 from exporter.simulate.pods import container_id

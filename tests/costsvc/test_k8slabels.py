@@ -13,7 +13,7 @@ from sqlalchemy import create_engine, select
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
 from costsvc.k8slabels import LabelHistory, LabelWatcher, _aware
-from exporter.kubepods import core_api
+from exporter.pods.watch import core_api
 from tests.costsvc.history import HOUR, MODEL, by_team, ingest_with
 from tests.kubeapi import KubeApi, pod_json
 from tests.prom import Prometheus

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from exporter.attribution import Claim, Holder, Unit, attribute
+from exporter.pods.claims import Claim, Holder
+from exporter.pods.shares import Unit, attribute
 from exporter.sampler import GpuState
 from tests.conftest import ManualClock
 from tests.exporter.helpers import rig

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from exporter.catalogue import COLLECTORS
-from exporter.kubelet.assignments import PodResourcesAssignments
-from exporter.kubelet.client import PodResourcesClient
-from exporter.kubepods import PodWatcher, core_api, sanitize_label
 from exporter.nvml import Nvml
-from exporter.poddirectory import PodDirectory, pod_label_renderer
-from exporter.proc_owner import ProcOwner
+from exporter.pods.assignments import PodResourcesAssignments
+from exporter.pods.directory import PodDirectory, pod_label_renderer
+from exporter.pods.kubelet.client import PodResourcesClient
+from exporter.pods.proc_owner import ProcOwner
+from exporter.pods.watch import PodWatcher, core_api, sanitize_label
 from exporter.runtime import Exporter
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml

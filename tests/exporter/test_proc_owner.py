@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from exporter.attribution import Holder
-from exporter.poddirectory import PodDirectory, PodInfo
-from exporter.proc_owner import CgroupOwner, ProcOwner, parse_cgroup
+from exporter.pods.claims import Holder
+from exporter.pods.directory import PodDirectory, PodInfo
+from exporter.pods.proc_owner import CgroupOwner, ProcOwner, parse_cgroup
 
 UID = "0f5c8a2e-1b7d-4c7a-9a51-3e2f6d8b9c10"
 UID_ = UID.replace("-", "_")

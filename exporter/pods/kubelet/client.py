@@ -15,7 +15,7 @@ from typing import Any
 
 import grpc
 
-from exporter.kubelet import api_pb2, api_pb2_grpc
+from exporter.pods.kubelet import api_pb2, api_pb2_grpc
 
 log = logging.getLogger(__name__)
 

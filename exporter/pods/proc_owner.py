@@ -21,8 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from exporter.attribution import Holder
-from exporter.poddirectory import PodDirectory
+from exporter.pods.claims import Holder
+from exporter.pods.directory import PodDirectory
 
 _POD_UID = re.compile(
     r"pod([0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})"
@@ -61,7 +61,7 @@ def parse_cgroup(text: str) -> CgroupOwner | None:
 
 
 class ProcOwner:
-    """Callable PID -> :class:`Holder` (or None), for :func:`exporter.attribution.attribute`."""
+    """Callable PID -> :class:`Holder` (or None), for :func:`exporter.pods.shares.attribute`."""
 
     def __init__(
         self,

@@ -8,7 +8,7 @@
     nvidia<N>/gi<M>           GKE MIG instance               key nvidia<N>/gi<M>
     nvidia<N>/vgpu<K>         GKE time-sharing replica K     key nvidia<N>, replica K
 
-Keys are what :mod:`exporter.attribution` matches against the GPUs and MIG instances NVML
+Keys are what :mod:`exporter.pods.shares` matches against the GPUs and MIG instances NVML
 reports. An id in none of these forms is :data:`UNKNOWN` — counted, never guessed.
 """
 

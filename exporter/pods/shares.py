@@ -4,57 +4,20 @@ Inputs are one collection's GPU states (identity, MIG instances, processes), the
 device claims (from the kubelet's pod-resources API), the time-slice replica count per device
 (from its allocatable resources) and a PID -> container lookup (cgroup + pod directory).
 
-Shares follow DESIGN.md's default rule: a whole GPU = 1; a MIG instance = its compute slices / 7;
-a time-slice replica = 1 / the replicas advertised for that GPU (or MIG instance). Device-wide
-values are never copied under a pod's labels unless exactly one container holds the device.
+Shares follow the default rule (``gpu_allocation_share`` in docs/metrics.md): a whole GPU = 1;
+a MIG instance = its compute slices / 7; a time-slice replica = 1 / the replicas advertised for
+that GPU (or MIG instance). Device-wide values are never copied under a pod's labels unless
+exactly one container holds the device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 from exporter.exposition import label_pairs
+from exporter.pods.claims import Claim, Holder
 from exporter.sampler import GpuState
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Holder:
-    """A container that holds GPU devices."""
-
-    namespace: str
-    pod: str
-    container: str
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """One device id a container was allocated: ``base`` is a GPU-/MIG- UUID, ``replica`` the
-    time-slice replica number when the id had a ``::N`` suffix."""
-
-    holder: Holder
-    resource: str
-    base: str
-    replica: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Assignments:
-    """One answer of the kubelet: every device id held by a container on this node, and how
-    many time-slice replicas each shared device advertises."""
-
-    claims: tuple[Claim, ...]
-    replicas: dict[str, int]
-
-
-class AssignmentSource(Protocol):
-    def assignments(self) -> Assignments | None:
-        """The current assignments, or None when the source cannot answer (it counts why)."""
-        ...
-
-
-PidOwner = Callable[[int], "Holder | None"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +47,7 @@ def attribute(
     owner: Callable[[int], Holder | None],
 ) -> Attribution:
     states = list(states)
-    # device key (see exporter.kubelet.devices) -> (unit, share of the physical GPU)
+    # device key (see exporter.pods.device_ids) -> (unit, share of the physical GPU)
     units: dict[str, tuple[Unit, float]] = {}
     for s in states:
         index, gpu_uuid = s.identity.index, s.identity.uuid

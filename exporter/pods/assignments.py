@@ -1,19 +1,19 @@
-"""Turn the kubelet's answers into :class:`exporter.attribution.Assignments`."""
+"""Turn the kubelet's answers into :class:`exporter.pods.claims.Assignments`."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
 
-from exporter.attribution import Assignments, Claim, Holder
-from exporter.kubelet.client import CallFailure, PodResourcesClient
-from exporter.kubelet.devices import DEFAULT_RESOURCES, is_gpu_resource, parse_device_id
+from exporter.pods.claims import Assignments, Claim, Holder
+from exporter.pods.device_ids import DEFAULT_RESOURCES, is_gpu_resource, parse_device_id
+from exporter.pods.kubelet.client import CallFailure, PodResourcesClient
 
 log = logging.getLogger(__name__)
 
 
 class PodResourcesAssignments:
-    """An :class:`exporter.attribution.AssignmentSource` over the pod-resources API."""
+    """An :class:`exporter.pods.claims.AssignmentSource` over the pod-resources API."""
 
     def __init__(
         self,

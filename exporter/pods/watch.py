@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from exporter.poddirectory import PodDirectory, PodInfo
+from exporter.pods.directory import PodDirectory, PodInfo
 
 log = logging.getLogger(__name__)
 

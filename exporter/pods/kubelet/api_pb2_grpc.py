@@ -3,7 +3,7 @@
 import grpc
 import warnings
 
-from exporter.kubelet import api_pb2 as api__pb2
+from exporter.pods.kubelet import api_pb2 as api__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
