@@ -191,11 +191,11 @@ def collection_times(spec_path: Path, n: int) -> dict[str, float]:
     """In-process: the real collector, attribution and renderer over the fake NVML, with the
     simulated node's real pod-resources server and /proc tree."""
     from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
-    from exporter.nvml import Nvml
+    from exporter.collection import Exporter
+    from exporter.nvml.boundary import Nvml
     from exporter.pods.assignments import PodResourcesAssignments
     from exporter.pods.kubelet.client import PodResourcesClient
     from exporter.pods.proc_owner import ProcOwner
-    from exporter.runtime import Exporter
     from exporter.simulate.fake_nvml import FakeNvml
     from exporter.simulate.node import SimulatedNode
     from exporter.simulate.spec import load

@@ -108,12 +108,12 @@ class FamilyFiles:
 def _node(spec_path: Path, clock: Clock) -> tuple[Any, Any, Callable[[], None]]:
     """The exporter of one simulated node on ``clock`` (cli.run's simulate path)."""
     from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
-    from exporter.nvml import Nvml
+    from exporter.collection import Exporter
+    from exporter.nvml.boundary import Nvml
     from exporter.pods.assignments import PodResourcesAssignments
     from exporter.pods.device_ids import DEFAULT_RESOURCES
     from exporter.pods.kubelet.client import PodResourcesClient
     from exporter.pods.proc_owner import ProcOwner
-    from exporter.runtime import Exporter
     from exporter.selfmetrics import SelfMetrics
     from exporter.simulate.fake_nvml import FakeNvml
     from exporter.simulate.node import SimulatedNode

@@ -1,255 +1,20 @@
-"""``gpu-exporter``: command line, start-up checks and clean shutdown.
+"""``gpu-exporter``: parse the flags, build the exporter, serve /metrics until a signal.
 
-Every flag has an environment twin: ``--web.listen-address`` is ``GPU_EXPORTER_WEB_LISTEN_ADDRESS``,
-``--collector.nvlink`` is ``GPU_EXPORTER_COLLECTOR_NVLINK=true|false``. A flag given on the
-command line wins over its twin. A bad flag, value or spec file exits 2 with one line that
-names it.
+A bad flag, value or spec file exits 2 with one line that names it (:mod:`exporter.flags`).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
-import re
 import signal
-import socket
 import sys
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
 
-from exporter import __version__
-from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
-
-PROG = "gpu-exporter"
-ENV_PREFIX = "GPU_EXPORTER_"
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-              "error": logging.ERROR}  # fmt: skip
-_DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
-
-
-class UsageError(Exception):
-    """A start-up problem the user must fix; exit status 2."""
-
-
-@dataclass(frozen=True)
-class Settings:
-    listen_address: str
-    collect_interval: float
-    simulate: Path | None
-    hostname: str | None
-    log_level: str
-    collectors: frozenset[str]
-    pod_resources_socket: str = "/var/lib/kubelet/pod-resources/kubelet.sock"
-    pod_resources_timeout: float = 2.0
-    resource_names: tuple[str, ...] = ()
-    procfs: str = "/proc"
-    pod_labels: tuple[str, ...] = ()
-    kube_node_name: str | None = None
-    kubeconfig: str | None = None
-    kube_api_url: str | None = None
-
-
-def parse_duration(text: str) -> float:
-    """Prometheus-style durations: ``5s``, ``500ms``, ``1m``; a bare number is seconds."""
-    m = _DURATION.match(text.strip())
-    if not m:
-        raise ValueError(f"{text!r} is not a duration like 5s, 500ms or 1m")
-    seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-    if not 0.05 <= seconds <= 3600:
-        raise ValueError(f"{text!r} must be between 50ms and 1h")
-    return seconds
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
-
-
-def env_name(flag: str) -> str:
-    return ENV_PREFIX + flag.lstrip("-").upper().replace(".", "_").replace("-", "_")
-
-
-def _bool_env(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered in {"1", "true", "yes", "on"}:
-        return True
-    if lowered in {"0", "false", "no", "off"}:
-        return False
-    raise UsageError(f"{name}={value!r}: expected true or false")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(
-        prog=PROG,
-        description="DCGM-compatible NVIDIA GPU exporter for Prometheus.",
-        epilog="Every flag has an environment twin: GPU_EXPORTER_ + the flag name in capitals "
-        "with dots and dashes as underscores.",
-    )
-    p.add_argument(
-        "--web.listen-address",
-        dest="listen_address",
-        default=":9400",
-        help="address to serve /metrics on (default :9400)",
-    )
-    p.add_argument(
-        "--collect-interval",
-        dest="collect_interval",
-        default="5s",
-        help="how often to read the GPUs, e.g. 5s, 500ms (default 5s)",
-    )
-    p.add_argument(
-        "--simulate",
-        metavar="FILE",
-        default=None,
-        help="run over a fake NVML driven by this fleet spec (YAML)",
-    )
-    p.add_argument(
-        "--hostname",
-        default=None,
-        help="value of the Hostname label (default: the spec's, $NODE_NAME, "
-        "or this machine's host name)",
-    )
-    p.add_argument("--log-level", dest="log_level", default="info", choices=sorted(LOG_LEVELS))
-    p.add_argument(
-        "--pod-resources-socket",
-        dest="pod_resources_socket",
-        default="/var/lib/kubelet/pod-resources/kubelet.sock",
-        help="the kubelet's pod-resources socket (who holds which GPU)",
-    )
-    p.add_argument(
-        "--pod-resources-timeout",
-        dest="pod_resources_timeout",
-        default="2s",
-        help="time-out of each pod-resources call (default 2s)",
-    )
-    p.add_argument(
-        "--pod-resources.resource-names",
-        dest="resource_names",
-        default="",
-        help="extra extended-resource names (comma-separated, * allowed) that are "
-        "GPUs, besides nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*",
-    )
-    p.add_argument(
-        "--path.procfs",
-        dest="procfs",
-        default="/proc",
-        help="where the host's /proc is mounted (PID to container mapping)",
-    )
-    p.add_argument(
-        "--kubernetes.pod-labels",
-        dest="pod_labels",
-        default="",
-        help="pod labels to add to per-pod series, e.g. team,project,stage (as label_team, ...)",
-    )
-    p.add_argument(
-        "--kubernetes.node-name",
-        dest="kube_node_name",
-        default=None,
-        help="this node's name in Kubernetes (default: $NODE_NAME, else the host name)",
-    )
-    p.add_argument(
-        "--kubernetes.kubeconfig",
-        dest="kubeconfig",
-        default=None,
-        help="kubeconfig file (default: in-cluster configuration when in a pod)",
-    )
-    p.add_argument(
-        "--kubernetes.api-url",
-        dest="kube_api_url",
-        default=None,
-        help="talk to this API server URL without credentials (kubectl proxy)",
-    )
-    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    for name in COLLECTORS:
-        group = p.add_mutually_exclusive_group()
-        group.add_argument(
-            f"--collector.{name}",
-            dest=f"collector_{name}",
-            action="store_true",
-            default=None,
-            help=f"enable the {name} collector (default: "
-            f"{'off' if name in OFF_BY_DEFAULT else 'on'})",
-        )
-        group.add_argument(
-            f"--no-collector.{name}",
-            dest=f"collector_{name}",
-            action="store_false",
-            help=argparse.SUPPRESS,
-        )
-    return p  # fmt: skip
-
-
-def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
-    parser = build_parser()
-    defaults: dict[str, Any] = {}
-    for flag, dest in (
-        ("web.listen-address", "listen_address"),
-        ("collect-interval", "collect_interval"),
-        ("simulate", "simulate"),
-        ("hostname", "hostname"),
-        ("log-level", "log_level"),
-        ("pod-resources-socket", "pod_resources_socket"),
-        ("pod-resources-timeout", "pod_resources_timeout"),
-        ("pod-resources.resource-names", "resource_names"),
-        ("path.procfs", "procfs"),
-        ("kubernetes.pod-labels", "pod_labels"),
-        ("kubernetes.node-name", "kube_node_name"),
-        ("kubernetes.kubeconfig", "kubeconfig"),
-        ("kubernetes.api-url", "kube_api_url"),
-    ):
-        value = environ.get(env_name(flag))
-        if value is not None:
-            defaults[dest] = value
-    for name in COLLECTORS:
-        key = env_name(f"collector.{name}")
-        if key in environ:
-            defaults[f"collector_{name}"] = _bool_env(key, environ[key])
-    parser.set_defaults(**defaults)
-    args = parser.parse_args(argv)
-
-    if args.log_level not in LOG_LEVELS:
-        raise UsageError(f"--log-level {args.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
-    try:
-        interval = parse_duration(args.collect_interval)
-    except ValueError as exc:
-        raise UsageError(f"--collect-interval: {exc}") from None
-    try:
-        pr_timeout = parse_duration(args.pod_resources_timeout)
-    except ValueError as exc:
-        raise UsageError(f"--pod-resources-timeout: {exc}") from None
-    from exporter.http import parse_listen_address
-
-    try:
-        parse_listen_address(args.listen_address)
-    except ValueError as exc:
-        raise UsageError(f"--web.listen-address: {exc}") from None
-    collectors = frozenset(
-        name
-        for name in COLLECTORS
-        if getattr(args, f"collector_{name}") is True
-        or (getattr(args, f"collector_{name}") is None and name not in OFF_BY_DEFAULT)
-    )
-    return Settings(
-        listen_address=args.listen_address,
-        collect_interval=interval,
-        simulate=Path(args.simulate) if args.simulate else None,
-        hostname=args.hostname,
-        log_level=args.log_level,
-        collectors=collectors,
-        pod_resources_socket=args.pod_resources_socket,
-        pod_resources_timeout=pr_timeout,
-        resource_names=tuple(n.strip() for n in args.resource_names.split(",") if n.strip()),
-        procfs=args.procfs,
-        pod_labels=tuple(k.strip() for k in args.pod_labels.split(",") if k.strip()),
-        kube_node_name=args.kube_node_name,
-        kubeconfig=args.kubeconfig,
-        kube_api_url=args.kube_api_url,
-    )
+from exporter.build import build
+from exporter.flags import LOG_LEVELS, PROG, Settings, UsageError, parse_settings
+from exporter.http import MetricsServer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -267,71 +32,14 @@ def run(settings: Settings) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     log = logging.getLogger(PROG)
-
-    from exporter.http import MetricsServer
-    from exporter.nvml import Nvml
-    from exporter.pods.assignments import PodResourcesAssignments
-    from exporter.pods.device_ids import DEFAULT_RESOURCES
-    from exporter.pods.directory import PodDirectory, pod_label_renderer
-    from exporter.pods.kubelet.client import PodResourcesClient
-    from exporter.pods.proc_owner import ProcOwner
-    from exporter.runtime import Exporter
-    from exporter.selfmetrics import SelfMetrics
-
-    library: Any = None
-    hostname = settings.hostname
-    mode = "nvml"
-    socket_path, procfs = settings.pod_resources_socket, settings.procfs
-    directory = PodDirectory()
-    cleanup: list[Any] = []
-    if settings.simulate is not None:
-        from exporter.simulate.fake_nvml import FakeNvml
-        from exporter.simulate.spec import SpecError, load
-
-        try:
-            spec = load(settings.simulate)
-        except SpecError as exc:
-            raise UsageError(f"--simulate {exc}") from None
-        library = FakeNvml(spec)
-        hostname = hostname or spec.hostname
-        mode = "simulate"
-        from exporter.simulate.node import SimulatedNode
-
-        node = SimulatedNode(spec, library)
-        socket_path, procfs, directory = node.socket_path, str(node.proc_root), node.directory
-        cleanup.append(node.stop)
-    hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
-
-    nvml = Nvml(library)
-    stats = SelfMetrics(nvml.bindings_version(), mode)
-    assignments = PodResourcesAssignments(
-        PodResourcesClient(socket_path, settings.pod_resources_timeout),
-        stats.count_error,
-        DEFAULT_RESOURCES + settings.resource_names,
-    )
-    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-    if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
-        from exporter.pods.watch import PodWatcher, core_api
-
-        node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
-        try:
-            api = core_api(settings.kubeconfig, settings.kube_api_url)
-        except Exception as exc:  # a broken kubeconfig is a start-up error
-            raise UsageError(f"--kubernetes.kubeconfig: {exc}") from None
-        watcher = PodWatcher(directory, node_name, api, stats.count_error)
-        watcher.start()
-        cleanup.append(watcher.stop)
-    pod_labels = pod_label_renderer(directory, settings.pod_labels) if settings.pod_labels else None
-    exporter = Exporter(nvml, hostname, settings.collectors, settings.collect_interval,
-                        mode=mode, stats=stats,
-                        assignments=assignments if "processes" in settings.collectors else None,
-                        owner=ProcOwner(directory, procfs, stats.count_error),
-                        pod_labels=pod_labels)  # fmt: skip
+    built = build(settings)
+    exporter = built.exporter
     try:
         server = MetricsServer(settings.listen_address, exporter)
     except OSError as exc:
-        print(f"{PROG}: cannot listen on {settings.listen_address}: {exc.strerror}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"{PROG}: cannot listen on {settings.listen_address}: {exc.strerror}", file=sys.stderr
+        )
         return 1
 
     stop = threading.Event()
@@ -349,15 +57,19 @@ def run(settings: Settings) -> int:
     # first scrape already has the GPUs; scrapes never wait on collections after that.
     exporter.first_collection.wait(timeout=min(5.0, max(settings.collect_interval, 1.0)))
     server.start()
-    log.info("serving metrics on %s (port %d), collecting every %gs%s", server.url, server.port,
-             settings.collect_interval, f", simulating {settings.simulate}"
-             if settings.simulate else "")  # fmt: skip
+    simulating = f", simulating {settings.simulate}" if settings.simulate else ""
+    log.info(
+        "serving metrics on %s (port %d), collecting every %gs%s",
+        server.url,
+        server.port,
+        settings.collect_interval,
+        simulating,
+    )
     while not stop.wait(0.5):
         pass
     server.stop()
     collector.join(timeout=1.5)
-    for stop_fn in cleanup:
-        stop_fn()
+    built.stop()
     log.info("stopped")
     return 0
 

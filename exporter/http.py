@@ -14,8 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from exporter import __version__
-from exporter.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Variant
-from exporter.runtime import Exporter
+from exporter.collection import Exporter
+from exporter.render.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Variant
 
 log = logging.getLogger(__name__)
 

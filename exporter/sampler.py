@@ -1,9 +1,10 @@
-"""One snapshot of every GPU per collection, read through the NVML boundary.
+"""One snapshot of every GPU per collection (:mod:`exporter.snapshot`), read through the NVML
+boundary.
 
 Discovery (after NVML init, and again when the device count changes) settles each GPU's
-identity and pre-renders its DCGM label set once; a collection then only reads values. A GPU
-that answers "lost" is reported down and its values are left out; a field a GPU does not support
-is simply absent. Nothing here runs on the scrape path.
+identity; a collection then only reads values. A GPU that answers "lost" is reported down and
+its values are left out; a field a GPU does not support is simply absent. Nothing here runs on
+the scrape path.
 """
 
 from __future__ import annotations
@@ -13,60 +14,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from exporter import nvml as nv
 from exporter.catalogue import VIOLATION_SERIES
-from exporter.exposition import label_pairs
+from exporter.nvml import library as nv
+from exporter.nvml.boundary import Nvml
+from exporter.nvml.results import (
+    Device,
+    EventSet,
+    Failed,
+    Failure,
+    GpuLost,
+    MigInstance,
+    Outcome,
+    T,
+)
+from exporter.snapshot import GpuIdentity, GpuState, MigState, ProcessSample
 
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class GpuIdentity:
-    index: int
-    uuid: str
-    model: str
-    pci_bus_id: str
-    device: str
-    serial: str
-    vbios: str
-    labels: str  # the DCGM label set, escaped, ready to render
-
-
-@dataclass(slots=True)
-class MigState:
-    instance: nv.MigInstance
-    labels: str  # the parent's DCGM labels plus GPU_I_PROFILE and GPU_I_ID
-    values: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessSample:
-    pid: int
-    used_bytes: int | None
-    gi_id: int | None
-    sm_utilization: float | None  # 0..1 since the last collection; None where unknown
-
-
-@dataclass(slots=True)
-class GpuState:
-    identity: GpuIdentity
-    up: bool
-    values: dict[str, float] = field(default_factory=dict)
-    labels: str = ""  # labels of this GPU's value series (the identity's, plus a sole holder's)
-    mig_enabled: bool = False
-    instances: list[MigState] = field(default_factory=list)
-    processes: list[ProcessSample] = field(default_factory=list)
-
-    xid_counts: dict[int, int] = field(default_factory=dict)
-    clock_event_reasons: int | None = None
-    nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
-    nvlink_totals: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.labels:
-            self.labels = self.identity.labels
 
 
 @dataclass(slots=True)
@@ -74,8 +39,8 @@ class _Gpu:
     """What the sampler keeps about one GPU between collections."""
 
     identity: GpuIdentity
-    device: nv.Device | None
-    events: nv.EventSet | None = None
+    device: Device | None
+    events: EventSet | None = None
     nvlinks: tuple[int, ...] = ()
     last_xid: int = 0
     xid_counts: dict[int, int] = field(default_factory=dict)
@@ -94,54 +59,31 @@ ErrorSink = Callable[[str, str], None]
 
 
 class _Ok(Protocol):
-    def __call__(self, outcome: nv.Outcome[nv.T]) -> nv.T | None: ...
-
-
-def identity_labels(
-    index: int,
-    uuid: str,
-    pci_bus_id: str,
-    model: str,
-    hostname: str,
-    driver: str,
-) -> str:
-    return label_pairs(
-        (
-            ("gpu", str(index)),
-            ("UUID", uuid),
-            ("pci_bus_id", pci_bus_id),
-            ("device", f"nvidia{index}"),
-            ("modelName", model),
-            ("Hostname", hostname),
-            ("DCGM_FI_DRIVER_VERSION", driver),
-        )
-    )
+    def __call__(self, outcome: Outcome[T]) -> T | None: ...
 
 
 class GpuSampler:
     def __init__(
         self,
-        nvml: nv.Nvml,
-        hostname: str,
+        nvml: Nvml,
         collectors: Iterable[str],
         on_error: ErrorSink,
     ) -> None:
         self._nvml = nvml
-        self._hostname = hostname
         self._on = frozenset(collectors)
         self._on_error = on_error
         self._gpus: list[_Gpu] = []
-        self.driver_version = ""
+        self._driver_version = ""
 
     # -- discovery --------------------------------------------------------------------------
 
     def discover(self) -> None:
-        """(Re)learn the GPUs. Raises NvmlInitError-like Failure info through on_error."""
+        """(Re)learn the GPUs; a failed read is counted through ``on_error``."""
         self.close()
         driver = self._nvml.driver_version()
-        self.driver_version = "" if isinstance(driver, nv.Failure) else driver
+        self._driver_version = "" if isinstance(driver, Failure) else driver
         count = self._nvml.device_count()
-        if isinstance(count, nv.Failure):
+        if isinstance(count, Failure):
             self._on_error("nvml", "query")
             count = 0
         self._gpus = [self._discover_one(i) for i in range(count)]
@@ -152,12 +94,12 @@ class GpuSampler:
 
     def _discover_one(self, index: int) -> _Gpu:
         dev = self._nvml.device(index)
-        if isinstance(dev, nv.Failure):
-            self._on_error("nvml", "gpu_lost" if isinstance(dev, nv.GpuLost) else "query")
+        if isinstance(dev, Failure):
+            self._on_error("nvml", "gpu_lost" if isinstance(dev, GpuLost) else "query")
             return _Gpu(self._identity(index, "", "", "", "", ""), None)
 
-        def txt(value: nv.Outcome[str]) -> str:
-            return "" if isinstance(value, nv.Failure) else value
+        def txt(value: Outcome[str]) -> str:
+            return "" if isinstance(value, Failure) else value
 
         identity = self._identity(
             index,
@@ -173,12 +115,12 @@ class GpuSampler:
         gpu.gpm = "profiling" in self._on and self._nvml.gpm_supported(dev)
         if "xid" in self._on:
             events = self._nvml.xid_event_set(dev)
-            gpu.events = None if isinstance(events, nv.Failure) else events
+            gpu.events = None if isinstance(events, Failure) else events
         if "nvlink_links" in self._on:
             links = []
             for link in range(nv.NVLINK_MAX_LINKS):
                 active = self._nvml.nvlink_active(dev, link)
-                if isinstance(active, nv.Failure):
+                if isinstance(active, Failure):
                     break
                 if active:
                     links.append(link)
@@ -188,8 +130,9 @@ class GpuSampler:
     def _identity(
         self, index: int, uuid: str, model: str, pci: str, serial: str, vbios: str
     ) -> GpuIdentity:
-        labels = identity_labels(index, uuid, pci, model, self._hostname, self.driver_version)
-        return GpuIdentity(index, uuid, model, pci, f"nvidia{index}", serial, vbios, labels)
+        return GpuIdentity(
+            index, uuid, model, pci, f"nvidia{index}", serial, vbios, self._driver_version
+        )
 
     def close(self) -> None:
         for gpu in self._gpus:
@@ -202,7 +145,7 @@ class GpuSampler:
 
     def device_count_changed(self) -> bool:
         count = self._nvml.device_count()
-        return not isinstance(count, nv.Failure) and count != len(self._gpus)
+        return not isinstance(count, Failure) and count != len(self._gpus)
 
     # -- collection -------------------------------------------------------------------------
 
@@ -211,8 +154,8 @@ class GpuSampler:
         for gpu in self._gpus:
             if gpu.device is None:  # lost at discovery or since: try to get it back
                 dev = self._nvml.device(gpu.identity.index)
-                if isinstance(dev, nv.Failure):
-                    self._on_error("nvml", "gpu_lost" if isinstance(dev, nv.GpuLost) else "query")
+                if isinstance(dev, Failure):
+                    self._on_error("nvml", "gpu_lost" if isinstance(dev, GpuLost) else "query")
                     states.append(GpuState(gpu.identity, up=False))
                     continue
                 gpu.device = dev
@@ -225,16 +168,16 @@ class GpuSampler:
                 states.append(GpuState(gpu.identity, up=False))
         return states
 
-    def _read(self, gpu: _Gpu, dev: nv.Device) -> GpuState:
+    def _read(self, gpu: _Gpu, dev: Device) -> GpuState:
         nvml, on = self._nvml, self._on
         values: dict[str, float] = {}
         state = GpuState(gpu.identity, up=True, values=values, mig_enabled=gpu.mig_enabled)
 
-        def ok(outcome: nv.Outcome[nv.T]) -> nv.T | None:
-            if isinstance(outcome, nv.Failure):
-                if isinstance(outcome, nv.GpuLost):
+        def ok(outcome: Outcome[T]) -> T | None:
+            if isinstance(outcome, Failure):
+                if isinstance(outcome, GpuLost):
                     raise _Lost
-                if isinstance(outcome, nv.Failed):
+                if isinstance(outcome, Failed):
                     self._on_error("nvml", "query")
                 return None
             return outcome
@@ -319,7 +262,7 @@ class GpuSampler:
                         state.nvlink[(counter_name, link)] = n
         return state
 
-    def _read_memory(self, dev: nv.Device, values: dict[str, float], ok: _Ok) -> None:
+    def _read_memory(self, dev: Device, values: dict[str, float], ok: _Ok) -> None:
         mem = ok(self._nvml.memory(dev))
         if mem is not None:
             total, used, free, reserved = mem
@@ -329,7 +272,7 @@ class GpuSampler:
                 values["DCGM_FI_DEV_FB_RESERVED"] = reserved // MIB
             values["DCGM_FI_DEV_FB_TOTAL"] = total // MIB
 
-    def _read_processes(self, gpu: _Gpu, dev: nv.Device, state: GpuState, ok: _Ok) -> None:
+    def _read_processes(self, gpu: _Gpu, dev: Device, state: GpuState, ok: _Ok) -> None:
         procs = ok(self._nvml.running_processes(dev))
         if not procs:
             return
@@ -345,9 +288,8 @@ class GpuSampler:
             for p in procs
         ]
 
-    def _read_instance(self, gpu: _Gpu, dev: nv.Device, inst: nv.MigInstance, ok: _Ok) -> MigState:
-        extra = label_pairs((("GPU_I_PROFILE", inst.profile), ("GPU_I_ID", str(inst.gi_id))))
-        state = MigState(inst, f"{gpu.identity.labels},{extra}")
+    def _read_instance(self, gpu: _Gpu, dev: Device, inst: MigInstance, ok: _Ok) -> MigState:
+        state = MigState(inst)
         if "memory" in self._on:
             self._read_memory(inst.device, state.values, ok)
             state.values.pop("DCGM_FI_DEV_FB_RESERVED", None)
@@ -355,7 +297,7 @@ class GpuSampler:
             state.values.update(self._gpm(gpu, dev, inst.gi_id, ok))
         return state
 
-    def _gpm(self, gpu: _Gpu, dev: nv.Device, gi_id: int | None, ok: _Ok) -> dict[str, float]:
+    def _gpm(self, gpu: _Gpu, dev: Device, gi_id: int | None, ok: _Ok) -> dict[str, float]:
         """Profiling values between the previous collection's GPM sample and a new one."""
         sample = ok(self._nvml.gpm_sample(dev, gi_id))
         if sample is None:

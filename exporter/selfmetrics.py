@@ -12,7 +12,7 @@ from bisect import bisect_left
 from prometheus_client import ProcessCollector
 
 from exporter import __version__
-from exporter.exposition import Family, format_value, from_client_metric, label_pairs
+from exporter.render.exposition import Family, format_value, from_client_metric, label_pairs
 
 ERROR_KINDS: dict[str, tuple[str, ...]] = {
     "nvml": ("init", "gpu_lost", "query"),

@@ -142,7 +142,7 @@ def render() -> str:
 
 
 def _reasons() -> list[str]:
-    from exporter.nvml import CLOCK_EVENT_REASONS
+    from exporter.nvml.library import CLOCK_EVENT_REASONS
 
     return list(CLOCK_EVENT_REASONS)
 

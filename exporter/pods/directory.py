@@ -5,9 +5,8 @@ spec fills it in simulate mode. PID attribution is cgroup (pod UID, container id
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,18 +52,3 @@ class PodDirectory:
     def __len__(self) -> int:
         return len(self._by_uid)
 
-
-def pod_label_renderer(directory: PodDirectory, keys: tuple[str, ...]) -> Callable[[Any], str]:
-    """``holder -> 'label_team="x",label_project="y"'`` from the pods' labels (empty values
-    where a pod lacks a key, so every series of a family has the same label names)."""
-    from exporter.exposition import label_pairs
-    from exporter.pods.watch import sanitize_label
-
-    names = [(key, sanitize_label(key)) for key in keys]
-
-    def render(holder: Any) -> str:
-        pod = directory.by_name(holder.namespace, holder.pod)
-        labels = pod.labels if pod is not None else {}
-        return label_pairs((name, labels.get(key, "")) for key, name in names)
-
-    return render

@@ -15,9 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from exporter.exposition import label_pairs
 from exporter.pods.claims import Claim, Holder
-from exporter.sampler import GpuState
+from exporter.snapshot import GpuState
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +93,3 @@ def attribute(
                 sm = (sm or 0.0) + proc.sm_utilization
             out.usage[(unit, holder)] = (sm, mem + (proc.used_bytes or 0))
     return out
-
-
-def holder_labels(holder: Holder) -> str:
-    return label_pairs(
-        (("namespace", holder.namespace), ("pod", holder.pod), ("container", holder.container))
-    )

@@ -9,28 +9,17 @@ samples is the exact mean of the spec's curve over the time between them.
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
 from typing import Any
 
-from exporter.nvml import lib as pynvml
+from exporter.nvml.library import lib as pynvml
+from exporter.simulate.handles import FakeGpuInstance, FakeHandle, FakeMigHandle
+from exporter.simulate.mig_profiles import profiles_for
 from exporter.simulate.spec import MIB, SimGpm, SimGpu, SimMig
 
 
 def _error(code: int) -> Exception:
     err: Exception = pynvml.NVMLError(code)
     return err
-
-
-@dataclass(frozen=True, slots=True)
-class FakeMigHandle:
-    index: int  # the parent GPU
-    gi_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class FakeGpuInstance:
-    index: int
-    gi_id: int
 
 
 # GPM metric id -> (curve attribute, scale from the spec's unit to NVML's)
@@ -214,13 +203,9 @@ class MigGpmMixin:
         return metrics_get
 
 
-def _parent(handle: FakeMigHandle) -> Any:
-    from exporter.simulate.fake_nvml import FakeHandle
-
+def _parent(handle: FakeMigHandle) -> FakeHandle:
     return FakeHandle(handle.index)
 
 
 def _mig_capable(gpu: SimGpu) -> bool:
-    from exporter.simulate.mig_profiles import profiles_for
-
     return profiles_for(gpu.spec.model) is not None

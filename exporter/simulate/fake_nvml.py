@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.nvml import CLOCK_EVENT_REASONS
-from exporter.nvml import lib as pynvml
-from exporter.simulate.fake_mig import FakeMigHandle, MigGpmMixin
+from exporter.nvml.library import CLOCK_EVENT_REASONS
+from exporter.nvml.library import lib as pynvml
+from exporter.simulate.fake_mig import MigGpmMixin
+from exporter.simulate.handles import FakeHandle, FakeMigHandle
 from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
 
 _REASON_BITS = CLOCK_EVENT_REASONS
@@ -50,11 +51,6 @@ _NVLINK_TOTAL_FIELDS = {
 def _error(code: int) -> Exception:
     err: Exception = pynvml.NVMLError(code)
     return err
-
-
-@dataclass(frozen=True, slots=True)
-class FakeHandle:
-    index: int
 
 
 @dataclass(slots=True)
@@ -162,9 +158,6 @@ class FakeNvml(MigGpmMixin):
         info.domain = int(domain, 16)
         info.bus = int(bus, 16)
         return info
-
-    def nvmlDeviceGetMinorNumber(self, handle: FakeHandle) -> int:
-        return self._gpu(handle)[0].index
 
     # -- readings ---------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from typing import Any
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from exporter.catalogue import COLLECTORS
-from exporter.nvml import Nvml
-from exporter.runtime import Exporter
+from exporter.collection import Exporter
+from exporter.nvml.boundary import Nvml
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.spec import parse
 from tests.conftest import ManualClock

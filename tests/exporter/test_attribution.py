@@ -8,7 +8,7 @@ import pytest
 
 from exporter.pods.claims import Claim, Holder
 from exporter.pods.shares import Unit, attribute
-from exporter.sampler import GpuState
+from exporter.snapshot import GpuState
 from tests.conftest import ManualClock
 from tests.exporter.helpers import rig
 

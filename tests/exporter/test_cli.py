@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
-from exporter.cli import UsageError, env_name, parse_duration, parse_settings
+from exporter.flags import UsageError, env_name, parse_duration, parse_settings
 from tests.exporter.helpers import samples, value
 from tests.procs import ROOT, exporter_args, start_exporter
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import runpy
 
-from exporter.cli import build_parser
+from exporter.flags import build_parser
 from tests.conftest import ManualClock
 from tests.exporter.helpers import rig
 from tests.exporter.test_collector import EPOCH_TS, fleet, h100

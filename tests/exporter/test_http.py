@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from exporter.catalogue import COLLECTORS
-from exporter.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
+from exporter.collection import Exporter
 from exporter.http import MetricsServer, choose_variant, parse_listen_address
-from exporter.nvml import Nvml
-from exporter.runtime import Exporter
-from exporter.simulate.fake_nvml import FakeHandle, FakeNvml
+from exporter.nvml.boundary import Nvml
+from exporter.render.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
+from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.handles import FakeHandle
 from exporter.simulate.spec import parse
 
 PROMETHEUS_ACCEPT = (

@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from exporter.catalogue import COLLECTORS
-from exporter.nvml import Nvml
+from exporter.collection import Exporter
+from exporter.nvml.boundary import Nvml
 from exporter.pods.assignments import PodResourcesAssignments
-from exporter.pods.directory import PodDirectory, pod_label_renderer
+from exporter.pods.directory import PodDirectory
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
 from exporter.pods.watch import PodWatcher, core_api, sanitize_label
-from exporter.runtime import Exporter
+from exporter.render.labels import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from exporter.nvml import lib as pynvml
+from exporter.nvml.library import lib as pynvml
 from exporter.simulate.fake_nvml import FakeNvml
 from tests.conftest import ManualClock
 from tests.exporter.helpers import rig, value
@@ -151,8 +151,8 @@ class OldDriverNvml(FakeNvml):
 
 def test_profile_names_without_the_by_id_lookup(clock: ManualClock) -> None:
     from exporter.catalogue import COLLECTORS
-    from exporter.nvml import Nvml
-    from exporter.runtime import Exporter
+    from exporter.collection import Exporter
+    from exporter.nvml.boundary import Nvml
     from exporter.simulate.spec import parse
     from tests.exporter.helpers import samples
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from exporter.catalogue import COLLECTORS, MIG_INSTANCE_SERIES
-from exporter.nvml import Nvml
+from exporter.collection import Exporter
+from exporter.nvml.boundary import Nvml
 from exporter.pods.assignments import PodResourcesAssignments
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
-from exporter.runtime import Exporter
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from exporter.catalogue import COLLECTORS
-from exporter.nvml import Nvml
-from exporter.runtime import Exporter
+from exporter.collection import Exporter
+from exporter.nvml.boundary import Nvml
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.spec import expand, load
 from tests.conftest import require_binary

@@ -1,10 +1,4 @@
-"""The one boundary to NVML.
-
-This is the only module that imports ``pynvml`` (from nvidia-ml-py). Everything above it gets
-plain Python values or a typed :class:`Failure` — never an ``NVMLError`` — and never sees bytes.
-The library object is injected: the real ``pynvml`` module by default, or the fake NVML of
-:mod:`exporter.simulate.fake_nvml`, which implements the same functions, so the collector code
-that runs under test and in the demo is the code that runs on a GPU node.
+"""Typed access to the NVML functions the exporter uses: the one place ``NVMLError`` is caught.
 
 An unsupported function is logged once per device and function, not on every collection.
 """
@@ -14,193 +8,41 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar, Union
+from typing import Any
 
-import pynvml
+from exporter.nvml.library import (
+    EVENT_XID,
+    FI_DEV_MEMORY_TEMP,
+    FUNCTION_MISSING,
+    GPM_METRICS,
+    NO_INSTANCE,
+    NVLINK_TOTAL_FIELDS,
+    TEMPERATURE_GPU,
+    lib,
+)
+from exporter.nvml.results import (
+    Device,
+    EventSet,
+    Failure,
+    GpuLost,
+    GpuProcess,
+    MigInstance,
+    NotSupported,
+    NvmlInitError,
+    Outcome,
+    classify,
+    error_text,
+    text,
+)
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
-
-# What the fake NVML needs to look like the real one: the error type, constants and structs.
-lib = pynvml
-
-
-class Failure:
-    """Why an NVML read gave no value."""
-
-    __slots__ = ("code", "function")
-    kind: ClassVar[str] = "other"
-
-    def __init__(self, code: int, function: str) -> None:
-        self.code = code
-        self.function = function
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.function}: {error_text(self.code)})"
-
-
-class NotSupported(Failure):
-    """The device, driver or bindings do not support this query. The value is simply absent."""
-
-    kind = "not_supported"
-
-
-class GpuLost(Failure):
-    """The GPU fell off the bus or needs a reset."""
-
-    kind = "gpu_lost"
-
-
-class Failed(Failure):
-    """Any other NVML error (permissions, timeouts, unknown)."""
-
-    kind = "other"
-
-
-# A read gives either its value or a Failure.
-Outcome = Union[T, Failure]  # noqa: UP007  (a generic alias; `T | Failure` cannot be subscripted)
-
-_NOT_SUPPORTED_CODES = frozenset(
-    {pynvml.NVML_ERROR_NOT_SUPPORTED, pynvml.NVML_ERROR_FUNCTION_NOT_FOUND}
-)
-_LOST_CODES = frozenset(
-    {
-        pynvml.NVML_ERROR_GPU_IS_LOST,
-        pynvml.NVML_ERROR_RESET_REQUIRED,
-        getattr(pynvml, "NVML_ERROR_GPU_NOT_FOUND", 28),
-    }
-)
-_FUNCTION_MISSING = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
-
-
-def error_text(code: int) -> str:
-    text = pynvml.NVMLError._errcode_to_string.get(code)
-    return text if text is not None else f"NVML error {code}"
-
-
-def classify(code: int, function: str) -> Failure:
-    if code in _NOT_SUPPORTED_CODES:
-        return NotSupported(code, function)
-    if code in _LOST_CODES:
-        return GpuLost(code, function)
-    return Failed(code, function)
-
-
-def text(value: Any) -> str:
-    """NVML strings arrive as bytes or str depending on the bindings' version."""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return str(value)
-
-
-class NvmlInitError(Exception):
-    """NVML could not be initialised (no driver, no library, no permission)."""
-
-    def __init__(self, failure: Failure, detail: str) -> None:
-        super().__init__(detail)
-        self.failure = failure
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """A device handle plus the name used when logging about it."""
-
-    index: int
-    handle: Any
-
-
-@dataclass(frozen=True, slots=True)
-class EventSet:
-    handle: Any
-
-
-@dataclass(frozen=True, slots=True)
-class MigInstance:
-    """One MIG device (a GPU instance with its compute instance) of a physical GPU."""
-
-    device: Device  # the MIG device handle, with the parent's index
-    uuid: str
-    gi_id: int
-    ci_id: int
-    profile: str  # e.g. "1g.10gb"
-    compute_slices: int  # of 7
-    memory_slices: int  # of 8
-
-
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
-    pid: int
-    used_bytes: int | None  # None where the driver cannot tell
-    gi_id: int | None  # the MIG GPU instance it runs in, None outside MIG
-
-
-_NO_INSTANCE = 0xFFFFFFFF  # NVML's "not in a MIG instance"
-
-
-# GPM metric ids (NVML) for the DCGM profiling fields, and the factor to DCGM's unit.
-GPM_METRICS = {
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": (pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL, 0.01),
-    "DCGM_FI_PROF_SM_ACTIVE": (pynvml.NVML_GPM_METRIC_SM_UTIL, 0.01),
-    "DCGM_FI_PROF_SM_OCCUPANCY": (pynvml.NVML_GPM_METRIC_SM_OCCUPANCY, 0.01),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": (pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL, 0.01),
-    "DCGM_FI_PROF_DRAM_ACTIVE": (pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL, 0.01),
-    "DCGM_FI_PROF_PCIE_TX_BYTES": (pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC, 1024.0 * 1024.0),
-    "DCGM_FI_PROF_PCIE_RX_BYTES": (pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC, 1024.0 * 1024.0),
-}
-
-
-# Values of the NVML enums the collector passes through this module.
-CLOCK_SM = pynvml.NVML_CLOCK_SM
-CLOCK_MEM = pynvml.NVML_CLOCK_MEM
-TEMPERATURE_GPU = pynvml.NVML_TEMPERATURE_GPU
-FI_DEV_MEMORY_TEMP = pynvml.NVML_FI_DEV_MEMORY_TEMP
-EVENT_XID = pynvml.nvmlEventTypeXidCriticalError
-ECC_CORRECTED = pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
-ECC_UNCORRECTED = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-ECC_VOLATILE = pynvml.NVML_VOLATILE_ECC
-ECC_AGGREGATE = pynvml.NVML_AGGREGATE_ECC
-PERF_POLICIES = {
-    "power": pynvml.NVML_PERF_POLICY_POWER,
-    "thermal": pynvml.NVML_PERF_POLICY_THERMAL,
-    "sync_boost": pynvml.NVML_PERF_POLICY_SYNC_BOOST,
-    "board_limit": pynvml.NVML_PERF_POLICY_BOARD_LIMIT,
-    "low_utilization": pynvml.NVML_PERF_POLICY_LOW_UTILIZATION,
-    "reliability": pynvml.NVML_PERF_POLICY_RELIABILITY,
-}
-NVLINK_COUNTERS = {
-    "replay": pynvml.NVML_NVLINK_ERROR_DL_REPLAY,
-    "recovery": pynvml.NVML_NVLINK_ERROR_DL_RECOVERY,
-    "crc_flit": pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT,
-    "crc_data": pynvml.NVML_NVLINK_ERROR_DL_CRC_DATA,
-}
-# NVML field ids of the NVLink error counters summed over all links (what DCGM reads)
-NVLINK_TOTAL_FIELDS = {
-    "crc_flit": pynvml.NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL,
-    "crc_data": pynvml.NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL,
-    "replay": pynvml.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
-    "recovery": pynvml.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
-}
-NVLINK_MAX_LINKS = 18  # NVLink 4 (Hopper); NVML's own maximum is larger but no GPU has more yet
-CLOCK_EVENT_REASONS = {
-    "gpu_idle": 0x1,
-    "applications_clocks_setting": 0x2,
-    "sw_power_cap": 0x4,
-    "hw_slowdown": 0x8,
-    "sync_boost": 0x10,
-    "sw_thermal_slowdown": 0x20,
-    "hw_thermal_slowdown": 0x40,
-    "hw_power_brake_slowdown": 0x80,
-    "display_clock_setting": 0x100,
-}
 
 
 class Nvml:
     """Typed access to the NVML functions the exporter uses."""
 
     def __init__(self, library: Any = None) -> None:
-        self._lib = pynvml if library is None else library
+        self._lib = lib if library is None else library
         self._profile_names: dict[tuple[int, int], str] = {}
         self._logged: set[tuple[int, str]] = set()
         self._log_lock = threading.Lock()
@@ -214,7 +56,7 @@ class Nvml:
             return
         try:
             self._lib.nvmlInit()
-        except pynvml.NVMLError as exc:
+        except lib.NVMLError as exc:
             failure = classify(exc.value, "nvmlInit")
             raise NvmlInitError(failure, f"NVML init failed: {error_text(exc.value)}") from None
         self.initialized = True
@@ -225,7 +67,7 @@ class Nvml:
         self.initialized = False
         try:
             self._lib.nvmlShutdown()
-        except pynvml.NVMLError as exc:
+        except lib.NVMLError as exc:
             log.debug("nvmlShutdown: %s", error_text(exc.value))
 
     # -- the one place NVMLError is caught --------------------------------------------------
@@ -233,10 +75,10 @@ class Nvml:
     def _call(self, device: int, name: str, *args: Any, quiet: bool = False) -> Any:
         fn: Callable[..., Any] | None = getattr(self._lib, name, None)
         if fn is None:  # bindings older than the function
-            return self._unsupported(device, NotSupported(_FUNCTION_MISSING, name))
+            return self._unsupported(device, NotSupported(FUNCTION_MISSING, name))
         try:
             return fn(*args)
-        except pynvml.NVMLError as exc:
+        except lib.NVMLError as exc:
             failure = classify(exc.value, name)
             if isinstance(failure, NotSupported) and not quiet:
                 return self._unsupported(device, failure)
@@ -293,10 +135,6 @@ class Nvml:
         info = self._call(dev.index, "nvmlDeviceGetPciInfo", dev.handle)
         return info if isinstance(info, Failure) else text(info.busId)
 
-    def minor_number(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetMinorNumber", dev.handle)
-        return value
-
     # -- readings ---------------------------------------------------------------------------
 
     def utilization(self, dev: Device) -> Outcome[tuple[int, int]]:
@@ -338,7 +176,7 @@ class Nvml:
         if isinstance(values, Failure):
             return values
         field = values[0]
-        if field.nvmlReturn != pynvml.NVML_SUCCESS:
+        if field.nvmlReturn != lib.NVML_SUCCESS:
             failure = classify(field.nvmlReturn, "NVML_FI_DEV_MEMORY_TEMP")
             if isinstance(failure, NotSupported):
                 return self._unsupported(dev.index, failure)
@@ -353,7 +191,7 @@ class Nvml:
             return values
         totals = {}
         for name, field in zip(NVLINK_TOTAL_FIELDS, values, strict=True):
-            if field.nvmlReturn == pynvml.NVML_SUCCESS:
+            if field.nvmlReturn == lib.NVML_SUCCESS:
                 totals[name] = int(_field_value(field))
         if not totals:
             return self._unsupported(dev.index, NotSupported(3, "NVML_FI_DEV_NVLINK_*_TOTAL"))
@@ -400,7 +238,7 @@ class Nvml:
         value: Outcome[int] = self._call(
             dev.index, "nvmlDeviceGetCurrentClocksEventReasons", dev.handle
         )
-        if isinstance(value, NotSupported) and value.code == _FUNCTION_MISSING:
+        if isinstance(value, NotSupported) and value.code == FUNCTION_MISSING:
             value = self._call(dev.index, "nvmlDeviceGetCurrentClocksThrottleReasons", dev.handle)
         return value
 
@@ -438,7 +276,7 @@ class Nvml:
                 dev.index, "nvmlDeviceGetMigDeviceHandleByIndex", dev.handle, slot, quiet=True
             )
             if isinstance(handle, Failure):
-                if handle.code == pynvml.NVML_ERROR_NOT_FOUND:
+                if handle.code == lib.NVML_ERROR_NOT_FOUND:
                     continue  # an empty slot
                 return handle
             instance = self._mig_instance(dev, Device(dev.index, handle))
@@ -509,8 +347,8 @@ class Nvml:
 
     def gpm_metrics(self, dev: Device, first: Any, second: Any) -> Outcome[dict[str, float]]:
         """DCGM profiling values (ratios 0..1, bytes/s) between two samples."""
-        request = pynvml.c_nvmlGpmMetricsGet_t()
-        request.version = pynvml.NVML_GPM_METRICS_GET_VERSION
+        request = lib.c_nvmlGpmMetricsGet_t()
+        request.version = lib.NVML_GPM_METRICS_GET_VERSION
         request.numMetrics = len(GPM_METRICS)
         request.sample1 = first
         request.sample2 = second
@@ -522,7 +360,7 @@ class Nvml:
         values: dict[str, float] = {}
         for i, (name, (_metric_id, scale)) in enumerate(GPM_METRICS.items()):
             metric = answer.metrics[i]
-            if metric.nvmlReturn == pynvml.NVML_SUCCESS:
+            if metric.nvmlReturn == lib.NVML_SUCCESS:
                 values[name] = float(metric.value) * scale
         return values
 
@@ -538,12 +376,12 @@ class Nvml:
         out = []
         for p in procs:
             used = getattr(p, "usedGpuMemory", None)
-            gi = getattr(p, "gpuInstanceId", _NO_INSTANCE)
+            gi = getattr(p, "gpuInstanceId", NO_INSTANCE)
             out.append(
                 GpuProcess(
                     int(p.pid),
                     None if used is None else int(used),
-                    None if gi in (None, _NO_INSTANCE) else int(gi),
+                    None if gi in (None, NO_INSTANCE) else int(gi),
                 )
             )
         return out
@@ -555,8 +393,8 @@ class Nvml:
         newest sample's timestamp (pass it back next time)."""
         try:
             samples = self._lib.nvmlDeviceGetProcessUtilization(dev.handle, since_us)
-        except pynvml.NVMLError as exc:
-            if exc.value == pynvml.NVML_ERROR_NOT_FOUND:  # no samples in the window
+        except lib.NVMLError as exc:
+            if exc.value == lib.NVML_ERROR_NOT_FOUND:  # no samples in the window
                 return {}, since_us
             failure = classify(exc.value, "nvmlDeviceGetProcessUtilization")
             if isinstance(failure, NotSupported):
@@ -595,8 +433,8 @@ class Nvml:
         for _ in range(limit):
             try:
                 data = self._lib.nvmlEventSetWait_v2(events.handle, 0)
-            except pynvml.NVMLError as exc:
-                if exc.value == pynvml.NVML_ERROR_TIMEOUT:
+            except lib.NVMLError as exc:
+                if exc.value == lib.NVML_ERROR_TIMEOUT:
                     break
                 return classify(exc.value, "nvmlEventSetWait_v2")
             if int(data.eventType) & EVENT_XID:
@@ -610,14 +448,14 @@ class Nvml:
 def _field_value(field: Any) -> float:
     kind = int(field.valueType)
     value = field.value
-    if kind == pynvml.NVML_VALUE_TYPE_DOUBLE:
+    if kind == lib.NVML_VALUE_TYPE_DOUBLE:
         return float(value.dVal)
     by_type = {
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
-        pynvml.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
-        pynvml.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
-        pynvml.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
+        lib.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+        lib.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+        lib.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal",
+        lib.NVML_VALUE_TYPE_SIGNED_LONG_LONG: "sllVal",
+        lib.NVML_VALUE_TYPE_SIGNED_INT: "siVal",
+        lib.NVML_VALUE_TYPE_UNSIGNED_SHORT: "usVal",
     }
     return float(getattr(value, by_type.get(kind, "uiVal")))

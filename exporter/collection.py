@@ -12,11 +12,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
-from exporter.exposition import Exposition, Family, Variant
-from exporter.gpu_families import gpu_families
-from exporter.nvml import Nvml, NvmlInitError
-from exporter.pods.claims import Assignments, AssignmentSource, Holder, PidOwner
+from exporter.nvml.boundary import Nvml
+from exporter.nvml.results import NvmlInitError
+from exporter.pods.claims import Assignments, AssignmentSource, PidOwner
 from exporter.pods.shares import attribute
+from exporter.render.exposition import Exposition, Family, Variant
+from exporter.render.families import GpuRenderer
+from exporter.render.labels import PodLabels
 from exporter.sampler import GpuSampler
 from exporter.selfmetrics import SelfMetrics
 
@@ -39,13 +41,14 @@ class Exporter:
         owner: PidOwner | None = None,
         assignments_max_age: float = 60.0,
         stats: SelfMetrics | None = None,
-        pod_labels: Callable[[Holder], str] | None = None,
+        pod_labels: PodLabels | None = None,
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
         self.interval = interval
         self.stats = stats if stats is not None else SelfMetrics(nvml.bindings_version(), mode)
-        self.sampler = GpuSampler(nvml, hostname, self.collectors, self.stats.count_error)
+        self.sampler = GpuSampler(nvml, self.collectors, self.stats.count_error)
+        self.renderer = GpuRenderer(hostname, self.collectors, pod_labels)
         self._clock = clock
         self._monotonic = monotonic
         self._backoff_min, self._backoff_max = init_backoff
@@ -55,7 +58,6 @@ class Exporter:
         self._assignments = assignments
         self._owner: PidOwner = owner if owner is not None else (lambda pid: None)
         self._assignments_max_age = assignments_max_age
-        self._pod_labels = pod_labels
         self._last_assignments: tuple[float, Assignments] | None = None
         self.last_collection: float | None = None  # monotonic time of the last publish
         self.first_collection = threading.Event()
@@ -86,7 +88,7 @@ class Exporter:
             )
             if attribution is not None:
                 self.stats.unknown_device_ids = attribution.unknown_device_ids
-            families = gpu_families(states, self.collectors, attribution, self._pod_labels)
+            families = self.renderer.families(states, attribution)
             self.stats.last_success = self._clock()
         read_done = self._monotonic()
         self.stats.observe_collection(read_done - start)

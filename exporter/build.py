@@ -1,0 +1,113 @@
+"""Build a running exporter from its :class:`~exporter.flags.Settings`.
+
+The parts: the NVML library (the real one, or a simulated node's fake NVML from a fleet spec,
+with its kubelet pod-resources server and /proc tree), self-metrics, the kubelet client, the
+pod directory (and its watch on the Kubernetes API), the /proc owner lookup, and the
+collection loop over all of them. ``gpu-exporter`` (:mod:`exporter.cli`) and ``make demo``
+(:mod:`demo`) both build through :func:`build`.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from exporter.collection import Exporter
+from exporter.flags import Settings, UsageError
+from exporter.nvml.boundary import Nvml
+from exporter.pods.assignments import PodResourcesAssignments
+from exporter.pods.device_ids import DEFAULT_RESOURCES
+from exporter.pods.directory import PodDirectory
+from exporter.pods.kubelet.client import PodResourcesClient
+from exporter.pods.proc_owner import ProcOwner
+from exporter.pods.watch import PodWatcher, core_api
+from exporter.render.labels import pod_label_renderer
+from exporter.selfmetrics import SelfMetrics
+from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.node import SimulatedNode
+from exporter.simulate.spec import FleetSpec, SpecError, load
+
+
+@dataclass
+class Built:
+    """A built exporter and what was started for it; :meth:`stop` stops those."""
+
+    exporter: Exporter
+    directory: PodDirectory
+    spec: FleetSpec | None = None  # simulate mode: the fleet spec
+    node: SimulatedNode | None = None  # simulate mode: its kubelet server and /proc tree
+    watcher: PodWatcher | None = None  # the pod watch on the Kubernetes API, where enabled
+    stops: list[Callable[[], None]] = field(default_factory=list)
+
+    def stop(self) -> None:
+        for stop in self.stops:
+            stop()
+
+
+def build(
+    settings: Settings,
+    *,
+    clock: Callable[[], float] = time.time,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Built:
+    """Everything ``gpu-exporter`` runs, built from its settings; the collection loop is not
+    started yet. A broken spec or kubeconfig raises :class:`UsageError`."""
+    library: Any = None
+    hostname = settings.hostname
+    mode = "nvml"
+    socket_path, procfs = settings.pod_resources_socket, settings.procfs
+    directory = PodDirectory()
+    spec: FleetSpec | None = None
+    node: SimulatedNode | None = None
+    watcher: PodWatcher | None = None
+    stops: list[Callable[[], None]] = []
+    if settings.simulate is not None:
+        try:
+            spec = load(settings.simulate)
+        except SpecError as exc:
+            raise UsageError(f"--simulate {exc}") from None
+        library = FakeNvml(spec, now=clock)
+        hostname = hostname or spec.hostname
+        mode = "simulate"
+        node = SimulatedNode(spec, library)
+        socket_path, procfs = node.socket_path, str(node.proc_root)
+        directory = node.directory
+        stops.append(node.stop)
+    hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
+
+    nvml = Nvml(library)
+    stats = SelfMetrics(nvml.bindings_version(), mode)
+    assignments = PodResourcesAssignments(
+        PodResourcesClient(socket_path, settings.pod_resources_timeout),
+        stats.count_error,
+        DEFAULT_RESOURCES + settings.resource_names,
+    )
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
+        node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
+        try:
+            api = core_api(settings.kubeconfig, settings.kube_api_url)
+        except Exception as exc:  # a broken kubeconfig is a start-up error
+            raise UsageError(f"--kubernetes.kubeconfig: {exc}") from None
+        watcher = PodWatcher(directory, node_name, api, stats.count_error)
+        watcher.start()
+        stops.append(watcher.stop)
+    pod_labels = pod_label_renderer(directory, settings.pod_labels) if settings.pod_labels else None
+    exporter = Exporter(
+        nvml,
+        hostname,
+        settings.collectors,
+        settings.collect_interval,
+        mode=mode,
+        clock=clock,
+        monotonic=monotonic,
+        stats=stats,
+        assignments=assignments if "processes" in settings.collectors else None,
+        owner=ProcOwner(directory, procfs, stats.count_error, monotonic=monotonic),
+        pod_labels=pod_labels,
+    )
+    return Built(exporter, directory, spec, node, watcher, stops)

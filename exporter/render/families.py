@@ -1,0 +1,185 @@
+"""Turn one snapshot of the GPUs (and who holds them) into fresh metric families.
+
+Nothing but label text is kept between collections: a GPU that went away is simply not
+emitted. Device series carry ``namespace``/``pod``/``container`` where exactly one container
+holds the device (a whole GPU, or a MIG instance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from exporter import catalogue as cat
+from exporter.pods.claims import Holder
+from exporter.pods.shares import Attribution, Unit
+from exporter.render.exposition import Family, label_pairs
+from exporter.render.labels import GpuLabels, LabelCache, MigLabels, PodLabels
+from exporter.snapshot import GpuState, MigState
+
+
+@dataclass(slots=True)
+class _Gpu:
+    """One GPU of the snapshot with its label text for this collection."""
+
+    state: GpuState
+    labels: GpuLabels
+    series: str  # labels of its value series: the DCGM set, plus a sole holder's
+    instances: list[tuple[MigState, MigLabels, str]]  # with their value series' labels
+
+
+class GpuRenderer:
+    def __init__(
+        self, hostname: str, collectors: Iterable[str], pod_labels: PodLabels | None = None
+    ) -> None:
+        self._on = frozenset(collectors)
+        self.labels = LabelCache(hostname, pod_labels)
+
+    def families(self, states: list[GpuState], attribution: Attribution | None) -> list[Family]:
+        on = self._on
+        gpus = self._label(states, attribution)
+        up = Family(cat.DEVICE_UP.name, "gauge", cat.DEVICE_UP.help)
+        info = Family(cat.DEVICE_INFO.name, "gauge", cat.DEVICE_INFO.help)
+        for g in gpus:
+            up.add(g.labels.base, 1 if g.state.up else 0)
+            info.add(g.labels.info, 1)
+        families = [up, info]
+
+        live = [g for g in gpus if g.state.up]
+        for series in cat.SCALAR_SERIES:
+            if series.collector not in on:
+                continue
+            family = Family(series.name, series.kind, series.help)
+            name = series.name
+            per_instance = name in cat.MIG_INSTANCE_SERIES
+            for g in live:
+                value = g.state.values.get(name)
+                if value is not None:
+                    family.add(g.series, value)
+                if per_instance:
+                    for inst, _, labels in g.instances:
+                        value = inst.values.get(name)
+                        if value is not None:
+                            family.add(labels, value)
+            families.append(family)
+
+        if "mig" in on:
+            mig = Family(cat.MIG_INSTANCE_INFO.name, "gauge", cat.MIG_INSTANCE_INFO.help)
+            for g in live:
+                for _, mig_labels, labels in g.instances:
+                    mig.add(f"{labels},{mig_labels.info}", 1)
+            families.append(mig)
+
+        if "xid" in on:
+            xid = Family(cat.XID_COUNTER.name, "counter", cat.XID_COUNTER.help)
+            for g in live:
+                for code, count in sorted(g.state.xid_counts.items()):
+                    xid.add(f'{g.labels.base},xid="{code}"', count)
+            families.append(xid)
+
+        if "clock_events" in on:
+            active = Family(cat.CLOCK_EVENT_ACTIVE.name, "gauge", cat.CLOCK_EVENT_ACTIVE.help)
+            for g in live:
+                reasons = g.state.clock_event_reasons
+                if reasons is None:
+                    continue
+                for labels, bit in g.labels.reasons:
+                    active.add(labels, 1 if reasons & bit else 0)
+            families.append(active)
+
+        if "nvlink" in on or "nvlink_links" in on:
+            families.extend(_nvlink_families(live))
+        if attribution is not None:
+            families.extend(self._attribution_families(gpus, attribution))
+        return families
+
+    def _label(self, states: list[GpuState], attribution: Attribution | None) -> list[_Gpu]:
+        """Each GPU's and MIG instance's label text, with a sole holder's where there is one."""
+        cache = self.labels
+        cache.turn()
+        exclusive = attribution.exclusive if attribution is not None else {}
+        gpus = []
+        for s in states:
+            labels = cache.gpu(s.identity)
+            series = labels.base
+            if exclusive and not s.mig_enabled:
+                holder = exclusive.get(Unit(s.identity.index, None))
+                if holder is not None:
+                    series = f"{series},{cache.holder(holder)}"
+            instances = []
+            for inst in s.instances:
+                mig = cache.mig(labels, inst.instance)
+                text = mig.base
+                if exclusive:
+                    holder = exclusive.get(Unit(s.identity.index, inst.instance.gi_id))
+                    if holder is not None:
+                        text = f"{text},{cache.holder(holder)}"
+                instances.append((inst, mig, text))
+            gpus.append(_Gpu(s, labels, series, instances))
+        return gpus
+
+    def _attribution_families(self, gpus: list[_Gpu], a: Attribution) -> list[Family]:
+        units: dict[Unit, str] = {}
+        for g in gpus:
+            index = g.state.identity.index
+            units[Unit(index, None)] = g.labels.base
+            for inst, mig, _ in g.instances:
+                units[Unit(index, inst.instance.gi_id)] = mig.base
+        who = self.labels.container
+
+        share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
+        for (unit, holder, resource), value in sorted(a.shares.items(), key=_share_order):
+            base = units.get(unit)
+            if base is not None:
+                extra = label_pairs((("resource", resource),))
+                share.add(f"{base},{who(holder)},{extra}", value)
+        sm = Family(cat.CONTAINER_SM.name, "gauge", cat.CONTAINER_SM.help)
+        mem = Family(cat.CONTAINER_MEMORY.name, "gauge", cat.CONTAINER_MEMORY.help)
+        for (unit, holder), (util, used) in a.usage.items():
+            base = units.get(unit)
+            if base is None:
+                continue
+            labels = f"{base},{who(holder)}"
+            if util is not None:
+                sm.add(labels, util)
+            mem.add(labels, used)
+        unmapped = Family(cat.UNATTRIBUTED.name, "gauge", cat.UNATTRIBUTED.help)
+        for g in gpus:
+            s = g.state
+            if s.up and s.processes:
+                unmapped.add(g.labels.base, a.unattributed_processes.get(s.identity.index, 0))
+        return [share, sm, mem, unmapped]
+
+
+def _share_order(item: tuple[tuple[Unit, Holder, str], float]) -> tuple[int, int, Holder]:
+    (unit, holder, _), _ = item
+    return unit.gpu_index, unit.gi_id or 0, holder
+
+
+def _nvlink_families(live: list[_Gpu]) -> list[Family]:
+    totals: list[Family] = []
+    per_link: dict[str, Family] = {}
+    for counter, base in cat.NVLINK_DCGM_NAMES.items():
+        help_text = cat.NVLINK_HELP[counter]
+        total = Family(f"{base}_TOTAL", "counter", f"{help_text} total for all links.")
+        for g in live:
+            s = g.state
+            if counter in s.nvlink_totals:
+                total.add(g.series, s.nvlink_totals[counter])
+            for (c, link), n in s.nvlink.items():
+                if c != counter:
+                    continue
+                name = f"{base}_L{link}"
+                family = per_link.get(name)
+                if family is None:
+                    family = per_link[name] = Family(
+                        name, "counter", f"{help_text} for link {link}."
+                    )
+                family.add(g.series, n)
+        totals.append(total)
+    return totals + [per_link[k] for k in sorted(per_link, key=_link_order)]
+
+
+def _link_order(name: str) -> tuple[str, int]:
+    base, _, link = name.rpartition("_L")
+    return base, int(link)
