@@ -72,10 +72,23 @@ def free_port() -> int:
 
 def start_exporter(spec: Path, interval: str = "5s") -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "exporter.cli", "--simulate", str(spec), "--collect-interval",
-         interval, "--web.listen-address", "127.0.0.1:0", "--log-level", "warn"],
-        cwd=ROOT, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "exporter.cli",
+            "--simulate",
+            str(spec),
+            "--collect-interval",
+            interval,
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--log-level",
+            "warn",
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     # the port line is logged at info; ask the process instead: find its listening socket
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -207,10 +220,13 @@ def collection_times(spec_path: Path, n: int) -> dict[str, float]:
     try:
         nvml = Nvml(fake)
         exporter = Exporter(
-            nvml, spec.hostname, frozenset(COLLECTORS) - OFF_BY_DEFAULT, 5.0,
+            nvml,
+            spec.hostname,
+            frozenset(COLLECTORS) - OFF_BY_DEFAULT,
+            5.0,
             assignments=PodResourcesAssignments(client, lambda *_: None),
             owner=ProcOwner(node.directory, node.proc_root),
-        )  # fmt: skip
+        )
         exporter.collect_once()
         totals, reads, renders = [], [], []
         for _ in range(n):
@@ -249,15 +265,33 @@ def shared_spec(path: Path, gpus: int = 16, replicas: int = 10, processes: int =
             pid += 1
             procs.append({"pid": pid, "sm_util": 5 + (pid % 40), "memory_used_mib": 600})
             pods[k % replicas].append(pid)
-        raw["gpus"].append({"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559,
-                            "time_slicing_replicas": replicas, "processes": procs,
-                            "utilization": {"gpu": 70}, "power_w": 500})  # fmt: skip
+        raw["gpus"].append(
+            {
+                "model": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81559,
+                "time_slicing_replicas": replicas,
+                "processes": procs,
+                "utilization": {"gpu": 70},
+                "power_w": 500,
+            }
+        )
         for r in range(replicas):
-            raw["pods"].append({
-                "namespace": f"team-{r % 7}", "name": f"job-{g}-{r}",
-                "labels": {"team": f"team-{r % 7}"},
-                "containers": [{"name": "main", "pids": pods[r], "devices": [
-                    {"resource": "nvidia.com/gpu.shared", "ids": [f"gpu{g}::{r}"]}]}]})  # fmt: skip
+            raw["pods"].append(
+                {
+                    "namespace": f"team-{r % 7}",
+                    "name": f"job-{g}-{r}",
+                    "labels": {"team": f"team-{r % 7}"},
+                    "containers": [
+                        {
+                            "name": "main",
+                            "pids": pods[r],
+                            "devices": [
+                                {"resource": "nvidia.com/gpu.shared", "ids": [f"gpu{g}::{r}"]}
+                            ],
+                        }
+                    ],
+                }
+            )
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -267,12 +301,16 @@ def node_exporter_latency(total: int) -> dict[str, Any]:
     if binary is None:
         return {"error": "prometheus-node-exporter not installed (make bench installs it)"}
     port = free_port()
-    proc = subprocess.Popen([binary, f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    proc = subprocess.Popen(
+        [binary, f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port)
-        version = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                                 check=False).stdout.split("\n")[0]  # fmt: skip
+        version = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, check=False
+        ).stdout.split("\n")[0]
         lat = scrape_latency(port, PROM_HEADERS, total)
         return {"version": version, "p50_ms": statistics.median(lat), "p99_ms": pct(lat, 99)}
     finally:
@@ -297,10 +335,14 @@ def main() -> int:
     }
     report: dict[str, Any] = {"machine": machine(), "requests": requests, "specs": {}}
     m = report["machine"]
-    print(f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-          f"Linux {m['kernel']}, {m['date']}")  # fmt: skip
-    print(f"scrapes: {requests} per case, 4 concurrent keep-alive clients; CPU/RSS window "
-          f"{window:.0f} s at 5 s collection, 15 s scrapes\n")  # fmt: skip
+    print(
+        f"machine: {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
+        f"Linux {m['kernel']}, {m['date']}"
+    )
+    print(
+        f"scrapes: {requests} per case, 4 concurrent keep-alive clients; CPU/RSS window "
+        f"{window:.0f} s at 5 s collection, 15 s scrapes\n"
+    )
 
     peer = node_exporter_latency(requests)
     report["node_exporter"] = peer
@@ -311,9 +353,12 @@ def main() -> int:
             time.sleep(0.5)
             prom = scrape_latency(port, PROM_HEADERS, requests)
             plain = scrape_latency(port, {}, requests)
-            figures |= {"scrape_p50_ms": statistics.median(prom), "scrape_p99_ms": pct(prom, 99),
-                        "scrape_plain_p50_ms": statistics.median(plain),
-                        "scrape_plain_p99_ms": pct(plain, 99)}  # fmt: skip
+            figures |= {
+                "scrape_p50_ms": statistics.median(prom),
+                "scrape_p99_ms": pct(prom, 99),
+                "scrape_plain_p50_ms": statistics.median(plain),
+                "scrape_plain_p99_ms": pct(plain, 99),
+            }
             figures |= cpu_and_rss(proc.pid, port, window)
         finally:
             proc.terminate()
@@ -322,8 +367,10 @@ def main() -> int:
         _print(name, figures, peer)
 
     if "p50_ms" in peer:
-        print(f"peer: {peer['version']}: scrape p50 {peer['p50_ms']:.2f} ms, "
-              f"p99 {peer['p99_ms']:.2f} ms")  # fmt: skip
+        print(
+            f"peer: {peer['version']}: scrape p50 {peer['p50_ms']:.2f} ms, "
+            f"p99 {peer['p99_ms']:.2f} ms"
+        )
     else:
         print(f"peer: {peer['error']}")
     out = ROOT / "bench" / "results"
@@ -364,9 +411,11 @@ def _print(name: str, f: dict[str, Any], peer: dict[str, Any]) -> None:
         f"{f['cpu_percent_of_core']:.3f} % of one core   [<= 1 %: "
         f"{verdict(f['cpu_percent_of_core'] <= 1)}]"
     )
-    print(f"  RSS                          max {f['rss_max_mib']:.1f} MiB, final "
-          f"{f['rss_final_mib']:.1f} MiB   [<= 80 MiB: {verdict(f['rss_max_mib'] <= 80)}; "
-          f"<= 150 MiB for the shared node]\n")  # fmt: skip
+    print(
+        f"  RSS                          max {f['rss_max_mib']:.1f} MiB, final "
+        f"{f['rss_final_mib']:.1f} MiB   [<= 80 MiB: {verdict(f['rss_max_mib'] <= 80)}; "
+        f"<= 150 MiB for the shared node]\n"
+    )
 
 
 if __name__ == "__main__":

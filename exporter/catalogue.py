@@ -52,6 +52,7 @@ def _s(
     return Series(name, kind, unit, help, collector, source)
 
 
+# Laid out as a table: one entry per series.
 SCALAR_SERIES: tuple[Series, ...] = (
     _s("DCGM_FI_DEV_GPU_UTIL", "gauge", "%", "GPU utilization (in %).", "utilization",
        "nvmlDeviceGetUtilizationRates().gpu"),
@@ -189,51 +190,78 @@ NVLINK_HELP = {
 }
 
 XID_COUNTER = Series(
-    "gpu_xid_errors_total", "counter", "1",
-    "XID errors seen since the exporter started, by XID code.", "xid",
+    "gpu_xid_errors_total",
+    "counter",
+    "1",
+    "XID errors seen since the exporter started, by XID code.",
+    "xid",
     "nvmlEventSetWait_v2 (nvmlEventTypeXidCriticalError)",
-)  # fmt: skip
+)
 CLOCK_EVENT_ACTIVE = Series(
-    "gpu_clock_event_reason_active", "gauge", "bool",
+    "gpu_clock_event_reason_active",
+    "gauge",
+    "bool",
     "1 while the named clock event reason (throttle reason) holds the clocks down.",
-    "clock_events", "nvmlDeviceGetCurrentClocksEventReasons() bits",
-)  # fmt: skip
+    "clock_events",
+    "nvmlDeviceGetCurrentClocksEventReasons() bits",
+)
 MIG_INSTANCE_INFO = Series(
-    "gpu_mig_instance_info", "gauge", "1",
+    "gpu_mig_instance_info",
+    "gauge",
+    "1",
     "One series per MIG instance; labels give its profile, GPU instance id, MIG UUID, compute "
     "slices (of 7) and memory slices (of 8). Value 1.",
-    "mig", "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes",
-)  # fmt: skip
+    "mig",
+    "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes",
+)
 ALLOCATION_SHARE = Series(
-    "gpu_allocation_share", "gauge", "ratio",
+    "gpu_allocation_share",
+    "gauge",
+    "ratio",
     "Share of the physical GPU a container holds: whole GPU 1, MIG instance compute slices/7, "
     "time-slice replica 1/replicas of that device.",
-    "processes", "kubelet pod-resources List + GetAllocatableResources",
-)  # fmt: skip
+    "processes",
+    "kubelet pod-resources List + GetAllocatableResources",
+)
 CONTAINER_SM = Series(
-    "gpu_container_sm_utilization_ratio", "gauge", "ratio",
+    "gpu_container_sm_utilization_ratio",
+    "gauge",
+    "ratio",
     "SM utilisation of a container's processes on this device since the last collection "
     "(sum over its processes, 0..1 of the device).",
-    "processes", "nvmlDeviceGetProcessUtilization, /proc/<pid>/cgroup, pod directory",
-)  # fmt: skip
+    "processes",
+    "nvmlDeviceGetProcessUtilization, /proc/<pid>/cgroup, pod directory",
+)
 CONTAINER_MEMORY = Series(
-    "gpu_container_memory_used_bytes", "gauge", "bytes",
+    "gpu_container_memory_used_bytes",
+    "gauge",
+    "bytes",
     "Device memory used by a container's processes on this device.",
-    "processes", "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup, pod directory",
-)  # fmt: skip
+    "processes",
+    "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup, pod directory",
+)
 UNATTRIBUTED = Series(
-    "gpu_unattributed_processes", "gauge", "1",
+    "gpu_unattributed_processes",
+    "gauge",
+    "1",
     "Processes on this GPU that map to no pod (host processes, or unknown containers); counted, "
     "never guessed.",
-    "processes", "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup",
-)  # fmt: skip
+    "processes",
+    "nvmlDeviceGetComputeRunningProcesses, /proc/<pid>/cgroup",
+)
 DEVICE_UP = Series(
-    "gpu_device_up", "gauge", "bool",
+    "gpu_device_up",
+    "gauge",
+    "bool",
     "1 when the last read of this GPU succeeded, 0 when it is lost or could not be read.",
-    "utilization", "any NVML device call",
-)  # fmt: skip
+    "utilization",
+    "any NVML device call",
+)
 DEVICE_INFO = Series(
-    "gpu_device_info", "gauge", "1",
+    "gpu_device_info",
+    "gauge",
+    "1",
     "Static facts about the GPU as labels (serial, VBIOS version); value 1.",
-    "utilization", "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
-)  # fmt: skip
+    "utilization",
+    "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
+)

@@ -22,8 +22,12 @@ from exporter.pods.kubelet.client import DEFAULT_SOCKET
 
 PROG = "gpu-exporter"
 ENV_PREFIX = "GPU_EXPORTER_"
-LOG_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
-              "error": logging.ERROR}  # fmt: skip
+LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+}
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)(ms|s|m|h)?$")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
@@ -177,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_false",
             help=argparse.SUPPRESS,
         )
-    return p  # fmt: skip
+    return p
 
 
 def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:

@@ -14,13 +14,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 class Process:
-    def __init__(self, args: list[str], env: dict[str, str] | None = None,
-                 cwd: Path = ROOT) -> None:  # fmt: skip
+    def __init__(
+        self, args: list[str], env: dict[str, str] | None = None, cwd: Path = ROOT
+    ) -> None:
         full_env = {**os.environ, **(env or {})}
         self.proc = subprocess.Popen(
-            args, cwd=cwd, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, encoding="utf-8", errors="replace",
-        )  # fmt: skip
+            args,
+            cwd=cwd,
+            env=full_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+        )
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)

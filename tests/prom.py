@@ -21,9 +21,15 @@ def free_port() -> int:
 
 
 class Prometheus:
-    def __init__(self, binary: str, workdir: Path, targets: list[str],
-                 scrape_interval: str = "1s", extra_args: tuple[str, ...] | list[str] = (),
-                 config_text: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        binary: str,
+        workdir: Path,
+        targets: list[str],
+        scrape_interval: str = "1s",
+        extra_args: tuple[str, ...] | list[str] = (),
+        config_text: str | None = None,
+    ) -> None:
         """``config_text``: a whole configuration instead of one job scraping ``targets``."""
         self.port = free_port()
         config = workdir / "prometheus.yml"
@@ -38,10 +44,16 @@ class Prometheus:
                 f"      - targets: {json.dumps(targets)}\n"
             )
         config.write_text(config_text)
-        self.process = Process([
-            binary, f"--config.file={config}", f"--storage.tsdb.path={workdir / 'data'}",
-            f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra_args,
-        ])  # fmt: skip
+        self.process = Process(
+            [
+                binary,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={workdir / 'data'}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--log.level=warn",
+                *extra_args,
+            ]
+        )
         self.url = f"http://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 30.0) -> None:
@@ -54,8 +66,9 @@ class Prometheus:
             if result:
                 return result
             if time.monotonic() > deadline:
-                raise AssertionError(f"prometheus: {what} not reached in {timeout}s\n"
-                                     + self.process.output())  # fmt: skip
+                raise AssertionError(
+                    f"prometheus: {what} not reached in {timeout}s\n" + self.process.output()
+                )
             if self.process.proc.poll() is not None:
                 raise AssertionError("prometheus exited:\n" + self.process.output())
             time.sleep(0.2)  # polling interval while waiting for a condition

@@ -296,9 +296,11 @@ class Nvml:
                 return value
         assert isinstance(uuid, str)
         gi = self._call(parent.index, "nvmlDeviceGetGpuInstanceById", parent.handle, gi_id)
-        info = gi if isinstance(gi, Failure) else self._call(
-            parent.index, "nvmlGpuInstanceGetInfo", gi
-        )  # fmt: skip
+        info = (
+            gi
+            if isinstance(gi, Failure)
+            else self._call(parent.index, "nvmlGpuInstanceGetInfo", gi)
+        )
         compute = int(attrs.gpuInstanceSliceCount)
         if isinstance(info, Failure):
             memory, profile = 0, f"{compute}g.{int(attrs.memorySizeMB) // 1024}gb"
@@ -316,9 +318,7 @@ class Nvml:
             )
             if isinstance(info, Failure):  # older driver: NVIDIA's naming, from the sizes
                 total = self.memory(parent)
-                per_slice = (
-                    0 if isinstance(total, Failure) else round(total[0] / 2**30 / 8)
-                )  # fmt: skip
+                per_slice = 0 if isinstance(total, Failure) else round(total[0] / 2**30 / 8)
                 name = f"{compute}g.{memory * per_slice}gb"
             else:
                 name = text(info.name).removeprefix("MIG ")

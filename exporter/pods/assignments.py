@@ -46,8 +46,10 @@ class PodResourcesAssignments:
             # a kubelet older than GetAllocatableResources (< 1.21): whole GPUs and MIG
             # instances still count; time-slice replicas cannot be sized, so they count as 1
             if not self._warned_old:
-                log.warning("kubelet has no GetAllocatableResources: time-slice replicas are "
-                            "counted as whole devices")  # fmt: skip
+                log.warning(
+                    "kubelet has no GetAllocatableResources: time-slice replicas are "
+                    "counted as whole devices"
+                )
                 self._warned_old = True
             allocatable = []
         if self._failing:

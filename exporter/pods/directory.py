@@ -51,4 +51,3 @@ class PodDirectory:
 
     def __len__(self) -> int:
         return len(self._by_uid)
-

@@ -2,8 +2,8 @@
 
 It implements the pynvml functions the exporter calls, with pynvml's signatures, return types
 (the same ctypes structures) and errors (``NVMLError`` with NVML's codes), so that
-:class:`exporter.nvml.Nvml` — and everything above it — runs unchanged on top of it. The clock
-is injected: ``now()`` returns wall-clock seconds; the spec's curves are evaluated at
+:class:`exporter.nvml.boundary.Nvml` — and everything above it — runs unchanged on top of it.
+The clock is injected: ``now()`` returns wall-clock seconds; the spec's curves are evaluated at
 ``now() - epoch``.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from exporter.nvml.library import CLOCK_EVENT_REASONS
+from exporter.nvml.library import CLOCK_EVENT_REASONS, NO_INSTANCE
 from exporter.nvml.library import lib as pynvml
 from exporter.simulate.fake_mig import MigGpmMixin
 from exporter.simulate.handles import FakeHandle, FakeMigHandle
@@ -336,13 +336,15 @@ class FakeNvml(MigGpmMixin):
             if proc.alive(t):
                 gi = proc.spec.gi_id
                 out.append(
-                    pynvml.nvmlFriendlyObject({
-                        "pid": proc.spec.pid,
-                        "usedGpuMemory": _uint(proc.memory_used_mib.value(t)) * MIB,
-                        "gpuInstanceId": gi if gi is not None else 0xFFFFFFFF,
-                        "computeInstanceId": 0 if gi is not None else 0xFFFFFFFF,
-                    })
-                )  # fmt: skip
+                    pynvml.nvmlFriendlyObject(
+                        {
+                            "pid": proc.spec.pid,
+                            "usedGpuMemory": _uint(proc.memory_used_mib.value(t)) * MIB,
+                            "gpuInstanceId": gi if gi is not None else NO_INSTANCE,
+                            "computeInstanceId": 0 if gi is not None else NO_INSTANCE,
+                        }
+                    )
+                )
         return out
 
     def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, since_us: int) -> list[Any]:

@@ -1,7 +1,8 @@
 """A kubelet pod-resources v1 server on a unix socket, answering from a fleet spec.
 
 Simulate mode runs it so the exporter's real gRPC client and attribution run unchanged; the
-tests use it (and its ``delay`` and ``extra`` knobs) as the real server the client talks to.
+tests use it (and its ``delay`` and ``old_kubelet`` knobs) as the real server the client talks
+to.
 """
 
 from __future__ import annotations
@@ -60,15 +61,6 @@ class KubeletServicer(api_pb2_grpc.PodResourcesListerServicer):
                 api_pb2.ContainerDevices(resource_name=r, device_ids=ids) for r, ids in allocatable
             ]
         )
-
-    def Get(self, request: Any, context: Any) -> Any:
-        self._stall()
-        pods, _ = self.answer()
-        for p in pods:
-            if p.name == request.pod_name and p.namespace == request.pod_namespace:
-                return api_pb2.GetPodResourcesResponse(pod_resources=_pod(p))
-        context.abort(grpc.StatusCode.NOT_FOUND, "pod not found")
-        return None
 
 
 def _pod(p: PodAnswer) -> Any:

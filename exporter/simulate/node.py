@@ -24,15 +24,18 @@ class SimulatedNode:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.proc_root = self.workdir / "proc"
         pod_pids = {pid for pod in spec.pods for c in pod.containers for pid in c.pids}
-        host_pids = tuple(
-            sorted({p.spec.pid for g in fake.gpus for p in g.processes} - pod_pids)
-        )  # fmt: skip
+        host_pids = tuple(sorted({p.spec.pid for g in fake.gpus for p in g.processes} - pod_pids))
         write_proc_tree(self.proc_root, spec.pods, host_pids)
         self.directory = PodDirectory(
-            PodInfo(pod.pod_uid(), pod.namespace, pod.name, dict(pod.labels),
-                    {container_id(pod, c): c.name for c in pod.containers})
+            PodInfo(
+                pod.pod_uid(),
+                pod.namespace,
+                pod.name,
+                dict(pod.labels),
+                {container_id(pod, c): c.name for c in pod.containers},
+            )
             for pod in spec.pods
-        )  # fmt: skip
+        )
         # unix socket paths are limited to ~107 bytes: keep it short, whatever the workdir
         self._socket_dir = Path(tempfile.mkdtemp(prefix="kl-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")

@@ -364,8 +364,15 @@ class SimProcess:
 class SimMig:
     """One simulated MIG instance of a SimGpu."""
 
-    def __init__(self, spec: MigInstanceSpec, gi_id: int, profile: Profile, parent_uuid: str,
-                 placement: int, curve: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: MigInstanceSpec,
+        gi_id: int,
+        profile: Profile,
+        parent_uuid: str,
+        placement: int,
+        curve: Any,
+    ) -> None:
         self.spec = spec
         self.gi_id = gi_id
         self.profile_name = spec.profile

@@ -38,17 +38,23 @@ def test_eight_whole_gpus_to_eight_pods() -> None:
 
 @pytest.mark.parametrize(
     ("layout", "shares"),
-    [(["1g.10gb"] * 7, [1 / 7] * 7),
-     (["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"], [3 / 7, 2 / 7, 1 / 7, 1 / 7])],
-)  # fmt: skip
+    [
+        (["1g.10gb"] * 7, [1 / 7] * 7),
+        (["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"], [3 / 7, 2 / 7, 1 / 7, 1 / 7]),
+    ],
+)
 def test_mig_instances_by_compute_slices(layout: list[str], shares: list[float]) -> None:
     st = states([{**H100, "mig": [{"profile": p} for p in layout]}])
     insts = st[0].instances
-    claims = [Claim(pod(i), f"nvidia.com/mig-{m.instance.profile}", m.instance.uuid)
-              for i, m in enumerate(insts)]  # fmt: skip
+    claims = [
+        Claim(pod(i), f"nvidia.com/mig-{m.instance.profile}", m.instance.uuid)
+        for i, m in enumerate(insts)
+    ]
     a = attribute(st, claims, {}, lambda pid: None)
-    got = [a.shares[(Unit(0, m.instance.gi_id), pod(i), claims[i].resource)]
-           for i, m in enumerate(insts)]  # fmt: skip
+    got = [
+        a.shares[(Unit(0, m.instance.gi_id), pod(i), claims[i].resource)]
+        for i, m in enumerate(insts)
+    ]
     assert got == pytest.approx(shares)
     assert sum(a.shares.values()) == pytest.approx(1.0)
     assert Unit(0, None) not in a.exclusive  # the GPU itself is shared by the instances
@@ -56,18 +62,25 @@ def test_mig_instances_by_compute_slices(layout: list[str], shares: list[float])
 
 
 def test_time_sliced_gpu_by_replicas_and_real_usage() -> None:
-    procs = [{"pid": 11, "sm_util": 60, "memory_used_mib": 1000},
-             {"pid": 12, "sm_util": 10, "memory_used_mib": 500},
-             {"pid": 21, "sm_util": 25, "memory_used_mib": 4000},
-             {"pid": 99, "sm_util": 5, "memory_used_mib": 100}]  # fmt: skip
+    procs = [
+        {"pid": 11, "sm_util": 60, "memory_used_mib": 1000},
+        {"pid": 12, "sm_util": 10, "memory_used_mib": 500},
+        {"pid": 21, "sm_util": 25, "memory_used_mib": 4000},
+        {"pid": 99, "sm_util": 5, "memory_used_mib": 100},
+    ]
     st = states([{**H100, "time_slicing_replicas": 4, "processes": procs}])
     uuid = st[0].identity.uuid
-    claims = [Claim(pod(1), "nvidia.com/gpu", uuid, 0), Claim(pod(1), "nvidia.com/gpu", uuid, 1),
-              Claim(pod(2), "nvidia.com/gpu", uuid, 2)]  # fmt: skip
+    claims = [
+        Claim(pod(1), "nvidia.com/gpu", uuid, 0),
+        Claim(pod(1), "nvidia.com/gpu", uuid, 1),
+        Claim(pod(2), "nvidia.com/gpu", uuid, 2),
+    ]
     owners = {11: pod(1), 12: pod(1), 21: pod(2)}
     a = attribute(st, claims, {uuid: 4}, owners.get)
-    assert a.shares == {(Unit(0, None), pod(1), "nvidia.com/gpu"): 0.5,
-                        (Unit(0, None), pod(2), "nvidia.com/gpu"): 0.25}  # fmt: skip
+    assert a.shares == {
+        (Unit(0, None), pod(1), "nvidia.com/gpu"): 0.5,
+        (Unit(0, None), pod(2), "nvidia.com/gpu"): 0.25,
+    }
     assert a.exclusive == {}  # shared: device-wide values must not carry a pod's labels
     sm1, mem1 = a.usage[(Unit(0, None), pod(1))]
     sm2, mem2 = a.usage[(Unit(0, None), pod(2))]
@@ -78,8 +91,10 @@ def test_time_sliced_gpu_by_replicas_and_real_usage() -> None:
 
 def test_unknown_device_ids_are_counted() -> None:
     st = states([H100])
-    claims = [Claim(pod(1), "nvidia.com/gpu", "GPU-not-on-this-node"),
-              Claim(pod(2), "nvidia.com/gpu", st[0].identity.uuid)]  # fmt: skip
+    claims = [
+        Claim(pod(1), "nvidia.com/gpu", "GPU-not-on-this-node"),
+        Claim(pod(2), "nvidia.com/gpu", st[0].identity.uuid),
+    ]
     a = attribute(st, claims, {}, lambda pid: None)
     assert a.unknown_device_ids == 1
     assert list(a.shares.values()) == [1.0]

@@ -42,7 +42,12 @@ def test_every_flag_has_an_environment_twin() -> None:
     }
     s = parse_settings([], env)
     assert (s.listen_address, s.collect_interval, str(s.simulate), s.hostname, s.log_level) == (
-        "127.0.0.1:9999", 0.25, "x.yaml", "node-7", "debug")  # fmt: skip
+        "127.0.0.1:9999",
+        0.25,
+        "x.yaml",
+        "node-7",
+        "debug",
+    )
     assert s.collectors == DEFAULT_ON - {"nvlink", "ecc"}
     # the command line wins over the environment
     s = parse_settings(["--collect-interval", "2s", "--collector.nvlink"], env)
@@ -82,16 +87,25 @@ def test_durations(text: str, seconds: float) -> None:
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     import os
 
-    return subprocess.run(exporter_args(*args), cwd=ROOT, env={**os.environ, **(env or {})},
-                          capture_output=True, text=True, timeout=30, check=False)  # fmt: skip
+    return subprocess.run(
+        exporter_args(*args),
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(
     ("args", "needle"),
-    [(["--bogus"], "unrecognized arguments: --bogus"),
-     (["--collect-interval", "-1s"], "--collect-interval"),
-     (["--simulate", "/nonexistent/fleet.yaml"], "/nonexistent/fleet.yaml: cannot read")],
-)  # fmt: skip
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--collect-interval", "-1s"], "--collect-interval"),
+        (["--simulate", "/nonexistent/fleet.yaml"], "/nonexistent/fleet.yaml: cannot read"),
+    ],
+)
 def test_bad_start_exits_2_with_one_line(args: list[str], needle: str) -> None:
     done = run_cli(*args)
     assert done.returncode == 2

@@ -21,33 +21,50 @@ def h100(**over: Any) -> dict[str, Any]:
         "memory_total_mib": 81559,
         "memory_reserved_mib": 529,
         "memory_used_mib": {"points": [[0, 1000], [100, 51000]]},
-        "utilization": {"gpu": {"points": [[0, 0], [100, 100]]}, "memory": 40,
-                        "encoder": 3, "decoder": 7},
+        "utilization": {
+            "gpu": {"points": [[0, 0], [100, 100]]},
+            "memory": 40,
+            "encoder": 3,
+            "decoder": 7,
+        },
         "power_w": 350,
         "power_limit_w": 700,
         "temperature_c": {"gpu": {"steps": [[0, 40], [50, 80]]}, "memory": 55},
         "clocks_mhz": {"sm": 1980, "memory": 2619},
         "energy_mj_at_start": 5_000_000,
         "pcie_replays": [{"t": 10, "count": 2}, {"t": 30, "count": 5}],
-        "ecc": {"corrected_volatile": [{"t": 20, "count": 3}], "corrected_aggregate_base": 11,
-                "uncorrected_aggregate_base": 1},
+        "ecc": {
+            "corrected_volatile": [{"t": 20, "count": 3}],
+            "corrected_aggregate_base": 11,
+            "uncorrected_aggregate_base": 1,
+        },
         "remapped_rows": {"correctable": 2, "uncorrectable": 1, "pending": True},
         "xid": [{"t": 15, "xid": 48}, {"t": 25, "xid": 48}, {"t": 35, "xid": 94}],
-        "clock_events": [{"from": 10, "to": 20, "reasons": ["sw_thermal_slowdown"]},
-                         {"from": 15, "to": 30, "reasons": ["hw_thermal_slowdown",
-                                                            "sw_power_cap"]}],
-        "nvlink": {"links": 4, "errors": [{"t": 5, "link": 2, "counter": "crc_flit",
-                                           "count": 12},
-                                          {"t": 5, "link": 3, "counter": "crc_flit", "count": 1},
-                                          {"t": 50, "link": 0, "counter": "replay"}]},
-    }  # fmt: skip
+        "clock_events": [
+            {"from": 10, "to": 20, "reasons": ["sw_thermal_slowdown"]},
+            {"from": 15, "to": 30, "reasons": ["hw_thermal_slowdown", "sw_power_cap"]},
+        ],
+        "nvlink": {
+            "links": 4,
+            "errors": [
+                {"t": 5, "link": 2, "counter": "crc_flit", "count": 12},
+                {"t": 5, "link": 3, "counter": "crc_flit", "count": 1},
+                {"t": 50, "link": 0, "counter": "replay"},
+            ],
+        },
+    }
     gpu.update(over)
     return gpu
 
 
 def fleet(*gpus: dict[str, Any], **top: Any) -> dict[str, Any]:
-    return {"hostname": "node-a", "driver_version": "550.90.07", "epoch": EPOCH,
-            "gpus": list(gpus), **top}  # fmt: skip
+    return {
+        "hostname": "node-a",
+        "driver_version": "550.90.07",
+        "epoch": EPOCH,
+        "gpus": list(gpus),
+        **top,
+    }
 
 
 @pytest.fixture
@@ -122,8 +139,7 @@ def test_clock_event_reasons_decode_into_named_series(at_epoch: ManualClock) -> 
 
 def test_energy_counter_integrates_a_varying_power_curve_exactly(at_epoch: ManualClock) -> None:
     # power rises linearly 100 W -> 500 W over 60 s, then holds: ∫ at t=90 = 18000 + 15000 J
-    r = rig(fleet(h100(power_w={"points": [[0, 100], [60, 500]]}, energy_mj_at_start=0)),
-            at_epoch)  # fmt: skip
+    r = rig(fleet(h100(power_w={"points": [[0, 100], [60, 500]]}, energy_mj_at_start=0)), at_epoch)
     at_epoch.advance(90.0)
     m = r.collect()
     assert value(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == 33_000_000
@@ -156,11 +172,14 @@ def test_unsupported_field_is_absent_for_that_gpu_only(at_epoch: ManualClock) ->
     r = rig(
         fleet(
             h100(),
-            h100(model="NVIDIA L4", unsupported=["memory_temperature", "nvlink", "ecc",
-                                                 "memory_reserved"], nvlink={"links": 0}),
+            h100(
+                model="NVIDIA L4",
+                unsupported=["memory_temperature", "nvlink", "ecc", "memory_reserved"],
+                nvlink={"links": 0},
+            ),
         ),
         at_epoch,
-    )  # fmt: skip
+    )
     at_epoch.advance(40.0)
     m = r.collect()
     assert value(m, "DCGM_FI_DEV_MEMORY_TEMP", gpu="0") == 55
@@ -233,8 +252,12 @@ def test_collectors_can_be_switched_off(at_epoch: ManualClock) -> None:
     m = r.collect()
     assert value(m, "DCGM_FI_DEV_GPU_UTIL", gpu="0") is not None
     assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") is not None
-    for off in ("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-                "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_XID_ERRORS"):  # fmt: skip
+    for off in (
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_XID_ERRORS",
+    ):
         assert off not in m
 
 

@@ -78,9 +78,17 @@ def test_empty_families_are_not_rendered() -> None:
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0, "0"), (42, "42"), (3.5, "3.5"), (350.0, "350"), (float("inf"), "+Inf"),
-     (float("-inf"), "-Inf"), (float("nan"), "NaN"), (1e20, "1e+20")],
-)  # fmt: skip
+    [
+        (0, "0"),
+        (42, "42"),
+        (3.5, "3.5"),
+        (350.0, "350"),
+        (float("inf"), "+Inf"),
+        (float("-inf"), "-Inf"),
+        (float("nan"), "NaN"),
+        (1e20, "1e+20"),
+    ],
+)
 def test_format_value(value: float, text: str) -> None:
     assert format_value(value) == text
 

@@ -130,27 +130,38 @@ def test_health_reflects_collection_freshness(
 
 @pytest.mark.parametrize(
     ("accept", "encoding", "variant"),
-    [("", "", "text"), ("text/plain", "gzip, deflate", "text+gzip"),
-     (PROMETHEUS_ACCEPT, "", "openmetrics"), (PROMETHEUS_ACCEPT, "gzip", "openmetrics+gzip")],
-)  # fmt: skip
+    [
+        ("", "", "text"),
+        ("text/plain", "gzip, deflate", "text+gzip"),
+        (PROMETHEUS_ACCEPT, "", "openmetrics"),
+        (PROMETHEUS_ACCEPT, "gzip", "openmetrics+gzip"),
+    ],
+)
 def test_choose_variant(accept: str, encoding: str, variant: str) -> None:
     assert choose_variant(accept, encoding) == variant
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [(":9400", ("0.0.0.0", 9400)), ("127.0.0.1:0", ("127.0.0.1", 0)),
-     ("[::1]:9400", ("::1", 9400))],
-)  # fmt: skip
+    [
+        (":9400", ("0.0.0.0", 9400)),
+        ("127.0.0.1:0", ("127.0.0.1", 0)),
+        ("[::1]:9400", ("::1", 9400)),
+    ],
+)
 def test_parse_listen_address(text: str, expected: tuple[str, int]) -> None:
     assert parse_listen_address(text)[:2] == expected
 
 
 @pytest.mark.parametrize(
     ("bad", "needle"),
-    [("9400", "not host:port"), ("host:port", "not a number"), (":70000", "out of range"),
-     ("::1:9400", "in brackets")],
-)  # fmt: skip
+    [
+        ("9400", "not host:port"),
+        ("host:port", "not a number"),
+        (":70000", "out of range"),
+        ("::1:9400", "in brackets"),
+    ],
+)
 def test_parse_listen_address_rejects(bad: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle):
         parse_listen_address(bad)

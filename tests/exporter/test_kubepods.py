@@ -111,9 +111,12 @@ def test_api_down_keeps_the_last_known_pods_and_counts(api: KubeApi, watch: Any)
 
 @pytest.mark.parametrize(
     ("key", "name"),
-    [("team", "label_team"), ("app.kubernetes.io/name", "label_app_kubernetes_io_name"),
-     ("cost-center", "label_cost_center")],
-)  # fmt: skip
+    [
+        ("team", "label_team"),
+        ("app.kubernetes.io/name", "label_app_kubernetes_io_name"),
+        ("cost-center", "label_cost_center"),
+    ],
+)
 def test_sanitize_label(key: str, name: str) -> None:
     assert sanitize_label(key) == name
 
@@ -122,19 +125,54 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
     api: KubeApi, watch: Any, tmp_path: Path
 ) -> None:
     """The exporter with a real kubelet socket, real /proc files and pods from the API."""
-    raw = {"hostname": "n1", "gpus": [{"model": "NVIDIA H100 80GB HBM3",
-           "memory_total_mib": 81559, "time_slicing_replicas": 2,
-           "processes": [{"pid": 10, "sm_util": 40}, {"pid": 20, "sm_util": 5}]}],
-           "pods": [{"namespace": "ml", "name": "p1", "labels": {"team": "spec-only"},
-                     "containers": [{"name": "main", "pids": [10], "devices": [
-                         {"resource": "nvidia.com/gpu", "ids": ["gpu0::0"]}]}]},
-                    {"namespace": "ml", "name": "p2",
-                     "containers": [{"name": "main", "pids": [20], "devices": [
-                         {"resource": "nvidia.com/gpu", "ids": ["gpu0::1"]}]}]}]}  # fmt: skip
+    raw = {
+        "hostname": "n1",
+        "gpus": [
+            {
+                "model": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81559,
+                "time_slicing_replicas": 2,
+                "processes": [{"pid": 10, "sm_util": 40}, {"pid": 20, "sm_util": 5}],
+            }
+        ],
+        "pods": [
+            {
+                "namespace": "ml",
+                "name": "p1",
+                "labels": {"team": "spec-only"},
+                "containers": [
+                    {
+                        "name": "main",
+                        "pids": [10],
+                        "devices": [{"resource": "nvidia.com/gpu", "ids": ["gpu0::0"]}],
+                    }
+                ],
+            },
+            {
+                "namespace": "ml",
+                "name": "p2",
+                "containers": [
+                    {
+                        "name": "main",
+                        "pids": [20],
+                        "devices": [{"resource": "nvidia.com/gpu", "ids": ["gpu0::1"]}],
+                    }
+                ],
+            },
+        ],
+    }
     spec = parse(raw)
     for p, team in zip(spec.pods, ("nlp", 'has "quotes"\nand newline'), strict=True):
-        api.put(pod_json(p.namespace, p.name, p.pod_uid(), "n1", {"team": team, "stage": "dev"},
-                         {c.name: container_id(p, c) for c in p.containers}))  # fmt: skip
+        api.put(
+            pod_json(
+                p.namespace,
+                p.name,
+                p.pod_uid(),
+                "n1",
+                {"team": team, "stage": "dev"},
+                {c.name: container_id(p, c) for c in p.containers},
+            )
+        )
     directory, _, _ = watch("n1")
     clock = ManualClock()
     fake = FakeNvml(spec, now=clock)
@@ -144,11 +182,17 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
         nvml = Nvml(fake)
         stats = SelfMetrics(nvml.bindings_version(), "test")
         exporter = Exporter(
-            nvml, "n1", COLLECTORS, 5.0, clock=clock, monotonic=clock, stats=stats,
+            nvml,
+            "n1",
+            COLLECTORS,
+            5.0,
+            clock=clock,
+            monotonic=clock,
+            stats=stats,
             assignments=PodResourcesAssignments(client, stats.count_error),
             owner=ProcOwner(directory, sim.proc_root),  # the API's directory, not the spec's
             pod_labels=pod_label_renderer(directory, ("team", "stage", "project")),
-        )  # fmt: skip
+        )
         exporter.collect_once()
         clock.advance(5)
         exporter.collect_once()

@@ -14,8 +14,13 @@ from tests.exporter.helpers import rig, value
 EPOCH = "2026-11-01T00:00:00Z"
 EPOCH_TS = 1_793_491_200.0
 H100 = "NVIDIA H100 80GB HBM3"
-DEVICE_ONLY = ("DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_SM_CLOCK",
-               "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_MEMORY_TEMP")  # fmt: skip
+DEVICE_ONLY = (
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_SM_CLOCK",
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+    "DCGM_FI_DEV_MEMORY_TEMP",
+)
 
 
 def node(*gpus: dict[str, Any]) -> dict[str, Any]:
@@ -32,8 +37,9 @@ def clock() -> ManualClock:
 
 
 def instances(m: dict[str, list[Any]]) -> list[dict[str, str]]:
-    return sorted((s.labels for s in m.get("gpu_mig_instance_info", [])),
-                  key=lambda lab: int(lab["GPU_I_ID"]))  # fmt: skip
+    return sorted(
+        (s.labels for s in m.get("gpu_mig_instance_info", [])), key=lambda lab: int(lab["GPU_I_ID"])
+    )
 
 
 def test_seven_1g10gb_instances(clock: ManualClock) -> None:
@@ -60,8 +66,12 @@ def test_seven_1g10gb_instances(clock: ManualClock) -> None:
 
 
 def test_mixed_layout_fills_the_gpu(clock: ManualClock) -> None:
-    layout = [{"profile": "3g.40gb"}, {"profile": "2g.20gb"},
-              {"profile": "1g.10gb"}, {"profile": "1g.10gb"}]  # fmt: skip
+    layout = [
+        {"profile": "3g.40gb"},
+        {"profile": "2g.20gb"},
+        {"profile": "1g.10gb"},
+        {"profile": "1g.10gb"},
+    ]
     r = rig(node(h100(layout)), clock)
     m = r.collect()
     info = instances(m)
@@ -72,9 +82,11 @@ def test_mixed_layout_fills_the_gpu(clock: ManualClock) -> None:
 
 
 def test_instances_created_and_destroyed_at_run_time(clock: ManualClock) -> None:
-    layout = [{"profile": "4g.40gb", "destroyed_at": 30},
-              {"profile": "3g.40gb"},
-              {"profile": "4g.40gb", "created_at": 60, "gi_id": 5}]  # fmt: skip
+    layout = [
+        {"profile": "4g.40gb", "destroyed_at": 30},
+        {"profile": "3g.40gb"},
+        {"profile": "4g.40gb", "created_at": 60, "gi_id": 5},
+    ]
     r = rig(node(h100(layout)), clock)
     clock.advance(10)
     assert [lab["GPU_I_PROFILE"] for lab in instances(r.collect())] == ["4g.40gb", "3g.40gb"]
@@ -86,9 +98,15 @@ def test_instances_created_and_destroyed_at_run_time(clock: ManualClock) -> None
 
 
 def test_gpm_values_are_means_between_two_samples(clock: ManualClock) -> None:
-    gpm = {"gr_engine_active": {"points": [[0, 0], [100, 1]]}, "sm_active": 0.5,
-           "sm_occupancy": 0.25, "tensor_active": 0.125, "dram_active": 0.75,
-           "pcie_tx_bytes": 3 * 2**20, "pcie_rx_bytes": 5 * 2**20}  # fmt: skip
+    gpm = {
+        "gr_engine_active": {"points": [[0, 0], [100, 1]]},
+        "sm_active": 0.5,
+        "sm_occupancy": 0.25,
+        "tensor_active": 0.125,
+        "dram_active": 0.75,
+        "pcie_tx_bytes": 3 * 2**20,
+        "pcie_rx_bytes": 5 * 2**20,
+    }
     r = rig(node(h100(gpm=gpm)), clock)
     clock.advance(10)
     m = r.collect()
@@ -107,8 +125,10 @@ def test_gpm_values_are_means_between_two_samples(clock: ManualClock) -> None:
 
 
 def test_gpm_per_mig_instance(clock: ManualClock) -> None:
-    layout = [{"profile": "3g.40gb", "gpm": {"gr_engine_active": 0.9}},
-              {"profile": "4g.40gb", "gpm": {"gr_engine_active": 0.2}}]  # fmt: skip
+    layout = [
+        {"profile": "3g.40gb", "gpm": {"gr_engine_active": 0.9}},
+        {"profile": "4g.40gb", "gpm": {"gr_engine_active": 0.2}},
+    ]
     r = rig(node(h100(layout)), clock)
     r.collect()
     clock.advance(5)
@@ -117,8 +137,13 @@ def test_gpm_per_mig_instance(clock: ManualClock) -> None:
     assert active == pytest.approx({"3g.40gb": 0.9, "4g.40gb": 0.2})
 
 
-@pytest.mark.parametrize("over", [{"model": "NVIDIA L4", "memory_total_mib": 23034},
-                                  {"gpm": {"sm_active": 0.5}, "unsupported": ["gpm"]}])  # fmt: skip
+@pytest.mark.parametrize(
+    "over",
+    [
+        {"model": "NVIDIA L4", "memory_total_mib": 23034},
+        {"gpm": {"sm_active": 0.5}, "unsupported": ["gpm"]},
+    ],
+)
 def test_profiling_absent_where_unsupported(clock: ManualClock, over: dict[str, Any]) -> None:
     r = rig(node(h100(**over)), clock)
     r.collect()
@@ -130,8 +155,7 @@ def test_profiling_absent_where_unsupported(clock: ManualClock, over: dict[str, 
 
 
 def test_gpm_samples_are_freed(clock: ManualClock) -> None:
-    layout = [{"profile": "7g.80gb", "destroyed_at": 12}, {"profile": "1g.10gb",
-                                                            "created_at": 12}]  # fmt: skip
+    layout = [{"profile": "7g.80gb", "destroyed_at": 12}, {"profile": "1g.10gb", "created_at": 12}]
     r = rig(node(h100(layout)), clock)
     for _ in range(6):
         r.collect()

@@ -37,11 +37,17 @@ class Node:
         nvml = Nvml(self.fake)
         self.stats = SelfMetrics(nvml.bindings_version(), "test")
         self.exporter = Exporter(
-            nvml, "n", COLLECTORS, 5.0, clock=self.clock, monotonic=self.clock, stats=self.stats,
+            nvml,
+            "n",
+            COLLECTORS,
+            5.0,
+            clock=self.clock,
+            monotonic=self.clock,
+            stats=self.stats,
             assignments=PodResourcesAssignments(self.client, self.stats.count_error),
             owner=ProcOwner(self.sim.directory, self.sim.proc_root, self.stats.count_error),
             assignments_max_age=0.0,
-        )  # fmt: skip
+        )
 
     def collect(self, advance: float = 5.0) -> dict[str, list[Any]]:
         self.clock.advance(advance)
@@ -56,8 +62,11 @@ class Node:
 
 
 PER_INSTANCE = MIG_INSTANCE_SERIES | {
-    "gpu_mig_instance_info", "gpu_allocation_share", "gpu_container_sm_utilization_ratio",
-    "gpu_container_memory_used_bytes"}  # fmt: skip
+    "gpu_mig_instance_info",
+    "gpu_allocation_share",
+    "gpu_container_sm_utilization_ratio",
+    "gpu_container_memory_used_bytes",
+}
 
 
 def check_invariants(m: dict[str, list[Any]]) -> None:
@@ -85,8 +94,13 @@ def make_node(tmp_path: Path) -> Iterator[Any]:
         n.close()
 
 
-def pod(name: str, ids: list[str], resource: str = "nvidia.com/gpu", pids: tuple[int, ...] = (),
-        **kw: Any) -> dict[str, Any]:  # fmt: skip
+def pod(
+    name: str,
+    ids: list[str],
+    resource: str = "nvidia.com/gpu",
+    pids: tuple[int, ...] = (),
+    **kw: Any,
+) -> dict[str, Any]:
     return {
         "namespace": "ml",
         "name": name,
@@ -98,13 +112,16 @@ def pod(name: str, ids: list[str], resource: str = "nvidia.com/gpu", pids: tuple
 
 
 def shares(m: dict[str, list[Any]]) -> dict[tuple[str, str], float]:
-    return {(s.labels["pod"], s.labels.get("GPU_I_ID", "-")): s.value
-            for s in m.get("gpu_allocation_share", [])}  # fmt: skip
+    return {
+        (s.labels["pod"], s.labels.get("GPU_I_ID", "-")): s.value
+        for s in m.get("gpu_allocation_share", [])
+    }
 
 
 def test_eight_whole_gpus_to_eight_pods(make_node: Any) -> None:
-    node = make_node({"gpus": [{**H100, "count": 8}],
-                      "pods": [pod(f"p{i}", [f"gpu{i}"]) for i in range(8)]})  # fmt: skip
+    node = make_node(
+        {"gpus": [{**H100, "count": 8}], "pods": [pod(f"p{i}", [f"gpu{i}"]) for i in range(8)]}
+    )
     m = node.collect()
     assert shares(m) == {(f"p{i}", "-"): 1.0 for i in range(8)}
     # each GPU is held by one container: its DCGM series name it
@@ -114,9 +131,12 @@ def test_eight_whole_gpus_to_eight_pods(make_node: Any) -> None:
 
 def test_one_h100_as_seven_1g10gb_to_seven_pods(make_node: Any) -> None:
     layout = [{"profile": "1g.10gb", "gi_id": 7 + i} for i in range(7)]
-    node = make_node({"gpus": [{**H100, "mig": layout}],
-                      "pods": [pod(f"p{i}", [f"gpu0/gi{7 + i}"], "nvidia.com/mig-1g.10gb")
-                               for i in range(7)]})  # fmt: skip
+    node = make_node(
+        {
+            "gpus": [{**H100, "mig": layout}],
+            "pods": [pod(f"p{i}", [f"gpu0/gi{7 + i}"], "nvidia.com/mig-1g.10gb") for i in range(7)],
+        }
+    )
     m = node.collect()
     assert shares(m) == pytest.approx({(f"p{i}", str(7 + i)): 1 / 7 for i in range(7)})
     fb = {s.labels["GPU_I_ID"]: s.labels.get("pod") for s in m["DCGM_FI_DEV_FB_USED"]}
@@ -132,30 +152,48 @@ def test_mixed_mig_layout(make_node: Any) -> None:
         {"profile": "1g.10gb", "gi_id": 9},
         {"profile": "1g.10gb", "gi_id": 10},
     ]
-    pods = [pod("big", ["gpu0/gi2"], "nvidia.com/mig-3g.40gb"),
-            pod("mid", ["gpu0/gi3"], "nvidia.com/mig-2g.20gb"),
-            pod("small", ["gpu0/gi9"], "nvidia.com/mig-1g.10gb")]  # fmt: skip
+    pods = [
+        pod("big", ["gpu0/gi2"], "nvidia.com/mig-3g.40gb"),
+        pod("mid", ["gpu0/gi3"], "nvidia.com/mig-2g.20gb"),
+        pod("small", ["gpu0/gi9"], "nvidia.com/mig-1g.10gb"),
+    ]
     node = make_node({"gpus": [{**H100, "mig": layout}], "pods": pods})
     m = node.collect()
-    assert shares(m) == pytest.approx({("big", "2"): 3 / 7, ("mid", "3"): 2 / 7,
-                                       ("small", "9"): 1 / 7})  # fmt: skip
+    assert shares(m) == pytest.approx(
+        {("big", "2"): 3 / 7, ("mid", "3"): 2 / 7, ("small", "9"): 1 / 7}
+    )
     # GI 10 exists but nobody holds it: it is idle, so it has no share line
     assert len(m["gpu_mig_instance_info"]) == 4
 
 
 def test_time_sliced_gpu_shared_by_three_pods_with_real_usage(make_node: Any) -> None:
-    gpu = {**H100, "time_slicing_replicas": 4, "processes": [
-        {"pid": 101, "sm_util": 50, "memory_used_mib": 1000},
-        {"pid": 102, "sm_util": 20, "memory_used_mib": 2000},
-        {"pid": 201, "sm_util": 10, "memory_used_mib": 3000},
-        {"pid": 301, "sm_util": 5, "memory_used_mib": 4000},
-        {"pid": 999, "sm_util": 1, "memory_used_mib": 10}]}  # fmt: skip
-    pods = [pod("a", ["gpu0::0", "gpu0::1"], "nvidia.com/gpu.shared", (101, 102)),
-            pod("b", ["gpu0::2"], "nvidia.com/gpu.shared", (201,), qos="guaranteed"),
-            {**pod("c", ["gpu0::3"], "nvidia.com/gpu.shared", (301,)),
-             "containers": [{"name": "main", "runtime": "crio", "cgroup": "v1-systemd",
-                             "devices": [{"resource": "nvidia.com/gpu.shared",
-                                          "ids": ["gpu0::3"]}], "pids": [301]}]}]  # fmt: skip
+    gpu = {
+        **H100,
+        "time_slicing_replicas": 4,
+        "processes": [
+            {"pid": 101, "sm_util": 50, "memory_used_mib": 1000},
+            {"pid": 102, "sm_util": 20, "memory_used_mib": 2000},
+            {"pid": 201, "sm_util": 10, "memory_used_mib": 3000},
+            {"pid": 301, "sm_util": 5, "memory_used_mib": 4000},
+            {"pid": 999, "sm_util": 1, "memory_used_mib": 10},
+        ],
+    }
+    pods = [
+        pod("a", ["gpu0::0", "gpu0::1"], "nvidia.com/gpu.shared", (101, 102)),
+        pod("b", ["gpu0::2"], "nvidia.com/gpu.shared", (201,), qos="guaranteed"),
+        {
+            **pod("c", ["gpu0::3"], "nvidia.com/gpu.shared", (301,)),
+            "containers": [
+                {
+                    "name": "main",
+                    "runtime": "crio",
+                    "cgroup": "v1-systemd",
+                    "devices": [{"resource": "nvidia.com/gpu.shared", "ids": ["gpu0::3"]}],
+                    "pids": [301],
+                }
+            ],
+        },
+    ]
     node = make_node({"gpus": [gpu], "pods": pods})
     node.collect()
     m = node.collect()

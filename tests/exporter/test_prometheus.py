@@ -37,10 +37,16 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
 
 @pytest.mark.parametrize(
     "expr",
-    ["DCGM_FI_DEV_GPU_TEMP", "avg(DCGM_FI_DEV_GPU_TEMP)", "DCGM_FI_DEV_POWER_USAGE",
-     "sum(DCGM_FI_DEV_POWER_USAGE)", "DCGM_FI_DEV_SM_CLOCK * 1000000", "DCGM_FI_DEV_GPU_UTIL",
-     "DCGM_FI_DEV_FB_USED"],
-)  # fmt: skip
+    [
+        "DCGM_FI_DEV_GPU_TEMP",
+        "avg(DCGM_FI_DEV_GPU_TEMP)",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "sum(DCGM_FI_DEV_POWER_USAGE)",
+        "DCGM_FI_DEV_SM_CLOCK * 1000000",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+    ],
+)
 def test_queries_answer(prometheus: Prometheus, expr: str) -> None:
     result = prometheus.query(expr)
     assert result, expr
@@ -79,9 +85,11 @@ def test_stored_values_match_the_spec(prometheus: Prometheus) -> None:
 DCGM_LINTS = (
     re.compile(r'^(DCGM_FI_\w+) counter metrics should have "_total" suffix$'),
     re.compile(r"^(\w+) label names should be written in 'snake_case' not 'camelCase'$"),
-    re.compile(r"^(DCGM_FI_DEV_PCIE_REPLAY_COUNTER) metric name should not include type "
-               r"'counter'$"),
-)  # fmt: skip
+    re.compile(
+        r"^(DCGM_FI_DEV_PCIE_REPLAY_COUNTER) metric name should not include type "
+        r"'counter'$"
+    ),
+)
 
 
 def _exposition() -> str:
@@ -93,8 +101,14 @@ def _exposition() -> str:
 
 def _promtool(text: str) -> tuple[int, list[str]]:
     promtool = require_binary("promtool")
-    done = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
-                          text=True, timeout=60, check=False)  # fmt: skip
+    done = subprocess.run(
+        [promtool, "check", "metrics"],
+        input=text,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     return done.returncode, (done.stdout + done.stderr).strip().splitlines()
 
 

@@ -43,23 +43,57 @@ GOOD_GPU = {"model": "X", "memory_total_mib": 1000}
     ("raw", "where", "reason"),
     [
         ({"gpus": [{"memory_total_mib": 1}]}, "gpus[0].model", "Field required"),
-        ({"gpus": [{**GOOD_GPU, "power_w": {"points": [[5, 1], [2, 3]]}}]},
-         "gpus[0].power_w", "strictly increasing"),
-        ({"gpus": [{**GOOD_GPU, "power_w": {"sine": {"min": 1, "max": 2, "period": 0}}}]},
-         "gpus[0].power_w.sine.period", "greater than 0"),
-        ({"gpus": [{**GOOD_GPU, "power_w": {"points": [[0, 1]], "sine": {"min": 1, "max": 2,
-                                                                           "period": 3}}}]},
-         "gpus[0].power_w", "exactly one of"),
+        (
+            {"gpus": [{**GOOD_GPU, "power_w": {"points": [[5, 1], [2, 3]]}}]},
+            "gpus[0].power_w",
+            "strictly increasing",
+        ),
+        (
+            {"gpus": [{**GOOD_GPU, "power_w": {"sine": {"min": 1, "max": 2, "period": 0}}}]},
+            "gpus[0].power_w.sine.period",
+            "greater than 0",
+        ),
+        (
+            {
+                "gpus": [
+                    {
+                        **GOOD_GPU,
+                        "power_w": {"points": [[0, 1]], "sine": {"min": 1, "max": 2, "period": 3}},
+                    }
+                ]
+            },
+            "gpus[0].power_w",
+            "exactly one of",
+        ),
         ({"gpus": [{**GOOD_GPU, "wattage": 3}]}, "gpus[0].wattage", "Extra inputs"),
-        ({"gpus": [{**GOOD_GPU, "unsupported": ["teleport"]}]}, "gpus[0].unsupported[0]",
-         "Input should be"),
+        (
+            {"gpus": [{**GOOD_GPU, "unsupported": ["teleport"]}]},
+            "gpus[0].unsupported[0]",
+            "Input should be",
+        ),
         ({"gpus": [{**GOOD_GPU, "count": 2, "uuid": "GPU-1"}]}, "gpus[0]", "count is 1"),
-        ({"gpus": [{**GOOD_GPU, "nvlink": {"links": 2, "errors": [
-            {"t": 1, "link": 5, "counter": "crc_flit"}]}}]}, "gpus[0].nvlink", "has 2 links"),
-        ({"gpus": [{**GOOD_GPU, "clock_events": [{"from": 5, "to": 1, "reasons": []}]}]},
-         "gpus[0].clock_events[0]", "'to' must be after 'from'"),
+        (
+            {
+                "gpus": [
+                    {
+                        **GOOD_GPU,
+                        "nvlink": {
+                            "links": 2,
+                            "errors": [{"t": 1, "link": 5, "counter": "crc_flit"}],
+                        },
+                    }
+                ]
+            },
+            "gpus[0].nvlink",
+            "has 2 links",
+        ),
+        (
+            {"gpus": [{**GOOD_GPU, "clock_events": [{"from": 5, "to": 1, "reasons": []}]}]},
+            "gpus[0].clock_events[0]",
+            "'to' must be after 'from'",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_specs_name_the_place_and_reason(raw: dict[str, Any], where: str, reason: str) -> None:
     with pytest.raises(SpecError) as info:
         parse(raw, "fleet.yaml")
@@ -94,8 +128,9 @@ points = st.lists(st.tuples(st.floats(0, 100), st.floats(-50, 500)), min_size=1,
 
 @settings(max_examples=60, deadline=None)
 @given(pts=points, linear=st.booleans(), t=st.floats(0.5, 250))
-def test_piecewise_integral_matches_numeric(pts: list[tuple[float, float]], linear: bool,
-                                            t: float) -> None:  # fmt: skip
+def test_piecewise_integral_matches_numeric(
+    pts: list[tuple[float, float]], linear: bool, t: float
+) -> None:
     curve = Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear)
     slack = (len(pts) + 1) * (t / 20000) * max(abs(v) for _, v in pts) + 1e-6
     assert curve.integral(t) == pytest.approx(numeric_integral(curve, t), abs=slack)
@@ -103,8 +138,9 @@ def test_piecewise_integral_matches_numeric(pts: list[tuple[float, float]], line
 
 @settings(max_examples=40, deadline=None)
 @given(pts=points, t=st.floats(0.5, 400), linear=st.booleans())
-def test_periodic_piecewise_integral_matches_numeric(pts: list[tuple[float, float]], t: float,
-                                                     linear: bool) -> None:  # fmt: skip
+def test_periodic_piecewise_integral_matches_numeric(
+    pts: list[tuple[float, float]], t: float, linear: bool
+) -> None:
     period = 120.0
     curve = Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear, period)
     # the midpoint rule misses by up to one step width x the jump at each discontinuity
@@ -123,9 +159,9 @@ def test_periodic_piecewise_integral_matches_numeric(pts: list[tuple[float, floa
     t=st.floats(0.5, 2000),
     offset=st.floats(0, 300),
 )
-def test_sine_and_shifted_integrals_match_numeric(low: float, span: float, period: float,
-                                                  phase: float, t: float,
-                                                  offset: float) -> None:  # fmt: skip
+def test_sine_and_shifted_integrals_match_numeric(
+    low: float, span: float, period: float, phase: float, t: float, offset: float
+) -> None:
     curve = Shifted(Sine(low, low + span, period, phase), offset)
     assert curve.integral(t) == pytest.approx(numeric_integral(curve, t), rel=1e-3, abs=2.0)
 
