@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-CODE   := exporter costsvc
-LINTED := $(wildcard exporter costsvc tests bench migrations scripts dashboards deploy/*.py)
+CODE   := exporter costsvc demo
+LINTED := $(wildcard exporter costsvc demo tests bench migrations scripts dashboards deploy/*.py)
 
 .PHONY: demo test lint typecheck pytest sysdeps bench clean
 
@@ -31,7 +31,7 @@ pytest: $(STAMP) sysdeps
 
 demo: $(STAMP)
 	scripts/ensure-system-deps.sh --demo
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m costsvc.demo
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m demo
 
 bench: $(STAMP)
 	scripts/ensure-system-deps.sh --bench

@@ -25,9 +25,14 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
     require_binary("prometheus")
     require_binary("promtool")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    proc = subprocess.Popen([sys.executable, "-m", "costsvc.demo", "--step", "300"], cwd=ROOT,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "demo", "--step", "300"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     lines: list[str] = []
     try:
         deadline = time.monotonic() + 120  # the budget for a fresh machine
@@ -50,11 +55,19 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
         assert len(set(table) - {"__idle__", "__unallocated__"}) >= 3, out  # several teams
 
         auth = {"Authorization": f"Bearer {token[1]}"}
-        answer = httpx.get(f"{api[1]}/v1/costs", headers=auth, timeout=30,
-                           params={"window": "yesterday", "group_by": "team"}).json()  # fmt: skip
+        answer = httpx.get(
+            f"{api[1]}/v1/costs",
+            headers=auth,
+            timeout=30,
+            params={"window": "yesterday", "group_by": "team"},
+        ).json()
         assert {r["group"]["team"]: Decimal(r["total_cost"]) for r in answer["rows"]} == table
-        per_hour = httpx.get(f"{api[1]}/v1/costs", headers=auth, timeout=30,
-                             params={"window": "yesterday", "step": "hour"}).json()  # fmt: skip
+        per_hour = httpx.get(
+            f"{api[1]}/v1/costs",
+            headers=auth,
+            timeout=30,
+            params={"window": "yesterday", "step": "hour"},
+        ).json()
         assert len(per_hour["rows"]) == 24  # a full simulated day, every hour
         assert httpx.get(f"{api[1]}/docs", timeout=10).status_code == 200
         for url in exporters:

@@ -1,0 +1,227 @@
+"""``make demo``: the whole product on one machine, no GPU and no external server.
+
+1. **History, honestly made.** Three simulated GPU nodes (examples/fleet-h100x8.yaml: whole
+   H100s; fleet-shared.yaml: MIG, time-sliced and whole GPUs, several teams and an unlabelled
+   pod; fleet-mixed.yaml: A100/L4/T4) run the real exporter — fake NVML, real kubelet
+   pod-resources gRPC server, real /proc attribution — on a simulated clock stepped through
+   yesterday (UTC). Every collection's exposition is kept with its timestamp (what Prometheus
+   would have scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded
+   into a real Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
+2. **Chargeback through the production path.** The cost service ingests each of those 24
+   hours from that Prometheus into SQLite (examples/cost-model.yaml).
+3. **Left running:** live exporters for the three nodes, Prometheus, and the cost-service API
+   with its /docs; an admin token is printed with a per-team cost table read from the API.
+   Ctrl-C stops everything.
+
+Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import uvicorn
+from sqlalchemy import create_engine
+
+from costsvc.api import create_app
+from costsvc.api.auth import create_token
+from costsvc.costmodel import load
+from costsvc.db.migrate import upgrade
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.run import complete_hours, ingest
+from costsvc.settings import Settings
+from demo.history import NODES, ROOT, make_history
+from demo.stack import Stack, pick_port, wait_http
+
+CLUSTER = "demo"
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _table(rows: list[dict[str, Any]], currency: str) -> str:
+    lines = [
+        f"  {'team':<18} {'cost':>12} {'allocated':>12} {'idle waste':>12} "
+        f"{'GPU-hours':>10} {'efficiency':>10}"
+    ]
+    for r in sorted(rows, key=lambda r: -float(r["total_cost"])):
+        eff = f"{float(r['efficiency']):.0%}" if r["efficiency"] is not None else "-"
+        lines.append(
+            f"  {r['group']['team'][:18]:<18} {r['total_cost']:>12} "
+            f"{r['allocated_cost']:>12} {r['allocated_idle_cost']:>12} "
+            f"{float(r['gpu_hours']):>10.2f} {eff:>10}"
+        )
+    total = sum(float(r["total_cost"]) for r in rows)
+    lines.append(f"  {'total (' + currency + ')':<18} {total:>12.6f}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n")[0])
+    ap.add_argument("--step", type=int, default=60, help="seconds between simulated scrapes")
+    ap.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop after this many seconds (default: run until Ctrl-C)",
+    )
+    ap.add_argument("--workdir", type=Path, default=None, help="keep the files here")
+    args = ap.parse_args(argv)
+
+    for tool in ("prometheus", "promtool"):
+        if shutil.which(tool) is None:
+            _say(
+                f"make demo: `{tool}` is missing: install Debian's `prometheus` package "
+                "(sudo apt-get install prometheus)"
+            )
+            return 1
+    started = time.monotonic()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-finops-demo-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    stack = Stack()
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        day = today - timedelta(days=1)
+        _say(
+            f"gpu-finops demo: simulating {len(NODES)} GPU nodes through {day:%Y-%m-%d} "
+            f"(UTC), a scrape every {args.step} s ..."
+        )
+        history, samples = make_history(workdir, day, args.step)
+        _say(f"  {samples:,} samples of exporter output; loading them into Prometheus ...")
+        data = workdir / "prometheus"
+        subprocess.run(
+            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
+            check=True,
+            capture_output=True,
+        )
+        history.unlink()
+
+        exporters = []
+        for i, name in enumerate(NODES):
+            port = pick_port(9400 + i)
+            stack.process(
+                [
+                    "gpu-exporter",
+                    "--simulate",
+                    str(ROOT / "examples" / name),
+                    "--web.listen-address",
+                    f"127.0.0.1:{port}",
+                ],
+                workdir / f"exporter-{i}.log",
+            )
+            exporters.append(port)
+        api_port, prom_port = pick_port(8080), pick_port(9090)
+        config = workdir / "prometheus.yml"
+        config.write_text(
+            "global: {scrape_interval: 15s}\nscrape_configs:\n"
+            "  - job_name: gpu-exporter\n    static_configs:\n      - targets: ["
+            + ", ".join(f'"127.0.0.1:{p}"' for p in exporters)
+            + "]\n"
+            "  - job_name: gpu-costsvc\n    static_configs:\n"
+            f'      - targets: ["127.0.0.1:{api_port}"]\n'
+            f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
+        )
+        prom = stack.process(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={data}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--storage.tsdb.retention.time=10y",
+            ],
+            workdir / "prometheus.log",
+        )
+        prom_url = f"http://127.0.0.1:{prom_port}"
+        wait_http(f"{prom_url}/-/ready", 60, prom)
+
+        db_url = f"sqlite:///{workdir / 'gpu-costsvc.db'}"
+        upgrade(db_url)
+        engine = create_engine(db_url)
+        model = load(ROOT / "examples" / "cost-model.yaml")
+        reader = PrometheusReader(prom_url)
+        hours = complete_hours(day, today)
+        for i, hour in enumerate(hours, 1):
+            report = ingest(engine, reader, model, CLUSTER, [hour])
+            if report.failed:
+                raise RuntimeError(f"ingest {hour:%H:00}: {report.failed[hour]}")
+            print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
+        print(flush=True)
+        reader.close()
+        token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
+        engine.dispose()
+
+        settings = Settings(
+            database_url=db_url,
+            prometheus_url=prom_url,
+            cluster=CLUSTER,
+            cost_model=ROOT / "examples" / "cost-model.yaml",
+        )
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings), host="127.0.0.1", port=api_port, log_level="warning"
+            )
+        )
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+
+        def stop_api() -> None:
+            server.should_exit = True
+            thread.join(10)
+
+        stack.stops.append(stop_api)
+        api = f"http://127.0.0.1:{api_port}"
+        wait_http(f"{api}/healthz", 30)
+        answer = httpx.get(
+            f"{api}/v1/costs",
+            params={"window": "yesterday", "group_by": "team"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        ).json()
+        currency = answer["rows"][0]["currency"] if answer["rows"] else model.currency
+        took = time.monotonic() - started
+        _say(
+            f"\nGPU cost per team on {day:%Y-%m-%d} (from {api}/v1/costs):\n"
+            f"{_table(answer['rows'], currency)}\n\n"
+            f"ready in {took:.0f} s. Look at:\n"
+            f"  exporters:   "
+            + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in exporters)
+            + f"\n  Prometheus:  {prom_url}/graph   (alerts: {prom_url}/alerts)\n"
+            f"  cost API:    {api}/docs\n"
+            f"  admin token: {token}\n"
+            f"  try:         curl -s -H 'Authorization: Bearer {token}' "
+            f"'{api}/v1/costs?window=yesterday&group_by=team,project'\n"
+            f"               curl -s -H 'Authorization: Bearer {token}' "
+            f"'{api}/v1/reports/chargeback.csv?month={day:%Y-%m}'\n"
+            f"  files:       {workdir}\n"
+            "Ctrl-C stops everything."
+        )
+        stopping.wait(args.duration)
+        return 0
+    finally:
+        stack.close()
+        if args.workdir is None:
+            shutil.rmtree(workdir, ignore_errors=True)
+        _say("gpu-finops demo: stopped")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
