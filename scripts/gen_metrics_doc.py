@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exporter import catalogue as cat  # noqa: E402
+from exporter.nvml.library import CLOCK_EVENT_REASONS  # noqa: E402
 
 LABELS = "`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`, `DCGM_FI_DRIVER_VERSION`"
 
@@ -142,8 +143,6 @@ def render() -> str:
 
 
 def _reasons() -> list[str]:
-    from exporter.nvml.library import CLOCK_EVENT_REASONS
-
     return list(CLOCK_EVENT_REASONS)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gzip
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -80,23 +80,22 @@ def _openmetrics_header(f: Family) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {om_kind}\n"
 
 
-def render_text(families: Iterable[Family]) -> bytes:
+def _render(families: Iterable[Family], header: Callable[[Family], str], end: str = "") -> bytes:
     parts: list[str] = []
     for f in families:
         if f.lines:
-            parts.append(_text_header(f))
+            parts.append(header(f))
             parts.extend(f.lines)
+    parts.append(end)
     return "".join(parts).encode("utf-8", errors="replace")
+
+
+def render_text(families: Iterable[Family]) -> bytes:
+    return _render(families, _text_header)
 
 
 def render_openmetrics(families: Iterable[Family]) -> bytes:
-    parts: list[str] = []
-    for f in families:
-        if f.lines:
-            parts.append(_openmetrics_header(f))
-            parts.extend(f.lines)
-    parts.append("# EOF\n")
-    return "".join(parts).encode("utf-8", errors="replace")
+    return _render(families, _openmetrics_header, "# EOF\n")
 
 
 def from_client_metric(metric: Any) -> Family:
