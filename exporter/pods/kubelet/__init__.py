@@ -1,1 +1,2 @@
-"""The kubelet side: the pod-resources v1 gRPC client and what its device ids mean."""
+"""The kubelet's pod-resources v1 API: api.proto, its generated stubs (scripts/gen_protos.sh) and
+the client."""
