@@ -193,8 +193,9 @@ def parse(raw: Any, source: str = "<cost model>") -> CostModel:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more else ""
-        raise CostModelError(f"{source}: {where.lstrip('.') or '(top level)'}: "
-                             f"{err['msg']}{tail}") from None  # fmt: skip
+        raise CostModelError(
+            f"{source}: {where.lstrip('.') or '(top level)'}: {err['msg']}{tail}"
+        ) from None
 
 
 def load(path: str | Path) -> CostModel:

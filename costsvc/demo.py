@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     from sqlalchemy import create_engine
 
     from costsvc.api import create_app
-    from costsvc.api.auth import create_token
+    from costsvc.db.tokens import create_token
     from costsvc.costmodel import load
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader

@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
+from costsvc.db.labels import LabelHistory, _aware
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
-from costsvc.k8slabels import LabelHistory, LabelWatcher, _aware
+from costsvc.k8slabels import LabelWatcher
 from exporter.kubepods import core_api
 from tests.costsvc.history import HOUR, MODEL, by_team, ingest_with
 from tests.kubeapi import KubeApi, pod_json
