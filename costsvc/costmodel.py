@@ -151,12 +151,6 @@ class CostModel(_Model):
         ]
         return max(matches, key=lambda p: p.specificity(model), default=None)
 
-    def micro_per_hour(self, at: datetime, models: dict[str, str | None]) -> dict[str, int]:
-        """Price per GPU-hour of each ``model -> node pool`` at ``at``; raises
-        :class:`MissingPrices` naming every model the version in force does not price."""
-        prices = self.prices_for(at, models.items())
-        return {model: prices[(model, pool)] for model, pool in models.items()}
-
     def prices_for(
         self, at: datetime, pairs: Iterable[tuple[str, str | None]]
     ) -> dict[tuple[str, str | None], int]:

@@ -238,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     from sqlalchemy import create_engine
 
     from costsvc.api import create_app
-    from costsvc.db.tokens import create_token
     from costsvc.costmodel import load
     from costsvc.db.migrate import upgrade
+    from costsvc.db.tokens import create_token
     from costsvc.ingest.prom import PrometheusReader
     from costsvc.ingest.run import complete_hours, ingest
     from costsvc.settings import Settings

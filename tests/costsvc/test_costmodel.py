@@ -1,12 +1,13 @@
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from costsvc.costmodel import CostModelError, MissingPrices, load, parse, utc
+from costsvc.costmodel import CostModel, CostModelError, MissingPrices, load, parse, utc
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA H100 80GB HBM3"
@@ -22,34 +23,40 @@ def model(**over: Any) -> dict[str, Any]:
     return raw
 
 
+def micro_per_hour(m: CostModel, at: datetime, models: dict[str, str | None]) -> dict[str, int]:
+    """Price per GPU-hour of each ``model -> node pool`` at ``at`` (CostModel.prices_for)."""
+    prices = m.prices_for(at, models.items())
+    return {name: prices[(name, pool)] for name, pool in models.items()}
+
+
 def test_example_loads_and_prices() -> None:
     m = load(ROOT / "examples" / "cost-model.yaml")
     at = utc("2026-11-10T05:00:00Z")
-    assert m.micro_per_hour(at, {H100: None}) == {H100: 2_500_000}
-    assert m.micro_per_hour(at, {H100: "spot-pool"}) == {H100: 1_000_000}  # 60 % off
-    assert m.micro_per_hour(at, {H100: "reserved-pool"}) == {H100: 1_625_000}
+    assert micro_per_hour(m, at, {H100: None}) == {H100: 2_500_000}
+    assert micro_per_hour(m, at, {H100: "spot-pool"}) == {H100: 1_000_000}  # 60 % off
+    assert micro_per_hour(m, at, {H100: "reserved-pool"}) == {H100: 1_625_000}
     # amortised: 15000 / (36 * 730) + 0.4 kW * 0.12, times 1.3
     expected = (Decimal(15000) / (36 * 730) + Decimal("0.048")) * Decimal("1.3")
-    got = m.micro_per_hour(at, {"NVIDIA A100-SXM4-80GB": None})["NVIDIA A100-SXM4-80GB"]
+    got = micro_per_hour(m, at, {"NVIDIA A100-SXM4-80GB": None})["NVIDIA A100-SXM4-80GB"]
     assert abs(got - expected * 1_000_000) <= Decimal("0.5")
 
 
 def test_versions_switch_at_their_instant() -> None:
     m = load(ROOT / "examples" / "cost-model.yaml")
-    assert m.micro_per_hour(utc("2026-11-15T11:00:00Z"), {H100: None})[H100] == 2_500_000
-    assert m.micro_per_hour(utc("2026-11-15T12:00:00Z"), {H100: None})[H100] == 2_200_000
+    assert micro_per_hour(m, utc("2026-11-15T11:00:00Z"), {H100: None})[H100] == 2_500_000
+    assert micro_per_hour(m, utc("2026-11-15T12:00:00Z"), {H100: None})[H100] == 2_200_000
     assert m.version_at(utc("2026-10-31T23:00:00Z")) is None
 
 
 def test_missing_prices_name_every_model() -> None:
     m = parse(model())
     with pytest.raises(MissingPrices) as info:
-        m.micro_per_hour(
-            utc("2026-11-02T00:00:00Z"), {H100: None, "NVIDIA L4": None, "Tesla T4": None}
+        micro_per_hour(
+            m, utc("2026-11-02T00:00:00Z"), {H100: None, "NVIDIA L4": None, "Tesla T4": None}
         )
     assert info.value.models == ["NVIDIA L4", "Tesla T4"]
     with pytest.raises(MissingPrices):  # before the first version: nothing is priced
-        m.micro_per_hour(utc("2026-10-01T00:00:00Z"), {H100: None})
+        micro_per_hour(m, utc("2026-10-01T00:00:00Z"), {H100: None})
 
 
 def test_most_specific_price_wins() -> None:
@@ -68,9 +75,9 @@ def test_most_specific_price_wins() -> None:
         )
     )
     at = utc("2026-11-02T00:00:00Z")
-    assert m.micro_per_hour(at, {H100: None})[H100] == 2_000_000
-    assert m.micro_per_hour(at, {H100: "p"})[H100] == 1_000_000
-    assert m.micro_per_hour(at, {"NVIDIA H100 PCIe": None})["NVIDIA H100 PCIe"] == 9_000_000
+    assert micro_per_hour(m, at, {H100: None})[H100] == 2_000_000
+    assert micro_per_hour(m, at, {H100: "p"})[H100] == 1_000_000
+    assert micro_per_hour(m, at, {"NVIDIA H100 PCIe": None})["NVIDIA H100 PCIe"] == 9_000_000
 
 
 @pytest.mark.parametrize(
