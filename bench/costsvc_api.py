@@ -63,7 +63,7 @@ import sys
 from datetime import datetime
 sys.path.insert(0, sys.argv[1])
 import uvicorn
-from costsvc.api import create_app
+from costsvc.api.app import create_app
 from costsvc.settings import Settings
 now = datetime.fromisoformat(sys.argv[4])
 workers = int(sys.argv[5])

@@ -175,7 +175,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
 def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
-    from costsvc.api import create_app
+    from costsvc.api.app import create_app
     from costsvc.costmodel import CostModelError, load
 
     logging.basicConfig(

@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     import uvicorn
     from sqlalchemy import create_engine
 
-    from costsvc.api import create_app
+    from costsvc.api.app import create_app
     from costsvc.costmodel import load
     from costsvc.db.migrate import upgrade
     from costsvc.db.tokens import create_token

@@ -14,7 +14,7 @@ import httpx
 import uvicorn
 from sqlalchemy import create_engine
 
-from costsvc.api import create_app
+from costsvc.api.app import create_app
 from costsvc.db.tokens import create_token
 from costsvc.settings import Settings
 from tests.prom import free_port
