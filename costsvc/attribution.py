@@ -195,17 +195,7 @@ def attribute_hour(
             )
             line = lines.get(key)
             if line is None:
-                line = lines[key] = Line(
-                    g.cluster,
-                    who.team,
-                    who.project,
-                    who.stage,
-                    h.namespace,
-                    h.pod,
-                    g.node,
-                    g.model,
-                    h.mig_profile,
-                )
+                line = lines[key] = Line(*key)
             line.allocated += allocated
             line.used += used
             line.waste += allocated - used

@@ -69,41 +69,19 @@ def chargeback_csv(
     yield csv_line(csv_columns(group_by))
     out = CsvLines()
     c = Chargeback
+    money_columns = (c.gpu_hours, c.allocated, c.used, c.waste, c.idle)
     if group_by:
         cols = [getattr(c, g) for g in group_by]
         q = (
-            select(
-                c.correction,
-                *cols,
-                c.currency,
-                func.sum(c.gpu_hours),
-                func.sum(c.allocated),
-                func.sum(c.used),
-                func.sum(c.waste),
-                func.sum(c.idle),
-            )
+            select(c.correction, *cols, c.currency, *(func.sum(a) for a in money_columns))
             .where(c.billing_month == month)
             .group_by(c.correction, *cols, c.currency)
             .order_by(c.correction, *cols, c.currency)
         )
+        if team is not None:
+            q = q.where(c.team == team)
     else:
-        q = (
-            select(
-                c.hour,
-                c.correction,
-                *(getattr(c, p) for p in KEY),
-                c.currency,
-                c.gpu_hours,
-                c.allocated,
-                c.used,
-                c.waste,
-                c.idle,
-            )
-            .where(c.billing_month == month)
-            .order_by(c.hour, *(getattr(c, p) for p in KEY), c.correction)
-        )
-    if team is not None:
-        q = q.where(c.team == team)
+        q = _month_rows(month, team, c.hour, c.correction, *_key(), c.currency, *money_columns)
     if copy and engine.dialect.name == "postgresql":
         yield from _copy_csv(engine, q, month, group_by)
         return
@@ -215,26 +193,25 @@ def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[s
     yield from focus_lines(_charge_rows(engine, month, team), CHUNK)
 
 
-def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:
+def _key() -> list[Any]:
+    return [getattr(Chargeback, k) for k in KEY]
+
+
+def _month_rows(month: str, team: str | None, *columns: Any) -> Select[Any]:
+    """The billing month's rows (``team``'s only), by hour, key and class."""
     c = Chargeback
-    q = (
-        select(
-            c.hour,
-            c.billing_month,
-            *(getattr(c, p) for p in KEY),
-            c.correction,
-            c.currency,
-            c.allocated,
-            c.used,
-            c.waste,
-            c.idle,
-            c.gpu_hours,
-        )
-        .where(c.billing_month == month)
-        .order_by(c.hour, *(getattr(c, p) for p in KEY), c.correction)
-    )
+    q = select(*columns).where(c.billing_month == month)
     if team is not None:
         q = q.where(c.team == team)
+    return q.order_by(c.hour, *_key(), c.correction)
+
+
+def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:
+    c = Chargeback
+    amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
+    q = _month_rows(
+        month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
+    )
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
         for r in result:
