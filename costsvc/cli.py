@@ -321,7 +321,7 @@ def _label_watcher(settings: Settings) -> Any:
     from costsvc.db.engine import make_engine
     from costsvc.db.labels import LabelHistory
     from costsvc.k8slabels import LabelWatcher
-    from exporter.kubepods import core_api
+    from kube.client import core_api
 
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
     try:

@@ -136,7 +136,7 @@ def _node(spec_path: Path, clock: Clock) -> tuple[Any, Any, Callable[[], None]]:
 
 def make_history(workdir: Path, day: datetime, step: int) -> tuple[Path, int]:
     """A day of scrapes of the three nodes (and kube_pod_labels), as OpenMetrics."""
-    from exporter.kubepods import sanitize_label
+    from kube.labels import sanitize_label
 
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     families = FamilyFiles(workdir)

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from costsvc.attribution import HourFacts, Owner
 from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import LabelKeys
-from costsvc.ingest.hour import sanitize
+from kube.labels import sanitize_label
 
 PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
 NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
@@ -44,9 +44,9 @@ def resolve_owner(
 def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: NamespaceLabels) -> None:
     """Labels from the Kubernetes-API history win over kube-state-metrics' in ``facts``."""
     for (ns, pod), labels in pods.items():
-        facts.pod_labels[(cluster, ns, pod)] = {sanitize(k): v for k, v in labels.items()}
+        facts.pod_labels[(cluster, ns, pod)] = {sanitize_label(k): v for k, v in labels.items()}
     for name, labels in spaces.items():
-        facts.namespace_labels[(cluster, name)] = {sanitize(k): v for k, v in labels.items()}
+        facts.namespace_labels[(cluster, name)] = {sanitize_label(k): v for k, v in labels.items()}
 
 
 class OwnerLookup:
@@ -56,9 +56,9 @@ class OwnerLookup:
         self._facts = facts
         # the labels are kept sanitised (kube-state-metrics' form): look the keys up that way
         self._keys = LabelKeys(
-            team=[sanitize(k) for k in keys.team],
-            project=[sanitize(k) for k in keys.project],
-            stage=[sanitize(k) for k in keys.stage],
+            team=[sanitize_label(k) for k in keys.team],
+            project=[sanitize_label(k) for k in keys.project],
+            stage=[sanitize_label(k) for k in keys.stage],
             namespace_fallback=keys.namespace_fallback,
         )
 

@@ -311,7 +311,8 @@ def run(settings: Settings) -> int:
     )
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
-        from exporter.kubepods import PodWatcher, core_api
+        from exporter.kubepods import PodWatcher
+        from kube.client import core_api
 
         node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
         try:

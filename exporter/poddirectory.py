@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kube.labels import sanitize_label
+
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
@@ -58,7 +60,6 @@ def pod_label_renderer(directory: PodDirectory, keys: tuple[str, ...]) -> Callab
     """``holder -> 'label_team="x",label_project="y"'`` from the pods' labels (empty values
     where a pod lacks a key, so every series of a family has the same label names)."""
     from exporter.exposition import label_pairs
-    from exporter.kubepods import sanitize_label
 
     names = [(key, sanitize_label(key)) for key in keys]
 

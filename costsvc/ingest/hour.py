@@ -11,7 +11,6 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
@@ -27,14 +26,6 @@ SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) 
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
 MICROSECOND = Decimal("0.000001")
-
-_SANITIZE = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def sanitize(key: str) -> str:
-    """A label key as kube-state-metrics writes it: ``app.kubernetes.io/team`` ->
-    ``label_app_kubernetes_io_team``."""
-    return "label_" + _SANITIZE.sub("_", key)
 
 
 def _us(seconds: Decimal) -> Decimal:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ import pytest
 from exporter.catalogue import COLLECTORS
 from exporter.kubelet.assignments import PodResourcesAssignments
 from exporter.kubelet.client import PodResourcesClient
-from exporter.kubepods import PodWatcher, core_api, sanitize_label
+from exporter.kubepods import PodWatcher
 from exporter.nvml import Nvml
 from exporter.poddirectory import PodDirectory, pod_label_renderer
 from exporter.proc_owner import ProcOwner
@@ -22,18 +21,12 @@ from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pods import container_id
 from exporter.simulate.spec import parse
+from kube.client import core_api
 from tests.conftest import ManualClock
 from tests.exporter.helpers import samples, value
-from tests.kubeapi import KubeApi, pod_json
+from tests.kubeapi import KubeApi, pod_json, wait_until
 
 CID = {"a": "a1" * 32, "b": "b2" * 32, "c": "c3" * 32}
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)  # polling interval while waiting for the watcher thread
 
 
 @pytest.fixture
@@ -108,32 +101,58 @@ def test_api_down_keeps_the_last_known_pods_and_counts(api: KubeApi, watch: Any)
     assert directory.get("uid-a") is not None  # last known labels stay
 
 
-@pytest.mark.parametrize(
-    ("key", "name"),
-    [("team", "label_team"), ("app.kubernetes.io/name", "label_app_kubernetes_io_name"),
-     ("cost-center", "label_cost_center")],
-)  # fmt: skip
-def test_sanitize_label(key: str, name: str) -> None:
-    assert sanitize_label(key) == name
-
-
 def test_pod_labels_and_pid_mapping_come_from_the_api(
     api: KubeApi, watch: Any, tmp_path: Path
 ) -> None:
     """The exporter with a real kubelet socket, real /proc files and pods from the API."""
-    raw = {"hostname": "n1", "gpus": [{"model": "NVIDIA H100 80GB HBM3",
-           "memory_total_mib": 81559, "time_slicing_replicas": 2,
-           "processes": [{"pid": 10, "sm_util": 40}, {"pid": 20, "sm_util": 5}]}],
-           "pods": [{"namespace": "ml", "name": "p1", "labels": {"team": "spec-only"},
-                     "containers": [{"name": "main", "pids": [10], "devices": [
-                         {"resource": "nvidia.com/gpu", "ids": ["gpu0::0"]}]}]},
-                    {"namespace": "ml", "name": "p2",
-                     "containers": [{"name": "main", "pids": [20], "devices": [
-                         {"resource": "nvidia.com/gpu", "ids": ["gpu0::1"]}]}]}]}  # fmt: skip
+    raw = {
+        "hostname": "n1",
+        "gpus": [
+            {
+                "model": "NVIDIA H100 80GB HBM3",
+                "memory_total_mib": 81559,
+                "time_slicing_replicas": 2,
+                "processes": [{"pid": 10, "sm_util": 40}, {"pid": 20, "sm_util": 5}],
+            }
+        ],
+        "pods": [
+            {
+                "namespace": "ml",
+                "name": "p1",
+                "labels": {"team": "spec-only"},
+                "containers": [
+                    {
+                        "name": "main",
+                        "pids": [10],
+                        "devices": [{"resource": "nvidia.com/gpu", "ids": ["gpu0::0"]}],
+                    }
+                ],
+            },
+            {
+                "namespace": "ml",
+                "name": "p2",
+                "containers": [
+                    {
+                        "name": "main",
+                        "pids": [20],
+                        "devices": [{"resource": "nvidia.com/gpu", "ids": ["gpu0::1"]}],
+                    }
+                ],
+            },
+        ],
+    }
     spec = parse(raw)
     for p, team in zip(spec.pods, ("nlp", 'has "quotes"\nand newline'), strict=True):
-        api.put(pod_json(p.namespace, p.name, p.pod_uid(), "n1", {"team": team, "stage": "dev"},
-                         {c.name: container_id(p, c) for c in p.containers}))  # fmt: skip
+        api.put(
+            pod_json(
+                p.namespace,
+                p.name,
+                p.pod_uid(),
+                "n1",
+                {"team": team, "stage": "dev"},
+                {c.name: container_id(p, c) for c in p.containers},
+            )
+        )
     directory, _, _ = watch("n1")
     clock = ManualClock()
     fake = FakeNvml(spec, now=clock)
@@ -143,11 +162,17 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
         nvml = Nvml(fake)
         stats = SelfMetrics(nvml.bindings_version(), "test")
         exporter = Exporter(
-            nvml, "n1", COLLECTORS, 5.0, clock=clock, monotonic=clock, stats=stats,
+            nvml,
+            "n1",
+            COLLECTORS,
+            5.0,
+            clock=clock,
+            monotonic=clock,
+            stats=stats,
             assignments=PodResourcesAssignments(client, stats.count_error),
             owner=ProcOwner(directory, sim.proc_root),  # the API's directory, not the spec's
             pod_labels=pod_label_renderer(directory, ("team", "stage", "project")),
-        )  # fmt: skip
+        )
         exporter.collect_once()
         clock.advance(5)
         exporter.collect_once()
