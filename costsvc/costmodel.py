@@ -7,7 +7,7 @@ back-dated one — reprices exactly the hours it covers. Prices are matched agai
 ``modelName`` (exact, or a ``*`` glob) and optionally its node pool; the most specific match
 wins. A price is either a list price per GPU-hour with a pricing kind (on-demand, reserved,
 spot) and a discount, or amortised from purchase price, depreciation, power draw, energy price
-and an overhead factor (the fields of seed 002's gpu-cost-model). A GPU model with no price, or
+and an overhead factor (docs/cost-model.md). A GPU model with no price, or
 a price of zero, is an error naming every such model — never a silent $0.
 """
 
