@@ -7,6 +7,7 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 COPY pyproject.toml README.md ./
 COPY exporter ./exporter
 COPY costsvc ./costsvc
+COPY kube ./kube
 COPY examples ./examples
 COPY migrations ./migrations
 COPY alembic.ini ./

@@ -3,8 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-CODE   := exporter costsvc demo
-LINTED := $(wildcard exporter costsvc demo tests bench migrations scripts dashboards deploy/*.py)
+CODE   := exporter costsvc kube demo
+LINTED := $(wildcard exporter costsvc kube demo tests bench migrations scripts dashboards deploy/*.py)
 
 .PHONY: demo test lint typecheck pytest sysdeps bench clean
 

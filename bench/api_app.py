@@ -8,7 +8,7 @@ from datetime import datetime
 
 from fastapi import FastAPI
 
-from costsvc.api import create_app
+from costsvc.api.app import create_app
 from costsvc.settings import Settings
 
 

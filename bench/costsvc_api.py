@@ -63,7 +63,7 @@ import sys
 from datetime import datetime
 sys.path.insert(0, sys.argv[1])
 import uvicorn
-from costsvc.api import create_app
+from costsvc.api.app import create_app
 from costsvc.settings import Settings
 now = datetime.fromisoformat(sys.argv[4])
 workers = int(sys.argv[5])
@@ -142,8 +142,17 @@ GROUP BY team, currency ORDER BY team, currency
 
 # What GET /v1/reports/chargeback.csv writes (costsvc/reports.py), in SQL: same columns, same
 # order; NULLIF so that an empty label is an empty cell (COPY quotes an empty string as "").
-PLACEMENT = ("cluster", "team", "project", "stage", "namespace", "pod", "node", "gpu_model",
-             "mig_profile")  # fmt: skip
+PLACEMENT = (
+    "cluster",
+    "team",
+    "project",
+    "stage",
+    "namespace",
+    "pod",
+    "node",
+    "gpu_model",
+    "mig_profile",
+)
 ISO = """'YYYY-MM-DD"T"HH24:MI:SS"Z"'"""
 COPY_SELECT = (
     "SELECT billing_month, to_char(hour AT TIME ZONE 'UTC', " + ISO + "), "
@@ -151,12 +160,14 @@ COPY_SELECT = (
     "CASE WHEN correction THEN 'correction' ELSE 'regular' END, "
     + ", ".join(f"NULLIF({p}, '')" for p in PLACEMENT)
     + ", currency, "
-    + ", ".join(f"(({m}) / 1e6)::numeric(24, 6)" for m in
-                ("gpu_hours", "allocated", "used", "waste", "idle", "allocated + idle"))
+    + ", ".join(
+        f"(({m}) / 1e6)::numeric(24, 6)"
+        for m in ("gpu_hours", "allocated", "used", "waste", "idle", "allocated + idle")
+    )
     + " FROM chargeback WHERE billing_month = {month} ORDER BY hour, "
     + ", ".join(PLACEMENT)
     + ", correction"
-)  # fmt: skip
+)
 
 # Candidate indexes for the month-by-team aggregate, tried only when it misses its target.
 CANDIDATES = (
@@ -233,8 +244,14 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
     heap, total = conn.execute(
         "SELECT pg_relation_size('chargeback'), pg_total_relation_size('chargeback')"
     ).fetchone()
-    return {"rows": rows, "idle_rows": idle, "insert_s": t_insert, "vacuum_analyze_s": t_vacuum,
-            "heap_mib": heap / 2**20, "total_mib": total / 2**20}  # fmt: skip
+    return {
+        "rows": rows,
+        "idle_rows": idle,
+        "insert_s": t_insert,
+        "vacuum_analyze_s": t_vacuum,
+        "heap_mib": heap / 2**20,
+        "total_mib": total / 2**20,
+    }
 
 
 def start_api(url: str, port: int, workers: int = 1) -> subprocess.Popen[bytes]:
@@ -258,22 +275,24 @@ def start_api(url: str, port: int, workers: int = 1) -> subprocess.Popen[bytes]:
     raise RuntimeError("the API did not start")
 
 
-def month_by_team(http: Any, finance: str, pg: Any, n: int, warmup: int = 3,
-                  cold: bool = False) -> dict[str, float]:  # fmt: skip
+def month_by_team(
+    http: Any, finance: str, pg: Any, n: int, warmup: int = 3, cold: bool = False
+) -> dict[str, float]:
     """The API and the raw SQL, interleaved (the machine's noise falls on both alike); the SQL
     unprepared, so planned for its actual bounds every time, as the API's query is. ``cold``:
     an audit row is added before each API request, which changes the data version, so the
     API's answer cache cannot answer and the aggregate runs every time."""
-    params = {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z",
-              "group_by": "team"}  # fmt: skip
+    params = {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z", "group_by": "team"}
     headers = {"Authorization": f"Bearer {finance}"}
     api_ms: list[float] = []
     sql_ms: list[float] = []
     api_groups = sql_groups = 0
     for i in range(warmup + n):
         if cold:
-            pg.execute("INSERT INTO audit_log (at, actor, action, target, detail) "
-                       "VALUES (now(), 'bench', 'bench.invalidate', '', '{}')")  # fmt: skip
+            pg.execute(
+                "INSERT INTO audit_log (at, actor, action, target, detail) "
+                "VALUES (now(), 'bench', 'bench.invalidate', '', '{}')"
+            )
         t = time.perf_counter()
         r = http.get("/v1/costs", params=params, headers=headers)
         r.raise_for_status()
@@ -285,22 +304,34 @@ def month_by_team(http: Any, finance: str, pg: Any, n: int, warmup: int = 3,
         if i >= warmup:
             api_ms.append(t_api)
             sql_ms.append(t_sql)
-    return {"api_p50_ms": pct(api_ms, 50), "api_p95_ms": pct(api_ms, 95),
-            "sql_p50_ms": pct(sql_ms, 50), "sql_p95_ms": pct(sql_ms, 95),
-            "api_groups": api_groups, "sql_groups": sql_groups, "requests": n}  # fmt: skip
+    return {
+        "api_p50_ms": pct(api_ms, 50),
+        "api_p95_ms": pct(api_ms, 95),
+        "sql_p50_ms": pct(sql_ms, 50),
+        "sql_p95_ms": pct(sql_ms, 95),
+        "api_groups": api_groups,
+        "sql_groups": sql_groups,
+        "requests": n,
+    }
 
 
 def print_month(f: dict[str, float], label: str = "") -> bool:
     ok = f["api_p95_ms"] <= 150 and f["api_p95_ms"] <= 2 * f["sql_p95_ms"]
     if label:
         print(f"  {label}")
-    print(f"    API  p50 {f['api_p50_ms']:7.1f} ms  p95 {f['api_p95_ms']:7.1f} ms "
-          f"({f['api_groups']} groups, {f['requests']} requests)")  # fmt: skip
-    print(f"    SQL  p50 {f['sql_p50_ms']:7.1f} ms  p95 {f['sql_p95_ms']:7.1f} ms "
-          f"({f['sql_groups']} groups, psycopg, same aggregate)")  # fmt: skip
-    print(f"    API/SQL p95 {f['api_p95_ms'] / f['sql_p95_ms']:.2f}x   "
-          f"[p95 <= 150 ms: {verdict(f['api_p95_ms'] <= 150)}; <= 2x raw SQL: "
-          f"{verdict(f['api_p95_ms'] <= 2 * f['sql_p95_ms'])}]")  # fmt: skip
+    print(
+        f"    API  p50 {f['api_p50_ms']:7.1f} ms  p95 {f['api_p95_ms']:7.1f} ms "
+        f"({f['api_groups']} groups, {f['requests']} requests)"
+    )
+    print(
+        f"    SQL  p50 {f['sql_p50_ms']:7.1f} ms  p95 {f['sql_p95_ms']:7.1f} ms "
+        f"({f['sql_groups']} groups, psycopg, same aggregate)"
+    )
+    print(
+        f"    API/SQL p95 {f['api_p95_ms'] / f['sql_p95_ms']:.2f}x   "
+        f"[p95 <= 150 ms: {verdict(f['api_p95_ms'] <= 150)}; <= 2x raw SQL: "
+        f"{verdict(f['api_p95_ms'] <= 2 * f['sql_p95_ms'])}]"
+    )
     return ok
 
 
@@ -325,8 +356,10 @@ def try_indexes(http: Any, finance: str, pg: Any, n: int) -> list[dict[str, Any]
             plan = explain(pg)
         finally:
             pg.execute(f"DROP INDEX {name}")
-        print(f"  with CREATE INDEX ON chargeback {spec}  ({size / 2**20:.0f} MiB, built + "
-              f"vacuumed in {built:.1f} s):")  # fmt: skip
+        print(
+            f"  with CREATE INDEX ON chargeback {spec}  ({size / 2**20:.0f} MiB, built + "
+            f"vacuumed in {built:.1f} s):"
+        )
         print_month(f)
         for line in plan:
             if "Scan" in line or "Execution Time" in line:
@@ -346,11 +379,19 @@ def try_indexes(http: Any, finance: str, pg: Any, n: int) -> list[dict[str, Any]
         if i >= 3:
             ms.append((time.perf_counter() - t) * 1000)
     pg.execute("DROP TABLE bench_daily")
-    print(f"  not an index: the same aggregate in SQL from a daily rollup (day, cluster, team, "
-          f"project, stage, currency: {rows:,} rows, built in {built:.1f} s): p50 "
-          f"{pct(ms, 50):.1f} ms, p95 {pct(ms, 95):.1f} ms")  # fmt: skip
-    out.append({"rollup_rows": rows, "build_s": built, "sql_p50_ms": pct(ms, 50),
-                "sql_p95_ms": pct(ms, 95)})  # fmt: skip
+    print(
+        f"  not an index: the same aggregate in SQL from a daily rollup (day, cluster, team, "
+        f"project, stage, currency: {rows:,} rows, built in {built:.1f} s): p50 "
+        f"{pct(ms, 50):.1f} ms, p95 {pct(ms, 95):.1f} ms"
+    )
+    out.append(
+        {
+            "rollup_rows": rows,
+            "build_s": built,
+            "sql_p50_ms": pct(ms, 50),
+            "sql_p95_ms": pct(ms, 95),
+        }
+    )
     return out
 
 
@@ -377,8 +418,9 @@ def csv_export(http: Any, finance: str, pg: Any, pid: int) -> dict[str, Any]:
     t = time.perf_counter()
     ttfb = None
     auth = {"Authorization": f"Bearer {finance}"}
-    with http.stream("GET", "/v1/reports/chargeback.csv", params={"month": MONTH},
-                     headers=auth, timeout=None) as r:  # fmt: skip
+    with http.stream(
+        "GET", "/v1/reports/chargeback.csv", params={"month": MONTH}, headers=auth, timeout=None
+    ) as r:
         r.raise_for_status()
         for chunk in r.iter_raw():
             if ttfb is None:
@@ -410,17 +452,25 @@ def csv_export(http: Any, finance: str, pg: Any, pid: int) -> dict[str, Any]:
     api_first = bytes(head).split(b"\n")[1 : n + 1]
     copy_first = bytes(copy_head).split(b"\n")[:n]
     return {
-        "api_rows": api_rows, "api_bytes": n_bytes, "api_s": api_s, "api_ttfb_s": ttfb or 0.0,
-        "api_rows_per_s": api_rows / api_s, "copy_rows": c_lines, "copy_bytes": c_bytes,
-        "copy_s": copy_s, "copy_rows_per_s": c_lines / copy_s,
-        "first_lines_identical": api_first == copy_first, "compared_lines": n,
-        "rss_before_mib": rss0 / 1024, "peak_rss_mib": (hwm if reset else peak[0]) / 1024,
-        "peak_rss_sampled_mib": peak[0] / 1024, "hwm_reset": reset,
-    }  # fmt: skip
+        "api_rows": api_rows,
+        "api_bytes": n_bytes,
+        "api_s": api_s,
+        "api_ttfb_s": ttfb or 0.0,
+        "api_rows_per_s": api_rows / api_s,
+        "copy_rows": c_lines,
+        "copy_bytes": c_bytes,
+        "copy_s": copy_s,
+        "copy_rows_per_s": c_lines / copy_s,
+        "first_lines_identical": api_first == copy_first,
+        "compared_lines": n,
+        "rss_before_mib": rss0 / 1024,
+        "peak_rss_mib": (hwm if reset else peak[0]) / 1024,
+        "peak_rss_sampled_mib": peak[0] / 1024,
+        "hwm_reset": reset,
+    }
 
 
-def load_test(base: str, tokens: dict[str, str], clients: int, duration: float
-              ) -> dict[str, Any]:  # fmt: skip
+def load_test(base: str, tokens: dict[str, str], clients: int, duration: float) -> dict[str, Any]:
     """``clients`` keep-alive clients, closed loop, each with its own token and rotation."""
     import httpx
 
@@ -429,16 +479,20 @@ def load_test(base: str, tokens: dict[str, str], clients: int, duration: float
         month = {"window": "month"}
         if i % 5 == 0:  # a finance client: every team
             who = "finance"
-            calls = [("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
-                     ("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
-                     ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
-                     ("budgets", "/v1/budgets", {})]  # fmt: skip
+            calls = [
+                ("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
+                ("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
+                ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
+                ("budgets", "/v1/budgets", {}),
+            ]
         else:  # a team client: its own team
             who = team
-            calls = [("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
-                     ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
-                     ("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
-                     ("budgets", "/v1/budgets", {})]  # fmt: skip
+            calls = [
+                ("costs?group_by=project", "/v1/costs", {**month, "group_by": "project"}),
+                ("teams/{team}/summary", f"/v1/teams/{team}/summary", {}),
+                ("costs?group_by=team", "/v1/costs", {**month, "group_by": "team"}),
+                ("budgets", "/v1/budgets", {}),
+            ]
         return who, calls
 
     results: list[list[tuple[str, float, bool]]] = [[] for _ in range(clients)]
@@ -483,12 +537,24 @@ def load_test(base: str, tokens: dict[str, str], clients: int, duration: float
     for label in sorted({x[0] for x in flat}):
         ms = [m for lab, m, _ in flat if lab == label]
         bad = sum(1 for lab, _, ok in flat if lab == label and not ok)
-        per[label] = {"requests": len(ms), "p50_ms": pct(ms, 50), "p99_ms": pct(ms, 99),
-                      "errors": bad}  # fmt: skip
-    return {"clients": clients, "duration_s": took, "requests": len(flat),
-            "errors": sum(1 for *_, ok in flat if not ok), "rps": len(flat) / took,
-            "p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "max_ms": max(lat, default=0.0),
-            "per_endpoint": per, "failures": failures}  # fmt: skip
+        per[label] = {
+            "requests": len(ms),
+            "p50_ms": pct(ms, 50),
+            "p99_ms": pct(ms, 99),
+            "errors": bad,
+        }
+    return {
+        "clients": clients,
+        "duration_s": took,
+        "requests": len(flat),
+        "errors": sum(1 for *_, ok in flat if not ok),
+        "rps": len(flat) / took,
+        "p50_ms": pct(lat, 50),
+        "p99_ms": pct(lat, 99),
+        "max_ms": max(lat, default=0.0),
+        "per_endpoint": per,
+        "failures": failures,
+    }
 
 
 def main() -> int:
@@ -501,9 +567,13 @@ def main() -> int:
     ap.add_argument("--clients", type=int, default=50, help="concurrent clients of the load test")
     ap.add_argument("--requests", type=int, default=50, help="month-by-team requests timed")
     ap.add_argument("--quick", action="store_true", help="48 hours x 500 pods, 10 s of load")
-    ap.add_argument("--workers", type=int, default=1,
-                    help="API worker processes (gpu-costsvc serve --workers; RSS figures are "
-                    "then the supervisor's)")  # fmt: skip
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="API worker processes (gpu-costsvc serve --workers; RSS figures are "
+        "then the supervisor's)",
+    )
     args = ap.parse_args()
     hours = args.hours or (48 if args.quick else 720)
     pods = args.pods or (500 if args.quick else 5000)
@@ -514,8 +584,8 @@ def main() -> int:
     import psycopg
     from sqlalchemy import create_engine, text
 
-    from costsvc.api.auth import create_token
     from costsvc.db.migrate import upgrade
+    from costsvc.db.tokens import create_token
 
     report: dict[str, Any] = {"machine": machine(), "hours": hours, "pods": pods}
     pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
@@ -526,21 +596,28 @@ def main() -> int:
         upgrade(url)
         pg = psycopg.connect(host=str(sock), user="postgres", dbname="postgres", autocommit=True)
         version = pg.execute("SHOW server_version").fetchone()[0]
-        settings = {k: pg.execute(f"SHOW {k}").fetchone()[0] for k in
-                    ("shared_buffers", "work_mem", "max_parallel_workers_per_gather")}  # fmt: skip
+        settings = {
+            k: pg.execute(f"SHOW {k}").fetchone()[0]
+            for k in ("shared_buffers", "work_mem", "max_parallel_workers_per_gather")
+        }
         m = report["machine"]
-        print(f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python "
-              f"{m['python']}, PostgreSQL {version} (defaults: "
-              + ", ".join(f"{k} {v}" for k, v in settings.items()) + f"), {m['date']}")  # fmt: skip
+        print(
+            f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python "
+            f"{m['python']}, PostgreSQL {version} (defaults: "
+            + ", ".join(f"{k} {v}" for k, v in settings.items())
+            + f"), {m['date']}"
+        )
         report["postgres"] = {"version": version, **settings}
 
         f = load(pg, hours, pods)
         report["load"] = f
-        print(f"1. data: {f['rows']:,} chargeback rows ({hours} hours of {MONTH} x {pods:,} "
-              f"pods over {TEAMS} teams + {f['idle_rows']:,} __idle__ lines); INSERT ... "
-              f"SELECT {f['insert_s']:.1f} s ({f['rows'] / f['insert_s']:,.0f} rows/s), VACUUM "
-              f"ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
-              f"with indexes {f['total_mib']:,.0f} MiB")  # fmt: skip
+        print(
+            f"1. data: {f['rows']:,} chargeback rows ({hours} hours of {MONTH} x {pods:,} "
+            f"pods over {TEAMS} teams + {f['idle_rows']:,} __idle__ lines); INSERT ... "
+            f"SELECT {f['insert_s']:.1f} s ({f['rows'] / f['insert_s']:,.0f} rows/s), VACUUM "
+            f"ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
+            f"with indexes {f['total_mib']:,.0f} MiB"
+        )
 
         engine = create_engine(url)
         tokens = {"finance": create_token(engine, "bench-finance", "finance", None, "bench")}
@@ -554,13 +631,17 @@ def main() -> int:
         port = free_port()
         api = start_api(url, port, args.workers)
         base = f"http://127.0.0.1:{port}"
-        print(f"   API: uvicorn in its own process (pid {api.pid}) on {base}, "
-              f"{args.workers} worker(s), RSS {status_kib(api.pid, 'VmRSS') / 1024:.0f} MiB "
-              "at start")  # fmt: skip
+        print(
+            f"   API: uvicorn in its own process (pid {api.pid}) on {base}, "
+            f"{args.workers} worker(s), RSS {status_kib(api.pid, 'VmRSS') / 1024:.0f} MiB "
+            "at start"
+        )
         http = httpx.Client(base_url=base, timeout=120)
 
-        print("2. month by team: GET /v1/costs?start=2026-11-01T00:00:00Z&end=2026-12-01T00:00"
-              ":00Z&group_by=team (finance token, sequential, keep-alive):")  # fmt: skip
+        print(
+            "2. month by team: GET /v1/costs?start=2026-11-01T00:00:00Z&end=2026-12-01T00:00"
+            ":00Z&group_by=team (finance token, sequential, keep-alive):"
+        )
         warm = month_by_team(http, tokens["finance"], pg, args.requests)
         report["month_by_team_cached"] = warm
         print_month(warm, "cached answer (no data change between requests):")
@@ -576,36 +657,50 @@ def main() -> int:
                 http, tokens["finance"], pg, max(10, args.requests // 2)
             )
 
-        print(f"3. CSV export: GET /v1/reports/chargeback.csv?month={MONTH} (all rows, streamed) "
-              f"vs COPY (SELECT the same columns, same order) TO STDOUT WITH CSV:")  # fmt: skip
+        print(
+            f"3. CSV export: GET /v1/reports/chargeback.csv?month={MONTH} (all rows, streamed) "
+            f"vs COPY (SELECT the same columns, same order) TO STDOUT WITH CSV:"
+        )
         f = csv_export(http, tokens["finance"], pg, api.pid)
         report["csv"] = f
         ratio = f["api_rows_per_s"] / f["copy_rows_per_s"]
-        print(f"  API   {f['api_rows']:,} rows, {f['api_bytes'] / 2**20:,.0f} MiB in "
-              f"{f['api_s']:.1f} s = {f['api_rows_per_s']:,.0f} rows/s (first byte after "
-              f"{f['api_ttfb_s'] * 1000:.0f} ms)")  # fmt: skip
-        print(f"  COPY  {f['copy_rows']:,} rows, {f['copy_bytes'] / 2**20:,.0f} MiB in "
-              f"{f['copy_s']:.1f} s = {f['copy_rows_per_s']:,.0f} rows/s; first "
-              f"{f['compared_lines']:,} lines identical to the API's: "
-              f"{'yes' if f['first_lines_identical'] else 'NO'}")  # fmt: skip
+        print(
+            f"  API   {f['api_rows']:,} rows, {f['api_bytes'] / 2**20:,.0f} MiB in "
+            f"{f['api_s']:.1f} s = {f['api_rows_per_s']:,.0f} rows/s (first byte after "
+            f"{f['api_ttfb_s'] * 1000:.0f} ms)"
+        )
+        print(
+            f"  COPY  {f['copy_rows']:,} rows, {f['copy_bytes'] / 2**20:,.0f} MiB in "
+            f"{f['copy_s']:.1f} s = {f['copy_rows_per_s']:,.0f} rows/s; first "
+            f"{f['compared_lines']:,} lines identical to the API's: "
+            f"{'yes' if f['first_lines_identical'] else 'NO'}"
+        )
         print(f"  API/COPY {ratio:.2f}x   [>= 0.5x COPY: {verdict(ratio >= 0.5)}]")
         how = "VmHWM, reset before the export" if f["hwm_reset"] else "VmRSS sampled every 0.1 s"
-        print(f"  API peak RSS during the export {f['peak_rss_mib']:.0f} MiB ({how}; "
-              f"{f['rss_before_mib']:.0f} MiB before it)")  # fmt: skip
+        print(
+            f"  API peak RSS during the export {f['peak_rss_mib']:.0f} MiB ({how}; "
+            f"{f['rss_before_mib']:.0f} MiB before it)"
+        )
 
-        print(f"4. load: {args.clients} concurrent keep-alive clients for {duration:g} s (every "
-              f"5th with the finance token, the rest each with its team's): /v1/costs "
-              f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
-              f"/v1/budgets")  # fmt: skip
+        print(
+            f"4. load: {args.clients} concurrent keep-alive clients for {duration:g} s (every "
+            f"5th with the finance token, the rest each with its team's): /v1/costs "
+            f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
+            f"/v1/budgets"
+        )
         f = load_test(base, tokens, args.clients, duration)
         report["load_test"] = f
         for label, e in f["per_endpoint"].items():
-            print(f"  {label:24s} {e['requests']:6,} requests  p50 {e['p50_ms']:7.1f} ms  "
-                  f"p99 {e['p99_ms']:7.1f} ms  errors {e['errors']}")  # fmt: skip
-        print(f"  all: {f['requests']:,} requests in {f['duration_s']:.1f} s ({f['rps']:.1f}/s), "
-              f"errors {f['errors']}, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, max "
-              f"{f['max_ms']:.0f} ms   [0 errors: {verdict(f['errors'] == 0)}; p99 <= 250 ms: "
-              f"{verdict(f['p99_ms'] <= 250)}]")  # fmt: skip
+            print(
+                f"  {label:24s} {e['requests']:6,} requests  p50 {e['p50_ms']:7.1f} ms  "
+                f"p99 {e['p99_ms']:7.1f} ms  errors {e['errors']}"
+            )
+        print(
+            f"  all: {f['requests']:,} requests in {f['duration_s']:.1f} s ({f['rps']:.1f}/s), "
+            f"errors {f['errors']}, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, max "
+            f"{f['max_ms']:.0f} ms   [0 errors: {verdict(f['errors'] == 0)}; p99 <= 250 ms: "
+            f"{verdict(f['p99_ms'] <= 250)}]"
+        )
         for line in f["failures"]:
             print(f"  e.g. {line}")
         print(f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB")

@@ -66,8 +66,9 @@ def write_history(path: Path, gpus: int, pods: int, hours: int, interval: int) -
             shares.append((f'{holder},resource="nvidia.com/gpu"', share))
             if p >= whole:
                 sm.append((holder, share * 0.6))
-            labels.append((f'namespace="team-{p % 40}",pod="pod-{p}",label_team="team-{p % 40}"',
-                           1))  # fmt: skip
+            labels.append(
+                (f'namespace="team-{p % 40}",pod="pod-{p}",label_team="team-{p % 40}"', 1)
+            )
         family("gpu_allocation_share", shares)
         family("gpu_container_sm_utilization_ratio", sm)
         family("kube_pod_labels", labels)
@@ -106,26 +107,39 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
                 )
             ]
             names = ", ".join(cols)
-            conn.execute(text(
-                f"INSERT INTO {table} (hour, {names}) SELECT hour + make_interval(hours => k), "
-                f"{names} FROM {table}, generate_series(1, :n) AS k WHERE hour = :h"),
-                {"n": n - 1, "h": first})  # fmt: skip
+            conn.execute(
+                text(
+                    f"INSERT INTO {table} (hour, {names}) SELECT hour + make_interval(hours => k), "
+                    f"{names} FROM {table}, generate_series(1, :n) AS k WHERE hour = :h"
+                ),
+                {"n": n - 1, "h": first},
+            )
         rows = conn.execute(text("SELECT count(*) FROM chargeback")).scalar_one()
         facts = conn.execute(text("SELECT count(*) FROM usage_facts")).scalar_one()
     t_copy = time.perf_counter() - t
-    back_dated = parse({"policies": {"shared_gpu_policy": "usage"}, "versions": [
-        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.75"}]}
-    ]})  # fmt: skip
+    back_dated = parse(
+        {
+            "policies": {"shared_gpu_policy": "usage"},
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": "2.75"}],
+                }
+            ],
+        }
+    )
     t = time.perf_counter()
     stale = stale_hours(engine, back_dated)
     report = reprice(engine, back_dated, "bench", stale)
     took = time.perf_counter() - t
     engine.dispose()
     assert len(report.done) == n, report.failed
-    print(f"{'':10s} 30-day rebuild from stored facts (a back-dated price over {n} hours: "
-          f"{facts:,} usage facts -> {rows:,} chargeback rows; facts copied in {t_copy:.0f} s): "
-          f"{took / 60:.1f} min, {took / n:.2f} s/hour   [<= 10 min: "
-          f"{'PASS' if took * 720 / n <= 600 else 'MISS'}]")  # fmt: skip
+    print(
+        f"{'':10s} 30-day rebuild from stored facts (a back-dated price over {n} hours: "
+        f"{facts:,} usage facts -> {rows:,} chargeback rows; facts copied in {t_copy:.0f} s): "
+        f"{took / 60:.1f} min, {took / n:.2f} s/hour   [<= 10 min: "
+        f"{'PASS' if took * 720 / n <= 600 else 'MISS'}]"
+    )
 
 
 def main() -> int:
@@ -160,16 +174,32 @@ def main() -> int:
         samples = write_history(work / "h.om", args.gpus, args.pods, args.hours, args.interval)
         t_write = time.perf_counter() - t
         t = time.perf_counter()
-        subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics",
-                        str(work / "h.om"), str(work / "data")], check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                str(work / "h.om"),
+                str(work / "data"),
+            ],
+            check=True,
+            capture_output=True,
+        )
         t_blocks = time.perf_counter() - t
         port = free_port()
         prom_proc = subprocess.Popen(
-            ["prometheus", f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
-             f"--storage.tsdb.path={work / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
-             "--storage.tsdb.retention.time=100y", "--log.level=error"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+            [
+                "prometheus",
+                f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
+                f"--storage.tsdb.path={work / 'data'}",
+                f"--web.listen-address=127.0.0.1:{port}",
+                "--storage.tsdb.retention.time=100y",
+                "--log.level=error",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         import httpx
 
         for _ in range(600):
@@ -181,22 +211,34 @@ def main() -> int:
             time.sleep(0.1)
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
         pg_url, _, stop_pg = start_postgres(pg_base)
-        model = parse({"policies": {"shared_gpu_policy": "usage"}, "versions": [
-            {"effective_from": "2026-11-01T00:00:00Z",
-             "prices": [{"model": H100, "hourly": "2.50"}]}]})  # fmt: skip
+        model = parse(
+            {
+                "policies": {"shared_gpu_policy": "usage"},
+                "versions": [
+                    {
+                        "effective_from": "2026-11-01T00:00:00Z",
+                        "prices": [{"model": H100, "hourly": "2.50"}],
+                    }
+                ],
+            }
+        )
         hours = [START + timedelta(hours=h) for h in range(args.hours)]
-        print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-              f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC")  # fmt: skip
-        print(f"history: {args.gpus} GPUs, {args.pods} pods, {args.hours} h at {args.interval} s "
-              f"= {samples:,} samples; written in {t_write:.1f} s, promtool blocks in "
-              f"{t_blocks:.1f} s")  # fmt: skip
+        print(
+            f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+        )
+        print(
+            f"history: {args.gpus} GPUs, {args.pods} pods, {args.hours} h at {args.interval} s "
+            f"= {samples:,} samples; written in {t_write:.1f} s, promtool blocks in "
+            f"{t_blocks:.1f} s"
+        )
         for name, url in (("PostgreSQL", pg_url), ("SQLite", f"sqlite:///{work / 'b.db'}")):
             upgrade(url)
             engine = create_engine(url)
             reader = PrometheusReader(f"http://127.0.0.1:{port}", timeout=300)
             times = []
             phases: dict[str, list[float]] = {"collect": [], "attribute": [], "write": []}
-            original = (run.collect_hour, run.attribute_hour, run._write_hour)
+            original = (run.collect_hour, run.attribute_hour, run.store_hour)
 
             def timed(key: str, fn: object, phases: dict[str, list[float]] = phases) -> object:
                 def wrapper(*a: object, **k: object) -> object:
@@ -210,7 +252,7 @@ def main() -> int:
 
             run.collect_hour = timed("collect", original[0])  # type: ignore[assignment]
             run.attribute_hour = timed("attribute", original[1])  # type: ignore[assignment]
-            run._write_hour = timed("write", original[2])  # type: ignore[assignment]
+            run.store_hour = timed("write", original[2])  # type: ignore[assignment]
             try:
                 for hour in hours:
                     t0 = time.perf_counter()
@@ -218,18 +260,22 @@ def main() -> int:
                     assert report.done == [hour], report.failed
                     times.append(time.perf_counter() - t0)
             finally:
-                run.collect_hour, run.attribute_hour, run._write_hour = original  # type: ignore[assignment]
+                run.collect_hour, run.attribute_hour, run.store_hour = original  # type: ignore[assignment]
                 reader.close()
                 engine.dispose()
             per_hour = statistics.median(times)
             verdict = "PASS" if per_hour <= 5 else "MISS"
-            print(f"{name:10s} one hour: median {per_hour:.2f} s over {len(times)} hours "
-                  f"(read Prometheus {statistics.median(phases['collect']):.2f} s, attribute "
-                  f"{statistics.median(phases['attribute']):.2f} s, write "
-                  f"{statistics.median(phases['write']):.2f} s)   [<= 5 s: {verdict}]")  # fmt: skip
+            print(
+                f"{name:10s} one hour: median {per_hour:.2f} s over {len(times)} hours "
+                f"(read Prometheus {statistics.median(phases['collect']):.2f} s, attribute "
+                f"{statistics.median(phases['attribute']):.2f} s, write "
+                f"{statistics.median(phases['write']):.2f} s)   [<= 5 s: {verdict}]"
+            )
             month = per_hour * 720
-            print(f"{'':10s} 30-day re-ingest from Prometheus, extrapolated (720 x median hour): "
-                  f"{month / 60:.1f} min")  # fmt: skip
+            print(
+                f"{'':10s} 30-day re-ingest from Prometheus, extrapolated (720 x median hour): "
+                f"{month / 60:.1f} min"
+            )
             if name == "PostgreSQL" and args.rebuild_hours:
                 rebuild(url, hours[0], args.rebuild_hours, model)
     finally:

@@ -18,10 +18,37 @@ def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(sock, "postgres")
-    subprocess.run([*as_pg, str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A",
-                    "trust", "--no-sync"], check=True, capture_output=True)  # fmt: skip
-    subprocess.run([*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
-                    str(base / "pg.log"), "-o", f"-c listen_addresses='' -k {sock}", "start"],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            *as_pg,
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_pg,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-s",
+            "-l",
+            str(base / "pg.log"),
+            "-o",
+            f"-c listen_addresses='' -k {sock}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
     return f"postgresql+psycopg://postgres@/postgres?host={sock}", sock, stop

@@ -1,6 +1,6 @@
 """Who pays for each GPU-hour. Pure: usage facts + owners + cost model -> chargeback lines.
 
-Per physical GPU and hour (docs/cost-model.md, DESIGN.md "Cost semantics"):
+Per physical GPU and hour (docs/cost-model.md):
 
 - its **cost** is the price in force for its model and node pool x the time it existed;
 - a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from costsvc.chargeback import IDLE, KEY, UNALLOCATED
 from costsvc.costmodel import CostModel
 from costsvc.money import MICRO, round_micro, split
 
-UNALLOCATED = "__unallocated__"
-IDLE = "__idle__"
 HOUR = Decimal(3600)
+PodKey = tuple[str, str, str]  # cluster, namespace, pod
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +90,38 @@ class Line:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return (self.cluster, self.team, self.project, self.stage, self.namespace, self.pod,
-                self.node, self.gpu_model, self.mig_profile)  # fmt: skip
+        """The line's chargeback key (:data:`costsvc.chargeback.KEY`)."""
+        return tuple(getattr(self, c) for c in KEY)
+
+
+@dataclass
+class HourFacts:
+    """One hour of one Prometheus: the GPUs present, their holdings and the pods' labels."""
+
+    start: datetime
+    gpus: list[GpuHour] = field(default_factory=list)
+    holdings: list[Holding] = field(default_factory=list)
+    pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
+    namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
+    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
+
+
+def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
+    """A time-slice / MPS replica: a hold on a whole GPU (not a MIG instance) that never
+    reached all of it."""
+    return not mig_instance and top_share < 1
+
+
+def busy_seconds(
+    share_seconds: Decimal, shared: bool, sm_seconds: Decimal, utilisation: Decimal
+) -> Decimal:
+    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time (at
+    most its share); otherwise its share x the device's (GPU or MIG instance) mean
+    utilisation over the hour, capped at 1."""
+    if shared:
+        return min(share_seconds, sm_seconds)
+    return share_seconds * min(utilisation, Decimal(1))
 
 
 @dataclass(slots=True)
@@ -152,13 +182,20 @@ def attribute_hour(
             who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
                 UNALLOCATED, UNALLOCATED, UNALLOCATED
             )
-            key = (g.cluster, who.team, who.project, who.stage, h.namespace, h.pod, g.node,
-                   g.model, h.mig_profile)  # fmt: skip
+            key = (
+                g.cluster,
+                who.team,
+                who.project,
+                who.stage,
+                h.namespace,
+                h.pod,
+                g.node,
+                g.model,
+                h.mig_profile,
+            )
             line = lines.get(key)
             if line is None:
-                line = lines[key] = Line(g.cluster, who.team, who.project, who.stage,
-                                         h.namespace, h.pod, g.node, g.model,
-                                         h.mig_profile)  # fmt: skip
+                line = lines[key] = Line(*key)
             line.allocated += allocated
             line.used += used
             line.waste += allocated - used
@@ -169,8 +206,9 @@ def attribute_hour(
     if policy == "separate":  # an __idle__ line per node and GPU model: where the idle GPUs are
         for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
             if idle:
-                result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model,
-                                         idle=idle))  # fmt: skip
+                result.lines.append(
+                    Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model, idle=idle)
+                )
     else:
         by_cluster: dict[str, int] = {}
         for (cluster, _, _), idle in idle_by_gpu.items():

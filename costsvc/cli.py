@@ -48,12 +48,18 @@ def build_parser() -> argparse.ArgumentParser:
     ingest.add_argument("--start", help="first hour (ISO 8601, UTC); default: after the watermark")
     ingest.add_argument("--end", help="stop before this instant; default: now")
     serve = sub.add_parser("serve", help="ingest every hour, a few minutes past the hour")
-    serve.add_argument("--delay", type=float, default=300.0,
-                       help="seconds after the hour before ingesting it (default 300)")  # fmt: skip
-    serve.add_argument("--no-ingest", action="store_true",
-                       help="serve the API only (another process ingests)")  # fmt: skip
-    serve.add_argument("--workers", type=int, default=1,
-                       help="API worker processes (ingest stays in this one)")  # fmt: skip
+    serve.add_argument(
+        "--delay",
+        type=float,
+        default=300.0,
+        help="seconds after the hour before ingesting it (default 300)",
+    )
+    serve.add_argument(
+        "--no-ingest", action="store_true", help="serve the API only (another process ingests)"
+    )
+    serve.add_argument(
+        "--workers", type=int, default=1, help="API worker processes (ingest stays in this one)"
+    )
     report = sub.add_parser("report", help="a month's chargeback as CSV or FOCUS 1.2")
     report.add_argument("--month", required=True, help="YYYY-MM")
     report.add_argument("--format", choices=["csv", "focus"], default="csv")
@@ -89,8 +95,12 @@ def _hours(
 def _progress(what: str, i: int, n: int, hour: datetime) -> None:
     if n > 1:
         end = "\n" if i == n else ""
-        print(f"\r{PROG}: {what} {i}/{n} hours ({hour:%Y-%m-%d %H:00})", end=end,
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"\r{PROG}: {what} {i}/{n} hours ({hour:%Y-%m-%d %H:00})",
+            end=end,
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _eol(i: int) -> str:
@@ -121,8 +131,9 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             report = reprice(engine, model, settings.cluster, [hour])
             for bad, why in report.failed.items():
                 failed += 1
-                print(f"{_eol(i)}{PROG}: reprice {bad:%Y-%m-%d %H:00} failed: {why}",
-                      file=sys.stderr)  # fmt: skip
+                print(
+                    f"{_eol(i)}{PROG}: reprice {bad:%Y-%m-%d %H:00} failed: {why}", file=sys.stderr
+                )
             _progress("repriced", i, len(stale), hour)
         if stale:
             print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
@@ -133,8 +144,11 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             done += len(report.done)
             if report.failed:
                 failed += 1
-                print(f"{_eol(i)}{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
-                      "(it will be retried)", file=sys.stderr)  # fmt: skip
+                print(
+                    f"{_eol(i)}{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
+                    "(it will be retried)",
+                    file=sys.stderr,
+                )
                 break
             _progress("ingested", i, len(hours), hour)
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
@@ -161,7 +175,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
 def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
-    from costsvc.api import create_app
+    from costsvc.api.app import create_app
     from costsvc.costmodel import CostModelError, load
 
     logging.basicConfig(
@@ -181,18 +195,30 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
     worker = None
     if ingest:
         print(f"{PROG}: ingesting every hour, {delay:g} s past it", file=sys.stderr)
-        worker = threading.Thread(target=_scheduler, args=(settings, delay, stop),
-                                  name="ingest", daemon=True)  # fmt: skip
+        worker = threading.Thread(
+            target=_scheduler, args=(settings, delay, stop), name="ingest", daemon=True
+        )
         worker.start()
     print(f"{PROG}: API on http://{settings.listen_address}/docs; Ctrl-C stops", file=sys.stderr)
     try:
         if workers > 1:  # worker processes build the app from the same COSTSVC_* environment
-            uvicorn.run("costsvc.api.app:create_app", factory=True, workers=workers,
-                        host=bind_host, port=bind_port, log_level="info",
-                        access_log=False)  # fmt: skip
+            uvicorn.run(
+                "costsvc.api.app:create_app",
+                factory=True,
+                workers=workers,
+                host=bind_host,
+                port=bind_port,
+                log_level="info",
+                access_log=False,
+            )
         else:  # handles SIGINT / SIGTERM
-            uvicorn.run(create_app(settings), host=bind_host, port=bind_port, log_level="info",
-                        access_log=False)  # fmt: skip
+            uvicorn.run(
+                create_app(settings),
+                host=bind_host,
+                port=bind_port,
+                log_level="info",
+                access_log=False,
+            )
     finally:
         stop.set()
         if watcher is not None:
@@ -202,10 +228,9 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
     return 0
 
 
-def _report(settings: Settings, month: str, fmt: str, out: str | None,
-            group_by: str | None) -> int:  # fmt: skip
+def _report(settings: Settings, month: str, fmt: str, out: str | None, group_by: str | None) -> int:
+    from costsvc.chargeback import parse_month
     from costsvc.db.engine import make_engine
-    from costsvc.months import parse_month
     from costsvc.reports import chargeback_csv, focus_csv
 
     try:
@@ -240,8 +265,8 @@ def _report(settings: Settings, month: str, fmt: str, out: str | None,
 
 
 def _close(settings: Settings, month: str, actor: str) -> int:
+    from costsvc.close import MonthError, close_month
     from costsvc.db.engine import make_engine
-    from costsvc.months import MonthError, close_month
 
     engine = make_engine(settings.database_url)
     try:
@@ -252,17 +277,16 @@ def _close(settings: Settings, month: str, actor: str) -> int:
         raise UsageError(f"--month: {exc}") from None
     finally:
         engine.dispose()
-    print(f"{PROG}: closed {closed.month}; chargeback.csv sha256 {closed.csv_sha256}, "
-          f"focus.csv sha256 {closed.focus_sha256}")  # fmt: skip
+    print(
+        f"{PROG}: closed {closed.month}; chargeback.csv sha256 {closed.csv_sha256}, "
+        f"focus.csv sha256 {closed.focus_sha256}"
+    )
     return 0
 
 
 def _token(settings: Settings, args: argparse.Namespace) -> int:
-    from sqlalchemy import select
-
-    from costsvc.api.auth import create_token, revoke_token
     from costsvc.db.engine import make_engine
-    from costsvc.db.models import ApiToken
+    from costsvc.db.tokens import create_token, revoke_token, tokens
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
@@ -278,12 +302,9 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
             if not revoke_token(engine, args.name, "cli"):
                 raise UsageError(f"no live token named {args.name!r}")
         else:
-            t = ApiToken
-            with engine.connect() as conn:
-                for r in conn.execute(select(t.name, t.role, t.team, t.revoked_at)
-                                      .order_by(t.name)):  # fmt: skip
-                    state = "revoked" if r.revoked_at else "live"
-                    print(f"{r.name}\t{r.role}\t{r.team or '-'}\t{state}")
+            for t in tokens(engine):
+                state = "revoked" if t.revoked_at else "live"
+                print(f"{t.name}\t{t.role}\t{t.team or '-'}\t{state}")
     finally:
         engine.dispose()
     return 0
@@ -298,8 +319,9 @@ def _label_watcher(settings: Settings) -> Any:
     if not (settings.kube_api_url or settings.kubeconfig or in_cluster):
         return None
     from costsvc.db.engine import make_engine
-    from costsvc.k8slabels import LabelHistory, LabelWatcher
-    from exporter.pods.watch import core_api
+    from costsvc.db.labels import LabelHistory
+    from costsvc.k8slabels import LabelWatcher
+    from kube.client import core_api
 
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
     try:

@@ -7,7 +7,7 @@ back-dated one — reprices exactly the hours it covers. Prices are matched agai
 ``modelName`` (exact, or a ``*`` glob) and optionally its node pool; the most specific match
 wins. A price is either a list price per GPU-hour with a pricing kind (on-demand, reserved,
 spot) and a discount, or amortised from purchase price, depreciation, power draw, energy price
-and an overhead factor (the fields of seed 002's gpu-cost-model). A GPU model with no price, or
+and an overhead factor (docs/cost-model.md). A GPU model with no price, or
 a price of zero, is an error naming every such model — never a silent $0.
 """
 
@@ -151,12 +151,6 @@ class CostModel(_Model):
         ]
         return max(matches, key=lambda p: p.specificity(model), default=None)
 
-    def micro_per_hour(self, at: datetime, models: dict[str, str | None]) -> dict[str, int]:
-        """Price per GPU-hour of each ``model -> node pool`` at ``at``; raises
-        :class:`MissingPrices` naming every model the version in force does not price."""
-        prices = self.prices_for(at, models.items())
-        return {model: prices[(model, pool)] for model, pool in models.items()}
-
     def prices_for(
         self, at: datetime, pairs: Iterable[tuple[str, str | None]]
     ) -> dict[tuple[str, str | None], int]:
@@ -193,8 +187,9 @@ def parse(raw: Any, source: str = "<cost model>") -> CostModel:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more else ""
-        raise CostModelError(f"{source}: {where.lstrip('.') or '(top level)'}: "
-                             f"{err['msg']}{tail}") from None  # fmt: skip
+        raise CostModelError(
+            f"{source}: {where.lstrip('.') or '(top level)'}: {err['msg']}{tail}"
+        ) from None
 
 
 def load(path: str | Path) -> CostModel:

@@ -1,5 +1,4 @@
-"""Chargeback rows as FinOps FOCUS 1.2 (Cost and Usage dataset) CSV rows. Pure; no I/O but
-the writer it is given.
+"""Chargeback rows as FinOps FOCUS 1.2 (Cost and Usage dataset) CSV rows. Pure: no I/O.
 
 One :class:`ChargeRow` (a ``chargeback`` row: one hour, one owner and placement) becomes one
 FOCUS row, its cells in :data:`COLUMNS` order: the FOCUS 1.2 columns (alphabetical), then the
@@ -16,27 +15,22 @@ custom ``x_`` columns. docs/focus.md has the column-by-column mapping; in short:
 - A correction (``ChargeClass`` = "Correction": a change to an hour of a month already closed,
   reported in a later month) has no unit prices (FOCUS allows null there), and its amounts may
   be negative.
-- Null is an empty cell. Text cells are spreadsheet-safe (:func:`safe_cell`); numeric cells are
-  never altered, so a negative correction stays a number.
+- Null is an empty cell. Text cells are spreadsheet-safe (costsvc/csvtext.py); numeric cells
+  are never altered, so a negative correction stays a number.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import TextIO
 
-from costsvc.months import parse_month
+from costsvc.chargeback import parse_month
+from costsvc.csvtext import CsvLines, csv_line, safe_cell
+from costsvc.money import money
 from costsvc.utc import iso_z
-
-FOCUS_VERSION = "1.2"
-
-IDLE = "__idle__"
 
 FOCUS_COLUMNS: tuple[str, ...] = (
     "AvailabilityZone",
@@ -151,7 +145,6 @@ GPU_HOURS = "GPU-Hours"
 HOURS = "Hours"
 
 _UNIT_PRICE_PLACES = Decimal("1e-12")
-_DANGEROUS_FIRST = ("=", "+", "-", "@", "\t", "\r")
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,17 +172,6 @@ class ChargeRow:
     gpu_hours: int
 
 
-def safe_cell(text: str) -> str:
-    """``text`` made safe to open in a spreadsheet: a cell starting with ``=``, ``+``, ``-``,
-    ``@``, tab or CR (a formula to Excel, LibreOffice, Sheets) gets a leading ``'``."""
-    return "'" + text if text.startswith(_DANGEROUS_FIRST) else text
-
-
-def _micro(n: int) -> str:
-    """Integer micro-units as a plain decimal with six places: ``-2500000`` -> ``"-2.500000"``."""
-    return f"{Decimal(n).scaleb(-6):.6f}"
-
-
 def _unit_price(cost: int, quantity: int) -> str:
     """cost / quantity (both micro-units) to 12 places, trailing zeros dropped down to 6."""
     price = (Decimal(cost) / Decimal(quantity)).quantize(_UNIT_PRICE_PLACES, ROUND_HALF_EVEN)
@@ -207,7 +189,7 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     """The row's cells by column name; a column left out is null (an empty cell)."""
     idle_line = not row.pod  # an __idle__ line: capacity nobody held, no pod
     cost = row.allocated + row.idle
-    money = _micro(cost)
+    billed = money(cost)
     month_start, month_end = parse_month(row.billing_month)
     model = row.gpu_model
     mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
@@ -244,10 +226,10 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         if quantity:
             unit_price = _unit_price(cost, quantity)
         elif cost == 0:
-            unit_price = _micro(0)
+            unit_price = money(0)
 
     cells = {
-        "BilledCost": money,
+        "BilledCost": billed,
         "BillingAccountId": account,
         "BillingAccountName": account,
         "BillingCurrency": row.currency,
@@ -259,21 +241,21 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "ChargeFrequency": "Usage-Based",
         "ChargePeriodEnd": iso_z(row.hour + timedelta(hours=1)),
         "ChargePeriodStart": iso_z(row.hour),
-        "ConsumedQuantity": _micro(row.gpu_hours),
+        "ConsumedQuantity": money(row.gpu_hours),
         "ConsumedUnit": GPU_HOURS,
-        "ContractedCost": money,
+        "ContractedCost": billed,
         "ContractedUnitPrice": unit_price,
-        "EffectiveCost": money,
+        "EffectiveCost": billed,
         "InvoiceId": f"{account}/{row.billing_month}",
         "InvoiceIssuerName": provider,
-        "ListCost": money,
+        "ListCost": billed,
         "ListUnitPrice": unit_price,
         "PricingCategory": "Standard",
         "PricingCurrency": row.currency,
         "PricingCurrencyContractedUnitPrice": unit_price,
-        "PricingCurrencyEffectiveCost": money,
+        "PricingCurrencyEffectiveCost": billed,
         "PricingCurrencyListUnitPrice": unit_price,
-        "PricingQuantity": _micro(quantity),
+        "PricingQuantity": money(quantity),
         "PricingUnit": pricing_unit,
         "ProviderName": provider,
         "PublisherName": provider,
@@ -299,10 +281,10 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "x_Team": row.team,
         "x_Project": row.project,
         "x_Stage": row.stage,
-        "x_AllocatedCost": _micro(row.allocated),
-        "x_UsedCost": _micro(row.used),
-        "x_WasteCost": _micro(row.waste),
-        "x_IdleCost": _micro(row.idle),
+        "x_AllocatedCost": money(row.allocated),
+        "x_UsedCost": money(row.used),
+        "x_WasteCost": money(row.waste),
+        "x_IdleCost": money(row.idle),
     }
     return cells
 
@@ -318,41 +300,14 @@ def focus_row(
     ]
 
 
-class _LineFormatter:
-    """CSV lines as the csv module writes them with ``lineterminator="\\n"`` and QUOTE_MINIMAL,
-    except that a cell holding a bare CR is quoted too. (With a ``"\\n"`` terminator the csv
-    module leaves such a cell unquoted, and every reader then splits the row there; formatting
-    with ``"\\r\\n"`` quotes cells holding either character, and the line end is then swapped.)
-    """
-
-    def __init__(self) -> None:
-        self._buf = io.StringIO()
-        self._writer = csv.writer(self._buf, lineterminator="\r\n", quoting=csv.QUOTE_MINIMAL)
-
-    def __call__(self, cells: Iterable[str]) -> str:
-        self._writer.writerow(cells)
-        line = self._buf.getvalue()
-        self._buf.seek(0)
-        self._buf.truncate()
-        return line[:-2] + "\n"
-
-
-def csv_line(cells: Iterable[str]) -> str:
-    """One CSV line (ending in ``\\n``) of ``cells``: QUOTE_MINIMAL, and any CR or LF quoted."""
-    return _LineFormatter()(cells)
-
-
-def write_focus_csv(
-    rows: Iterable[ChargeRow],
-    out: TextIO,
-    *,
-    provider: str = "gpu-finops",
-    account: str = "gpu-finops",
-) -> None:
-    """``rows`` as a FOCUS 1.2 CSV on ``out``: header :data:`COLUMNS`, one line per row,
-    ``\\n`` line ends, QUOTE_MINIMAL (see :func:`csv_line`). Open ``out`` with
-    ``newline=""``."""
-    line = _LineFormatter()
-    out.write(line(COLUMNS))
-    for row in rows:
-        out.write(line(focus_row(row, provider=provider, account=account)))
+def focus_lines(rows: Iterable[ChargeRow], chunk: int = 2000) -> Iterator[str]:
+    """``rows`` as FOCUS 1.2 CSV text: the header line first, then the rows ``chunk`` at a time
+    (:class:`~costsvc.csvtext.CsvLines`: QUOTE_MINIMAL, ``\\n`` line ends, CR and LF quoted)."""
+    yield csv_line(COLUMNS)
+    out = CsvLines()
+    for n, row in enumerate(rows, 1):
+        out.row(focus_row(row))
+        if n % chunk == 0:
+            yield out.take()
+    if tail := out.take():
+        yield tail

@@ -1,17 +1,24 @@
-"""Team, project and stage of a pod, from its labels as they were at that hour.
+"""Team, project and stage of a pod, from its labels as they were at that hour. Pure.
 
 Each dimension is taken from the first of its configured pod label keys that the pod has; if
 none, from the same keys on the pod's namespace (when ``namespace_fallback`` is on); else
-``__unallocated__``. Label values are untrusted text: they are kept verbatim here and made safe
-where they are written out (exposition, JSON, CSV).
+``__unallocated__``. Labels come from the Kubernetes-API history where it has the pod, else
+from kube-state-metrics (whose label keys are sanitised: ``label_app_kubernetes_io_team``).
+Label values are untrusted text: they are kept verbatim here and made safe where they are
+written out (exposition, JSON, CSV).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from costsvc.attribution import UNALLOCATED, Owner
+from costsvc.attribution import HourFacts, Owner
+from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import LabelKeys
+from kube.labels import sanitize_label
+
+PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
+NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
 
 
 def _first(labels: Mapping[str, str], keys: list[str]) -> str | None:
@@ -32,3 +39,30 @@ def resolve_owner(
         return found or UNALLOCATED
 
     return Owner(pick(keys.team), pick(keys.project), pick(keys.stage))
+
+
+def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: NamespaceLabels) -> None:
+    """Labels from the Kubernetes-API history win over kube-state-metrics' in ``facts``."""
+    for (ns, pod), labels in pods.items():
+        facts.pod_labels[(cluster, ns, pod)] = {sanitize_label(k): v for k, v in labels.items()}
+    for name, labels in spaces.items():
+        facts.namespace_labels[(cluster, name)] = {sanitize_label(k): v for k, v in labels.items()}
+
+
+class OwnerLookup:
+    """``(cluster, namespace, pod) -> Owner`` over one hour's labels."""
+
+    def __init__(self, facts: HourFacts, keys: LabelKeys) -> None:
+        self._facts = facts
+        # the labels are kept sanitised (kube-state-metrics' form): look the keys up that way
+        self._keys = LabelKeys(
+            team=[sanitize_label(k) for k in keys.team],
+            project=[sanitize_label(k) for k in keys.project],
+            stage=[sanitize_label(k) for k in keys.stage],
+            namespace_fallback=keys.namespace_fallback,
+        )
+
+    def __call__(self, cluster: str, namespace: str, pod: str) -> Owner | None:
+        pod_labels = self._facts.pod_labels.get((cluster, namespace, pod), {})
+        ns_labels = self._facts.namespace_labels.get((cluster, namespace), {})
+        return resolve_owner(pod_labels, ns_labels, self._keys)

@@ -1,4 +1,4 @@
-"""Cost queries over the chargeback table, aggregated in SQL (the API, /metrics, the CLI).
+"""Cost queries over the chargeback tables, aggregated in SQL (the API, /metrics, the CLI).
 
 Costs by time (``costs``) count every row of an hour — the original and any correction billed
 later — so they show the current best figure for when the GPUs were used. Reports by billing
@@ -14,33 +14,29 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, func, select
 
-from costsvc.attribution import IDLE
-from costsvc.db.models import Budget, Chargeback, CostHour
-from costsvc.months import month_of, parse_month
+from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month
+from costsvc.db.models import Chargeback, CostHour, IngestRun, Watermark
+from costsvc.money import money
 from costsvc.utc import as_utc
 
-OWNER_DIMENSIONS = {"team", "project", "stage", "cluster"}  # what cost_hours keeps
-DIMENSIONS = ("team", "project", "stage", "namespace", "pod", "cluster", "node", "gpu_model",
-              "mig_profile")  # fmt: skip
 FORECAST_WINDOW = timedelta(days=7)
 ONE = Decimal("0.000001")
-
-
-def money(micro: int) -> str:
-    """Micro-units as a plain decimal string with 6 places: 2500000 -> '2.500000' (integer
-    arithmetic: this runs for every cell of a month's CSV)."""
-    units, frac = divmod(abs(micro), 1_000_000)
-    return f"{'-' if micro < 0 else ''}{units}.{frac:06d}"
 
 
 def bucket(conn: Connection, step: str, h: Any = Chargeback.hour) -> ColumnElement[Any]:
     """The hour column ``h`` truncated to ``step``, as ISO text (UTC)."""
     if conn.dialect.name == "postgresql":
-        fmt = {"hour": "YYYY-MM-DD\"T\"HH24:00:00\"Z\"", "day": "YYYY-MM-DD\"T\"00:00:00\"Z\"",
-               "month": "YYYY-MM-01\"T\"00:00:00\"Z\""}[step]  # fmt: skip
+        fmt = {
+            "hour": 'YYYY-MM-DD"T"HH24:00:00"Z"',
+            "day": 'YYYY-MM-DD"T"00:00:00"Z"',
+            "month": 'YYYY-MM-01"T"00:00:00"Z"',
+        }[step]
         return func.to_char(func.timezone("UTC", h), fmt)
-    fmt = {"hour": "%Y-%m-%dT%H:00:00Z", "day": "%Y-%m-%dT00:00:00Z",
-           "month": "%Y-%m-01T00:00:00Z"}[step]  # fmt: skip
+    fmt = {
+        "hour": "%Y-%m-%dT%H:00:00Z",
+        "day": "%Y-%m-%dT00:00:00Z",
+        "month": "%Y-%m-01T00:00:00Z",
+    }[step]
     return func.strftime(fmt, h)
 
 
@@ -64,22 +60,38 @@ class Totals:
 
     def json(self) -> dict[str, Any]:
         eff = Decimal(self.used) / Decimal(self.allocated) if self.allocated else None
-        return {"total_cost": money(self.total), "allocated_cost": money(self.allocated),
-                "used_cost": money(self.used), "allocated_idle_cost": money(self.waste),
-                "idle_cost": money(self.idle), "gpu_hours": money(self.gpu_hours),
-                "efficiency": None if eff is None else str(eff.quantize(ONE))}  # fmt: skip
+        return {
+            "total_cost": money(self.total),
+            "allocated_cost": money(self.allocated),
+            "used_cost": money(self.used),
+            "allocated_idle_cost": money(self.waste),
+            "idle_cost": money(self.idle),
+            "gpu_hours": money(self.gpu_hours),
+            "efficiency": None if eff is None else str(eff.quantize(ONE)),
+        }
 
 
 def sums(t: Any) -> tuple[Any, ...]:
-    return (func.sum(t.allocated), func.sum(t.used), func.sum(t.waste), func.sum(t.idle),
-            func.sum(t.gpu_hours))  # fmt: skip
+    return (
+        func.sum(t.allocated),
+        func.sum(t.used),
+        func.sum(t.waste),
+        func.sum(t.idle),
+        func.sum(t.gpu_hours),
+    )
 
 
 SUMS = sums(Chargeback)
 
 
-def costs(conn: Connection, start: datetime, end: datetime, group_by: list[str],
-          step: str | None, filters: dict[str, list[str]]) -> list[dict[str, Any]]:  # fmt: skip
+def costs(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    group_by: list[str],
+    step: str | None,
+    filters: dict[str, list[str]],
+) -> list[dict[str, Any]]:
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
     t = source(set(group_by) | set(filters))
     cols: list[Any] = [getattr(t, d) for d in group_by]
@@ -104,8 +116,9 @@ def costs(conn: Connection, start: datetime, end: datetime, group_by: list[str],
     return out
 
 
-def team_total(conn: Connection, start: datetime, end: datetime, team: str,
-               project: str | None = None) -> Totals:  # fmt: skip
+def team_total(
+    conn: Connection, start: datetime, end: datetime, team: str, project: str | None = None
+) -> Totals:
     t = CostHour
     q = select(*sums(t)).where(t.hour >= start, t.hour < end, t.team == team)
     if project:
@@ -155,23 +168,114 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
     return Forecast(month, mtd, rate, mtd + rate * left, left)
 
 
-def budget_for(conn: Connection, team: str, project: str = "") -> Any:
-    """The budget row (id, team, project, amount, currency, thresholds, ...) or None."""
-    return conn.execute(select(Budget).where(Budget.team == team, Budget.project == project)
-                        ).first()  # fmt: skip
-
-
-def top_wasters(conn: Connection, start: datetime, end: datetime, team: str,
-                limit: int = 10) -> list[dict[str, Any]]:  # fmt: skip
+def top_wasters(
+    conn: Connection, start: datetime, end: datetime, team: str, limit: int = 10
+) -> list[dict[str, Any]]:
     c = Chargeback
-    q = (select(c.cluster, c.namespace, c.pod, c.project, c.currency, *SUMS)
-         .where(c.hour >= start, c.hour < end, c.team == team, c.team != IDLE, c.pod != "")
-         .group_by(c.cluster, c.namespace, c.pod, c.project, c.currency)
-         .order_by(func.sum(c.waste).desc(), c.cluster, c.namespace, c.pod)
-         .limit(limit))  # fmt: skip
+    q = (
+        select(c.cluster, c.namespace, c.pod, c.project, c.currency, *SUMS)
+        .where(c.hour >= start, c.hour < end, c.team == team, c.team != IDLE, c.pod != "")
+        .group_by(c.cluster, c.namespace, c.pod, c.project, c.currency)
+        .order_by(func.sum(c.waste).desc(), c.cluster, c.namespace, c.pod)
+        .limit(limit)
+    )
     out = []
     for r in conn.execute(q):
         t = Totals(*(int(v or 0) for v in r[5:]))
-        out.append({"cluster": r.cluster, "namespace": r.namespace, "pod": r.pod,
-                    "project": r.project, "currency": r.currency, **t.json()})  # fmt: skip
+        out.append(
+            {
+                "cluster": r.cluster,
+                "namespace": r.namespace,
+                "pod": r.pod,
+                "project": r.project,
+                "currency": r.currency,
+                **t.json(),
+            }
+        )
     return out
+
+
+# --- what the cost service's own /metrics shows (costsvc/metrics.py) ----------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerMoney:
+    team: str
+    project: str
+    stage: str
+    currency: str
+    allocated: int
+    used: int
+    waste: int
+    idle: int
+
+
+def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list[OwnerMoney]:
+    """Money per owner and currency over the hours in [start, end), or of the hour ``start``
+    when ``end`` is None."""
+    o = CostHour
+    owners = (o.team, o.project, o.stage, o.currency)
+    money_sums = (func.sum(o.allocated), func.sum(o.used), func.sum(o.waste), func.sum(o.idle))
+    hours = (o.hour == start,) if end is None else (o.hour >= start, o.hour < end)
+    query = select(*owners, *money_sums).where(*hours).group_by(*owners)
+    return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
+
+
+def idle_by_currency(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int]]:
+    o = CostHour
+    query = (
+        select(o.currency, func.sum(o.idle))
+        .where(o.hour >= start, o.hour < end)
+        .group_by(o.currency)
+    )
+    return [(cur, int(idle or 0)) for cur, idle in conn.execute(query)]
+
+
+@dataclass(frozen=True, slots=True)
+class PodMoney:
+    team: str
+    project: str
+    namespace: str
+    pod: str
+    currency: str
+    cost: int
+    waste: int
+
+
+def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney]:
+    """Cost and waste per pod (of a team, not idle capacity) over [start, end)."""
+    c = Chargeback
+    pods = (c.team, c.project, c.namespace, c.pod, c.currency)
+    query = (
+        select(*pods, func.sum(c.allocated + c.idle), func.sum(c.waste))
+        .where(c.hour >= start, c.hour < end, c.team != IDLE, c.pod != "")
+        .group_by(*pods)
+    )
+    return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]
+
+
+@dataclass(frozen=True, slots=True)
+class IngestState:
+    cluster: str
+    watermark: datetime  # the last hour ingested
+    last_success: datetime | None  # when an hour was last ingested
+
+
+def ingest_state(conn: Connection) -> tuple[list[IngestState], dict[str, int]]:
+    """Each cluster's watermark and last successful run, and failed runs per cluster."""
+    states = []
+    for cluster, hour in conn.execute(select(Watermark.cluster, Watermark.hour)):
+        done_at = conn.execute(
+            select(func.max(IngestRun.finished_at)).where(
+                IngestRun.cluster == cluster, IngestRun.status == "done"
+            )
+        ).scalar()
+        states.append(
+            IngestState(cluster, as_utc(hour), as_utc(done_at) if done_at is not None else None)
+        )
+    failed = conn.execute(
+        select(IngestRun.cluster, func.count())
+        .where(IngestRun.status == "failed")
+        .group_by(IngestRun.cluster)
+    )
+    return states, {cluster: int(n) for cluster, n in failed}

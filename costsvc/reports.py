@@ -15,82 +15,44 @@ or CR gets a leading ``'``; the numeric columns are never altered.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import (
-    Engine,
-    Numeric,
-    Select,
-    String,
-    case,
-    cast,
-    func,
-    literal,
-    literal_column,
-    select,
-)
+from sqlalchemy import Engine, Select, String, case, cast, func, literal, literal_column, select
 
+from costsvc.chargeback import KEY, parse_group_by, parse_month
+from costsvc.csvtext import DANGEROUS_FIRST, CsvLines, csv_line, safe_cell
 from costsvc.db.models import Chargeback
-from costsvc.focus import _DANGEROUS_FIRST as DANGEROUS
-from costsvc.focus import COLUMNS as FOCUS_COLUMNS
-from costsvc.focus import ChargeRow, focus_row, safe_cell
-from costsvc.months import parse_month
-from costsvc.queries import DIMENSIONS, money
+from costsvc.focus import ChargeRow, focus_lines
+from costsvc.money import money, money_sql
 from costsvc.utc import as_utc, iso_z
 
-PLACEMENT = ("cluster", "team", "project", "stage", "namespace", "pod", "node", "gpu_model",
-             "mig_profile")  # fmt: skip
-AMOUNTS = ("gpu_hours", "allocated_cost", "used_cost", "allocated_idle_cost", "idle_cost",
-           "total_cost")  # fmt: skip
-CHUNK = 2000
-ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'  # rows per database fetch and per streamed piece
+AMOUNTS = (
+    "gpu_hours",
+    "allocated_cost",
+    "used_cost",
+    "allocated_idle_cost",
+    "idle_cost",
+    "total_cost",
+)
+CHUNK = 2000  # rows per database fetch and per streamed piece
+ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
 
 
 def csv_columns(group_by: list[str] | None) -> list[str]:
     if group_by:
         return ["billing_month", "charge_class", *group_by, "currency", *AMOUNTS]
-    return ["billing_month", "charge_period_start", "charge_period_end", "charge_class",
-            *PLACEMENT, "currency", *AMOUNTS]  # fmt: skip
-
-
-class _Lines:
-    """CSV rows as text, taken back piece by piece: QUOTE_MINIMAL, ``\n`` line ends (as
-    PostgreSQL's COPY writes them). A cell holding a CR is quoted too: such a row (rare, but
-    labels are untrusted) is formatted with a ``\r\n`` terminator, which makes the csv module
-    quote either character, and its line end swapped back — a bare CR must not split a row."""
-
-    def __init__(self) -> None:
-        self._buf = io.StringIO()
-        self._fast = csv.writer(self._buf, lineterminator="\n")
-        self._cr = io.StringIO()
-        self._careful = csv.writer(self._cr, lineterminator="\r\n")
-
-    def row(self, cells: Sequence[object]) -> None:
-        if any(isinstance(c, str) and "\r" in c for c in cells):
-            self._careful.writerow(cells)
-            self._buf.write(self._cr.getvalue()[:-2] + "\n")
-            self._cr.seek(0)
-            self._cr.truncate()
-        else:
-            self._fast.writerow(cells)
-
-    def rows(self, rows: list[Sequence[object]]) -> None:
-        if any("\r" in c for r in rows for c in r if isinstance(c, str)):
-            for r in rows:
-                self.row(r)
-        else:
-            self._fast.writerows(rows)
-
-    def take(self) -> str:
-        text = self._buf.getvalue()
-        self._buf.seek(0)
-        self._buf.truncate()
-        return text
+    return [
+        "billing_month",
+        "charge_period_start",
+        "charge_period_end",
+        "charge_class",
+        *KEY,
+        "currency",
+        *AMOUNTS,
+    ]
 
 
 def chargeback_csv(
@@ -103,40 +65,42 @@ def chargeback_csv(
     """The month's chargeback CSV, piece by piece (``team``: that team's rows only). On
     PostgreSQL the rows are formatted by COPY (``copy=False``: by Python, the same bytes)."""
     parse_month(month)  # raises ValueError for a bad month
-    for g in group_by or []:
-        if g not in DIMENSIONS:
-            raise ValueError(f"group_by {g!r}: use any of {', '.join(DIMENSIONS)}")
-    out = _Lines()
-    out.row(csv_columns(group_by))
-    yield out.take()
+    group_by = parse_group_by(group_by) or None
+    yield csv_line(csv_columns(group_by))
+    out = CsvLines()
     c = Chargeback
+    money_columns = (c.gpu_hours, c.allocated, c.used, c.waste, c.idle)
     if group_by:
         cols = [getattr(c, g) for g in group_by]
-        q = (select(c.correction, *cols, c.currency, func.sum(c.gpu_hours), func.sum(c.allocated),
-                    func.sum(c.used), func.sum(c.waste), func.sum(c.idle))
-             .where(c.billing_month == month)
-             .group_by(c.correction, *cols, c.currency)
-             .order_by(c.correction, *cols, c.currency))  # fmt: skip
+        q = (
+            select(c.correction, *cols, c.currency, *(func.sum(a) for a in money_columns))
+            .where(c.billing_month == month)
+            .group_by(c.correction, *cols, c.currency)
+            .order_by(c.correction, *cols, c.currency)
+        )
+        if team is not None:
+            q = q.where(c.team == team)
     else:
-        q = (select(c.hour, c.correction, *(getattr(c, p) for p in PLACEMENT), c.currency,
-                    c.gpu_hours, c.allocated, c.used, c.waste, c.idle)
-             .where(c.billing_month == month)
-             .order_by(c.hour, *(getattr(c, p) for p in PLACEMENT), c.correction))  # fmt: skip
-    if team is not None:
-        q = q.where(c.team == team)
+        q = _month_rows(month, team, c.hour, c.correction, *_key(), c.currency, *money_columns)
     if copy and engine.dialect.name == "postgresql":
         yield from _copy_csv(engine, q, month, group_by)
         return
     last_hour, bounds = None, ("", "")
-    n_groups, n_place = len(group_by or []), len(PLACEMENT)
+    n_groups, n_place = len(group_by or []), len(KEY)
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
         for part in result.partitions():
             rows: list[Sequence[object]] = []
             for r in part:
                 gpu_h, alloc, used, waste, idle = map(int, r[-5:])  # sums are Decimal on PG
-                amounts = (money(gpu_h), money(alloc), money(used), money(waste), money(idle),
-                           money(alloc + idle))  # fmt: skip
+                amounts = (
+                    money(gpu_h),
+                    money(alloc),
+                    money(used),
+                    money(waste),
+                    money(idle),
+                    money(alloc + idle),
+                )
                 if group_by:
                     labels = [safe_cell(str(v)) for v in r[1 : 1 + n_groups]]
                     cls = "correction" if r[0] else "regular"
@@ -145,15 +109,23 @@ def chargeback_csv(
                     hour = r[0]
                     if hour != last_hour:  # rows come by hour: format its bounds once
                         last_hour, bounds = hour, (iso_z(hour), iso_z(hour + timedelta(hours=1)))
-                    rows.append((month, *bounds, "correction" if r[1] else "regular",
-                                 *map(safe_cell, r[2 : 2 + n_place]), r[2 + n_place],
-                                 *amounts))  # fmt: skip
+                    rows.append(
+                        (
+                            month,
+                            *bounds,
+                            "correction" if r[1] else "regular",
+                            *map(safe_cell, r[2 : 2 + n_place]),
+                            r[2 + n_place],
+                            *amounts,
+                        )
+                    )
             out.rows(rows)
             yield out.take()
 
 
-def _copy_csv(engine: Engine, q: Select[Any], month: str, group_by: list[str] | None
-              ) -> Iterator[str]:  # fmt: skip
+def _copy_csv(
+    engine: Engine, q: Select[Any], month: str, group_by: list[str] | None
+) -> Iterator[str]:
     """The same rows, formatted by PostgreSQL itself: ``COPY (SELECT …) TO STDOUT`` with the
     money, times and spreadsheet neutralising done in SQL — the measured hot path (a month is
     millions of rows), and byte for byte what the Python path writes."""
@@ -161,29 +133,43 @@ def _copy_csv(engine: Engine, q: Select[Any], month: str, group_by: list[str] | 
     cols = list(sub.c)
     gpu_h, alloc, used, waste, idle = cols[-5:]  # the query's last five columns, as above
 
-    def amount(col: Any) -> Any:
-        return cast(cast(col, Numeric(38, 0)) / 1_000_000, Numeric(38, 6)).cast(String)
-
     def label(col: Any) -> Any:
         value = cast(col, String)
-        return case((func.substr(value, 1, 1).in_(DANGEROUS), literal("'") + value),
-                    else_=func.nullif(value, ""))  # fmt: skip
+        return case(
+            (func.substr(value, 1, 1).in_(DANGEROUS_FIRST), literal("'") + value),
+            else_=func.nullif(value, ""),
+        )
 
     if group_by:
         n = len(group_by)
-        fields = [literal(month), case((cols[0], "correction"), else_="regular"),
-                  *(label(col) for col in cols[1 : 1 + n]), cols[1 + n]]  # fmt: skip
+        fields = [
+            literal(month),
+            case((cols[0], "correction"), else_="regular"),
+            *(label(col) for col in cols[1 : 1 + n]),
+            cols[1 + n],
+        ]
         order = [cols[0], *cols[1 : 1 + n], cols[1 + n]]
     else:
-        n = len(PLACEMENT)
+        n = len(KEY)
         start = func.timezone("UTC", cols[0])
         end = func.timezone("UTC", cols[0] + literal_column("interval '1 hour'"))
-        fields = [literal(month), func.to_char(start, ISO_PG), func.to_char(end, ISO_PG),
-                  case((cols[1], "correction"), else_="regular"),
-                  *(label(col) for col in cols[2 : 2 + n]), cols[2 + n]]  # fmt: skip
+        fields = [
+            literal(month),
+            func.to_char(start, ISO_PG),
+            func.to_char(end, ISO_PG),
+            case((cols[1], "correction"), else_="regular"),
+            *(label(col) for col in cols[2 : 2 + n]),
+            cols[2 + n],
+        ]
         order = [cols[0], *cols[2 : 2 + n], cols[1]]
-    fields += [amount(gpu_h), amount(alloc), amount(used), amount(waste), amount(idle),
-               amount(alloc + idle)]  # fmt: skip
+    fields += [
+        money_sql(gpu_h),
+        money_sql(alloc),
+        money_sql(used),
+        money_sql(waste),
+        money_sql(idle),
+        money_sql(alloc + idle),
+    ]
     outer = select(*fields).select_from(sub).order_by(*order)
     sql = str(outer.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
     with engine.connect() as conn:
@@ -204,35 +190,43 @@ def _copy_csv(engine: Engine, q: Select[Any], month: str, group_by: list[str] | 
 def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[str]:
     """The month's FOCUS 1.2 CSV, piece by piece (``team``: that team's rows only)."""
     parse_month(month)
-    out = _Lines()
-    out.row(FOCUS_COLUMNS)
-    yield out.take()
+    yield from focus_lines(_charge_rows(engine, month, team), CHUNK)
+
+
+def _key() -> list[Any]:
+    return [getattr(Chargeback, k) for k in KEY]
+
+
+def _month_rows(month: str, team: str | None, *columns: Any) -> Select[Any]:
+    """The billing month's rows (``team``'s only), by hour, key and class."""
     c = Chargeback
-    q = (select(c.hour, c.billing_month, *(getattr(c, p) for p in PLACEMENT), c.correction,
-                c.currency, c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
-         .where(c.billing_month == month)
-         .order_by(c.hour, *(getattr(c, p) for p in PLACEMENT), c.correction))  # fmt: skip
+    q = select(*columns).where(c.billing_month == month)
     if team is not None:
         q = q.where(c.team == team)
+    return q.order_by(c.hour, *_key(), c.correction)
+
+
+def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:
+    c = Chargeback
+    amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
+    q = _month_rows(
+        month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
+    )
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
-        for part in result.partitions():
-            for r in part:
-                hour = as_utc(r[0])
-                row = ChargeRow(
-                    hour=hour,
-                    billing_month=r[1],
-                    **dict(zip(PLACEMENT, r[2:11], strict=True)),
-                    correction=bool(r[11]),
-                    currency=r[12],
-                    allocated=int(r[13]),
-                    used=int(r[14]),
-                    waste=int(r[15]),
-                    idle=int(r[16]),
-                    gpu_hours=int(r[17]),
-                )
-                out.row(focus_row(row))
-            yield out.take()
+        for r in result:
+            yield ChargeRow(
+                hour=as_utc(r[0]),
+                billing_month=r[1],
+                **dict(zip(KEY, r[2:11], strict=True)),
+                correction=bool(r[11]),
+                currency=r[12],
+                allocated=int(r[13]),
+                used=int(r[14]),
+                waste=int(r[15]),
+                idle=int(r[16]),
+                gpu_hours=int(r[17]),
+            )
 
 
 def sha256_of(pieces: Iterator[str]) -> str:

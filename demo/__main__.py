@@ -34,10 +34,10 @@ import httpx
 import uvicorn
 from sqlalchemy import create_engine
 
-from costsvc.api import create_app
-from costsvc.api.auth import create_token
+from costsvc.api.app import create_app
 from costsvc.costmodel import load
 from costsvc.db.migrate import upgrade
+from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest
 from costsvc.settings import Settings

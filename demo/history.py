@@ -16,7 +16,7 @@ from typing import IO
 
 from exporter.build import Built, build
 from exporter.flags import parse_settings
-from exporter.pods.watch import sanitize_label
+from kube.labels import sanitize_label
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = ("fleet-h100x8.yaml", "fleet-shared.yaml", "fleet-mixed.yaml")

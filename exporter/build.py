@@ -24,12 +24,13 @@ from exporter.pods.device_ids import DEFAULT_RESOURCES
 from exporter.pods.directory import PodDirectory
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
-from exporter.pods.watch import PodWatcher, core_api
+from exporter.pods.watch import PodWatcher
 from exporter.render.labels import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.spec import FleetSpec, SpecError, load
+from kube.client import core_api
 
 
 @dataclass

@@ -8,9 +8,11 @@ from datetime import UTC, datetime
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from costsvc import __version__
+from costsvc.api.routes import budgets, cost_model, costs, metrics, months, reports, tokens
+from costsvc.db.engine import make_engine, reachable
 from costsvc.settings import Settings
 
 Clock = Callable[[], datetime]
@@ -25,9 +27,6 @@ def create_app(
 ) -> FastAPI:
     """The API over ``settings.database_url`` (or ``engine``); ``clock`` gives "now" (tests
     move it by hand)."""
-    from costsvc.api import admin, costs, metrics, reports
-    from costsvc.db.engine import make_engine
-
     settings = settings or Settings()
     own_engine = engine is None
 
@@ -47,16 +46,13 @@ def create_app(
     app.state.engine = engine if engine is not None else make_engine(settings.database_url)
     app.state.settings = settings
     app.state.clock = clock
-    for module in (costs, reports, admin):
+    for module in (costs, reports, months, budgets, tokens, cost_model):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:
-        try:
-            with request.app.state.engine.connect() as conn:
-                conn.execute(text("SELECT 1"))
-        except Exception:  # the reason goes to the log, never to an open endpoint
+        if not reachable(request.app.state.engine):  # the reason never goes to an open endpoint
             return JSONResponse({"status": "database unavailable"}, status_code=503)
         return JSONResponse({"status": "ok"})
 

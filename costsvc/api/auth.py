@@ -1,27 +1,22 @@
-"""Bearer tokens. A token is 256 random bits shown once; the database keeps its SHA-256.
+"""Who is calling: the bearer token's principal, and the role checks of every route.
 
 Roles: ``admin`` sees everything and manages budgets, tokens and the cost model; ``finance``
-sees every team, exports reports and closes months; ``team`` sees its own team only — also
-through ``group_by``, filters and CSV. Anything else is 401 (no or unknown token) or 403.
+sees every team, exports reports, closes months and manages budgets; ``team`` sees its own
+team only — also through ``group_by``, filters and CSV. Anything else is 401 (no or unknown
+token) or 403. Token storage: costsvc/db/tokens.py.
 """
 
 from __future__ import annotations
 
-import hashlib
-import secrets
 import threading
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Engine
 
-from costsvc.db.models import ApiToken, AuditEntry
+from costsvc.db.tokens import Principal, digest, principal_of
 
-ROLES = ("admin", "finance", "team")
-PREFIX = "gfo_"
 CACHE_SECONDS = 5.0  # a revocation reaches other processes within this; this one at once
 
 
@@ -54,54 +49,6 @@ class _TokenCache:
 CACHE = _TokenCache()
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
-    name: str
-    role: str
-    team: str | None
-
-    @property
-    def sees_all(self) -> bool:
-        return self.role in ("admin", "finance")
-
-
-def digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-def create_token(engine: Engine, name: str, role: str, team: str | None, actor: str) -> str:
-    """A new token (returned once, stored hashed); ``team`` is required for the team role."""
-    if role not in ROLES:
-        raise ValueError(f"role {role!r}: use one of {', '.join(ROLES)}")
-    if (role == "team") != bool(team):
-        raise ValueError("a team token needs --team; admin and finance tokens take none")
-    token = PREFIX + secrets.token_urlsafe(32)
-    with engine.begin() as conn:
-        if conn.execute(select(ApiToken.id).where(ApiToken.name == name)).first():
-            raise ValueError(f"a token named {name!r} exists")
-        conn.execute(insert(ApiToken).values(name=name, role=role, team=team or None,
-                                             token_sha256=digest(token),
-                                             created_at=datetime.now(UTC)))  # fmt: skip
-        audit(conn, actor, "token.create", name, {"role": role, "team": team})
-    return token
-
-
-def revoke_token(engine: Engine, name: str, actor: str) -> bool:
-    with engine.begin() as conn:
-        done = conn.execute(update(ApiToken).where(ApiToken.name == name,
-                                                   ApiToken.revoked_at.is_(None))
-                            .values(revoked_at=datetime.now(UTC))).rowcount  # fmt: skip
-        if done:
-            audit(conn, actor, "token.revoke", name, {})
-    CACHE.clear()
-    return bool(done)
-
-
-def audit(conn: Any, actor: str, action: str, target: str, detail: dict[str, Any]) -> None:
-    conn.execute(insert(AuditEntry).values(at=datetime.now(UTC), actor=actor, action=action,
-                                           target=target[:253], detail=detail))  # fmt: skip
-
-
 def principal(request: Request) -> Principal:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
@@ -111,11 +58,7 @@ def principal(request: Request) -> Principal:
     cached, who = CACHE.get(key)
     if not cached:
         engine: Engine = request.app.state.engine
-        with engine.connect() as conn:
-            row = conn.execute(select(ApiToken.name, ApiToken.role, ApiToken.team).where(
-                ApiToken.token_sha256 == key, ApiToken.revoked_at.is_(None)
-            )).first()  # fmt: skip
-        who = Principal(row.name, row.role, row.team) if row is not None else None
+        who = principal_of(engine, key)
         CACHE.put(key, who)
     if who is None:
         raise HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})

@@ -18,20 +18,12 @@ from typing import Any, TypeVar
 
 from fastapi import Response
 from fastapi.encoders import jsonable_encoder
-from sqlalchemy import Engine, func, select
+from sqlalchemy import Engine
 
-from costsvc.db.models import AuditEntry, IngestRun
+from costsvc.db.runs import data_version
 
 T = TypeVar("T")
 MAX_ENTRIES = 2048
-
-
-def data_version(engine: Engine) -> tuple[int, int]:
-    runs = select(func.max(IngestRun.id)).scalar_subquery()
-    audit = select(func.max(AuditEntry.id)).scalar_subquery()
-    with engine.connect() as conn:
-        found = conn.execute(select(runs, audit)).one()
-    return int(found[0] or 0), int(found[1] or 0)
 
 
 def json_response(answer: Any) -> Response:

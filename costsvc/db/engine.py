@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Engine, create_engine
+from sqlalchemy import Engine, create_engine, text
 
 SQLITE_BUSY_TIMEOUT = 60.0  # seconds a writer waits for another's write lock on SQLite
 
@@ -20,3 +20,13 @@ def make_engine(url: str) -> Engine:
         max_overflow=20,
         connect_args={"prepare_threshold": None},
     )
+
+
+def reachable(engine: Engine) -> bool:
+    """Whether the database answers a trivial query."""
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except Exception:
+        return False
+    return True

@@ -11,14 +11,12 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.attribution import GpuHour, Holding
+from costsvc.attribution import GpuHour, Holding, HourFacts, busy_seconds, is_shared
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for, mean
 from costsvc.ingest.prom import PrometheusReader, Series
 
@@ -29,31 +27,9 @@ MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' st
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
 MICROSECOND = Decimal("0.000001")
 
-_SANITIZE = re.compile(r"[^a-zA-Z0-9_]")
-
-GpuKey = tuple[str, str]  # cluster, GPU UUID
-PodKey = tuple[str, str, str]  # cluster, namespace, pod
-
-
-def sanitize(key: str) -> str:
-    """A label key as kube-state-metrics writes it: ``app.kubernetes.io/team`` ->
-    ``label_app_kubernetes_io_team``."""
-    return "label_" + _SANITIZE.sub("_", key)
-
 
 def _us(seconds: Decimal) -> Decimal:
     return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
-
-
-@dataclass
-class HourFacts:
-    start: datetime
-    gpus: list[GpuHour] = field(default_factory=list)
-    holdings: list[Holding] = field(default_factory=list)
-    pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
-    namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
-    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
 
 
 def _merged(series: Iterable[Series]) -> list[Sample]:
@@ -127,8 +103,11 @@ def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) 
 def _collect(w: _Window, start: datetime) -> HourFacts:
     facts = HourFacts(start)
 
-    def grouped(selector: str, key: Callable[[dict[str, str]], tuple[str, ...]],
-                look_back: Decimal = MAX_GAP) -> dict[tuple[str, ...], list[Series]]:  # fmt: skip
+    def grouped(
+        selector: str,
+        key: Callable[[dict[str, str]], tuple[str, ...]],
+        look_back: Decimal = MAX_GAP,
+    ) -> dict[tuple[str, ...], list[Series]]:
         out: dict[tuple[str, ...], list[Series]] = {}
         for s in w.raw(selector, look_back):
             out.setdefault(key(s.labels), []).append(s)
@@ -141,8 +120,13 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         return (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", ""))
 
     def container_key(lab: dict[str, str]) -> tuple[str, ...]:
-        return (w.cluster_of(lab), lab.get("UUID", ""), lab.get("namespace", ""),
-                lab.get("pod", ""), lab.get("container", ""))  # fmt: skip
+        return (
+            w.cluster_of(lab),
+            lab.get("UUID", ""),
+            lab.get("namespace", ""),
+            lab.get("pod", ""),
+            lab.get("container", ""),
+        )
 
     for (cluster, uuid), group in grouped("gpu_device_up", gpu_key, PRESENCE_GAP).items():
         present = _us(w.present(_merged(group)))
@@ -153,17 +137,24 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         unit_key(lab): (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
         for lab in w.latest("gpu_mig_instance_info")
     }
-    util = {key: w.mean(_merged(group)) / 100
-            for key, group in grouped("DCGM_FI_DEV_GPU_UTIL", unit_key).items()}  # fmt: skip
+    util = {
+        key: w.mean(_merged(group)) / 100
+        for key, group in grouped("DCGM_FI_DEV_GPU_UTIL", unit_key).items()
+    }
     for key, group in grouped("DCGM_FI_PROF_GR_ENGINE_ACTIVE", unit_key).items():
         util[key] = w.mean(_merged(group))  # preferred where the GPU has it
-    sm = {key: sum((w.integral(s.samples) for s in group), Decimal(0))
-          for key, group in grouped("gpu_container_sm_utilization_ratio",
-                                    container_key).items()}  # fmt: skip
+    sm = {
+        key: sum((w.integral(s.samples) for s in group), Decimal(0))
+        for key, group in grouped("gpu_container_sm_utilization_ratio", container_key).items()
+    }
 
     def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
-        return (*unit_key(lab), lab.get("namespace", ""), lab.get("pod", ""),
-                lab.get("container", ""))  # fmt: skip
+        return (
+            *unit_key(lab),
+            lab.get("namespace", ""),
+            lab.get("pod", ""),
+            lab.get("container", ""),
+        )
 
     unseen: dict[tuple[str, str], list[Series]] = {}
     for key, group in grouped("gpu_allocation_share", holding_key).items():
@@ -174,17 +165,28 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         if uuid not in facts.cluster_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
         top = max((v for s in group for _, v in s.samples), default=Decimal(0))
-        shared = not gi and top < 1  # a time-slice / MPS replica
+        shared = is_shared(bool(gi), top)
         sm_seconds = _us(sm.get((cluster, uuid, ns, pod, container), Decimal(0)))
-        if shared:
-            busy = min(share, sm_seconds)
-        else:
-            busy = _us(share * min(util.get((cluster, uuid, gi), Decimal(0)), Decimal(1)))
+        utilisation = util.get((cluster, uuid, gi), Decimal(0))
+        busy = _us(busy_seconds(share, shared, sm_seconds, utilisation))
         compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
         profile = group[-1].labels.get("GPU_I_PROFILE", "") if gi else ""
-        facts.holdings.append(Holding(uuid, ns, pod, container, share, busy, sm_seconds, shared,
-                                      compute or None, memory if compute else None,
-                                      int(gi) if gi else None, profile))  # fmt: skip
+        facts.holdings.append(
+            Holding(
+                uuid,
+                ns,
+                pod,
+                container,
+                share,
+                busy,
+                sm_seconds,
+                shared,
+                compute or None,
+                memory if compute else None,
+                int(gi) if gi else None,
+                profile,
+            )
+        )
     for (cluster, uuid), group in unseen.items():
         # held but absent from gpu_device_up (an older exporter, a lost series): the GPU
         # existed while it was held, so its cost is billed rather than silently dropped
@@ -198,11 +200,15 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
     return facts
 
 
-def _add_gpu(facts: HourFacts, cluster: str, uuid: str, lab: dict[str, str],
-             present: Decimal) -> None:  # fmt: skip
+def _add_gpu(
+    facts: HourFacts, cluster: str, uuid: str, lab: dict[str, str], present: Decimal
+) -> None:
     node = lab.get("Hostname", "")
-    facts.gpus.append(GpuHour(cluster, node, uuid, lab.get("modelName", ""),
-                              lab.get("node_pool") or None, present))  # fmt: skip
+    facts.gpus.append(
+        GpuHour(
+            cluster, node, uuid, lab.get("modelName", ""), lab.get("node_pool") or None, present
+        )
+    )
     facts.cluster_of[uuid] = cluster
     facts.node_of[uuid] = node
 
@@ -220,8 +226,11 @@ def _latest_labels(
         if len(sets) == 1:
             out.append((key, _label_values(sets[0])))
             continue
-        match = ",".join(f'{n}="{v}"' for n, v in zip(names, key[1:], strict=True)
-                         if '"' not in v and "\\" not in v)  # fmt: skip
+        match = ",".join(
+            f'{n}="{v}"'
+            for n, v in zip(names, key[1:], strict=True)
+            if '"' not in v and "\\" not in v
+        )
         newest: tuple[Decimal, dict[str, str]] | None = None
         for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
             if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:

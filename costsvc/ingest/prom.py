@@ -51,8 +51,10 @@ class PrometheusReader:
     def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:
         """The label sets of ``selector`` that had a sample in (at - seconds, at] (one answer
         per series, via last_over_time: for label and info series)."""
-        body = self._get({"query": f"last_over_time({selector}[{seconds}s])",
-                          "time": f"{at.timestamp():.3f}"}, selector)  # fmt: skip
+        body = self._get(
+            {"query": f"last_over_time({selector}[{seconds}s])", "time": f"{at.timestamp():.3f}"},
+            selector,
+        )
         return [dict(r["metric"]) for r in body["data"]["result"]]
 
     def _get(self, params: dict[str, str], what: str) -> Any:

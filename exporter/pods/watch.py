@@ -1,31 +1,23 @@
 """The pods of this node from the Kubernetes API, kept in a :class:`PodDirectory`.
 
-List (field selector ``spec.nodeName=<node>``), then watch from the list's resourceVersion;
-a 410 Gone means the watch fell too far behind: list again. When the API server is down the
-directory keeps the last known pods (labels stay on the series) and the error is counted.
-Only this module imports the ``kubernetes`` client, and only when the watcher is enabled.
+A :class:`kube.watch.ListWatch` lists them (field selector ``spec.nodeName=<node>``) and
+follows their changes; a 410 Gone lists them again. When the API server is down the directory
+keeps the last known pods (labels stay on the series) and the error is counted.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from exporter.pods.directory import PodDirectory, PodInfo
+from kube.watch import ListWatch
 
 log = logging.getLogger(__name__)
 
 _RUNTIME_PREFIX = re.compile(r"^[a-z0-9.-]+://")
-_LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
-
-
-def sanitize_label(key: str) -> str:
-    """A Kubernetes label key as a Prometheus label name, kube-state-metrics style:
-    ``app.kubernetes.io/team`` -> ``label_app_kubernetes_io_team``."""
-    return "label_" + _LABEL_NAME.sub("_", key)
 
 
 def pod_info(raw: dict[str, Any]) -> PodInfo:
@@ -48,6 +40,9 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
 
 
 class PodWatcher:
+    """Lists and watches the pods of ``node_name`` into ``directory`` (one thread);
+    ``on_error("kubernetes", "list" | "watch")`` counts the failures."""
+
     def __init__(
         self,
         directory: PodDirectory,
@@ -58,98 +53,35 @@ class PodWatcher:
         retry_delay: float = 5.0,
     ) -> None:
         self._directory = directory
-        self._node = node_name
-        self._api = api  # a kubernetes.client.CoreV1Api
         self._on_error = on_error
-        self._watch_timeout = watch_timeout
-        self._retry_delay = retry_delay
-        self._stop = threading.Event()
-        self._watch: Any = None
-        self._thread = threading.Thread(target=self._run, name="kube-pods", daemon=True)
-        self.synced = threading.Event()  # set after each successful list
+        self._loop = ListWatch(
+            api.list_pod_for_all_namespaces,  # api: a kubernetes.client.CoreV1Api
+            self._listed,
+            self._changed,
+            self._failed,
+            params={"field_selector": f"spec.nodeName={node_name}"},
+            name="kube-pods",
+            watch_timeout=watch_timeout,
+            retry_delay=retry_delay,
+        )
+        self.synced = self._loop.synced  # set after each successful list
 
     def start(self) -> None:
-        self._thread.start()
+        self._loop.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._watch is not None:
-            self._watch.stop()
-        self._thread.join(timeout=2)
+        self._loop.stop()
 
-    def _list(self) -> str:
-        pods = self._api.list_pod_for_all_namespaces(
-            field_selector=f"spec.nodeName={self._node}", _preload_content=False
-        )
-        import json
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        self._directory.replace(pod_info(p) for p in items)
 
-        body = json.loads(pods.data)
-        self._directory.replace(pod_info(p) for p in body.get("items") or [])
-        self.synced.set()
-        return str((body.get("metadata") or {}).get("resourceVersion", ""))
-
-    def _run(self) -> None:
-        from kubernetes import watch
-        from kubernetes.client.exceptions import ApiException
-
-        version = ""
-        while not self._stop.is_set():
-            try:
-                if not version:
-                    version = self._list()
-                self._watch = watch.Watch()
-                for event in self._watch.stream(
-                    self._api.list_pod_for_all_namespaces,
-                    field_selector=f"spec.nodeName={self._node}",
-                    resource_version=version,
-                    timeout_seconds=self._watch_timeout,
-                ):  # (deserialize=False would break the client's own 410 handling)
-                    if self._stop.is_set():
-                        return
-                    version = self._apply(event) or version
-            except ApiException as exc:
-                if exc.status == 410:  # Gone: our resourceVersion is too old
-                    version = ""
-                    continue
-                self._failed("list" if not version else "watch", exc)
-            except Exception as exc:  # the API server is down, or the stream broke
-                self._failed("list" if not version else "watch", exc)
-
-    def _apply(self, event: dict[str, Any]) -> str:
-        kind = event.get("type")
-        raw = event.get("raw_object") or {}
-        if kind == "ERROR":
-            code = raw.get("code") if isinstance(raw, dict) else None
-            if code == 410:
-                from kubernetes.client.exceptions import ApiException
-
-                raise ApiException(status=410, reason="Gone")
-            return ""
-        if not isinstance(raw, dict):
-            return ""
+    def _changed(self, kind: str, raw: dict[str, Any]) -> None:
         info = pod_info(raw)
         if kind == "DELETED":
             self._directory.remove(info.uid)
-        elif kind in {"ADDED", "MODIFIED"}:
+        else:
             self._directory.upsert(info)
-        return str((raw.get("metadata") or {}).get("resourceVersion", ""))
 
-    def _failed(self, kind: str, exc: Exception) -> None:
-        self._on_error("kubernetes", kind)
+    def _failed(self, stage: str, exc: Exception) -> None:
+        self._on_error("kubernetes", stage)
         log.warning("kubernetes API: %s; keeping %d known pods", exc, len(self._directory))
-        self._stop.wait(self._retry_delay)
-
-
-def core_api(kubeconfig: str | None = None, host: str | None = None) -> Any:
-    """A CoreV1Api: in-cluster config, a kubeconfig file, or a plain URL (tests)."""
-    from kubernetes import client, config
-
-    if host is not None:
-        configuration = client.Configuration()
-        configuration.host = host
-        return client.CoreV1Api(client.ApiClient(configuration))
-    if kubeconfig:
-        config.load_kube_config(config_file=kubeconfig)
-    else:
-        config.load_incluster_config()
-    return client.CoreV1Api()

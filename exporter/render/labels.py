@@ -16,9 +16,9 @@ from exporter.nvml.library import CLOCK_EVENT_REASONS
 from exporter.nvml.results import MigInstance
 from exporter.pods.claims import Holder
 from exporter.pods.directory import PodDirectory
-from exporter.pods.watch import sanitize_label
 from exporter.render.exposition import label_pairs
 from exporter.snapshot import GpuIdentity
+from kube.labels import sanitize_label
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -14,8 +14,8 @@ import httpx
 import uvicorn
 from sqlalchemy import create_engine
 
-from costsvc.api import create_app
-from costsvc.api.auth import create_token
+from costsvc.api.app import create_app
+from costsvc.db.tokens import create_token
 from costsvc.settings import Settings
 from tests.prom import free_port
 
@@ -43,19 +43,30 @@ class Api:
 
 
 @contextmanager
-def serve(db_url: str, clock: Clock, teams: list[str] = (),  # type: ignore[assignment]
-          cost_model: Path | None = None) -> Iterator[Api]:  # fmt: skip
+def serve(
+    db_url: str,
+    clock: Clock,
+    teams: list[str] = (),  # type: ignore[assignment]
+    cost_model: Path | None = None,
+) -> Iterator[Api]:
     """Tokens: ``admin``, ``finance`` and ``team:<name>`` for each of ``teams``."""
     engine = create_engine(db_url)
-    tokens = {"admin": create_token(engine, "admin", "admin", None, "test"),
-              "finance": create_token(engine, "finance", "finance", None, "test")}  # fmt: skip
+    tokens = {
+        "admin": create_token(engine, "admin", "admin", None, "test"),
+        "finance": create_token(engine, "finance", "finance", None, "test"),
+    }
     for team in teams:
         tokens[f"team:{team}"] = create_token(engine, f"team-{team}", "team", team, "test")
     engine.dispose()
     settings = Settings(database_url=db_url, cost_model=cost_model)
     port = free_port()
-    config = uvicorn.Config(create_app(settings, clock=clock), host="127.0.0.1", port=port,
-                            log_level="warning", access_log=False)  # fmt: skip
+    config = uvicorn.Config(
+        create_app(settings, clock=clock),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        access_log=False,
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

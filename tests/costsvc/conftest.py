@@ -46,19 +46,53 @@ def pg_server() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(sock, "postgres")
-    subprocess.run(_as_postgres([str(bindir / "initdb"), "-D", str(data), "-U", "postgres",
-                                 "-A", "trust", "--no-sync", "-E", "UTF8"]),
-                   check=True, capture_output=True)  # fmt: skip
-    subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-w", "-s", "-l",
-                                 str(base / "log"), "-o",
-                                 f"-c listen_addresses='' -k {sock} -c fsync=off "
-                                 "-c synchronous_commit=off -c full_page_writes=off", "start"]),
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "--no-sync",
+                "-E",
+                "UTF8",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        _as_postgres(
+            [
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-w",
+                "-s",
+                "-l",
+                str(base / "log"),
+                "-o",
+                f"-c listen_addresses='' -k {sock} -c fsync=off "
+                "-c synchronous_commit=off -c full_page_writes=off",
+                "start",
+            ]
+        ),
+        check=True,
+        capture_output=True,
+    )
     try:
         yield f"postgresql+psycopg://postgres@/{{db}}?host={sock}"
     finally:
-        subprocess.run(_as_postgres([str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate",
-                                     "-s", "stop"]), check=False, capture_output=True)  # fmt: skip
+        subprocess.run(
+            _as_postgres(
+                [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-s", "stop"]
+            ),
+            check=False,
+            capture_output=True,
+        )
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -95,9 +129,19 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp("history")
     (work / "history.om").write_text(history())
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics",
-                    str(work / "history.om"), str(work / "data")],
-                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            str(work / "history.om"),
+            str(work / "data"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
     try:
         prom.wait_ready()

@@ -52,17 +52,33 @@ HOUR3 = datetime(2026, 11, 10, 7, tzinfo=UTC)
 T2 = int(HOUR3.timestamp())
 ELEVENTH = datetime(2026, 11, 11, 9, tzinfo=UTC)
 T11 = int(ELEVENTH.timestamp())
-HOSTILE = ['=HYPERLINK("x")', "@SUM(1)", "+1", "-1", 'a,b "q"\nline two', "\tTab", "チーム é",
-           "back\\slash"]  # fmt: skip
+HOSTILE = [
+    '=HYPERLINK("x")',
+    "@SUM(1)",
+    "+1",
+    "-1",
+    'a,b "q"\nline two',
+    "\tTab",
+    "チーム é",
+    "back\\slash",
+]
 FIFTEENTH = datetime(2026, 11, 15, 11, tzinfo=UTC)
 T15 = int(FIFTEENTH.timestamp())
 H100 = "NVIDIA H100 80GB HBM3"
 
 
 def model(price: str = "2.50", **policies: str) -> CostModel:
-    return parse({"policies": policies, "versions": [
-        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": price}]}
-    ]})  # fmt: skip
+    return parse(
+        {
+            "policies": policies,
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": price}],
+                }
+            ],
+        }
+    )
 
 
 MODEL = model()
@@ -91,23 +107,43 @@ def history() -> str:
     for uuid in ("GPU-A", "GPU-B"):
         add("gpu_device_up", gpu_labels(uuid), 1, before, end)
     a = gpu_labels("GPU-A")
-    add("gpu_allocation_share", {**a, "namespace": "ml", "pod": "p", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, T0, T0 + 1800)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {**a, "namespace": "ml", "pod": "p", "container": "main", "resource": "nvidia.com/gpu"},
+        1,
+        T0,
+        T0 + 1800,
+    )
     add("DCGM_FI_DEV_GPU_UTIL", a, 80, before, end)
     b = gpu_labels("GPU-B")
     for pod, share, sm in (("a", 0.5, 0.3), ("b", 0.25, 0.1)):
         holder = {**b, "namespace": "search", "pod": pod, "container": "main"}
-        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu.shared"}, share,
-            before, end)  # fmt: skip
+        add(
+            "gpu_allocation_share",
+            {**holder, "resource": "nvidia.com/gpu.shared"},
+            share,
+            before,
+            end,
+        )
         add("gpu_container_sm_utilization_ratio", holder, sm, before, end)
     c = gpu_labels("GPU-C")
     for start, stop in ((before, T0 + 1200), (T0 + 2400, end)):  # a 20-minute gap
         add("gpu_device_up", c, 1, start, stop)
-        add("gpu_allocation_share", {**c, "namespace": "ml", "pod": "g", "container": "main",
-                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
+        add(
+            "gpu_allocation_share",
+            {**c, "namespace": "ml", "pod": "g", "container": "main", "resource": "nvidia.com/gpu"},
+            1,
+            start,
+            stop,
+        )
     for pod in ("p", "g"):
-        labels = {"namespace": "ml", "pod": pod, "label_team": "nlp", "label_project": "llm",
-                  "label_stage": "prod"}  # fmt: skip
+        labels = {
+            "namespace": "ml",
+            "pod": pod,
+            "label_team": "nlp",
+            "label_project": "llm",
+            "label_stage": "prod",
+        }
         add("kube_pod_labels", labels, 1, before, end)
     add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
 
@@ -116,33 +152,63 @@ def history() -> str:
     s1, e1 = T1, T1 + 3600  # nothing of it may fall into the 05:00 hour
     m = {**gpu_labels("GPU-M"), "node_pool": "mig-pool"}
     add("gpu_device_up", m, 1, s1, e1)
-    layout = (("2", "3g.40gb", 3, 4, "x"), ("3", "2g.20gb", 2, 2, "y"),
-              ("9", "1g.10gb", 1, 1, "x2"), ("10", "1g.10gb", 1, 1, None))  # fmt: skip
+    layout = (
+        ("2", "3g.40gb", 3, 4, "x"),
+        ("3", "2g.20gb", 2, 2, "y"),
+        ("9", "1g.10gb", 1, 1, "x2"),
+        ("10", "1g.10gb", 1, 1, None),
+    )
     for gi, profile, compute, memory, pod in layout:
         inst = {**gpu_labels("GPU-M"), "GPU_I_ID": gi, "GPU_I_PROFILE": profile}
-        add("gpu_mig_instance_info", {**inst, "compute_slices": str(compute),
-                                      "memory_slices": str(memory)}, 1, s1, e1)  # fmt: skip
+        add(
+            "gpu_mig_instance_info",
+            {**inst, "compute_slices": str(compute), "memory_slices": str(memory)},
+            1,
+            s1,
+            e1,
+        )
         if pod:
-            holder = {**inst, "namespace": "mig", "pod": pod, "container": "main",
-                      "resource": f"nvidia.com/mig-{profile}"}  # fmt: skip
+            holder = {
+                **inst,
+                "namespace": "mig",
+                "pod": pod,
+                "container": "main",
+                "resource": f"nvidia.com/mig-{profile}",
+            }
             add("gpu_allocation_share", holder, compute / 7, s1, e1)
             add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", inst, 0.5, s1, e1)
     spot = {**gpu_labels("GPU-S"), "node_pool": "spot"}
     add("gpu_device_up", spot, 1, s1, e1)
-    add("gpu_allocation_share", {**spot, "namespace": "mig", "pod": "z", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {**spot, "namespace": "mig", "pod": "z", "container": "main", "resource": "nvidia.com/gpu"},
+        1,
+        s1,
+        e1,
+    )
     for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z")):
         add("kube_pod_labels", {"namespace": "mig", "pod": pod, "label_team": team}, 1, s1, e1)
     # GPU-R is held by mig/r, relabelled from team "before" to "after" at 06:30: the labels it
     # had last in the hour decide
     r = gpu_labels("GPU-R")
     add("gpu_device_up", r, 1, s1, e1)
-    add("gpu_allocation_share", {**r, "namespace": "mig", "pod": "r", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, s1, e1)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "before"}, 1, s1,
-        T1 + 1800)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "after"}, 1, T1 + 1800,
-        e1)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {**r, "namespace": "mig", "pod": "r", "container": "main", "resource": "nvidia.com/gpu"},
+        1,
+        s1,
+        e1,
+    )
+    add(
+        "kube_pod_labels",
+        {"namespace": "mig", "pod": "r", "label_team": "before"},
+        1,
+        s1,
+        T1 + 1800,
+    )
+    add(
+        "kube_pod_labels", {"namespace": "mig", "pod": "r", "label_team": "after"}, 1, T1 + 1800, e1
+    )
     # hour 07:00 (see the module docstring): an H100 as 7 x 1g.10gb shared by three teams, an
     # unlabelled pod, a GPU held but missing from gpu_device_up, a driver upgrade mid-hour, and
     # the same namespace/pod name in two clusters with different teams
@@ -152,56 +218,149 @@ def history() -> str:
     holders = {"8": "a1", "9": "a2", "10": "a3", "11": "b1", "12": "b2", "13": "c1", "14": None}
     for gi, pod in holders.items():
         inst = {**seven, "GPU_I_ID": gi, "GPU_I_PROFILE": "1g.10gb"}
-        add("gpu_mig_instance_info", {**inst, "compute_slices": "1", "memory_slices": "1"}, 1,
-            s2, e2)  # fmt: skip
+        add(
+            "gpu_mig_instance_info",
+            {**inst, "compute_slices": "1", "memory_slices": "1"},
+            1,
+            s2,
+            e2,
+        )
         if pod:
-            holder = {**inst, "namespace": "mig7", "pod": pod, "container": "main",
-                      "resource": "nvidia.com/mig-1g.10gb"}  # fmt: skip
+            holder = {
+                **inst,
+                "namespace": "mig7",
+                "pod": pod,
+                "container": "main",
+                "resource": "nvidia.com/mig-1g.10gb",
+            }
             add("gpu_allocation_share", holder, 1 / 7, s2, e2)
-            add("kube_pod_labels", {"namespace": "mig7", "pod": pod, "label_team": pod[0]}, 1,
-                s2, e2)  # fmt: skip
+            add(
+                "kube_pod_labels",
+                {"namespace": "mig7", "pod": pod, "label_team": pod[0]},
+                1,
+                s2,
+                e2,
+            )
     u = gpu_labels("GPU-U")
     add("gpu_device_up", u, 1, s2, e2)
-    add("gpu_allocation_share", {**u, "namespace": "scratch", "pod": "orphan",
-                                 "container": "main", "resource": "nvidia.com/gpu"},
-        1, s2, e2)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {
+            **u,
+            "namespace": "scratch",
+            "pod": "orphan",
+            "container": "main",
+            "resource": "nvidia.com/gpu",
+        },
+        1,
+        s2,
+        e2,
+    )
     n = gpu_labels("GPU-N")  # no gpu_device_up at all; held 07:00-07:30
-    add("gpu_allocation_share", {**n, "namespace": "scratch", "pod": "n", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, s2, s2 + 1800)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "scratch", "pod": "n", "label_team": "nolist"}, 1, s2,
-        e2)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {
+            **n,
+            "namespace": "scratch",
+            "pod": "n",
+            "container": "main",
+            "resource": "nvidia.com/gpu",
+        },
+        1,
+        s2,
+        s2 + 1800,
+    )
+    add("kube_pod_labels", {"namespace": "scratch", "pod": "n", "label_team": "nolist"}, 1, s2, e2)
     for driver, start, stop in (("550.54.15", s2, s2 + 1800), ("560.35.03", s2 + 1800, e2)):
         d = {**gpu_labels("GPU-D"), "DCGM_FI_DRIVER_VERSION": driver}
         add("gpu_device_up", d, 1, start, stop)
-        add("gpu_allocation_share", {**d, "namespace": "drv", "pod": "d", "container": "main",
-                                     "resource": "nvidia.com/gpu"}, 1, start, stop)  # fmt: skip
+        add(
+            "gpu_allocation_share",
+            {
+                **d,
+                "namespace": "drv",
+                "pod": "d",
+                "container": "main",
+                "resource": "nvidia.com/gpu",
+            },
+            1,
+            start,
+            stop,
+        )
     add("kube_pod_labels", {"namespace": "drv", "pod": "d", "label_team": "drv"}, 1, s2, e2)
     for uuid, cluster in (("GPU-W", None), ("GPU-X", "c2")):
         g = {**gpu_labels(uuid), **({"cluster": cluster} if cluster else {})}
         add("gpu_device_up", g, 1, s2, e2)
-        add("gpu_allocation_share", {**g, "namespace": "shared", "pod": "w", "container": "main",
-                                     "resource": "nvidia.com/gpu"}, 1, s2, e2)  # fmt: skip
+        add(
+            "gpu_allocation_share",
+            {
+                **g,
+                "namespace": "shared",
+                "pod": "w",
+                "container": "main",
+                "resource": "nvidia.com/gpu",
+            },
+            1,
+            s2,
+            e2,
+        )
         where = {"cluster": cluster} if cluster else {}
-        add("kube_pod_labels", {**where, "namespace": "shared", "pod": "w",
-                                "label_team": f"{cluster or 'c1'}-team"}, 1, s2, e2)  # fmt: skip
+        add(
+            "kube_pod_labels",
+            {**where, "namespace": "shared", "pod": "w", "label_team": f"{cluster or 'c1'}-team"},
+            1,
+            s2,
+            e2,
+        )
 
     # 2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; the price changes at 12:00
     q = gpu_labels("GPU-Q")
     add("gpu_device_up", q, 1, T15, T15 + 7200)
-    add("gpu_allocation_share", {**q, "namespace": "finance", "pod": "q", "container": "main",
-                                 "resource": "nvidia.com/gpu"}, 1, T15, T15 + 7200)  # fmt: skip
-    add("kube_pod_labels", {"namespace": "finance", "pod": "q", "label_team": "fin"}, 1, T15,
-        T15 + 7200)  # fmt: skip
+    add(
+        "gpu_allocation_share",
+        {
+            **q,
+            "namespace": "finance",
+            "pod": "q",
+            "container": "main",
+            "resource": "nvidia.com/gpu",
+        },
+        1,
+        T15,
+        T15 + 7200,
+    )
+    add(
+        "kube_pod_labels",
+        {"namespace": "finance", "pod": "q", "label_team": "fin"},
+        1,
+        T15,
+        T15 + 7200,
+    )
 
     # 2026-11-11 09:00: hostile label values (untrusted: they must come out safe everywhere)
     for i, team in enumerate(HOSTILE):
         h = gpu_labels(f"GPU-H{i}")
         add("gpu_device_up", h, 1, T11, T11 + 3600)
-        add("gpu_allocation_share", {**h, "namespace": "evil", "pod": f"p{i}",
-                                     "container": "main", "resource": "nvidia.com/gpu"}, 1, T11,
-            T11 + 3600)  # fmt: skip
-        add("kube_pod_labels", {"namespace": "evil", "pod": f"p{i}", "label_team": team,
-                                "label_project": team[::-1]}, 1, T11, T11 + 3600)  # fmt: skip
+        add(
+            "gpu_allocation_share",
+            {
+                **h,
+                "namespace": "evil",
+                "pod": f"p{i}",
+                "container": "main",
+                "resource": "nvidia.com/gpu",
+            },
+            1,
+            T11,
+            T11 + 3600,
+        )
+        add(
+            "kube_pod_labels",
+            {"namespace": "evil", "pod": f"p{i}", "label_team": team, "label_project": team[::-1]},
+            1,
+            T11,
+            T11 + 3600,
+        )
     out = []
     for name, lines in fam.items():
         out.append(f"# TYPE {name} gauge")
@@ -215,8 +374,9 @@ def by_team(url: str, cluster: str | None = None) -> dict[str, tuple[int, int, i
     engine = create_engine(url)
     with engine.connect() as conn:
         c = Chargeback
-        query = select(c.team, func.sum(c.allocated), func.sum(c.used), func.sum(c.waste),
-                       func.sum(c.idle)).group_by(c.team)  # fmt: skip
+        query = select(
+            c.team, func.sum(c.allocated), func.sum(c.used), func.sum(c.waste), func.sum(c.idle)
+        ).group_by(c.team)
         if cluster is not None:
             query = query.where(c.cluster == cluster)
         rows = conn.execute(query).all()
@@ -230,22 +390,46 @@ def assert_every_hour_adds_up(url: str) -> int:
     engine = create_engine(url)
     with engine.connect() as conn:
         c, g = Chargeback, GpuPresence
-        charged = {(as_utc(h), cl): int(v) for h, cl, v in conn.execute(
-            select(c.hour, c.cluster, func.sum(c.allocated + c.idle))
-            .group_by(c.hour, c.cluster))}  # fmt: skip
-        fleet = {(as_utc(h), cl): int(v) for h, cl, v in conn.execute(
-            select(g.hour, g.cluster, func.sum(g.cost)).group_by(g.hour, g.cluster))}  # fmt: skip
+        charged = {
+            (as_utc(h), cl): int(v)
+            for h, cl, v in conn.execute(
+                select(c.hour, c.cluster, func.sum(c.allocated + c.idle)).group_by(
+                    c.hour, c.cluster
+                )
+            )
+        }
+        fleet = {
+            (as_utc(h), cl): int(v)
+            for h, cl, v in conn.execute(
+                select(g.hour, g.cluster, func.sum(g.cost)).group_by(g.hour, g.cluster)
+            )
+        }
         # the per-owner rollup the API reads holds the same money, owner by owner
         owner = (c.hour, c.cluster, c.team, c.project, c.stage, c.currency)
         money = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
-        detail = {tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
-                  for r in conn.execute(select(*owner, *(func.sum(m) for m in money))
-                                        .group_by(*owner))}  # fmt: skip
+        detail = {
+            tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
+            for r in conn.execute(select(*owner, *(func.sum(m) for m in money)).group_by(*owner))
+        }
         o = CostHour
-        rollup = {tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
-                  for r in conn.execute(select(o.hour, o.cluster, o.team, o.project, o.stage,
-                                               o.currency, o.allocated, o.used, o.waste, o.idle,
-                                               o.gpu_hours))}  # fmt: skip
+        rollup = {
+            tuple(as_utc(v) for v in r[:6]): tuple(int(v) for v in r[6:])
+            for r in conn.execute(
+                select(
+                    o.hour,
+                    o.cluster,
+                    o.team,
+                    o.project,
+                    o.stage,
+                    o.currency,
+                    o.allocated,
+                    o.used,
+                    o.waste,
+                    o.idle,
+                    o.gpu_hours,
+                )
+            )
+        }
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
@@ -262,14 +446,17 @@ def tables(url: str) -> list[Any]:
     """Every row of the money and fact tables, without ids, in a stable order."""
     engine = create_engine(url)
     with engine.connect() as conn:
-        out = [sorted(tuple(as_utc(v) for v in tuple(r)[1:]) for r in conn.execute(select(t)).all())
-               for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
+        out = [
+            sorted(tuple(as_utc(v) for v in tuple(r)[1:]) for r in conn.execute(select(t)).all())
+            for t in (Chargeback, UsageFact, GpuPresence)
+        ]
     engine.dispose()
     return out
 
 
-def ingest_with(prom_url: str, db_url: str, cost_model: CostModel, hours: list[datetime],
-                cluster: str = "c1") -> None:  # fmt: skip
+def ingest_with(
+    prom_url: str, db_url: str, cost_model: CostModel, hours: list[datetime], cluster: str = "c1"
+) -> None:
     upgrade(db_url)
     engine = create_engine(db_url)
     reader = PrometheusReader(prom_url)

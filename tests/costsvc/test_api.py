@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
-from costsvc.attribution import IDLE, UNALLOCATED
+from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.reports import chargeback_csv
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
@@ -49,8 +49,9 @@ def dec(micro: int) -> str:
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def ingested(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
-             prometheus: Prometheus) -> Iterator[str]:  # fmt: skip
+def ingested(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prometheus: Prometheus
+) -> Iterator[str]:
     """One database of each kind holding every hour of history.py, ingested from Prometheus."""
     with fresh_database(request.param, request, tmp_path_factory.mktemp("api")) as url:
         ingest_with(prometheus.url, url, MODEL, HOURS)
@@ -64,17 +65,22 @@ def api(ingested: str) -> Iterator[Api]:
 
 
 def test_costs_by_team_equal_the_ingested_money(api: Api) -> None:
-    r = api.get("/v1/costs", start="2026-11-01T00:00:00Z", end="2026-12-01T00:00:00Z",
-                group_by="team")  # fmt: skip
+    r = api.get(
+        "/v1/costs", start="2026-11-01T00:00:00Z", end="2026-12-01T00:00:00Z", group_by="team"
+    )
     assert r.status_code == 200, r.text
     got = {row["group"]["team"]: row for row in r.json()["rows"]}
     expected = by_team(api.db_url)
     assert set(got) == set(expected)
     for team, (alloc, used, waste, idle) in expected.items():
         row = got[team]
-        assert (row["allocated_cost"], row["used_cost"], row["allocated_idle_cost"],
-                row["idle_cost"], row["total_cost"]) == (
-                    dec(alloc), dec(used), dec(waste), dec(idle), dec(alloc + idle))  # fmt: skip
+        assert (
+            row["allocated_cost"],
+            row["used_cost"],
+            row["allocated_idle_cost"],
+            row["idle_cost"],
+            row["total_cost"],
+        ) == (dec(alloc), dec(used), dec(waste), dec(idle), dec(alloc + idle))
         assert row["currency"] == "USD"
     # hand-computed in history.py: 7 x 1g.10gb at 07:00, team a 3 slices, b 2, c 1
     assert got["a"]["allocated_cost"] == "1.071429"
@@ -83,29 +89,45 @@ def test_costs_by_team_equal_the_ingested_money(api: Api) -> None:
 
 
 def test_every_hour_adds_up_through_the_api(api: Api) -> None:
-    r = api.get("/v1/costs", start="2026-11-10T00:00:00Z", end="2026-11-16T00:00:00Z",
-                step="hour")  # fmt: skip
+    r = api.get("/v1/costs", start="2026-11-10T00:00:00Z", end="2026-11-16T00:00:00Z", step="hour")
     assert r.status_code == 200, r.text
     per_hour = {row["start"]: Decimal(row["total_cost"]) for row in r.json()["rows"]}
     engine = create_engine(api.db_url)
     with engine.connect() as conn:
-        fleet = {f"{as_utc(h):%Y-%m-%dT%H:00:00Z}": Decimal(int(v)).scaleb(-6)
-                 for h, v in conn.execute(select(GpuPresence.hour, func.sum(GpuPresence.cost))
-                                          .group_by(GpuPresence.hour))}  # fmt: skip
+        fleet = {
+            f"{as_utc(h):%Y-%m-%dT%H:00:00Z}": Decimal(int(v)).scaleb(-6)
+            for h, v in conn.execute(
+                select(GpuPresence.hour, func.sum(GpuPresence.cost)).group_by(GpuPresence.hour)
+            )
+        }
     engine.dispose()
     assert per_hour == fleet
     assert len(per_hour) == len(HOURS)
 
 
 def test_group_by_mig_profile_gpu_model_and_node(api: Api) -> None:
-    r = api.get("/v1/costs", start="2026-11-10T07:00:00Z", end="2026-11-10T08:00:00Z",
-                group_by="mig_profile,team", team=["a", "b", "c"])  # fmt: skip
-    rows = {(x["group"]["mig_profile"], x["group"]["team"]): x["allocated_cost"]
-            for x in r.json()["rows"]}  # fmt: skip
-    assert rows == {("1g.10gb", "a"): "1.071429", ("1g.10gb", "b"): "0.714286",
-                    ("1g.10gb", "c"): "0.357142"}  # fmt: skip
-    r = api.get("/v1/costs", start="2026-11-10T05:00:00Z", end="2026-11-10T06:00:00Z",
-                group_by=["gpu_model", "node"])  # fmt: skip
+    r = api.get(
+        "/v1/costs",
+        start="2026-11-10T07:00:00Z",
+        end="2026-11-10T08:00:00Z",
+        group_by="mig_profile,team",
+        team=["a", "b", "c"],
+    )
+    rows = {
+        (x["group"]["mig_profile"], x["group"]["team"]): x["allocated_cost"]
+        for x in r.json()["rows"]
+    }
+    assert rows == {
+        ("1g.10gb", "a"): "1.071429",
+        ("1g.10gb", "b"): "0.714286",
+        ("1g.10gb", "c"): "0.357142",
+    }
+    r = api.get(
+        "/v1/costs",
+        start="2026-11-10T05:00:00Z",
+        end="2026-11-10T06:00:00Z",
+        group_by=["gpu_model", "node"],
+    )
     nodes = {x["group"]["node"]: x for x in r.json()["rows"]}
     assert {x["group"]["gpu_model"] for x in r.json()["rows"]} == {"NVIDIA H100 80GB HBM3"}
     assert nodes["node-A"]["total_cost"] == "2.500000"  # held half the hour + idle half
@@ -119,8 +141,11 @@ def test_windows(api: Api) -> None:
         assert (today["start"], today["end"]) == ("2026-11-10T00:00:00Z", "2026-11-10T08:30:00Z")
         engine = create_engine(api.db_url)
         with engine.connect() as conn:
-            fleet = conn.execute(select(func.sum(GpuPresence.cost)).where(
-                GpuPresence.hour < datetime(2026, 11, 11, tzinfo=UTC))).scalar_one()  # fmt: skip
+            fleet = conn.execute(
+                select(func.sum(GpuPresence.cost)).where(
+                    GpuPresence.hour < datetime(2026, 11, 11, tzinfo=UTC)
+                )
+            ).scalar_one()
         engine.dispose()
         assert sum(Decimal(x["total_cost"]) for x in today["rows"]) == Decimal(dec(int(fleet)))
         week = api.get("/v1/costs", window="week").json()
@@ -137,19 +162,23 @@ def test_windows(api: Api) -> None:
         api.clock.now = NOV20
 
 
-@pytest.mark.parametrize(("params", "status", "says"), [
-    ({"window": "fortnight"}, 400, "window"),
-    ({"window": "0d"}, 400, "window"),
-    ({"window": "today", "start": "2026-11-01T00:00:00Z"}, 400, "either"),
-    ({"start": "2026-11-01T00:00:00"}, 400, "time zone"),
-    ({"start": "2026-11-02T00:00:00Z", "end": "2026-11-01T00:00:00Z"}, 400, "after"),
-    ({"start": "yesterday-ish"}, 422, "start"),
-    ({"group_by": "colour"}, 400, "group_by"),
-    ({"group_by": "team,team"}, 400, "twice"),
-    ({"step": "week"}, 422, "step"),
-])  # fmt: skip
-def test_bad_parameters_are_4xx_with_a_message(api: Api, params: dict[str, Any], status: int,
-                                                says: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("params", "status", "says"),
+    [
+        ({"window": "fortnight"}, 400, "window"),
+        ({"window": "0d"}, 400, "window"),
+        ({"window": "today", "start": "2026-11-01T00:00:00Z"}, 400, "either"),
+        ({"start": "2026-11-01T00:00:00"}, 400, "time zone"),
+        ({"start": "2026-11-02T00:00:00Z", "end": "2026-11-01T00:00:00Z"}, 400, "after"),
+        ({"start": "yesterday-ish"}, 422, "start"),
+        ({"group_by": "colour"}, 400, "group_by"),
+        ({"group_by": "team,team"}, 400, "twice"),
+        ({"step": "week"}, 422, "step"),
+    ],
+)
+def test_bad_parameters_are_4xx_with_a_message(
+    api: Api, params: dict[str, Any], status: int, says: str
+) -> None:
     r = api.get("/v1/costs", **params)
     assert r.status_code == status, r.text
     assert says in r.text
@@ -173,8 +202,12 @@ def test_chargeback_csv_adds_up_and_reads_back_the_same(api: Api) -> None:
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
     rows, frame = read_csv(r.text)
     assert rows == frame
-    assert list(rows[0])[:4] == ["billing_month", "charge_period_start", "charge_period_end",
-                                 "charge_class"]  # fmt: skip
+    assert list(rows[0])[:4] == [
+        "billing_month",
+        "charge_period_start",
+        "charge_period_end",
+        "charge_class",
+    ]
     engine = create_engine(api.db_url)
     with engine.connect() as conn:
         fleet = conn.execute(select(func.sum(GpuPresence.cost))).scalar_one()
@@ -200,14 +233,22 @@ def test_hostile_labels_come_out_safe(api: Api) -> None:
         for column in ("team", "project"):
             assert not x[column].startswith(FORMULA_START), x
     # JSON carries the exact values (JSON needs no neutralising, only correct escaping)
-    r = api.get("/v1/costs", start="2026-11-11T09:00:00Z", end="2026-11-11T10:00:00Z",
-                group_by="team,project")  # fmt: skip
+    r = api.get(
+        "/v1/costs",
+        start="2026-11-11T09:00:00Z",
+        end="2026-11-11T10:00:00Z",
+        group_by="team,project",
+    )
     got = {(x["group"]["team"], x["group"]["project"]) for x in r.json()["rows"]}
     assert {(v, v[::-1]) for v in HOSTILE} <= got
     # the exposition format: the parser gives back the exact label values
     exposition = api.http.get("/metrics").text
-    seen = {s.labels["team"] for fam in text_string_to_metric_families(exposition)
-            if fam.name == "costsvc_cost_month_to_date" for s in fam.samples}  # fmt: skip
+    seen = {
+        s.labels["team"]
+        for fam in text_string_to_metric_families(exposition)
+        if fam.name == "costsvc_cost_month_to_date"
+        for s in fam.samples
+    }
     assert set(HOSTILE) <= seen
 
 
@@ -221,9 +262,17 @@ def test_team_summary(api: Api) -> None:
 
 
 def test_no_token_is_401_and_open_endpoints_carry_no_secrets(api: Api) -> None:
-    for path in ("/v1/costs", "/v1/teams/a/summary", "/v1/reports/chargeback.csv?month=2026-11",
-                 "/v1/reports/focus.csv?month=2026-11", "/v1/budgets", "/v1/tokens",
-                 "/v1/audit", "/v1/months/2026-11", "/v1/cost-model"):  # fmt: skip
+    for path in (
+        "/v1/costs",
+        "/v1/teams/a/summary",
+        "/v1/reports/chargeback.csv?month=2026-11",
+        "/v1/reports/focus.csv?month=2026-11",
+        "/v1/budgets",
+        "/v1/tokens",
+        "/v1/audit",
+        "/v1/months/2026-11",
+        "/v1/cost-model",
+    ):
         assert api.http.get(path).status_code == 401, path
         bad = api.http.get(path, headers={"Authorization": "Bearer gfo_not-a-token"})
         assert bad.status_code == 401, path
@@ -235,9 +284,12 @@ def test_no_token_is_401_and_open_endpoints_carry_no_secrets(api: Api) -> None:
 
 
 def metric(exposition: str, name: str, **labels: str) -> float:
-    found = [s.value for fam in text_string_to_metric_families(exposition)
-             for s in fam.samples if s.name == name
-             and all(s.labels.get(k) == v for k, v in labels.items())]  # fmt: skip
+    found = [
+        s.value
+        for fam in text_string_to_metric_families(exposition)
+        for s in fam.samples
+        if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())
+    ]
     assert len(found) == 1, (name, labels, found)
     return float(found[0])
 
@@ -311,8 +363,9 @@ def test_every_metrics_family_is_documented(api: Api) -> None:
 
 @pytest.mark.parametrize("group_by", [None, ["team", "project"], ["pod", "mig_profile"]])
 @pytest.mark.parametrize("team", [None, HOSTILE[0], "a"])
-def test_copy_and_python_write_the_same_bytes(api: Api, group_by: list[str] | None,
-                                              team: str | None) -> None:  # fmt: skip
+def test_copy_and_python_write_the_same_bytes(
+    api: Api, group_by: list[str] | None, team: str | None
+) -> None:
     """On PostgreSQL the CSV comes from COPY with the formatting in SQL (the fast path); it
     must be byte for byte what the Python path writes (on SQLite both are the Python path)."""
     engine = create_engine(api.db_url)

@@ -30,8 +30,9 @@ def api(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> Ite
         running.http.headers.clear()
         # budgets for every team, made by the admin
         for team in TEAMS:
-            r = running.http.post("/v1/budgets", json={"team": team, "amount": "100"},
-                                  headers=running.auth("admin"))  # fmt: skip
+            r = running.http.post(
+                "/v1/budgets", json={"team": team, "amount": "100"}, headers=running.auth("admin")
+            )
             assert r.status_code == 201, r.text
         yield running
 
@@ -60,9 +61,11 @@ def test_a_team_token_sees_only_its_team(api: Api, me: str) -> None:
         assert api.get(f"/v1/teams/{other}/summary", who).status_code == 404
     assert api.get(f"/v1/teams/{me}/summary", who).status_code == 200
     # reports: every row is mine
-    for path, params in (("/v1/reports/chargeback.csv", {}),
-                         ("/v1/reports/chargeback.csv", {"group_by": "team"}),
-                         ("/v1/reports/chargeback.csv", {"group_by": "pod"})):  # fmt: skip
+    for path, params in (
+        ("/v1/reports/chargeback.csv", {}),
+        ("/v1/reports/chargeback.csv", {"group_by": "team"}),
+        ("/v1/reports/chargeback.csv", {"group_by": "pod"}),
+    ):
         r = api.get(path, who, month="2026-11", **params)
         assert r.status_code == 200
         rows = list(csv.DictReader(io.StringIO(r.text)))
@@ -83,14 +86,24 @@ def test_a_team_token_sees_only_its_team(api: Api, me: str) -> None:
             assert api.get(f"/v1/budgets/{ids[other]}/status", who).status_code == 404
     # management: none of it
     h = api.auth(who)
-    assert api.http.post("/v1/budgets", json={"team": me, "project": "x", "amount": "1"},
-                         headers=h).status_code == 403  # fmt: skip
-    assert api.http.put(f"/v1/budgets/{ids[me]}", json={"team": me, "amount": "1e6"},
-                        headers=h).status_code == 403  # fmt: skip
+    assert (
+        api.http.post(
+            "/v1/budgets", json={"team": me, "project": "x", "amount": "1"}, headers=h
+        ).status_code
+        == 403
+    )
+    assert (
+        api.http.put(
+            f"/v1/budgets/{ids[me]}", json={"team": me, "amount": "1e6"}, headers=h
+        ).status_code
+        == 403
+    )
     assert api.http.delete(f"/v1/budgets/{ids[me]}", headers=h).status_code == 403
     assert api.get("/v1/tokens", who).status_code == 403
-    assert api.http.post("/v1/tokens", json={"name": "x", "role": "admin"},
-                         headers=h).status_code == 403  # fmt: skip
+    assert (
+        api.http.post("/v1/tokens", json={"name": "x", "role": "admin"}, headers=h).status_code
+        == 403
+    )
     assert api.http.delete("/v1/tokens/admin", headers=h).status_code == 403
     assert api.get("/v1/audit", who).status_code == 403
     assert api.get("/v1/cost-model", who).status_code == 403
@@ -107,8 +120,10 @@ def test_finance_sees_all_and_manages_budgets_but_not_tokens_or_the_model(api: A
     assert made.status_code == 201
     assert api.http.delete(f"/v1/budgets/{made.json()['id']}", headers=fin).status_code == 204
     assert api.get("/v1/tokens", "finance").status_code == 403
-    assert api.http.post("/v1/tokens", json={"name": "f", "role": "admin"},
-                         headers=fin).status_code == 403  # fmt: skip
+    assert (
+        api.http.post("/v1/tokens", json={"name": "f", "role": "admin"}, headers=fin).status_code
+        == 403
+    )
     assert api.http.put("/v1/cost-model", json=MODEL.document(), headers=fin).status_code == 403
     assert api.get("/v1/audit", "finance").status_code == 403
     actions = [(e["actor"], e["action"]) for e in api.get("/v1/audit", "admin").json()[:2]]
@@ -117,17 +132,25 @@ def test_finance_sees_all_and_manages_budgets_but_not_tokens_or_the_model(api: A
 
 def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path) -> None:
     h = api.auth("admin")
-    r = api.http.post("/v1/budgets", json={"team": "a", "project": "p", "amount": "12.5",
-                                           "thresholds": [1.0, 0.5]}, headers=h)  # fmt: skip
+    r = api.http.post(
+        "/v1/budgets",
+        json={"team": "a", "project": "p", "amount": "12.5", "thresholds": [1.0, 0.5]},
+        headers=h,
+    )
     assert r.status_code == 201, r.text
     made = r.json()
     assert (made["amount"], made["thresholds"]) == ("12.500000", [0.5, 1.0])
-    assert api.http.post("/v1/budgets", json={"team": "a", "project": "p", "amount": "1"},
-                         headers=h).status_code == 409  # fmt: skip
+    assert (
+        api.http.post(
+            "/v1/budgets", json={"team": "a", "project": "p", "amount": "1"}, headers=h
+        ).status_code
+        == 409
+    )
     bad = api.http.post("/v1/budgets", json={"team": "a", "amount": "-1"}, headers=h)
     assert bad.status_code == 422 and "amount" in bad.text
-    put = api.http.put(f"/v1/budgets/{made['id']}", json={"team": "a", "project": "p",
-                                                          "amount": "20"}, headers=h)  # fmt: skip
+    put = api.http.put(
+        f"/v1/budgets/{made['id']}", json={"team": "a", "project": "p", "amount": "20"}, headers=h
+    )
     assert put.json()["amount"] == "20.000000"
     assert api.http.delete(f"/v1/budgets/{made['id']}", headers=h).status_code == 204
     assert api.http.get(f"/v1/budgets/{made['id']}", headers=h).status_code == 404
@@ -142,8 +165,10 @@ def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path)
         ).status_code
         == 200
     )
-    assert api.http.post("/v1/tokens", json={"name": "bad", "role": "team"},
-                         headers=h).status_code == 400  # fmt: skip
+    assert (
+        api.http.post("/v1/tokens", json={"name": "bad", "role": "team"}, headers=h).status_code
+        == 400
+    )
     assert api.http.delete("/v1/tokens/ci", headers=h).status_code == 204
     assert (
         api.http.get(
@@ -163,6 +188,11 @@ def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path)
     assert r.status_code == 200, r.text
     assert r.json()["sha256"] != MODEL.sha256()
     actions = [(e["actor"], e["action"]) for e in api.http.get("/v1/audit", headers=h).json()]
-    assert actions[:6] == [("admin", "cost_model.replace"), ("admin", "token.revoke"),
-                           ("admin", "token.create"), ("admin", "budget.delete"),
-                           ("admin", "budget.update"), ("admin", "budget.create")]  # fmt: skip
+    assert actions[:6] == [
+        ("admin", "cost_model.replace"),
+        ("admin", "token.revoke"),
+        ("admin", "token.create"),
+        ("admin", "budget.delete"),
+        ("admin", "budget.update"),
+        ("admin", "budget.create"),
+    ]

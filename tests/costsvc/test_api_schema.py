@@ -30,8 +30,9 @@ def live(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> It
         yield api
 
 
-SETTINGS = settings(max_examples=20, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck))  # fmt: skip
+SETTINGS = settings(
+    max_examples=20, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+)
 # a request valid field by field may still be refused with a 400 naming the rule it breaks
 # (end before start, a window and a start at once, a group named twice): OpenAPI cannot say so
 CROSS_FIELD = positive_data_acceptance

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costsvc.attribution import IDLE, UNALLOCATED, GpuHour, Holding, Owner, attribute_hour
+from costsvc.attribution import GpuHour, Holding, Owner, attribute_hour
+from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.costmodel import CostModel, MissingPrices, parse, utc
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -17,13 +18,30 @@ HOUR = utc("2026-11-10T05:00:00Z")
 
 
 def cost_model(price: str = "2.50", **policies: str) -> CostModel:
-    return parse({"policies": policies, "versions": [
-        {"effective_from": "2026-11-01T00:00:00Z",
-         "prices": [{"model": H100, "hourly": price},
-                    {"model": H100, "node_pool": "spot", "pricing": "spot", "hourly": price,
-                     "discount": "0.6"}]},
-        {"effective_from": "2026-11-15T12:00:00Z",
-         "prices": [{"model": H100, "hourly": "2.20"}]}]})  # fmt: skip
+    return parse(
+        {
+            "policies": policies,
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [
+                        {"model": H100, "hourly": price},
+                        {
+                            "model": H100,
+                            "node_pool": "spot",
+                            "pricing": "spot",
+                            "hourly": price,
+                            "discount": "0.6",
+                        },
+                    ],
+                },
+                {
+                    "effective_from": "2026-11-15T12:00:00Z",
+                    "prices": [{"model": H100, "hourly": "2.20"}],
+                },
+            ],
+        }
+    )
 
 
 def gpu(uuid: str = "GPU-1", present: int = 3600, pool: str | None = None) -> GpuHour:
@@ -50,8 +68,9 @@ def by_team(result: Any) -> dict[str, int]:
 def test_one_whole_gpu_for_30_minutes_at_2_50() -> None:
     # 2.50/h x 1800 s = 1.25 allocated; the other half hour the GPU existed unheld: idle 1.25;
     # busy 80 % of the held time -> used 1.00, waste 0.25
-    r = attribute_hour(HOUR, [gpu()], [hold("p", 1800, busy=1440)], owners({"p": "a"}),
-                       cost_model())  # fmt: skip
+    r = attribute_hour(
+        HOUR, [gpu()], [hold("p", 1800, busy=1440)], owners({"p": "a"}), cost_model()
+    )
     line = next(line for line in r.lines if line.team == "a")
     assert (line.allocated, line.used, line.waste) == (1_250_000, 1_000_000, 250_000)
     assert by_team(r) == {"a": 1_250_000, IDLE: 1_250_000}
@@ -70,16 +89,24 @@ def test_h100_as_seven_1g10gb_shared_by_three_teams() -> None:
 
 @pytest.mark.parametrize(
     ("basis", "expected"),
-    [("compute", {"t3": 3_000_000, "t2": 2_000_000, "t1a": 1_000_000, "t1b": 1_000_000}),
-     # memory slices 4,2,1,1 of 8 at 7.00: 3.5, 1.75, 0.875, 0.875
-     ("memory", {"t3": 3_500_000, "t2": 1_750_000, "t1a": 875_000, "t1b": 875_000})],
-)  # fmt: skip
+    [
+        ("compute", {"t3": 3_000_000, "t2": 2_000_000, "t1a": 1_000_000, "t1b": 1_000_000}),
+        # memory slices 4,2,1,1 of 8 at 7.00: 3.5, 1.75, 0.875, 0.875
+        ("memory", {"t3": 3_500_000, "t2": 1_750_000, "t1a": 875_000, "t1b": 875_000}),
+    ],
+)
 def test_3g_2g_1g_1g_by_compute_and_by_memory(basis: str, expected: dict[str, int]) -> None:
     layout = {"t3": (3, 4), "t2": (2, 2), "t1a": (1, 1), "t1b": (1, 1)}
-    held = [hold(p, D(3600) * c / 7, compute_slices=c, memory_slices=m)
-            for p, (c, m) in layout.items()]  # fmt: skip
-    r = attribute_hour(HOUR, [gpu()], held, owners({p: p for p in layout}),
-                       cost_model("7.00", mig_share_basis=basis))  # fmt: skip
+    held = [
+        hold(p, D(3600) * c / 7, compute_slices=c, memory_slices=m) for p, (c, m) in layout.items()
+    ]
+    r = attribute_hour(
+        HOUR,
+        [gpu()],
+        held,
+        owners({p: p for p in layout}),
+        cost_model("7.00", mig_share_basis=basis),
+    )
     assert by_team(r) == expected  # the whole GPU is held: nothing idle
 
 
@@ -91,33 +118,48 @@ def test_3g_2g_1g_1g_by_compute_and_by_memory(basis: str, expected: dict[str, in
 )
 def test_gpu_time_sliced_four_ways(policy: str, a: int, b: int) -> None:
     # a replica is 1/4 of the GPU: held for an hour, 900 GPU-seconds
-    held = [hold("a", 900, shared=True, sm_seconds=D(300)),
-            hold("a", 900, shared=True, sm_seconds=D(300)),
-            hold("b", 900, shared=True, sm_seconds=D(1800))]  # fmt: skip
-    r = attribute_hour(HOUR, [gpu()], held, owners({"a": "a", "b": "b"}),
-                       cost_model("4.00", shared_gpu_policy=policy))  # fmt: skip
+    held = [
+        hold("a", 900, shared=True, sm_seconds=D(300)),
+        hold("a", 900, shared=True, sm_seconds=D(300)),
+        hold("b", 900, shared=True, sm_seconds=D(1800)),
+    ]
+    r = attribute_hour(
+        HOUR,
+        [gpu()],
+        held,
+        owners({"a": "a", "b": "b"}),
+        cost_model("4.00", shared_gpu_policy=policy),
+    )
     assert by_team(r) == {"a": a, "b": b, IDLE: 1_000_000}
 
 
 def test_price_change_at_noon_on_the_15th() -> None:
     held = [hold("p")]
-    before = attribute_hour(utc("2026-11-15T11:00:00Z"), [gpu()], held, owners({"p": "a"}),
-                            cost_model())  # fmt: skip
-    after = attribute_hour(utc("2026-11-15T12:00:00Z"), [gpu()], held, owners({"p": "a"}),
-                           cost_model())  # fmt: skip
+    before = attribute_hour(
+        utc("2026-11-15T11:00:00Z"), [gpu()], held, owners({"p": "a"}), cost_model()
+    )
+    after = attribute_hour(
+        utc("2026-11-15T12:00:00Z"), [gpu()], held, owners({"p": "a"}), cost_model()
+    )
     assert (by_team(before), by_team(after)) == ({"a": 2_500_000}, {"a": 2_200_000})
 
 
 def test_back_dated_change_reprices_exactly_the_hours_it_covers() -> None:
     old = cost_model()
     raw = old.model_dump(mode="json")
-    raw["versions"].append({"effective_from": "2026-11-10T05:00:00Z",  # back-dated
-                            "prices": [{"model": H100, "hourly": "3.00"}]})  # fmt: skip
+    raw["versions"].append(
+        {
+            "effective_from": "2026-11-10T05:00:00Z",  # back-dated
+            "prices": [{"model": H100, "hourly": "3.00"}],
+        }
+    )
     new = parse(raw)
     held = [hold("p")]
-    for hour, want_old, want_new in (("2026-11-10T04:00:00Z", 2_500_000, 2_500_000),
-                                     ("2026-11-10T05:00:00Z", 2_500_000, 3_000_000),
-                                     ("2026-11-15T12:00:00Z", 2_200_000, 2_200_000)):  # fmt: skip
+    for hour, want_old, want_new in (
+        ("2026-11-10T04:00:00Z", 2_500_000, 2_500_000),
+        ("2026-11-10T05:00:00Z", 2_500_000, 3_000_000),
+        ("2026-11-15T12:00:00Z", 2_200_000, 2_200_000),
+    ):
         at = utc(hour)
         assert by_team(attribute_hour(at, [gpu()], held, owners({"p": "a"}), old)) == {
             "a": want_old
@@ -149,23 +191,29 @@ def test_a_20_minute_scrape_gap_is_idle_not_allocated() -> None:
 @pytest.mark.parametrize(
     ("policy", "expected_idle"),
     # two GPUs at 2.50 = 5.00; a holds 1.25 (half of one), b holds 2.50: idle 1.25
-    [("separate", {IDLE: 1_250_000}),
-     ("weighted", {"a": 416_667, "b": 833_333}),  # by allocated 1.25 : 2.50 = 1 : 2
-     ("even", {"a": 625_000, "b": 625_000})],
-)  # fmt: skip
+    [
+        ("separate", {IDLE: 1_250_000}),
+        ("weighted", {"a": 416_667, "b": 833_333}),  # by allocated 1.25 : 2.50 = 1 : 2
+        ("even", {"a": 625_000, "b": 625_000}),
+    ],
+)
 def test_idle_under_each_policy(policy: str, expected_idle: dict[str, int]) -> None:
     gpus = [gpu("GPU-1"), gpu("GPU-2")]
     held = [hold("a", 1800, uuid="GPU-1"), hold("b", 3600, uuid="GPU-2")]
-    r = attribute_hour(HOUR, gpus, held, owners({"a": "a", "b": "b"}),
-                       cost_model(idle_policy=policy))  # fmt: skip
+    r = attribute_hour(
+        HOUR, gpus, held, owners({"a": "a", "b": "b"}), cost_model(idle_policy=policy)
+    )
     idle = {line.team: line.idle for line in r.lines if line.idle}
     assert idle == expected_idle
     assert r.total() == r.fleet_cost == 5_000_000
 
 
 def test_unpriced_models_are_an_error_naming_every_one() -> None:
-    gpus = [GpuHour("c1", "n", "GPU-9", "NVIDIA B200", None, D(3600)),
-            GpuHour("c1", "n", "GPU-8", "NVIDIA L4", None, D(3600)), gpu("GPU-1")]  # fmt: skip
+    gpus = [
+        GpuHour("c1", "n", "GPU-9", "NVIDIA B200", None, D(3600)),
+        GpuHour("c1", "n", "GPU-8", "NVIDIA L4", None, D(3600)),
+        gpu("GPU-1"),
+    ]
     with pytest.raises(MissingPrices) as info:
         attribute_hour(HOUR, gpus, [], owners({}), cost_model())
     assert info.value.models == ["NVIDIA B200", "NVIDIA L4"]  # the priced H100 is not named
@@ -173,11 +221,26 @@ def test_unpriced_models_are_an_error_naming_every_one() -> None:
 
 holding = st.builds(
     lambda g, p, s, b, sm, shared, c, m: Holding(
-        f"GPU-{g}", "ns", f"p{p}", "main", D(s), D(min(b, s)), D(sm), shared,
-        c if c else None, m if c else None),
-    st.integers(0, 3), st.integers(0, 5), st.integers(0, 3600), st.integers(0, 3600),
-    st.integers(0, 3600), st.booleans(), st.integers(0, 7), st.integers(1, 8),
-)  # fmt: skip
+        f"GPU-{g}",
+        "ns",
+        f"p{p}",
+        "main",
+        D(s),
+        D(min(b, s)),
+        D(sm),
+        shared,
+        c if c else None,
+        m if c else None,
+    ),
+    st.integers(0, 3),
+    st.integers(0, 5),
+    st.integers(0, 3600),
+    st.integers(0, 3600),
+    st.integers(0, 3600),
+    st.booleans(),
+    st.integers(0, 7),
+    st.integers(1, 8),
+)
 
 
 @settings(max_examples=150, deadline=None)

@@ -15,9 +15,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT,
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", *args],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_db_upgrade_from_the_environment(db_url: str) -> None:
@@ -39,12 +45,15 @@ def test_bad_setting_names_the_variable() -> None:
 
 def test_bad_report_close_and_token_arguments_fail_naming_them(tmp_path: Path) -> None:
     env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}"}
-    for args, says in ((["report"], "--month"), (["report", "--month", "2026-13"], "--month"),
-                       (["report", "--month", "2026-11", "--group-by", "colour"], "colour"),
-                       (["close", "--month", "26-11"], "--month"),
-                       (["token", "create"], "--name"),
-                       (["token", "create", "--name", "x", "--role", "team"], "--team"),
-                       (["serve"], "COSTSVC_COST_MODEL")):  # fmt: skip
+    for args, says in (
+        (["report"], "--month"),
+        (["report", "--month", "2026-13"], "--month"),
+        (["report", "--month", "2026-11", "--group-by", "colour"], "colour"),
+        (["close", "--month", "26-11"], "--month"),
+        (["token", "create"], "--name"),
+        (["token", "create", "--name", "x", "--role", "team"], "--team"),
+        (["serve"], "COSTSVC_COST_MODEL"),
+    ):
         done = run(*args, env=env)
         assert done.returncode == 2, (args, done.stderr)
         assert says in done.stderr, (args, done.stderr)
@@ -59,13 +68,14 @@ def test_ingest_needs_a_cost_model(tmp_path: Path) -> None:
     bad.write_text("versions: []\n")
     done = run("ingest", env={**env, "COSTSVC_COST_MODEL": str(bad)})
     assert done.returncode == 2
-    assert done.stderr.strip().endswith("versions: List should have at least 1 item after "
-                                        "validation, not 0")  # fmt: skip
+    assert done.stderr.strip().endswith(
+        "versions: List should have at least 1 item after validation, not 0"
+    )
 
 
 def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path) -> None:
-    from costsvc.api.auth import create_token
     from costsvc.db.migrate import upgrade
+    from costsvc.db.tokens import create_token
     from tests.procs import Process
     from tests.prom import free_port
 
@@ -75,9 +85,10 @@ def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path)
     token = create_token(engine, "ops", "admin", None, "test")
     engine.dispose()
     port = free_port()
-    proc = Process([sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest", "--workers",
-                    "2"], env={"COSTSVC_DATABASE_URL": url,
-                               "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{port}"})  # fmt: skip
+    proc = Process(
+        [sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest", "--workers", "2"],
+        env={"COSTSVC_DATABASE_URL": url, "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{port}"},
+    )
     try:
         proc.wait_for(r"Started parent process", 30)
         started = proc.wait_for(r"Application startup complete", 30)

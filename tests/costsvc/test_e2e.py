@@ -54,60 +54,87 @@ def stack(
     created = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=1)
     shared = load_spec(ROOT / "examples" / "fleet-shared.yaml")
     for pod in shared.pods:
-        obj = pod_json(pod.namespace, pod.name, pod.pod_uid(), shared.hostname, dict(pod.labels),
-                       {c.name: f"{i:064x}" for i, c in enumerate(pod.containers)})  # fmt: skip
+        obj = pod_json(
+            pod.namespace,
+            pod.name,
+            pod.pod_uid(),
+            shared.hostname,
+            dict(pod.labels),
+            {c.name: f"{i:064x}" for i, c in enumerate(pod.containers)},
+        )
         obj["metadata"]["creationTimestamp"] = created.strftime("%Y-%m-%dT%H:%M:%SZ")
         kube.put(obj)
     try:
         ports = []
         for spec in ("fleet-shared.yaml", "fleet-h100x8.yaml"):
-            proc, port = start_exporter("--simulate", str(ROOT / "examples" / spec),
-                                        "--collect-interval", "1s")  # fmt: skip
+            proc, port = start_exporter(
+                "--simulate", str(ROOT / "examples" / spec), "--collect-interval", "1s"
+            )
             procs.append(proc)
             ports.append(port)
         api_port = free_port()
-        costsvc = Process([sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest"],
-                          env={"COSTSVC_DATABASE_URL": db_url, "COSTSVC_CLUSTER": "e2e",
-                               "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{api_port}",
-                               "COSTSVC_KUBE_API_URL": kube.url})  # fmt: skip
+        costsvc = Process(
+            [sys.executable, "-m", "costsvc.cli", "serve", "--no-ingest"],
+            env={
+                "COSTSVC_DATABASE_URL": db_url,
+                "COSTSVC_CLUSTER": "e2e",
+                "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{api_port}",
+                "COSTSVC_KUBE_API_URL": kube.url,
+            },
+        )
         procs.append(costsvc)
         costsvc.wait_for(r"Uvicorn running|Application startup complete", 30)
         engine = create_engine(db_url)
         deadline = time.monotonic() + 30
-        while engine.connect().execute(select(func.count()).select_from(PodLabels)).scalar_one() \
-                < len(shared.pods):  # fmt: skip
+        while engine.connect().execute(
+            select(func.count()).select_from(PodLabels)
+        ).scalar_one() < len(shared.pods):
             assert time.monotonic() < deadline, "the label watcher did not record the pods"
             time.sleep(0.1)
         engine.dispose()
         config = {
-            "global": {"scrape_interval": "1s", "scrape_timeout": "1s",
-                       "evaluation_interval": "1s"},
+            "global": {
+                "scrape_interval": "1s",
+                "scrape_timeout": "1s",
+                "evaluation_interval": "1s",
+            },
             "rule_files": [str(RULES)],
             "scrape_configs": [
-                {"job_name": "gpu-exporter",
-                 "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}]},
-                {"job_name": "gpu-costsvc",
-                 "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}]},
+                {
+                    "job_name": "gpu-exporter",
+                    "static_configs": [{"targets": [f"127.0.0.1:{p}" for p in ports]}],
+                },
+                {
+                    "job_name": "gpu-costsvc",
+                    "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
+                },
             ],
-        }  # fmt: skip
+        }
         prom = Prometheus(binary, work, [], config_text=yaml.safe_dump(config))
         prom.wait_ready()
         # enough history for rate() windows: a few scrapes of every target
-        prom.until(lambda: prom.query("min(count_over_time(gpu_device_up[1m])) >= 5")
-                   and len(prom.query("gpu_device_up")) >= 9, 60,
-                   "five scrapes of every GPU of both nodes")  # fmt: skip
+        prom.until(
+            lambda: (
+                prom.query("min(count_over_time(gpu_device_up[1m])) >= 5")
+                and len(prom.query("gpu_device_up")) >= 9
+            ),
+            60,
+            "five scrapes of every GPU of both nodes",
+        )
         # ingest the current (partial) hour through the production path into PostgreSQL
         hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         engine = create_engine(db_url)
         reader = PrometheusReader(prom.url)
-        report = ingest(engine, reader, load(ROOT / "examples" / "cost-model.yaml"), "e2e",
-                        [hour])  # fmt: skip
+        report = ingest(engine, reader, load(ROOT / "examples" / "cost-model.yaml"), "e2e", [hour])
         reader.close()
         engine.dispose()
         assert report.done == [hour], report.failed
         # the cost service's /metrics (read from that database) is scraped too
-        prom.until(lambda: prom.query('costsvc_cost_month_to_date{team="nlp"}'), 30,
-                   "cost-service series in Prometheus")  # fmt: skip
+        prom.until(
+            lambda: prom.query('costsvc_cost_month_to_date{team="nlp"}'),
+            30,
+            "cost-service series in Prometheus",
+        )
         yield {"prom": prom, "db_url": db_url, "api": f"http://127.0.0.1:{api_port}"}
     finally:
         if prom is not None:
@@ -169,11 +196,20 @@ def test_every_alert_rule_evaluates(stack: dict[str, Any]) -> None:
     answer = httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()
     loaded = [r for g in answer["data"]["groups"] for r in g["rules"]]
     assert len(loaded) == n
-    prom.until(lambda: all(r.get("lastEvaluation", "").startswith("20")
-                           for g in httpx.get(f"{prom.url}/api/v1/rules", timeout=10)
-                           .json()["data"]["groups"] for r in g["rules"]), 30,
-               "every rule evaluated")  # fmt: skip
+    prom.until(
+        lambda: all(
+            r.get("lastEvaluation", "").startswith("20")
+            for g in httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
+            for r in g["rules"]
+        ),
+        30,
+        "every rule evaluated",
+    )
     rules_now = httpx.get(f"{prom.url}/api/v1/rules", timeout=10).json()["data"]["groups"]
-    bad = [(r["name"], r.get("lastError")) for g in rules_now for r in g["rules"]
-           if r.get("health") != "ok"]  # fmt: skip
+    bad = [
+        (r["name"], r.get("lastError"))
+        for g in rules_now
+        for r in g["rules"]
+        if r.get("health") != "ok"
+    ]
     assert not bad, bad

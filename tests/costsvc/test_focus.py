@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from costsvc.csvtext import csv_line, safe_cell
 from costsvc.focus import (
     COLUMNS,
     CUSTOM_COLUMNS,
@@ -28,10 +29,8 @@ from costsvc.focus import (
     FOCUS_COLUMNS,
     NUMERIC_COLUMNS,
     ChargeRow,
-    csv_line,
+    focus_lines,
     focus_row,
-    safe_cell,
-    write_focus_csv,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,11 +51,26 @@ OR_BRANCHES = {"InvoiceId-C-004-C": "InvoiceId-C-003-C", "InvoiceId-C-005-C": "I
 
 
 def _row(**kw: Any) -> ChargeRow:
-    base = ChargeRow(hour=H, billing_month="2026-11", cluster="prod", team="ml", project="llm",
-                     stage="prod", namespace="train", pod="trainer-0", node="node-a",
-                     gpu_model=H100, mig_profile="", correction=False, currency="USD",
-                     allocated=3_000_000, used=2_000_000, waste=1_000_000, idle=0,
-                     gpu_hours=1_000_000)  # fmt: skip
+    base = ChargeRow(
+        hour=H,
+        billing_month="2026-11",
+        cluster="prod",
+        team="ml",
+        project="llm",
+        stage="prod",
+        namespace="train",
+        pod="trainer-0",
+        node="node-a",
+        gpu_model=H100,
+        mig_profile="",
+        correction=False,
+        currency="USD",
+        allocated=3_000_000,
+        used=2_000_000,
+        waste=1_000_000,
+        idle=0,
+        gpu_hours=1_000_000,
+    )
     return replace(base, **kw)
 
 
@@ -167,8 +181,13 @@ ROWS = [
 
 
 def _run_validator(csv_path: Path, junit: Path) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([str(SCRIPT), str(csv_path), str(junit)], capture_output=True,
-                          text=True, timeout=VALIDATOR_TIMEOUT, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [str(SCRIPT), str(csv_path), str(junit)],
+        capture_output=True,
+        text=True,
+        timeout=VALIDATOR_TIMEOUT,
+        check=False,
+    )
     if proc.returncode == 1:
         why = f"scripts/focus-validator.sh failed:\n{proc.stdout}\n{proc.stderr}"
         if "needs Python >= 3.12" in proc.stderr and os.environ.get("CI", "").lower() != "true":
@@ -197,7 +216,7 @@ def _read(path: Path) -> list[list[str]]:
 def focus_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("focus") / "focus.csv"
     with path.open("w", newline="", encoding="utf-8") as f:
-        write_focus_csv(ROWS, f)
+        f.writelines(focus_lines(ROWS))
     return path
 
 
@@ -227,10 +246,19 @@ def test_focus_validator_passes(focus_csv: Path, tmp_path: Path) -> None:
     passed = [r for r, s in status.items() if s == "passed"]
     assert len(passed) > 50, report
     # the rules that matter most ran, and passed
-    for rule in ("BilledCost-C-003-M", "ChargePeriodStart-C-002-M", "ServiceSubcategory-C-004-M",
-                 "ListUnitPrice-C-010-C", "ContractedUnitPrice-C-011-C", "Tags-C-001-M",
-                 "SkuPriceDetails-C-001-M", "ChargeClass-C-005-C", "ConsumedUnit-C-003-O",
-                 "PricingUnit-C-003-O", "BillingCurrency-C-006-M"):  # fmt: skip
+    for rule in (
+        "BilledCost-C-003-M",
+        "ChargePeriodStart-C-002-M",
+        "ServiceSubcategory-C-004-M",
+        "ListUnitPrice-C-010-C",
+        "ContractedUnitPrice-C-011-C",
+        "Tags-C-001-M",
+        "SkuPriceDetails-C-001-M",
+        "ChargeClass-C-005-C",
+        "ConsumedUnit-C-003-O",
+        "PricingUnit-C-003-O",
+        "BillingCurrency-C-006-M",
+    ):
         assert status.get(rule) == "passed", f"{rule}: {status.get(rule)}\n{report}"
     assert proc.returncode == 0, report
 

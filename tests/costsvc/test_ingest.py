@@ -14,8 +14,9 @@ from sqlalchemy import create_engine, func, select
 from costsvc.costmodel import parse
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact
+from costsvc.db.runs import watermark
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import complete_hours, ingest, watermark
+from costsvc.ingest.run import complete_hours, ingest
 from tests.costsvc.history import (
     H100,
     HOUR,
@@ -60,8 +61,10 @@ def test_rerun_replaces_the_hour_identically(prometheus: Prometheus, db_url: str
 
     def snapshot() -> list[Any]:
         with engine.connect() as conn:
-            return [sorted(tuple(r)[1:] for r in conn.execute(select(t)).all())
-                    for t in (Chargeback, UsageFact, GpuPresence)]  # fmt: skip
+            return [
+                sorted(tuple(r)[1:] for r in conn.execute(select(t)).all())
+                for t in (Chargeback, UsageFact, GpuPresence)
+            ]
 
     try:
         ingest(engine, reader, MODEL, "c1", [HOUR])
@@ -101,10 +104,16 @@ def test_complete_hours() -> None:
 def cli_env(prometheus: Prometheus, db_url: str, tmp: Path) -> dict[str, str]:
     """Environment for the gpu-costsvc command against the history Prometheus."""
     model = tmp / "cost.yaml"
-    model.write_text(f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
-                     f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n')  # fmt: skip
-    return {"COSTSVC_DATABASE_URL": db_url, "COSTSVC_PROMETHEUS_URL": prometheus.url,
-            "COSTSVC_COST_MODEL": str(model), "COSTSVC_CLUSTER": "c1"}  # fmt: skip
+    model.write_text(
+        f'versions: [{{effective_from: "2026-11-01T00:00:00Z", prices: '
+        f'[{{model: "{H100}", hourly: "2.50"}}]}}]\n'
+    )
+    return {
+        "COSTSVC_DATABASE_URL": db_url,
+        "COSTSVC_PROMETHEUS_URL": prometheus.url,
+        "COSTSVC_COST_MODEL": str(model),
+        "COSTSVC_CLUSTER": "c1",
+    }
 
 
 def test_cli_ingest_backfills_then_resumes_from_the_watermark(
@@ -118,8 +127,15 @@ def test_cli_ingest_backfills_then_resumes_from_the_watermark(
     env = {**os.environ, **cli_env(prometheus, db_url, tmp_path_factory.mktemp("m"))}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "costsvc.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
     assert cli("db", "upgrade").returncode == 0
     done = cli("ingest", "--start", "2026-11-10T05:00:00Z", "--end", "2026-11-10T06:00:00Z")
@@ -175,17 +191,29 @@ def test_kill_9_mid_backfill_then_rerun_gives_identicaltables(
 
     for url in (reference, db_url):
         upgrade(url)
-    clean = subprocess.run([sys.executable, "-m", "costsvc.cli", "ingest", *span], cwd=ROOT,
-                           env={**os.environ, **env(reference)}, capture_output=True,
-                           text=True, timeout=120, check=False)  # fmt: skip
+    clean = subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", "ingest", *span],
+        cwd=ROOT,
+        env={**os.environ, **env(reference)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert clean.returncode == 0, clean.stderr
     victim = Process([sys.executable, "-m", "costsvc.cli", "ingest", *span], env=env(db_url))
     victim.wait_for(r"2/6 hours", timeout=60)  # some hours are in, the rest not yet
     victim.proc.send_signal(signal.SIGKILL)
     victim.proc.wait(10)
-    rerun = subprocess.run([sys.executable, "-m", "costsvc.cli", "ingest", *span], cwd=ROOT,
-                           env={**os.environ, **env(db_url)}, capture_output=True, text=True,
-                           timeout=120, check=False)  # fmt: skip
+    rerun = subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", "ingest", *span],
+        cwd=ROOT,
+        env={**os.environ, **env(db_url)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert rerun.returncode == 0, rerun.stderr
     assert tables(db_url) == tables(reference)
     assert assert_every_hour_adds_up(db_url) >= 3  # 05:00, 06:00 and 07:00 (two clusters)
@@ -197,20 +225,53 @@ def test_kill_9_mid_backfill_then_rerun_gives_identicaltables(
     # memory:  x holds 4/8 + 1/8 of 7.00 = 4.375, y 2/8 = 1.75, idle 0.875
     # spot GPU: z holds it all hour at 2.50 - 60 % = 1.00
     # relabelled GPU-R: all of its 2.50 to "after", nothing to "before"
-    [("compute", {"x": 4_000_000, "y": 2_000_000, "z": 1_000_000, "after": 2_500_000,
-                  "__idle__": 1_000_000}),
-     ("memory", {"x": 4_375_000, "y": 1_750_000, "z": 1_000_000, "after": 2_500_000,
-                 "__idle__": 875_000})],
-)  # fmt: skip
+    [
+        (
+            "compute",
+            {
+                "x": 4_000_000,
+                "y": 2_000_000,
+                "z": 1_000_000,
+                "after": 2_500_000,
+                "__idle__": 1_000_000,
+            },
+        ),
+        (
+            "memory",
+            {
+                "x": 4_375_000,
+                "y": 1_750_000,
+                "z": 1_000_000,
+                "after": 2_500_000,
+                "__idle__": 875_000,
+            },
+        ),
+    ],
+)
 def test_mig_layout_and_node_pools(
     prometheus: Prometheus, db_url: str, basis: str, expected: dict[str, int]
 ) -> None:
-    model = parse({"policies": {"mig_share_basis": basis}, "versions": [
-        {"effective_from": "2026-11-01T00:00:00Z", "prices": [
-            {"model": H100, "hourly": "2.50"},
-            {"model": H100, "node_pool": "mig-pool", "hourly": "7.00"},
-            {"model": H100, "node_pool": "spot", "pricing": "spot", "hourly": "2.50",
-             "discount": "0.6"}]}]})  # fmt: skip
+    model = parse(
+        {
+            "policies": {"mig_share_basis": basis},
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [
+                        {"model": H100, "hourly": "2.50"},
+                        {"model": H100, "node_pool": "mig-pool", "hourly": "7.00"},
+                        {
+                            "model": H100,
+                            "node_pool": "spot",
+                            "pricing": "spot",
+                            "hourly": "2.50",
+                            "discount": "0.6",
+                        },
+                    ],
+                }
+            ],
+        }
+    )
     upgrade(db_url)
     engine = create_engine(db_url)
     reader = PrometheusReader(prometheus.url)
@@ -245,9 +306,11 @@ def test_usage_policy_moves_money_between_teams_only(prometheus: Prometheus, db_
     # idle 2.708333 spread over the lines by allocated cost: p 1.25, g 1.666667, a 1.25,
     # b 0.625 of 4.791667 -> 706521.6, 942029.0, 706521.6, 353260.8; largest remainder gives
     # p 706522, g 942029, a 706521, b 353261 -> nlp 1648551, search 1059782
-    [("weighted", {"nlp": 1_648_551, "search": 1_059_782}),
-     ("even", {"nlp": 1_354_167, "search": 1_354_166})],  # an equal part per team
-)  # fmt: skip
+    [
+        ("weighted", {"nlp": 1_648_551, "search": 1_059_782}),
+        ("even", {"nlp": 1_354_167, "search": 1_354_166}),
+    ],  # an equal part per team
+)
 def test_idle_policies_through_ingestion(
     prometheus: Prometheus, db_url: str, policy: str, idle: dict[str, int]
 ) -> None:
@@ -260,17 +323,37 @@ def test_idle_policies_through_ingestion(
 
 def test_price_change_and_back_dated_reprice(prometheus: Prometheus, db_url: str) -> None:
     # a new price (3.00) from 06:00: the 05:00 hour keeps 2.50, the 06:00 hour takes 3.00
-    changed = parse({"versions": [
-        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
-        {"effective_from": "2026-11-10T06:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
-    ]})  # fmt: skip
+    changed = parse(
+        {
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": "2.50"}],
+                },
+                {
+                    "effective_from": "2026-11-10T06:00:00Z",
+                    "prices": [{"model": H100, "hourly": "3.00"}],
+                },
+            ]
+        }
+    )
     ingest_with(prometheus.url, db_url, changed, [HOUR])
     assert sum(a + i for a, _, _, i in by_team(db_url).values()) == 7_500_000  # 3 GPUs x 2.50
     # back-dated to 05:00 and the hour ingested again: repriced, exactly that hour
-    back = parse({"versions": [
-        {"effective_from": "2026-11-01T00:00:00Z", "prices": [{"model": H100, "hourly": "2.50"}]},
-        {"effective_from": "2026-11-10T05:00:00Z", "prices": [{"model": H100, "hourly": "3.00"}]},
-    ]})  # fmt: skip
+    back = parse(
+        {
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": "2.50"}],
+                },
+                {
+                    "effective_from": "2026-11-10T05:00:00Z",
+                    "prices": [{"model": H100, "hourly": "3.00"}],
+                },
+            ]
+        }
+    )
     ingest_with(prometheus.url, db_url, back, [HOUR])
     teams = by_team(db_url)
     assert sum(a + i for a, _, _, i in teams.values()) == 9_000_000  # 3 GPUs x 3.00
@@ -278,7 +361,8 @@ def test_price_change_and_back_dated_reprice(prometheus: Prometheus, db_url: str
 
 
 def test_a_failed_hour_behind_the_watermark_is_retried(prometheus: Prometheus, db_url: str) -> None:
-    from costsvc.ingest.run import failed_hours, pending_hours
+    from costsvc.db.runs import failed_hours
+    from costsvc.ingest.run import pending_hours
 
     ingest_with(prometheus.url, db_url, MODEL, [HOUR2])  # the watermark is at 06:00
     engine = create_engine(db_url)
@@ -312,5 +396,7 @@ def test_an_unpriced_gpu_model_fails_the_hour_naming_it(
         for table in (Chargeback, UsageFact, GpuPresence):  # nothing priced at $0
             assert conn.execute(select(func.count()).select_from(table)).scalar() == 0
         assert conn.execute(select(IngestRun.status, IngestRun.error)).one() == (
-            "failed", f"no price for GPU model(s): {H100}")  # fmt: skip
+            "failed",
+            f"no price for GPU model(s): {H100}",
+        )
     engine.dispose()

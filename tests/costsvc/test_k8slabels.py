@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select
 
+from costsvc.db.labels import LabelHistory, _aware
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
-from costsvc.k8slabels import LabelHistory, LabelWatcher, _aware
-from exporter.pods.watch import core_api
+from costsvc.k8slabels import LabelWatcher
+from kube.client import core_api
 from tests.costsvc.history import HOUR, MODEL, by_team, ingest_with
-from tests.kubeapi import KubeApi, pod_json
+from tests.kubeapi import KubeApi, pod_json, wait_until
 from tests.prom import Prometheus
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)  # polling interval while the watcher threads work
 
 
 @pytest.fixture
@@ -54,8 +47,12 @@ def test_history_follows_the_api(api: KubeApi, db_url: str) -> None:
         assert spaces["ml"] == {"team": "ns-team"}
 
         api.put(pod_json("ml", "p", "uid-p", "n1", {"team": "b"}, {"main": "b" * 64}))
-        wait_until(lambda: history.labels_during(now, now + timedelta(hours=1))[0]
-                   .get(("ml", "p")) == {"team": "b"})  # fmt: skip
+        wait_until(
+            lambda: (
+                history.labels_during(now, now + timedelta(hours=1))[0].get(("ml", "p"))
+                == {"team": "b"}
+            )
+        )
         api.delete("uid-old")
 
         def closed() -> bool:
@@ -70,8 +67,11 @@ def test_history_follows_the_api(api: KubeApi, db_url: str) -> None:
     pods, _ = history.labels_during(yesterday, yesterday + timedelta(hours=1))
     assert pods[("ml", "old")] == {"team": "nlp"}
     with engine.connect() as conn:
-        rows = conn.execute(select(PodLabels.labels, PodLabels.valid_to).where(
-            PodLabels.uid == "uid-p").order_by(PodLabels.id)).all()  # fmt: skip
+        rows = conn.execute(
+            select(PodLabels.labels, PodLabels.valid_to)
+            .where(PodLabels.uid == "uid-p")
+            .order_by(PodLabels.id)
+        ).all()
     assert [r.labels for r in rows] == [{"team": "a"}, {"team": "b"}]
     assert rows[0].valid_to is not None and rows[1].valid_to is None
     engine.dispose()
@@ -138,8 +138,11 @@ def test_relist_after_410_records_a_relabel_made_meanwhile(api: KubeApi, db_url:
 def rows_of(engine: Any, uid: str) -> list[Any]:
     p = PodLabels
     with engine.connect() as conn:
-        return list(conn.execute(select(p.labels, p.valid_from, p.valid_to)
-                                 .where(p.uid == uid).order_by(p.id)).all())  # fmt: skip
+        return list(
+            conn.execute(
+                select(p.labels, p.valid_from, p.valid_to).where(p.uid == uid).order_by(p.id)
+            ).all()
+        )
 
 
 def test_namespace_history_closes_on_delete_and_reopens(db_url: str) -> None:
@@ -169,8 +172,9 @@ def test_a_pod_deleted_mid_hour_is_charged_to_its_team_from_the_api(
     api.put(pod)
     upgrade(db_url)
     engine = create_engine(db_url)
-    watcher = LabelWatcher(LabelHistory(engine, "c1"), core_api(host=api.url), lambda kind: None,
-                           retry_delay=0.05)  # fmt: skip
+    watcher = LabelWatcher(
+        LabelHistory(engine, "c1"), core_api(host=api.url), lambda kind: None, retry_delay=0.05
+    )
     watcher.start()
     try:
         assert watcher.synced["pods"].wait(10)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from costsvc.attribution import UNALLOCATED, Owner
+from costsvc.attribution import Owner
+from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import LabelKeys
 from costsvc.labels import resolve_owner
 
@@ -10,8 +11,11 @@ KEYS = LabelKeys(
 
 
 def test_pod_labels_first_key_wins() -> None:
-    got = resolve_owner({"app.kubernetes.io/team": "b", "team": "a", "project": "p", "env": "dev"},
-                        {"team": "ns-team"}, KEYS)  # fmt: skip
+    got = resolve_owner(
+        {"app.kubernetes.io/team": "b", "team": "a", "project": "p", "env": "dev"},
+        {"team": "ns-team"},
+        KEYS,
+    )
     assert got == Owner("a", "p", "dev")
 
 

@@ -9,10 +9,21 @@ from sqlalchemy import create_engine, inspect
 from costsvc.db.migrate import downgrade, upgrade
 from costsvc.db.models import Base
 
-TABLES = {"api_tokens", "audit_log", "budgets", "chargeback", "cost_hours", "cost_model_versions",
-          "gpu_hours",
-          "ingest_runs", "month_closes", "namespace_labels", "pod_labels", "usage_facts",
-          "watermarks"}  # fmt: skip
+TABLES = {
+    "api_tokens",
+    "audit_log",
+    "budgets",
+    "chargeback",
+    "cost_hours",
+    "cost_model_versions",
+    "gpu_hours",
+    "ingest_runs",
+    "month_closes",
+    "namespace_labels",
+    "pod_labels",
+    "usage_facts",
+    "watermarks",
+}
 
 
 def tables(url: str) -> set[str]:
@@ -56,25 +67,37 @@ def test_hours_ingested_before_0002_are_repriced_from_their_facts(db_url: str) -
     upgrade(db_url, "0001")
     engine = create_engine(db_url)
     with engine.begin() as conn:  # an hour as revision 0001 stored it: no price, no cost
-        conn.execute(text(
-            "INSERT INTO gpu_hours (hour, cluster, node, gpu_uuid, model, node_pool, present_us)"
-            " VALUES (:h, 'c1', 'n1', 'GPU-A', 'NVIDIA H100 80GB HBM3', NULL, 3600000000)"
-        ).bindparams(at), {"h": hour})  # fmt: skip
-        conn.execute(text(
-            "INSERT INTO usage_facts (hour, cluster, node, gpu_uuid, gi_id, namespace, pod,"
-            " container, share_us, busy_share_us, sm_us, shared) VALUES (:h, 'c1', 'n1',"
-            " 'GPU-A', -1, 'ml', 'p', 'main', 1800000000, 900000000, 0, false)"
-        ).bindparams(at), {"h": hour})  # fmt: skip
-        conn.execute(text(
-            "INSERT INTO chargeback (hour, cluster, team, project, stage, namespace, pod,"
-            " currency, allocated, used, waste, idle, gpu_hours) VALUES (:h, 'c1', 'nlp', 'x',"
-            " 'prod', 'ml', 'p', 'USD', 1, 0, 1, 0, 500000)"
-        ).bindparams(at), {"h": hour})  # fmt: skip
+        conn.execute(
+            text(
+                "INSERT INTO gpu_hours"
+                " (hour, cluster, node, gpu_uuid, model, node_pool, present_us)"
+                " VALUES (:h, 'c1', 'n1', 'GPU-A', 'NVIDIA H100 80GB HBM3', NULL, 3600000000)"
+            ).bindparams(at),
+            {"h": hour},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO usage_facts (hour, cluster, node, gpu_uuid, gi_id, namespace, pod,"
+                " container, share_us, busy_share_us, sm_us, shared) VALUES (:h, 'c1', 'n1',"
+                " 'GPU-A', -1, 'ml', 'p', 'main', 1800000000, 900000000, 0, false)"
+            ).bindparams(at),
+            {"h": hour},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO chargeback (hour, cluster, team, project, stage, namespace, pod,"
+                " currency, allocated, used, waste, idle, gpu_hours) VALUES (:h, 'c1', 'nlp', 'x',"
+                " 'prod', 'ml', 'p', 'USD', 1, 0, 1, 0, 500000)"
+            ).bindparams(at),
+            {"h": hour},
+        )
     upgrade(db_url)
     assert stale_hours(engine, MODEL) == [hour]  # price 0 after the migration: stale
     assert reprice(engine, MODEL, "c1", [hour]).done == [hour]
     engine.dispose()
     # 2.50 x half an hour to nlp (the owner it was charged to), used half of it; the rest idle
-    assert by_team(db_url) == {"nlp": (1_250_000, 625_000, 625_000, 0),
-                               "__idle__": (0, 0, 0, 1_250_000)}  # fmt: skip
+    assert by_team(db_url) == {
+        "nlp": (1_250_000, 625_000, 625_000, 0),
+        "__idle__": (0, 0, 0, 1_250_000),
+    }
     assert_every_hour_adds_up(db_url)

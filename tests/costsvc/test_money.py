@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costsvc.money import format_micro, split, to_micro
+from costsvc.money import money as format_micro
+from costsvc.money import split, to_micro
 
 
 @pytest.mark.parametrize(
@@ -30,16 +31,25 @@ def test_format() -> None:
 
 @pytest.mark.parametrize(
     ("total", "weights", "parts"),
-    [(10, [1, 1, 1], [4, 3, 3]), (100, [3, 2, 1, 1], [43, 29, 14, 14]), (7, [0, 0], [4, 3]),
-     (0, [1, 2], [0, 0]), (1_000_000, [Decimal("0.5"), Decimal("0.25"), Decimal("0.25")],
-                           [500_000, 250_000, 250_000])],
-)  # fmt: skip
+    [
+        (10, [1, 1, 1], [4, 3, 3]),
+        (100, [3, 2, 1, 1], [43, 29, 14, 14]),
+        (7, [0, 0], [4, 3]),
+        (0, [1, 2], [0, 0]),
+        (
+            1_000_000,
+            [Decimal("0.5"), Decimal("0.25"), Decimal("0.25")],
+            [500_000, 250_000, 250_000],
+        ),
+    ],
+)
 def test_split_by_hand(total: int, weights: list[int], parts: list[int]) -> None:
     assert split(total, weights) == parts
 
 
-@given(total=st.integers(0, 10**12), weights=st.lists(st.integers(0, 10**6), min_size=1,
-                                                       max_size=40))  # fmt: skip
+@given(
+    total=st.integers(0, 10**12), weights=st.lists(st.integers(0, 10**6), min_size=1, max_size=40)
+)
 def test_split_always_adds_up(total: int, weights: list[int]) -> None:
     parts = split(total, weights)
     assert sum(parts) == total

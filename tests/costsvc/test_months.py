@@ -60,7 +60,8 @@ def test_close_freezes_the_month_and_late_data_becomes_corrections(
         by_hour: dict[str, int] = {}
         for x in rows:
             by_hour[x["charge_period_start"]] = by_hour.get(x["charge_period_start"], 0) + int(
-                x["total_cost"].replace(".", ""))  # fmt: skip
+                x["total_cost"].replace(".", "")
+            )
         # 05:00 was 3 GPUs x 2.50 and is now 3 x 3.00: +1.50; 06:00 arrives whole
         assert by_hour["2026-11-10T05:00:00Z"] == 1_500_000
         focus_dec = list(csv.DictReader(io.StringIO(export("focus", "2026-12")[0].decode())))
@@ -70,15 +71,22 @@ def test_close_freezes_the_month_and_late_data_becomes_corrections(
     assert assert_every_hour_adds_up(db_url) == 2
     engine = create_engine(db_url)
     with engine.connect() as conn:
-        months = dict(conn.execute(select(Chargeback.billing_month, func.count())
-                                   .group_by(Chargeback.billing_month)).all())  # fmt: skip
+        months = dict(
+            conn.execute(
+                select(Chargeback.billing_month, func.count()).group_by(Chargeback.billing_month)
+            ).all()
+        )
     engine.dispose()
     assert set(months) == {"2026-11", "2026-12"}
 
     # the CLI gives the same bytes as the API for the closed month
     env = {**os.environ, "COSTSVC_DATABASE_URL": db_url}
-    out = subprocess.run([sys.executable, "-m", "costsvc.cli", "report", "--month", "2026-11"],
-                         env=env, capture_output=True, check=True)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", "report", "--month", "2026-11"],
+        env=env,
+        capture_output=True,
+        check=True,
+    )
     assert out.stdout == csv1
     cli = [sys.executable, "-m", "costsvc.cli", "close", "--month", "2026-10", "--as", "ops"]
     done = subprocess.run(cli, env=env, capture_output=True, text=True, check=False)

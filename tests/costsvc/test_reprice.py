@@ -42,8 +42,9 @@ CHANGED = parse({"versions": [OLD, CHANGE]})
 def fin_by_hour(url: str) -> dict[Any, int]:
     engine = create_engine(url)
     with engine.connect() as conn:
-        rows = conn.execute(select(Chargeback.hour, Chargeback.allocated)
-                            .where(Chargeback.team == "fin")).all()  # fmt: skip
+        rows = conn.execute(
+            select(Chargeback.hour, Chargeback.allocated).where(Chargeback.team == "fin")
+        ).all()
     engine.dispose()
     return {as_utc(h): a for h, a in rows}
 
@@ -63,8 +64,9 @@ def test_a_change_from_noon_on_the_15th_forward_and_back_dated(
     assert reprice(engine, CHANGED, "c1", [NOON]).done == [NOON]
     assert stale_hours(engine, CHANGED) == []
     with engine.connect() as conn:
-        kinds = conn.execute(select(IngestRun.kind, IngestRun.cost_model_id)
-                             .order_by(IngestRun.id)).all()  # fmt: skip
+        kinds = conn.execute(
+            select(IngestRun.kind, IngestRun.cost_model_id).order_by(IngestRun.id)
+        ).all()
         documents = dict(conn.execute(select(CostModelVersion.id, CostModelVersion.sha256)).all())
     engine.dispose()
     assert [k for k, _ in kinds] == ["ingest", "ingest", "reprice"]
@@ -76,10 +78,12 @@ def test_a_change_from_noon_on_the_15th_forward_and_back_dated(
 
 @pytest.mark.parametrize(
     "new",
-    [model("3.10"),
-     model("0.333333", shared_gpu_policy="usage", idle_policy="weighted"),
-     model("7.00", mig_share_basis="memory", idle_policy="even")],
-)  # fmt: skip
+    [
+        model("3.10"),
+        model("0.333333", shared_gpu_policy="usage", idle_policy="weighted"),
+        model("7.00", mig_share_basis="memory", idle_policy="even"),
+    ],
+)
 def test_reprice_from_stored_facts_equals_a_fresh_ingest(
     prometheus: Prometheus, db_url: str, tmp_path: Path, new: CostModel
 ) -> None:
@@ -115,16 +119,30 @@ def test_cli_ingest_reprices_after_the_model_changes(
     prometheus: Prometheus, db_url: str, tmp_path: Path
 ) -> None:
     cost = tmp_path / "cost.yaml"
-    env = {**os.environ, "COSTSVC_DATABASE_URL": db_url, "COSTSVC_CLUSTER": "c1",
-           "COSTSVC_PROMETHEUS_URL": prometheus.url, "COSTSVC_COST_MODEL": str(cost)}  # fmt: skip
+    env = {
+        **os.environ,
+        "COSTSVC_DATABASE_URL": db_url,
+        "COSTSVC_CLUSTER": "c1",
+        "COSTSVC_PROMETHEUS_URL": prometheus.url,
+        "COSTSVC_COST_MODEL": str(cost),
+    }
     span = ["--start", "2026-11-15T11:00:00Z", "--end", "2026-11-15T13:00:00Z"]
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "costsvc.cli", *args], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+        return subprocess.run(
+            [sys.executable, "-m", "costsvc.cli", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
 
-    cost.write_text(f'versions:\n  - {{effective_from: "2026-11-01T00:00:00Z", prices: '
-                    f'[{{model: "{H100}", hourly: "2.50"}}]}}\n')  # fmt: skip
+    cost.write_text(
+        f'versions:\n  - {{effective_from: "2026-11-01T00:00:00Z", prices: '
+        f'[{{model: "{H100}", hourly: "2.50"}}]}}\n'
+    )
     assert cli("db", "upgrade").returncode == 0
     first = cli("ingest", *span)
     assert first.returncode == 0, first.stderr

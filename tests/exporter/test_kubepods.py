@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,25 +15,19 @@ from exporter.pods.assignments import PodResourcesAssignments
 from exporter.pods.directory import PodDirectory
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
-from exporter.pods.watch import PodWatcher, core_api, sanitize_label
+from exporter.pods.watch import PodWatcher
 from exporter.render.labels import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pods import container_id
 from exporter.simulate.spec import parse
+from kube.client import core_api
 from tests.conftest import ManualClock
 from tests.exporter.helpers import samples, value
-from tests.kubeapi import KubeApi, pod_json
+from tests.kubeapi import KubeApi, pod_json, wait_until
 
 CID = {"a": "a1" * 32, "b": "b2" * 32, "c": "c3" * 32}
-
-
-def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.02)  # polling interval while waiting for the watcher thread
 
 
 @pytest.fixture
@@ -107,18 +100,6 @@ def test_api_down_keeps_the_last_known_pods_and_counts(api: KubeApi, watch: Any)
     wait_until(lambda: sum(errors.counts.values()) >= 2)
     assert set(errors.counts) <= {("kubernetes", "watch"), ("kubernetes", "list")}
     assert directory.get("uid-a") is not None  # last known labels stay
-
-
-@pytest.mark.parametrize(
-    ("key", "name"),
-    [
-        ("team", "label_team"),
-        ("app.kubernetes.io/name", "label_app_kubernetes_io_name"),
-        ("cost-center", "label_cost_center"),
-    ],
-)
-def test_sanitize_label(key: str, name: str) -> None:
-    assert sanitize_label(key) == name
 
 
 def test_pod_labels_and_pid_mapping_come_from_the_api(

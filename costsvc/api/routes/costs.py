@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -13,10 +12,12 @@ from pydantic import BaseModel
 
 from costsvc.api.auth import Caller, check_team
 from costsvc.api.cache import AnswerCache, json_response
-from costsvc.api.deps import Db, Now
+from costsvc.api.deps import Db, GroupBy, Now
 from costsvc.api.errors import ERRORS
-from costsvc.months import month_of, parse_month
-from costsvc.queries import DIMENSIONS, budget_for, costs, forecast, money, top_wasters
+from costsvc.chargeback import budget_state, month_of, parse_month
+from costsvc.db.budgets import budget_for
+from costsvc.money import money
+from costsvc.queries import costs, forecast, top_wasters
 from costsvc.utc import iso_z
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
@@ -55,8 +56,11 @@ class CostsAnswer(BaseModel):
 def window_bounds(window: str, now: datetime) -> tuple[datetime, datetime]:
     m = WINDOW.match(window)
     if not m:
-        raise HTTPException(400, f"window {window!r}: use today, yesterday, week, month, "
-                            "lastmonth or a span like 24h / 7d")  # fmt: skip
+        raise HTTPException(
+            400,
+            f"window {window!r}: use today, yesterday, week, month, "
+            "lastmonth or a span like 24h / 7d",
+        )
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if window == "today":
         return day, now
@@ -94,12 +98,16 @@ def get_costs(
     who: Caller,
     db: Db,
     now: Now,
+    groups: GroupBy,
     start: Annotated[datetime | None, Query(description="first instant, ISO 8601 + zone")] = None,
     end: Annotated[datetime | None, Query(description="end, exclusive (default: now)")] = None,
-    window: Annotated[str | None, Query(description="today, yesterday, week, month, lastmonth, "
-                                        "Nh or Nd — instead of start/end", max_length=16)] = None,
-    group_by: Annotated[list[str] | None, Query(description="any of " + ", ".join(DIMENSIONS)
-                                                + " (repeat or comma-separate)")] = None,
+    window: Annotated[
+        str | None,
+        Query(
+            description="today, yesterday, week, month, lastmonth, Nh or Nd — instead of start/end",
+            max_length=16,
+        ),
+    ] = None,
     step: Step | None = None,
     team: Filter = None,
     project: Filter = None,
@@ -110,7 +118,7 @@ def get_costs(
     node: Filter = None,
     gpu_model: Filter = None,
     mig_profile: Filter = None,
-) -> Response:  # fmt: skip
+) -> Response:
     if window and (start or end):
         raise HTTPException(400, "give either window or start/end, not both")
     if window:
@@ -123,15 +131,17 @@ def get_costs(
         raise HTTPException(400, "end must be after start")
     if hi - lo > MAX_SPAN:
         raise HTTPException(400, f"the range is longer than {MAX_SPAN.days} days")
-    groups = _split(group_by)
-    for g in groups:
-        if g not in DIMENSIONS:
-            raise HTTPException(400, f"group_by {g!r}: use any of {', '.join(DIMENSIONS)}")
-    if len(set(groups)) != len(groups):
-        raise HTTPException(400, "group_by names a dimension twice")
-    given = {"team": team, "project": project, "stage": stage, "namespace": namespace,
-             "pod": pod, "cluster": cluster, "node": node, "gpu_model": gpu_model,
-             "mig_profile": mig_profile}  # fmt: skip
+    given = {
+        "team": team,
+        "project": project,
+        "stage": stage,
+        "namespace": namespace,
+        "pod": pod,
+        "cluster": cluster,
+        "node": node,
+        "gpu_model": gpu_model,
+        "mig_profile": mig_profile,
+    }
     filters = {k: _split(v) for k, v in given.items() if _split(v)}
     if not who.sees_all:
         assert who.team is not None
@@ -143,11 +153,24 @@ def get_costs(
     def compute() -> Response:
         with db.connect() as conn:
             rows = costs(conn, lo, hi, groups, step_name, filters)
-        return json_response({"start": iso_z(lo), "end": iso_z(hi), "group_by": groups,
-                              "step": step_name, "rows": rows})  # fmt: skip
+        return json_response(
+            {
+                "start": iso_z(lo),
+                "end": iso_z(hi),
+                "group_by": groups,
+                "step": step_name,
+                "rows": rows,
+            }
+        )
 
-    key = ("costs", lo, hi, tuple(groups), step_name,
-           tuple(sorted((k, tuple(v)) for k, v in filters.items())))  # fmt: skip
+    key = (
+        "costs",
+        lo,
+        hi,
+        tuple(groups),
+        step_name,
+        tuple(sorted((k, tuple(v)) for k, v in filters.items())),
+    )
     answer: Response = ANSWERS.get(db, key, compute)
     return answer
 
@@ -174,16 +197,16 @@ class TeamSummary(BaseModel):
     top_pods_by_waste: list[dict[str, Any]]
 
 
-def ratio(part: int, whole: int) -> str:
-    return f"{(Decimal(part) / Decimal(whole)):.6f}" if whole else "0.000000"
-
-
-@router.get("/teams/{team}/summary", response_model=TeamSummary,
-            summary="A team's month to date, forecast, budget and top pods by waste")  # fmt: skip
+@router.get(
+    "/teams/{team}/summary",
+    response_model=TeamSummary,
+    summary="A team's month to date, forecast, budget and top pods by waste",
+)
 def team_summary(team: str, who: Caller, db: Db, now: Now) -> Response:
     check_team(who, team)
-    return ANSWERS.get(db, ("summary", team, month_of(now)),
-                       lambda: json_response(_summary(db, team, now)))  # fmt: skip
+    return ANSWERS.get(
+        db, ("summary", team, month_of(now)), lambda: json_response(_summary(db, team, now))
+    )
 
 
 def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:
@@ -194,13 +217,25 @@ def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:
         wasters = top_wasters(conn, start, end, team)
     budget = None
     if b is not None:
-        used = Decimal(f.month_to_date) / b.amount
-        budget = {"id": b.id, "amount": money(b.amount), "currency": b.currency,
-                  "used_ratio": ratio(f.month_to_date, b.amount),
-                  "forecast_ratio": ratio(f.forecast, b.amount), "thresholds": b.thresholds,
-                  "crossed": [t for t in b.thresholds if used >= Decimal(str(t))]}  # fmt: skip
+        state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
+        budget = {
+            "id": b.id,
+            "amount": money(b.amount),
+            "currency": b.currency,
+            "used_ratio": state.used_ratio,
+            "forecast_ratio": state.forecast_ratio,
+            "thresholds": b.thresholds,
+            "crossed": state.crossed,
+        }
     currency = wasters[0]["currency"] if wasters else (b.currency if b else None)
-    return {"team": team, "month": f.month, "currency": currency,
-            "month_to_date": money(f.month_to_date), "burn_rate_per_hour": money(f.burn_rate),
-            "forecast": money(f.forecast), "hours_left": f.hours_left, "budget": budget,
-            "top_pods_by_waste": wasters}  # fmt: skip
+    return {
+        "team": team,
+        "month": f.month,
+        "currency": currency,
+        "month_to_date": money(f.month_to_date),
+        "burn_rate_per_hour": money(f.burn_rate),
+        "forecast": money(f.forecast),
+        "hours_left": f.hours_left,
+        "budget": budget,
+        "top_pods_by_waste": wasters,
+    }

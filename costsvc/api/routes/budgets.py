@@ -1,0 +1,162 @@
+"""Budgets: ``/v1/budgets`` (finance and admin manage them; a team token sees its own)."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Request, Response
+from fastapi import Path as PathParam
+from pydantic import BaseModel, Field, field_validator
+
+from costsvc.api.auth import Caller, Finance
+from costsvc.api.deps import Db, Now
+from costsvc.api.errors import ERRORS
+from costsvc.chargeback import budget_state
+from costsvc.db import budgets as store
+from costsvc.db.budgets import BudgetExists, BudgetRow, BudgetValues
+from costsvc.db.tokens import Principal
+from costsvc.money import money
+from costsvc.queries import forecast
+
+router = APIRouter(tags=["budgets"], responses=ERRORS)
+Name = Annotated[str, Field(min_length=1, max_length=253)]
+BudgetId = Annotated[int, PathParam(ge=1, le=2_147_483_647)]
+
+
+class BudgetIn(BaseModel):
+    team: Name
+    project: Annotated[str, Field(max_length=253)] = ""
+    amount: Annotated[Decimal, Field(gt=0, le=Decimal("1e12"), decimal_places=6)]
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    thresholds: Annotated[list[float], Field(min_length=1, max_length=10)] = [0.8, 1.0]
+
+    @field_validator("thresholds")
+    @classmethod
+    def _ratios(cls, v: list[float]) -> list[float]:
+        if any(not (0 < t <= 10) for t in v):
+            raise ValueError("thresholds are ratios of the budget, e.g. 0.8 and 1.0")
+        return sorted(set(v))
+
+    def values(self) -> BudgetValues:
+        micro = int(self.amount.scaleb(6))
+        return BudgetValues(self.team, self.project, micro, self.currency, self.thresholds)
+
+
+class BudgetOut(BaseModel):
+    id: int
+    team: str
+    project: str
+    amount: str
+    currency: str
+    thresholds: list[float]
+
+
+class BudgetStatus(BudgetOut):
+    month: str
+    month_to_date: str
+    used_ratio: str
+    burn_rate_per_hour: str
+    forecast: str
+    forecast_ratio: str
+    crossed: list[float]
+    method: str
+
+
+def _budget_out(b: BudgetRow) -> dict[str, Any]:
+    return {
+        "id": b.id,
+        "team": b.team,
+        "project": b.project,
+        "amount": money(b.amount),
+        "currency": b.currency,
+        "thresholds": list(b.thresholds),
+    }
+
+
+def _budget(db: Any, budget_id: int, who: Principal) -> BudgetRow:
+    b = store.budget(db, budget_id)
+    if b is None or (not who.sees_all and b.team != who.team):
+        raise HTTPException(404, f"no budget {budget_id}")
+    return b
+
+
+def _changed(request: Request) -> None:
+    request.app.state.metrics_cache = None  # /metrics shows budget changes at once
+
+
+@router.get(
+    "/budgets", response_model=list[BudgetOut], summary="Budgets (a team token sees its own)"
+)
+def list_budgets(who: Caller, db: Db) -> list[dict[str, Any]]:
+    return [_budget_out(b) for b in store.budgets(db, None if who.sees_all else who.team)]
+
+
+@router.post(
+    "/budgets",
+    response_model=BudgetOut,
+    status_code=201,
+    summary="Create a monthly budget (finance/admin)",
+    responses={409: {"description": "that team/project has a budget"}},
+)
+def create_budget(
+    body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
+) -> dict[str, Any]:
+    _changed(request)
+    try:
+        new_id = store.create_budget(db, body.values(), now, who.name, body.model_dump(mode="json"))
+    except BudgetExists as exc:
+        raise HTTPException(409, str(exc)) from None
+    return _budget_out(_budget(db, new_id, who))
+
+
+@router.get("/budgets/{budget_id}", response_model=BudgetOut)
+def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
+    return _budget_out(_budget(db, budget_id, who))
+
+
+@router.put(
+    "/budgets/{budget_id}", response_model=BudgetOut, summary="Replace a budget (finance/admin)"
+)
+def put_budget(
+    budget_id: BudgetId, body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
+) -> dict[str, Any]:
+    _changed(request)
+    old = _budget(db, budget_id, who)
+    detail = {"id": budget_id, "before": _budget_out(old), "after": body.model_dump(mode="json")}
+    try:
+        store.update_budget(db, budget_id, body.values(), now, who.name, detail)
+    except BudgetExists as exc:
+        raise HTTPException(409, str(exc)) from None
+    return _budget_out(_budget(db, budget_id, who))
+
+
+@router.delete("/budgets/{budget_id}", status_code=204, summary="Delete a budget (finance/admin)")
+def delete_budget(budget_id: BudgetId, who: Finance, db: Db, request: Request) -> Response:
+    _changed(request)
+    old = _budget(db, budget_id, who)
+    store.delete_budget(db, old, who.name, _budget_out(old))
+    return Response(status_code=204)
+
+
+@router.get(
+    "/budgets/{budget_id}/status",
+    response_model=BudgetStatus,
+    summary="Month to date, burn rate and month-end forecast against the budget",
+)
+def budget_status(budget_id: BudgetId, who: Caller, db: Db, now: Now) -> dict[str, Any]:
+    b = _budget(db, budget_id, who)
+    with db.connect() as conn:
+        f = forecast(conn, now, b.team, b.project or None)
+    state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
+    return {
+        **_budget_out(b),
+        "month": f.month,
+        "month_to_date": money(f.month_to_date),
+        "used_ratio": state.used_ratio,
+        "burn_rate_per_hour": money(f.burn_rate),
+        "forecast": money(f.forecast),
+        "forecast_ratio": state.forecast_ratio,
+        "crossed": state.crossed,
+        "method": "month to date + mean hourly cost of the last 7 days x hours left",
+    }

@@ -1,0 +1,178 @@
+"""An hour's stored facts (``gpu_hours``, ``usage_facts``) and its money, written in one
+transaction under the writers' lock; and read back, for a reprice from stored facts.
+
+Durations are stored as integer micro-seconds: the facts read back are exactly the input the
+hour was attributed from, so a reprice gives the same money as a re-ingest would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from decimal import Decimal
+
+from sqlalchemy import Connection, Engine, delete, insert, select
+
+from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
+from costsvc.chargeback import IDLE
+from costsvc.db.lines import write_lines
+from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
+from costsvc.utc import as_utc
+
+US = 1_000_000
+Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
+
+
+def store_hour(
+    engine: Engine, cluster: str, facts: HourFacts, result: HourResult, currency: str, run_id: int
+) -> None:
+    """An ingested hour: its facts and money replace what the hour had, the watermark moves
+    up to it and its run is done — all or nothing."""
+    clusters = {cluster} | {g.cluster for g in facts.gpus}
+    with engine.begin() as conn:
+        lock_clusters(conn, clusters)
+        replace_hour(conn, clusters, facts, result, currency, usage=True)
+        advance_watermark(conn, cluster, facts.start)
+        mark_done(conn, run_id)
+
+
+def restore_hour(
+    engine: Engine,
+    cluster: str,
+    hour: datetime,
+    run_id: int,
+    price: Callable[[HourFacts, Owners], HourResult],
+    currency: str,
+) -> None:
+    """A repriced hour: its stored facts and owners go through ``price`` and the money
+    replaces the hour's, in one transaction under the lock (the facts cannot change
+    underneath)."""
+    with engine.begin() as conn:
+        found = select(GpuPresence.cluster).where(GpuPresence.hour == hour).distinct()
+        clusters = {cluster} | set(conn.execute(found).scalars())
+        lock_clusters(conn, clusters)
+        facts, owners = load_hour(conn, hour)
+        result = price(facts, owners)
+        replace_hour(conn, clusters, facts, result, currency, usage=False)
+        mark_done(conn, run_id)
+
+
+def replace_hour(
+    conn: Connection,
+    clusters: set[str],
+    facts: HourFacts,
+    result: HourResult,
+    currency: str,
+    usage: bool,
+) -> None:
+    """Replace the hour's GPU rows and chargeback (and its usage facts, when ``usage``)."""
+    hour = facts.start
+    tables = (UsageFact, GpuPresence) if usage else (GpuPresence,)
+    for table in tables:
+        conn.execute(delete(table).where(table.hour == hour, table.cluster.in_(clusters)))
+    if facts.gpus:
+        gpu_rows = [
+            {
+                "hour": hour,
+                "cluster": g.cluster,
+                "node": g.node,
+                "gpu_uuid": g.gpu_uuid,
+                "model": g.model,
+                "node_pool": g.node_pool,
+                "present_us": int(g.present_seconds * US),
+                "price": result.gpu_price[g.gpu_uuid],
+                "cost": result.gpu_cost[g.gpu_uuid],
+            }
+            for g in facts.gpus
+        ]
+        conn.execute(insert(GpuPresence), gpu_rows)
+    if usage and facts.holdings:
+        conn.execute(insert(UsageFact), [_fact_row(facts, h) for h in facts.holdings])
+    write_lines(conn, hour, clusters, result.lines, currency)
+
+
+def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
+    return {
+        "hour": facts.start,
+        "cluster": facts.cluster_of[h.gpu_uuid],
+        "node": facts.node_of[h.gpu_uuid],
+        "gpu_uuid": h.gpu_uuid,
+        "gi_id": -1 if h.gi_id is None else h.gi_id,
+        "namespace": h.namespace,
+        "pod": h.pod,
+        "container": h.container,
+        "share_us": int(h.share_seconds * US),
+        "busy_share_us": int(h.busy_share_seconds * US),
+        "sm_us": int(h.sm_seconds * US),
+        "shared": h.shared,
+        "compute_slices": h.compute_slices,
+        "memory_slices": h.memory_slices,
+        "mig_profile": h.mig_profile,
+    }
+
+
+def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
+    """An ingested hour's facts, and the owner each pod was charged to."""
+    facts = HourFacts(hour)
+    g, u, c = GpuPresence, UsageFact, Chargeback
+    gpu_rows = conn.execute(
+        select(g.cluster, g.node, g.gpu_uuid, g.model, g.node_pool, g.present_us)
+        .where(g.hour == hour)
+        .order_by(g.cluster, g.gpu_uuid)
+    )
+    for r in gpu_rows:
+        present = Decimal(r.present_us) / US
+        facts.gpus.append(GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present))
+        facts.cluster_of[r.gpu_uuid] = r.cluster
+        facts.node_of[r.gpu_uuid] = r.node
+    fact_rows = conn.execute(
+        select(
+            u.gpu_uuid,
+            u.namespace,
+            u.pod,
+            u.container,
+            u.share_us,
+            u.busy_share_us,
+            u.sm_us,
+            u.shared,
+            u.compute_slices,
+            u.memory_slices,
+            u.gi_id,
+            u.mig_profile,
+        ).where(u.hour == hour)
+    )
+    for f in fact_rows:
+        facts.holdings.append(
+            Holding(
+                f.gpu_uuid,
+                f.namespace,
+                f.pod,
+                f.container,
+                Decimal(f.share_us) / US,
+                Decimal(f.busy_share_us) / US,
+                Decimal(f.sm_us) / US,
+                f.shared,
+                f.compute_slices,
+                f.memory_slices,
+                None if f.gi_id < 0 else f.gi_id,
+                f.mig_profile,
+            )
+        )
+    charged = conn.execute(
+        select(c.cluster, c.namespace, c.pod, c.team, c.project, c.stage).where(
+            c.hour == hour, c.team != IDLE
+        )
+    )
+    owners = {(r.cluster, r.namespace, r.pod): Owner(r.team, r.project, r.stage) for r in charged}
+    return facts, owners
+
+
+def charged_prices(engine: Engine) -> list[tuple[datetime, str, str | None, int]]:
+    """Every (hour, GPU model, node pool, price per GPU-hour) an ingested hour was charged at."""
+    g = GpuPresence
+    query = select(g.hour, g.model, g.node_pool, g.price).group_by(
+        g.hour, g.model, g.node_pool, g.price
+    )
+    with engine.connect() as conn:
+        return [(as_utc(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]

@@ -1,0 +1,93 @@
+"""Chargeback rows of an hour, corrections of closed months, and the per-owner rollup.
+
+An hour is billed in its own month. Closing a month freezes its rows: when a later ingest or
+reprice recomputes one of its hours (late data, a back-dated price), the rows of that hour are
+left as they are and the difference — new minus everything already billed for that hour and
+owner — is written as **correction** rows billed in the next open month. Σ over every row of
+an hour (originals and corrections) is always that hour's current fleet cost; a closed month's
+own rows, and so its reports, never change. ``cost_hours`` (per hour, cluster and owner) is
+recomputed from the hour's rows in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import Connection, delete, func, insert, select, update
+
+from costsvc.attribution import Line
+from costsvc.chargeback import KEY, MONEY, OWNER, billing_month_for, month_of
+from costsvc.db.models import Chargeback, CostHour, MonthClose
+
+
+def closed_months(conn: Connection) -> set[str]:
+    return set(conn.execute(select(MonthClose.month)).scalars())
+
+
+def write_lines(
+    conn: Connection, hour: datetime, clusters: set[str], lines: Iterable[Line], currency: str
+) -> None:
+    """Make the chargeback of ``hour`` (for these clusters) equal ``lines``."""
+    closed = closed_months(conn)
+    own = month_of(hour)
+    where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
+    if own not in closed:
+        conn.execute(delete(Chargeback).where(*where))
+        rows = [_row(hour, ln, currency, own, correction=False) for ln in lines]
+        if rows:
+            conn.execute(insert(Chargeback), rows)
+        refresh_cost_hours(conn, hour, clusters)
+        return
+    # a closed month: bill the difference as corrections in the first open month after it
+    target = billing_month_for(own, closed)
+    billed: dict[tuple[str, ...], list[int]] = {}
+    cols = [getattr(Chargeback, c) for c in KEY]
+    sums = [func.sum(getattr(Chargeback, c)) for c in MONEY]
+    for r in conn.execute(select(*cols, *sums).where(*where).group_by(*cols)):
+        billed[tuple(r[: len(KEY)])] = [int(v or 0) for v in r[len(KEY) :]]
+    wanted = {ln.key: [getattr(ln, c) for c in MONEY] for ln in lines}
+    for key in sorted(set(billed) | set(wanted)):
+        new, old = wanted.get(key, [0] * len(MONEY)), billed.get(key, [0] * len(MONEY))
+        delta = [a - b for a, b in zip(new, old, strict=True)]
+        if not any(delta):
+            continue
+        match = (
+            *where,
+            Chargeback.billing_month == target,
+            *(getattr(Chargeback, c) == v for c, v in zip(KEY, key, strict=True)),
+        )
+        existing = conn.execute(select(Chargeback.id).where(*match)).scalar()
+        if existing is None:
+            line = Line(*key)  # type: ignore[arg-type]
+            for c, v in zip(MONEY, delta, strict=True):
+                setattr(line, c, v)
+            conn.execute(insert(Chargeback), [_row(hour, line, currency, target, True)])
+        else:
+            added = {c: getattr(Chargeback, c) + d for c, d in zip(MONEY, delta, strict=True)}
+            conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
+    refresh_cost_hours(conn, hour, clusters)
+
+
+def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:
+    """Recompute ``cost_hours`` of ``hour`` for these clusters from its chargeback rows."""
+    c = Chargeback
+    conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
+    owner = (c.hour, c.cluster, *(getattr(c, o) for o in OWNER), c.currency)
+    sums = select(*owner, *(func.sum(getattr(c, m)) for m in MONEY))
+    rollup = sums.where(c.hour == hour, c.cluster.in_(clusters)).group_by(*owner)
+    columns = ["hour", "cluster", *OWNER, "currency", *MONEY]
+    conn.execute(insert(CostHour).from_select(columns, rollup))
+
+
+def _row(
+    hour: datetime, ln: Line, currency: str, month: str, correction: bool
+) -> dict[str, object]:
+    return {
+        "hour": hour,
+        **{c: getattr(ln, c) for c in KEY},
+        "billing_month": month,
+        "correction": correction,
+        "currency": currency,
+        **{m: getattr(ln, m) for m in MONEY},
+    }

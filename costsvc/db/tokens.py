@@ -1,0 +1,96 @@
+"""API bearer tokens. A token is 256 random bits shown once; the database keeps its SHA-256
+(no salt needed at that entropy). Roles: ``admin``, ``finance``, ``team`` (docs/api.md)."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from sqlalchemy import Engine, insert, select, update
+
+from costsvc.db.audit import audit
+from costsvc.db.models import ApiToken
+
+ROLES = ("admin", "finance", "team")
+PREFIX = "gfo_"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a live token belongs to."""
+
+    name: str
+    role: str
+    team: str | None
+
+    @property
+    def sees_all(self) -> bool:
+        return self.role in ("admin", "finance")
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInfo:
+    name: str
+    role: str
+    team: str | None
+    created_at: datetime
+    revoked_at: datetime | None
+
+
+def digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def create_token(engine: Engine, name: str, role: str, team: str | None, actor: str) -> str:
+    """A new token (returned once, stored hashed); ``team`` is required for the team role."""
+    if role not in ROLES:
+        raise ValueError(f"role {role!r}: use one of {', '.join(ROLES)}")
+    if (role == "team") != bool(team):
+        raise ValueError("a team token needs --team; admin and finance tokens take none")
+    token = PREFIX + secrets.token_urlsafe(32)
+    row = {
+        "name": name,
+        "role": role,
+        "team": team or None,
+        "token_sha256": digest(token),
+        "created_at": datetime.now(UTC),
+    }
+    with engine.begin() as conn:
+        if conn.execute(select(ApiToken.id).where(ApiToken.name == name)).first():
+            raise ValueError(f"a token named {name!r} exists")
+        conn.execute(insert(ApiToken).values(**row))
+        audit(conn, actor, "token.create", name, {"role": role, "team": team})
+    return token
+
+
+def revoke_token(engine: Engine, name: str, actor: str) -> bool:
+    """Revoke the live token ``name``; False when there is none."""
+    live = update(ApiToken).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+    with engine.begin() as conn:
+        done = conn.execute(live.values(revoked_at=datetime.now(UTC))).rowcount
+        if done:
+            audit(conn, actor, "token.revoke", name, {})
+    return bool(done)
+
+
+def principal_of(engine: Engine, token_sha256: str) -> Principal | None:
+    """The owner of the live token with this hash, or None."""
+    t = ApiToken
+    query = select(t.name, t.role, t.team).where(
+        t.token_sha256 == token_sha256, t.revoked_at.is_(None)
+    )
+    with engine.connect() as conn:
+        row = conn.execute(query).first()
+    return Principal(row.name, row.role, row.team) if row is not None else None
+
+
+def tokens(engine: Engine, name: str | None = None) -> list[TokenInfo]:
+    """Every token (or the one named), by name."""
+    t = ApiToken
+    query = select(t.name, t.role, t.team, t.created_at, t.revoked_at).order_by(t.name)
+    if name is not None:
+        query = query.where(t.name == name)
+    with engine.connect() as conn:
+        return [TokenInfo(*r) for r in conn.execute(query)]

@@ -1,0 +1,161 @@
+"""The cost service's own series (budget alerts, the FinOps dashboard), from the database.
+Documented in docs/costsvc-metrics.md. Money is in units of the billing currency (a
+``currency`` label); exposition values are floats by nature, the tables stay integers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from sqlalchemy import Engine
+
+from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
+from costsvc.db.budgets import budgets
+from costsvc.queries import (
+    PodMoney,
+    forecast,
+    idle_by_currency,
+    ingest_state,
+    last_hour,
+    owner_money,
+    pod_money,
+)
+
+TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and waste)
+_POD = ["team", "project", "namespace", "pod"]
+FAMILIES = (
+    (
+        "costsvc_cost_month_to_date",
+        "Cost this month so far (allocated + idle spread onto the line)",
+        [*OWNER, "currency"],
+    ),
+    (
+        "costsvc_waste_month_to_date",
+        "Allocated-but-idle cost this month so far",
+        [*OWNER, "currency"],
+    ),
+    ("costsvc_cost_rate_per_hour", "Cost of the last ingested hour", [*OWNER, "currency"]),
+    (
+        "costsvc_idle_cost_month_to_date",
+        "Cost of GPUs (or slices) nobody held, this month",
+        ["currency"],
+    ),
+    ("costsvc_efficiency_ratio", "Used / allocated cost, this month", list(OWNER)),
+    (
+        "costsvc_hourly_efficiency_ratio",
+        "Used / allocated cost of the last ingested hour",
+        list(OWNER),
+    ),
+    ("costsvc_budget_amount", "Monthly budget", ["team", "project", "currency"]),
+    ("costsvc_budget_used_ratio", "Month to date / budget", ["team", "project"]),
+    ("costsvc_budget_forecast_ratio", "Month-end forecast / budget", ["team", "project"]),
+    (
+        "costsvc_pod_cost_month_to_date",
+        f"Month-to-date cost of each team's top {TOP_PODS} pods by cost",
+        [*_POD, "currency"],
+    ),
+    (
+        "costsvc_pod_waste_month_to_date",
+        f"Month-to-date allocated-but-idle cost of each team's top {TOP_PODS} pods by waste",
+        [*_POD, "currency"],
+    ),
+    (
+        "costsvc_pod_budget_share_ratio",
+        "A pod's month-to-date cost / its share of the team budget (budget / pods the team ran "
+        "this month), for the top pods by cost",
+        _POD,
+    ),
+    (
+        "costsvc_last_ingest_success_timestamp_seconds",
+        "When an hour was last ingested",
+        ["cluster"],
+    ),
+    ("costsvc_ingest_lag_seconds", "Now - end of the last ingested hour", ["cluster"]),
+)
+
+
+def _units(micro: int) -> float:
+    return float(Decimal(micro).scaleb(-6))
+
+
+def _ratio(a: int, b: int) -> float:
+    return float(Decimal(a) / Decimal(b)) if b else 0.0
+
+
+def collect(engine: Engine, now: datetime) -> list[Metric]:
+    start, end = parse_month(month_of(now))
+    g = {name: GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in FAMILIES}
+    errors = CounterMetricFamily(
+        "costsvc_ingest_errors", "Failed hour ingests (and reprices)", labels=["cluster"]
+    )
+    with engine.connect() as conn:
+        last = last_hour(conn)
+        for r in owner_money(conn, start, end):
+            labels = [r.team, r.project, r.stage]
+            g["costsvc_cost_month_to_date"].add_metric(
+                [*labels, r.currency], _units(r.allocated + r.idle)
+            )
+            if r.team == IDLE:
+                continue
+            g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
+            g["costsvc_efficiency_ratio"].add_metric(labels, _ratio(r.used, r.allocated))
+        for currency, idle in idle_by_currency(conn, start, end):
+            g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
+        if last is not None:
+            for r in owner_money(conn, last, None):
+                labels = [r.team, r.project, r.stage]
+                g["costsvc_cost_rate_per_hour"].add_metric(
+                    [*labels, r.currency], _units(r.allocated + r.idle)
+                )
+                if r.team != IDLE:
+                    g["costsvc_hourly_efficiency_ratio"].add_metric(
+                        labels, _ratio(r.used, r.allocated)
+                    )
+        all_budgets = budgets(engine, by_name=False)
+        for b in all_budgets:
+            f = forecast(conn, now, b.team, b.project or None)
+            g["costsvc_budget_amount"].add_metric([b.team, b.project, b.currency], _units(b.amount))
+            g["costsvc_budget_used_ratio"].add_metric(
+                [b.team, b.project], _ratio(f.month_to_date, b.amount)
+            )
+            g["costsvc_budget_forecast_ratio"].add_metric(
+                [b.team, b.project], _ratio(f.forecast, b.amount)
+            )
+        per_pod = pod_money(conn, start, end)
+        states, failed = ingest_state(conn)
+    team_budget = {b.team: b.amount for b in all_budgets if not b.project}
+    _top_pods(g, per_pod, team_budget)
+    for s in states:
+        if s.last_success is not None:
+            g["costsvc_last_ingest_success_timestamp_seconds"].add_metric(
+                [s.cluster], s.last_success.timestamp()
+            )
+        lag = (now - (s.watermark + timedelta(hours=1))).total_seconds()
+        g["costsvc_ingest_lag_seconds"].add_metric([s.cluster], max(0.0, lag))
+    for cluster in sorted({s.cluster for s in states} | set(failed)):
+        errors.add_metric([cluster], float(failed.get(cluster, 0)))
+    return [*g.values(), errors]
+
+
+def _top_pods(
+    g: dict[str, GaugeMetricFamily], per_pod: list[PodMoney], team_budget: dict[str, int]
+) -> None:
+    """Each team's top pods by cost (with their budget share) and by waste."""
+    by_team: dict[str, list[PodMoney]] = {}
+    for r in per_pod:
+        by_team.setdefault(r.team, []).append(r)
+    for team, rows in sorted(by_team.items()):
+        npods = len({(r.namespace, r.pod) for r in rows})
+        for r in sorted(rows, key=lambda r: (-r.cost, r.namespace, r.pod))[:TOP_PODS]:
+            labels = [r.team, r.project, r.namespace, r.pod]
+            g["costsvc_pod_cost_month_to_date"].add_metric([*labels, r.currency], _units(r.cost))
+            if team in team_budget:
+                share = Decimal(team_budget[team]) / npods
+                g["costsvc_pod_budget_share_ratio"].add_metric(
+                    labels, float(Decimal(r.cost) / share)
+                )
+        for r in sorted(rows, key=lambda r: (-r.waste, r.namespace, r.pod))[:TOP_PODS]:
+            g["costsvc_pod_waste_month_to_date"].add_metric(
+                [r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
+            )

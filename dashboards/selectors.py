@@ -1,0 +1,39 @@
+"""PromQL label matchers and groupings, named for what they select.
+
+Series and labels are those of docs/metrics.md (exporter) and docs/costsvc-metrics.md (cost
+service). Dashboard variables only ever appear as `label=~"$var"`: "All" is the regex `.*`.
+"""
+
+# --------------------------------------------------------------------------- exporter series
+
+# the GPUs picked by the fleet dashboard's model, node and GPU variables
+FLEET_GPUS = 'modelName=~"$modelName", Hostname=~"$Hostname", gpu=~"$gpu"'
+# one series per physical GPU
+PER_GPU = "Hostname, gpu"
+# clock event reasons other than the normal state of an idle GPU
+NOT_IDLE_REASON = 'reason!="gpu_idle"'
+# the MIG instances picked by the MIG dashboard's node, GPU and profile variables
+MIG_INSTANCES = 'Hostname=~"$Hostname", gpu=~"$gpu", GPU_I_PROFILE=~"$profile", GPU_I_ID!=""'
+# one series per MIG GPU instance
+PER_MIG_INSTANCE = "Hostname, gpu, GPU_I_ID, GPU_I_PROFILE"
+# the holdings (gpu_allocation_share, container utilisation) of the workloads dashboard's pods
+POD_HOLDINGS = 'namespace=~"$namespace", pod=~"$pod", Hostname=~"$Hostname"'
+# one series per (device, container) holding
+PER_HOLDING = "Hostname, gpu, GPU_I_ID, namespace, pod, container"
+
+# --------------------------------------------------------------------------- cost service series
+
+# cost lines (team, project, stage) in the selected currency
+COST_LINES = 'team=~"$team", project=~"$project", stage=~"$stage", currency=~"$currency"'
+# efficiency ratios of the selected lines (no currency label)
+EFFICIENCY_LINES = 'team=~"$team", project=~"$project", stage=~"$stage"'
+# per-pod cost series (no stage label)
+POD_COSTS = 'team=~"$team", project=~"$project", currency=~"$currency"'
+# budgets, set per team and project
+BUDGETS = 'team=~"$team", project=~"$project"'
+# fleet-wide series in the selected currency
+CURRENCY = 'currency=~"$currency"'
+# lines of real teams: not unallocated idle (__idle__) nor pods without a team (__unallocated__)
+TEAMS_ONLY = 'team!~"__idle__|__unallocated__"'
+# one series per cost line
+PER_LINE = "team, project, stage"

@@ -1,0 +1,177 @@
+"""The house rules of docs/architecture.md, checked from the source.
+
+The import graph of our packages is built from every ``import`` statement — module level and
+inside functions alike — plus the implicit import of each module's parent packages. It must
+have no cycle; the exporter and the cost service never import each other (they meet through
+Prometheus and the shared ``kube`` package); routes hold no SQL; every module is named in
+docs/architecture.md and every module it names exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("exporter", "costsvc", "kube", "demo")
+GENERATED = {"exporter.pods.kubelet.api_pb2", "exporter.pods.kubelet.api_pb2_grpc"}
+ROUTES = "costsvc.api.routes"
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            found[module_name(path)] = path
+    return found
+
+
+def imported(path: Path, name: str, known: dict[str, Path]) -> Iterator[str]:
+    """Every module of ours that ``path`` (module ``name``) imports, at any depth of its code."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from the package, up level - 1
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            # ``from pkg import mod`` imports the submodule pkg.mod when there is one
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            found = target
+            while found and found not in known:  # ``import a.b.c`` of a name inside a.b
+                found = found.rpartition(".")[0]
+            if found:
+                yield found
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    edges: dict[str, set[str]] = {name: set() for name in known}
+    for name, path in known.items():
+        edges[name] |= set(imported(path, name, known)) - {name}
+        parent = name.rpartition(".")[0]
+        if parent in known:  # importing a.b.c runs a/__init__.py and a/b/__init__.py first
+            edges[name].add(parent)
+    return edges
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_graph_sees_function_level_imports_and_parents() -> None:
+    """The checker itself: an import inside a function is an edge, and so is the parent."""
+    edges = graph()
+    assert "costsvc.db.models" in edges["costsvc.db.runs"]
+    assert "costsvc.db" in edges["costsvc.db.runs"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(graph()) == []
+
+
+@pytest.mark.parametrize(("half", "other"), [("costsvc", "exporter"), ("exporter", "costsvc")])
+def test_the_two_halves_never_import_each_other(half: str, other: str) -> None:
+    crossing = sorted(
+        f"{a} -> {b}"
+        for a, targets in graph().items()
+        if a.split(".")[0] == half
+        for b in targets
+        if b.split(".")[0] == other
+    )
+    assert crossing == []
+
+
+def test_routes_hold_no_sql() -> None:
+    """A route module imports nothing from SQLAlchemy and no table: its data comes from
+    costsvc.queries, costsvc.reports, costsvc.close and the persistence layer's functions."""
+    offenders = []
+    for name, path in modules().items():
+        if not name.startswith(ROUTES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            offenders += [
+                f"{name}: {n}"
+                for n in names
+                if n.split(".")[0] == "sqlalchemy" or n == "costsvc.db.models"
+            ]
+    assert offenders == []
+    assert len([n for n in modules() if n.startswith(ROUTES + ".")]) >= 5
+
+
+DOC = ROOT / "docs" / "architecture.md"
+MODULE_REF = re.compile(r"`((?:exporter|costsvc|kube|demo)(?:/[A-Za-z0-9_]+)*(?:\.py|/))`")
+
+
+def documented() -> set[str]:
+    """Modules named in docs/architecture.md as paths: ``costsvc/db/runs.py`` (a module) or
+    ``costsvc/api/routes/`` (a package: its __init__)."""
+    return {
+        ref.removesuffix(".py").removesuffix("/").replace("/", ".")
+        for ref in MODULE_REF.findall(DOC.read_text(encoding="utf-8"))
+    }
+
+
+def test_every_module_named_in_the_architecture_doc_exists() -> None:
+    assert sorted(documented() - set(modules())) == []
+
+
+def test_every_module_is_in_the_architecture_doc() -> None:
+    missing = set(modules()) - documented() - GENERATED
+    assert sorted(missing) == []
