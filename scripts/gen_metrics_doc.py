@@ -81,33 +81,57 @@ def render() -> str:
     for s in cat.SCALAR_SERIES:
         out.append(row(f"`{s.name}`", s.kind, s.unit, f"`{s.collector}`", s.source, s.help))
     for counter, base in cat.NVLINK_DCGM_NAMES.items():
-        out.append(row(f"`{base}_TOTAL`", "counter", "1", "`nvlink`",
-                       f"nvmlDeviceGetFieldValues({base.replace('DCGM_FI_DEV', 'NVML_FI_DEV')}"
-                       "_TOTAL)",
-                       f"{cat.NVLINK_HELP[counter]} total for all links."))  # fmt: skip
-        out.append(row(f"`{base}_L0` … `{base}_L17`", "counter", "1", "`nvlink_links`",
-                       f"nvmlDeviceGetNvLinkErrorCounter(link, {counter})",
-                       f"{cat.NVLINK_HELP[counter]} for one link; only links active at "
-                       "discovery."))  # fmt: skip
+        out.append(
+            row(
+                f"`{base}_TOTAL`",
+                "counter",
+                "1",
+                "`nvlink`",
+                f"nvmlDeviceGetFieldValues({base.replace('DCGM_FI_DEV', 'NVML_FI_DEV')}_TOTAL)",
+                f"{cat.NVLINK_HELP[counter]} total for all links.",
+            )
+        )
+        out.append(
+            row(
+                f"`{base}_L0` … `{base}_L17`",
+                "counter",
+                "1",
+                "`nvlink_links`",
+                f"nvmlDeviceGetNvLinkErrorCounter(link, {counter})",
+                f"{cat.NVLINK_HELP[counter]} for one link; only links active at discovery.",
+            )
+        )
     out.append(
         "\n## Our own per-GPU series\n\n| Series | Type | Unit | Collector | Source | Extra labels"
         " | Help |\n|---|---|---|---|---|---|---|\n"
     )
     holder = "`namespace`, `pod`, `container`"
     mig = "`GPU_I_PROFILE`, `GPU_I_ID` on MIG instances; "
-    extra = {cat.XID_COUNTER.name: "`xid`", cat.CLOCK_EVENT_ACTIVE.name: "`reason`",
-             cat.DEVICE_INFO.name: "`serial`, `vbios_version`",
-             cat.MIG_INSTANCE_INFO.name: "`GPU_I_PROFILE`, `GPU_I_ID`, `GPU_CI_ID`, `mig_uuid`, "
-                                         "`compute_slices`, `memory_slices`",
-             cat.ALLOCATION_SHARE.name: mig + holder + ", `resource`",
-             cat.CONTAINER_SM.name: mig + holder,
-             cat.CONTAINER_MEMORY.name: mig + holder}  # fmt: skip
-    for s in (cat.DEVICE_UP, cat.DEVICE_INFO, cat.MIG_INSTANCE_INFO, cat.ALLOCATION_SHARE,
-              cat.CONTAINER_SM, cat.CONTAINER_MEMORY, cat.UNATTRIBUTED, cat.XID_COUNTER,
-              cat.CLOCK_EVENT_ACTIVE):  # fmt: skip
+    extra = {
+        cat.XID_COUNTER.name: "`xid`",
+        cat.CLOCK_EVENT_ACTIVE.name: "`reason`",
+        cat.DEVICE_INFO.name: "`serial`, `vbios_version`",
+        cat.MIG_INSTANCE_INFO.name: "`GPU_I_PROFILE`, `GPU_I_ID`, `GPU_CI_ID`, `mig_uuid`, "
+        "`compute_slices`, `memory_slices`",
+        cat.ALLOCATION_SHARE.name: mig + holder + ", `resource`",
+        cat.CONTAINER_SM.name: mig + holder,
+        cat.CONTAINER_MEMORY.name: mig + holder,
+    }
+    for s in (
+        cat.DEVICE_UP,
+        cat.DEVICE_INFO,
+        cat.MIG_INSTANCE_INFO,
+        cat.ALLOCATION_SHARE,
+        cat.CONTAINER_SM,
+        cat.CONTAINER_MEMORY,
+        cat.UNATTRIBUTED,
+        cat.XID_COUNTER,
+        cat.CLOCK_EVENT_ACTIVE,
+    ):
         collector = "always" if s in (cat.DEVICE_UP, cat.DEVICE_INFO) else f"`{s.collector}`"
-        out.append(row(f"`{s.name}`", s.kind, s.unit, collector, s.source,
-                       extra.get(s.name, ""), s.help))  # fmt: skip
+        out.append(
+            row(f"`{s.name}`", s.kind, s.unit, collector, s.source, extra.get(s.name, ""), s.help)
+        )
     out.append(
         "\nOn a MIG-enabled GPU the memory (`DCGM_FI_DEV_FB_*`) and profiling "
         "(`DCGM_FI_PROF_*`) series are per instance, with `GPU_I_PROFILE` and `GPU_I_ID`; the "

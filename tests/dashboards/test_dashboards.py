@@ -32,61 +32,137 @@ DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 # ------------------------------------------------------------------ series the dashboards may use
 
 _NVLINK = ("CRC_FLIT", "CRC_DATA", "REPLAY", "RECOVERY")
-EXPORTER_METRICS = frozenset({
-    # DCGM-compatible (docs/metrics.md)
-    "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_ENC_UTIL",
-    "DCGM_FI_DEV_DEC_UTIL", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_FB_RESERVED", "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_MEMORY_TEMP", "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK",
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "DCGM_FI_DEV_ROW_REMAP_PENDING",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE", "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "DCGM_FI_DEV_POWER_VIOLATION",
-    "DCGM_FI_DEV_THERMAL_VIOLATION", "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
-    "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION", "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
-    "DCGM_FI_DEV_RELIABILITY_VIOLATION", "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-    "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-    "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES",
-    *(f"DCGM_FI_DEV_NVLINK_{k}_ERROR_COUNT_TOTAL" for k in _NVLINK),
-    # our own per-GPU series
-    "gpu_device_up", "gpu_device_info", "gpu_mig_instance_info", "gpu_allocation_share",
-    "gpu_container_sm_utilization_ratio", "gpu_container_memory_used_bytes",
-    "gpu_unattributed_processes", "gpu_xid_errors_total", "gpu_clock_event_reason_active",
-    # exporter self-metrics
-    "gpu_exporter_build_info", "gpu_exporter_collections_total",
-    "gpu_exporter_collection_duration_seconds", "gpu_exporter_last_collection_duration_seconds",
-    "gpu_exporter_last_render_duration_seconds", "gpu_exporter_last_success_timestamp_seconds",
-    "gpu_exporter_nvml_up", "gpu_exporter_gpus", "gpu_exporter_unknown_device_ids",
-    "gpu_exporter_errors_total",
-})  # fmt: skip
+EXPORTER_METRICS = frozenset(
+    {
+        # DCGM-compatible (docs/metrics.md)
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_ENC_UTIL",
+        "DCGM_FI_DEV_DEC_UTIL",
+        "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_FB_TOTAL",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_MEM_CLOCK",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_ROW_REMAP_PENDING",
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "DCGM_FI_DEV_XID_ERRORS",
+        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
+        "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
+        "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
+        "DCGM_FI_DEV_RELIABILITY_VIOLATION",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "DCGM_FI_PROF_SM_ACTIVE",
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        *(f"DCGM_FI_DEV_NVLINK_{k}_ERROR_COUNT_TOTAL" for k in _NVLINK),
+        # our own per-GPU series
+        "gpu_device_up",
+        "gpu_device_info",
+        "gpu_mig_instance_info",
+        "gpu_allocation_share",
+        "gpu_container_sm_utilization_ratio",
+        "gpu_container_memory_used_bytes",
+        "gpu_unattributed_processes",
+        "gpu_xid_errors_total",
+        "gpu_clock_event_reason_active",
+        # exporter self-metrics
+        "gpu_exporter_build_info",
+        "gpu_exporter_collections_total",
+        "gpu_exporter_collection_duration_seconds",
+        "gpu_exporter_last_collection_duration_seconds",
+        "gpu_exporter_last_render_duration_seconds",
+        "gpu_exporter_last_success_timestamp_seconds",
+        "gpu_exporter_nvml_up",
+        "gpu_exporter_gpus",
+        "gpu_exporter_unknown_device_ids",
+        "gpu_exporter_errors_total",
+    }
+)
 # per-link NVLink counters (collector nvlink_links), documented as L0 … L17
 NVLINK_LINK_METRICS = frozenset(
     f"DCGM_FI_DEV_NVLINK_{k}_ERROR_COUNT_L{i}" for k in _NVLINK for i in range(18)
 )
-COSTSVC_METRICS = frozenset({
-    "costsvc_cost_month_to_date", "costsvc_cost_rate_per_hour", "costsvc_waste_month_to_date",
-    "costsvc_idle_cost_month_to_date", "costsvc_efficiency_ratio",
-    "costsvc_hourly_efficiency_ratio", "costsvc_budget_amount", "costsvc_budget_used_ratio",
-    "costsvc_budget_forecast_ratio", "costsvc_pod_cost_month_to_date",
-    "costsvc_pod_waste_month_to_date", "costsvc_ingest_lag_seconds",
-    "costsvc_last_ingest_success_timestamp_seconds",
-})  # fmt: skip
-KUBE_STATE_METRICS = frozenset({
-    "kube_pod_labels", "kube_namespace_labels", "kube_pod_info", "kube_node_labels",
-})  # fmt: skip
+COSTSVC_METRICS = frozenset(
+    {
+        "costsvc_cost_month_to_date",
+        "costsvc_cost_rate_per_hour",
+        "costsvc_waste_month_to_date",
+        "costsvc_idle_cost_month_to_date",
+        "costsvc_efficiency_ratio",
+        "costsvc_hourly_efficiency_ratio",
+        "costsvc_budget_amount",
+        "costsvc_budget_used_ratio",
+        "costsvc_budget_forecast_ratio",
+        "costsvc_pod_cost_month_to_date",
+        "costsvc_pod_waste_month_to_date",
+        "costsvc_ingest_lag_seconds",
+        "costsvc_last_ingest_success_timestamp_seconds",
+    }
+)
+KUBE_STATE_METRICS = frozenset(
+    {
+        "kube_pod_labels",
+        "kube_namespace_labels",
+        "kube_pod_info",
+        "kube_node_labels",
+    }
+)
 ALLOWED_METRICS = (
     EXPORTER_METRICS | NVLINK_LINK_METRICS | COSTSVC_METRICS | KUBE_STATE_METRICS | {"up"}
 )
 
 # Words in PromQL that are not series names when not followed by "(".
 _KEYWORDS = {
-    "by", "without", "on", "ignoring", "group_left", "group_right", "offset", "bool", "and",
-    "or", "unless", "atan2", "inf", "nan", "Inf", "NaN", "sum", "min", "max", "avg", "group",
-    "stddev", "stdvar", "count", "count_values", "bottomk", "topk", "quantile", "limitk",
-}  # fmt: skip
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+    "offset",
+    "bool",
+    "and",
+    "or",
+    "unless",
+    "atan2",
+    "inf",
+    "nan",
+    "Inf",
+    "NaN",
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+}
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"' + r"|'(?:[^'\\]|\\.)*'")
 _GROUPING = re.compile(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^()]*\)")
 _WORD = re.compile(r"(?<![\w.:])([A-Za-z_:][\w:]*)(\s*\()?")
@@ -221,8 +297,12 @@ def _overlaps(panels: list[dict[str, Any]]) -> list[tuple[str, str]]:
     for i, a in enumerate(panels):
         for b in panels[i + 1 :]:
             ga, gb = a["gridPos"], b["gridPos"]
-            if (ga["x"] < gb["x"] + gb["w"] and gb["x"] < ga["x"] + ga["w"]
-                    and ga["y"] < gb["y"] + gb["h"] and gb["y"] < ga["y"] + ga["h"]):  # fmt: skip
+            if (
+                ga["x"] < gb["x"] + gb["w"]
+                and gb["x"] < ga["x"] + ga["w"]
+                and ga["y"] < gb["y"] + gb["h"]
+                and gb["y"] < ga["y"] + ga["h"]
+            ):
                 out.append((a["title"], b["title"]))
     return out
 
@@ -429,7 +509,8 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
     series = {
         "gpu_allocation_share{" + holder.format(g=0, ns="a", pod="p1") + "}": "1",
         "gpu_container_sm_utilization_ratio{" + holder.format(g=0, ns="a", pod="p1") + "}": "0.25",
-        "gpu_allocation_share{" + holder.format(g=1, ns="b", pod="p2")
+        "gpu_allocation_share{"
+        + holder.format(g=1, ns="b", pod="p2")
         + ', GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"}': "0.4",
         "gpu_allocation_share{" + holder.format(g=2, ns="c", pod="p3") + "}": "0.5",
         "gpu_container_sm_utilization_ratio{" + holder.format(g=2, ns="c", pod="p3") + "}": "0.5",
@@ -442,7 +523,7 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
         'costsvc_cost_month_to_date{team="__idle__", project="", stage="", currency="USD"}': "100",
         'costsvc_cost_rate_per_hour{team="nlp", project="x", stage="prod", currency="USD"}': "2",
         'costsvc_efficiency_ratio{team="nlp", project="x", stage="prod"}': "0.5",
-    }  # fmt: skip
+    }
     w = "gpu-workloads.json"
     cases = [
         (expr_of(w, "Allocated but idle"), [("{}", 0.75 + 0.4 + 0.25)]),

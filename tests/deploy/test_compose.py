@@ -68,32 +68,44 @@ def test_compose_commands_parse_with_the_real_parsers() -> None:
             assert settings.cost_model is not None
             assert load_cost_model(host_path(service, str(settings.cost_model))).versions
     assert sorted(programs.values()).count("gpu-exporter") == 2  # two simulated nodes
-    fleets = {tuple(compose()["services"][n]["command"]) for n, p in programs.items()
-              if p == "gpu-exporter"}  # fmt: skip
+    fleets = {
+        tuple(compose()["services"][n]["command"])
+        for n, p in programs.items()
+        if p == "gpu-exporter"
+    }
     assert len(fleets) == 2
 
 
 def test_compose_cost_service_wiring() -> None:
     services = compose()["services"]
-    serve = [n for n, s in services.items() if compose_program(s) == "gpu-costsvc"
-             and s["command"][0] == "serve"]  # fmt: skip
-    migrate = [n for n, s in services.items() if compose_program(s) == "gpu-costsvc"
-               and s["command"][:2] == ["db", "upgrade"]]  # fmt: skip
+    serve = [
+        n
+        for n, s in services.items()
+        if compose_program(s) == "gpu-costsvc" and s["command"][0] == "serve"
+    ]
+    migrate = [
+        n
+        for n, s in services.items()
+        if compose_program(s) == "gpu-costsvc" and s["command"][:2] == ["db", "upgrade"]
+    ]
     assert len(serve) == 1 and len(migrate) == 1
     costsvc = services[serve[0]]
     assert costsvc["depends_on"][migrate[0]] == {"condition": "service_completed_successfully"}
     env = compose_env(costsvc)
     assert env == compose_env(services[migrate[0]])
     assert env["COSTSVC_PROMETHEUS_URL"] == "http://prometheus:9090"
-    url = re.fullmatch(r"postgresql\+psycopg://(\w+):(\w+)@([\w-]+):5432/(\w+)",
-                       env["COSTSVC_DATABASE_URL"])  # fmt: skip
+    url = re.fullmatch(
+        r"postgresql\+psycopg://(\w+):(\w+)@([\w-]+):5432/(\w+)", env["COSTSVC_DATABASE_URL"]
+    )
     assert url, env["COSTSVC_DATABASE_URL"]
     db = services[url[3]]
     assert db["image"].startswith("postgres:") and "healthcheck" in db
     db_env = compose_env(db)
     assert (db_env["POSTGRES_USER"], db_env["POSTGRES_PASSWORD"], db_env["POSTGRES_DB"]) == (
-        url[1], url[2], url[4]
-    )  # fmt: skip
+        url[1],
+        url[2],
+        url[4],
+    )
     for name in (*serve, *migrate):
         assert services[name]["depends_on"][url[3]] == {"condition": "service_healthy"}
 
@@ -128,16 +140,22 @@ def test_compose_ports_and_scrape_targets() -> None:
             assert compose_program(service) == program, target
             env = compose_env(service)
             listen = env.get("GPU_EXPORTER_WEB_LISTEN_ADDRESS") or env["COSTSVC_LISTEN_ADDRESS"]
-            assert port_of(listen) == int(port) == (
-                EXPORTER_PORT if program == "gpu-exporter" else COSTSVC_PORT
-            )  # fmt: skip
+            assert (
+                port_of(listen)
+                == int(port)
+                == (EXPORTER_PORT if program == "gpu-exporter" else COSTSVC_PORT)
+            )
             published = [p.rpartition(":")[2] for p in service.get("ports", [])]
             assert published == [port], f"{host} publishes {published}"
     assert {h for t in jobs["gpu-exporter"]["static_configs"] for h in t["targets"]} == {
         f"{n}:{EXPORTER_PORT}" for n, s in services.items() if compose_program(s) == "gpu-exporter"
     }
-    (am,) = [t for a in prom["alerting"]["alertmanagers"] for sc in a["static_configs"]
-             for t in sc["targets"]]  # fmt: skip
+    (am,) = [
+        t
+        for a in prom["alerting"]["alertmanagers"]
+        for sc in a["static_configs"]
+        for t in sc["targets"]
+    ]
     assert services[am.rpartition(":")[0]]["image"].startswith("prom/alertmanager:")
 
 
@@ -149,8 +167,11 @@ def test_job_names_are_those_the_alerts_assume() -> None:
 
 
 def _prometheus_service() -> dict[str, Any]:
-    (svc,) = [s for s in compose()["services"].values()
-              if s.get("image", "").startswith("prom/prometheus:")]  # fmt: skip
+    (svc,) = [
+        s
+        for s in compose()["services"].values()
+        if s.get("image", "").startswith("prom/prometheus:")
+    ]
     return svc
 
 
@@ -172,8 +193,11 @@ def test_rule_files_resolve_to_the_alert_rules() -> None:
 
 
 def test_grafana_provisioning_mounts() -> None:
-    (svc,) = [s for s in compose()["services"].values()
-              if s.get("image", "").startswith("grafana/grafana:")]  # fmt: skip
+    (svc,) = [
+        s
+        for s in compose()["services"].values()
+        if s.get("image", "").startswith("grafana/grafana:")
+    ]
     prov = ROOT / "dashboards" / "provisioning"
     mounts = {target: source for source, target in bind_mounts(svc)}
     etc = PurePosixPath("/etc/grafana/provisioning")
@@ -197,8 +221,11 @@ def test_alertmanager_config_routes_to_known_receivers() -> None:
 
     for route in walk(config["route"]):
         assert route.get("receiver", config["route"]["receiver"]) in receivers
-    svc = [s for s in compose()["services"].values()
-           if s.get("image", "").startswith("prom/alertmanager:")]  # fmt: skip
+    svc = [
+        s
+        for s in compose()["services"].values()
+        if s.get("image", "").startswith("prom/alertmanager:")
+    ]
     assert host_path(svc[0], _container_config(svc[0], "config.file")) == ALERTMANAGER
 
 
@@ -216,8 +243,13 @@ def test_promtool_check_config(tmp_path: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         for rule in host.glob(PurePosixPath(pattern).name):
             shutil.copy(rule, dest / rule.name)
-    out = subprocess.run([promtool, "check", "config", str(tmp_path / config.name)],
-                         check=False, capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [promtool, "check", "config", str(tmp_path / config.name)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"{len(RULES)} rule files found" in out.stdout + out.stderr
 
@@ -225,8 +257,9 @@ def test_promtool_check_config(tmp_path: Path) -> None:
 def test_dockerfile_serves_both_halves() -> None:
     text = (ROOT / "Dockerfile").read_text(encoding="utf-8")
     assert dockerfile_entrypoint() == ["gpu-exporter"]
-    exposed = {int(p) for line in text.splitlines() if line.startswith("EXPOSE")
-               for p in line.split()[1:]}  # fmt: skip
+    exposed = {
+        int(p) for line in text.splitlines() if line.startswith("EXPOSE") for p in line.split()[1:]
+    }
     assert {EXPORTER_PORT, COSTSVC_PORT} <= exposed
     (user,) = [line.split()[1] for line in text.splitlines() if line.startswith("USER")]
     assert user.isdigit() and int(user) != 0  # numeric, so runAsNonRoot can be verified

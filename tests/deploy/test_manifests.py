@@ -179,9 +179,10 @@ def test_services_reach_their_pods() -> None:
         (port,) = service["spec"]["ports"]
         assert (port["name"], port["port"]) == expected[name]
         container_ports = {
-            p["name"]: p["containerPort"] for c in pod_spec(workload)["containers"]
+            p["name"]: p["containerPort"]
+            for c in pod_spec(workload)["containers"]
             for p in c.get("ports", [])
-        }  # fmt: skip
+        }
         assert container_ports[port["targetPort"]] == port["port"]
     # the DaemonSet's Service is headless: one endpoint per node, scraped one by one
     assert one("Service", "gpu-exporter")["spec"]["clusterIP"] == "None"
@@ -218,10 +219,12 @@ def test_kustomize_build(tmp_path: Path) -> None:
     kubectl = shutil.which("kubectl")
     if not kubectl:
         pytest.skip("kubectl not found: the kustomize build is checked structurally only")
-    base = subprocess.run([kubectl, "kustomize", str(K8S)], capture_output=True, text=True,
-                          check=True, timeout=60).stdout  # fmt: skip
-    over = subprocess.run([kubectl, "kustomize", str(OVERLAY)], capture_output=True, text=True,
-                          check=True, timeout=60).stdout  # fmt: skip
+    base = subprocess.run(
+        [kubectl, "kustomize", str(K8S)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
+    over = subprocess.run(
+        [kubectl, "kustomize", str(OVERLAY)], capture_output=True, text=True, check=True, timeout=60
+    ).stdout
     base_docs = [d for d in yaml.safe_load_all(base) if d]
     over_docs = [d for d in yaml.safe_load_all(over) if d]
     assert len(base_docs) == len(DOCS) + len(generated_configmaps())
