@@ -23,12 +23,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
+from operator import attrgetter
 
 from costsvc.chargeback import IDLE, KEY, UNALLOCATED
 from costsvc.costmodel import CostModel
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
+_KEY_OF = attrgetter(*KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
 
 
@@ -91,7 +93,8 @@ class Line:
     @property
     def key(self) -> tuple[str, ...]:
         """The line's chargeback key (:data:`costsvc.chargeback.KEY`)."""
-        return tuple(getattr(self, c) for c in KEY)
+        found: tuple[str, ...] = _KEY_OF(self)
+        return found
 
 
 @dataclass

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
+from operator import attrgetter
 
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import KEY, MONEY, OWNER, billing_month_for, month_of
 from costsvc.db.models import Chargeback, CostHour, MonthClose
+
+_MONEY_OF = attrgetter(*MONEY)
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -83,11 +86,7 @@ def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> 
 def _row(
     hour: datetime, ln: Line, currency: str, month: str, correction: bool
 ) -> dict[str, object]:
-    return {
-        "hour": hour,
-        **{c: getattr(ln, c) for c in KEY},
-        "billing_month": month,
-        "correction": correction,
-        "currency": currency,
-        **{m: getattr(ln, m) for m in MONEY},
-    }
+    row: dict[str, object] = dict(zip(KEY, ln.key, strict=True))
+    row.update(hour=hour, billing_month=month, correction=correction, currency=currency)
+    row.update(zip(MONEY, _MONEY_OF(ln), strict=True))
+    return row
