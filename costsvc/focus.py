@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from costsvc.attribution import Line
 from costsvc.chargeback import parse_month
 from costsvc.csvtext import CsvLines, csv_line, safe_cell
 from costsvc.money import money
@@ -147,29 +148,15 @@ HOURS = "Hours"
 _UNIT_PRICE_PLACES = Decimal("1e-12")
 
 
-@dataclass(frozen=True, slots=True)
-class ChargeRow:
-    """One chargeback row. Money in integer micro-units of ``currency`` (may be negative on a
-    correction); ``gpu_hours`` in micro GPU-hours."""
+@dataclass(slots=True, kw_only=True)
+class ChargeRow(Line):
+    """One chargeback row: a line (key and money; money in integer micro-units of
+    ``currency``, negative on a correction that lowers it) as billed in a month."""
 
     hour: datetime  # UTC, the start of the charged hour
     billing_month: str  # YYYY-MM: the month the row is reported in
-    cluster: str
-    team: str
-    project: str
-    stage: str
-    namespace: str
-    pod: str
-    node: str
-    gpu_model: str
-    mig_profile: str
     correction: bool
     currency: str  # ISO 4217
-    allocated: int
-    used: int
-    waste: int
-    idle: int
-    gpu_hours: int
 
 
 def _unit_price(cost: int, quantity: int) -> str:
