@@ -110,5 +110,7 @@ def build(
         assignments=assignments if "processes" in settings.collectors else None,
         owner=ProcOwner(directory, procfs, stats.count_error, monotonic=monotonic),
         pod_labels=pod_labels,
+        finished_pod=directory.finished,
+        hostname_label=settings.hostname_label,
     )
     return Built(exporter, directory, spec, node, watcher, stops)

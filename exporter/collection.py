@@ -2,7 +2,9 @@
 
 The scrape path only reads ``Exporter.exposition`` (an immutable object replaced atomically), so
 a scrape never calls NVML and never waits for a collection. If NVML cannot be initialised the
-loop keeps rendering the self-metrics and retries with exponential back-off.
+loop keeps rendering the self-metrics and retries with exponential back-off. Each GPU is read
+on its own thread (:mod:`exporter.sampler`): a GPU whose NVML read has not returned within
+``HUNG_INTERVALS`` collection intervals is reported down, and /health says so.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from exporter.selfmetrics import SelfMetrics
 
 log = logging.getLogger(__name__)
 
+HUNG_INTERVALS = 3  # a GPU read out for longer than this many intervals: the GPU is down
+
 
 class Exporter:
     def __init__(
@@ -42,13 +46,23 @@ class Exporter:
         assignments_max_age: float = 60.0,
         stats: SelfMetrics | None = None,
         pod_labels: PodLabels | None = None,
+        finished_pod: Callable[[str, str], bool] | None = None,
+        read_wait: float | None = None,
+        hostname_label: str = "Hostname",
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
         self.interval = interval
         self.stats = stats if stats is not None else SelfMetrics(nvml.bindings_version(), mode)
-        self.sampler = GpuSampler(nvml, self.collectors, self.stats.count_error)
-        self.renderer = GpuRenderer(hostname, self.collectors, pod_labels)
+        self.sampler = GpuSampler(
+            nvml,
+            self.collectors,
+            self.stats.count_error,
+            hung_after=HUNG_INTERVALS * interval,
+            read_wait=interval / 2 if read_wait is None else read_wait,
+            monotonic=monotonic,
+        )
+        self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label)
         self._clock = clock
         self._monotonic = monotonic
         self._backoff_min, self._backoff_max = init_backoff
@@ -58,6 +72,8 @@ class Exporter:
         self._assignments = assignments
         self._owner: PidOwner = owner if owner is not None else (lambda pid: None)
         self._assignments_max_age = assignments_max_age
+        self._finished_pod = finished_pod
+        self.problems: list[str] = []  # what /health reports besides freshness
         self._last_assignments: tuple[float, Assignments] | None = None
         self.last_collection: float | None = None  # monotonic time of the last publish
         self.first_collection = threading.Event()
@@ -78,16 +94,20 @@ class Exporter:
         if self.nvml.initialized:
             if self.sampler.device_count_changed():
                 self.sampler.discover()
-                self.stats.gpus = len(self.sampler.models())
+                self.stats.gpus = self.sampler.gpu_count
             states = self.sampler.sample()
+            self.problems = self.sampler.problems
             current = self._current_assignments()
             attribution = (
                 None
                 if current is None
-                else attribute(states, current.claims, current.replicas, self._owner)
+                else attribute(
+                    states, current.claims, current.replicas, self._owner, self._finished_pod
+                )
             )
             if attribution is not None:
                 self.stats.unknown_device_ids = attribution.unknown_device_ids
+                self.stats.finished_pod_device_ids = attribution.finished_pod_device_ids
             families = self.renderer.families(states, attribution)
             self.stats.last_success = self._clock()
         read_done = self._monotonic()
@@ -127,7 +147,7 @@ class Exporter:
         self._init_delay = self._backoff_min
         self.stats.nvml_up = 1
         self.sampler.discover()
-        self.stats.gpus = len(self.sampler.models())
+        self.stats.gpus = self.sampler.gpu_count
 
     # -- the loop ---------------------------------------------------------------------------
 
@@ -147,10 +167,17 @@ class Exporter:
         self.close()
 
     def close(self) -> None:
-        self.sampler.close()
-        self.nvml.shutdown()
+        if self.sampler.close():
+            self.nvml.shutdown()
+        else:  # nvmlShutdown would wait for the stuck call too
+            log.warning("a GPU read is stuck in NVML: leaving NVML as it is")
 
     def healthy(self) -> bool:
         """A collection completed within the last three intervals."""
         last = self.last_collection
         return last is not None and self._monotonic() - last <= 3 * self.interval + 1
+
+    def health(self) -> tuple[bool, list[str]]:
+        """Whether collections are fresh, and what is wrong besides (GPUs reported down and
+        why). Down GPUs do not make the exporter unhealthy: restarting it would not help."""
+        return self.healthy(), list(self.problems)

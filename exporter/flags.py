@@ -19,6 +19,7 @@ from exporter import __version__
 from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
 from exporter.http import parse_listen_address
 from exporter.pods.kubelet.client import DEFAULT_SOCKET
+from exporter.render.labels import HOSTNAME_LABELS
 
 PROG = "gpu-exporter"
 ENV_PREFIX = "GPU_EXPORTER_"
@@ -52,6 +53,7 @@ class Settings:
     kube_node_name: str | None = None
     kubeconfig: str | None = None
     kube_api_url: str | None = None
+    hostname_label: str = "Hostname"
 
 
 def parse_duration(text: str) -> float:
@@ -113,6 +115,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="value of the Hostname label (default: the spec's, $NODE_NAME, "
         "or this machine's host name)",
+    )
+    p.add_argument(
+        "--hostname-label",
+        dest="hostname_label",
+        default="Hostname",
+        help="name of the host label: Hostname (dcgm-exporter's releases, the default) or "
+        "hostname (dcgm-exporter's main branch)",
     )
     p.add_argument("--log-level", dest="log_level", default="info", choices=sorted(LOG_LEVELS))
     p.add_argument(
@@ -192,6 +201,7 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         ("collect-interval", "collect_interval"),
         ("simulate", "simulate"),
         ("hostname", "hostname"),
+        ("hostname-label", "hostname_label"),
         ("log-level", "log_level"),
         ("pod-resources-socket", "pod_resources_socket"),
         ("pod-resources-timeout", "pod_resources_timeout"),
@@ -212,6 +222,8 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
     parser.set_defaults(**defaults)
     args = parser.parse_args(argv)
 
+    if args.hostname_label not in HOSTNAME_LABELS:
+        raise UsageError(f"--hostname-label {args.hostname_label!r}: choose Hostname or hostname")
     if args.log_level not in LOG_LEVELS:
         raise UsageError(f"--log-level {args.log_level!r}: choose from {', '.join(LOG_LEVELS)}")
     try:
@@ -247,4 +259,5 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         kube_node_name=args.kube_node_name,
         kubeconfig=args.kubeconfig,
         kube_api_url=args.kube_api_url,
+        hostname_label=args.hostname_label,
     )

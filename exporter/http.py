@@ -1,8 +1,12 @@
 """The HTTP side: /metrics serves the latest rendered exposition, nothing else happens there.
 
-Content negotiation picks OpenMetrics when the scraper lists it (as Prometheus does) and the
-classic text format otherwise; gzip when the scraper accepts it. Each form is rendered once
-per collection by the collection thread, so a scrape is a dictionary lookup and one write.
+Content negotiation serves the Prometheus text format 0.0.4 to every scraper that accepts it
+(Prometheus always does, after OpenMetrics), and OpenMetrics only to one that accepts nothing
+else; gzip when the scraper accepts it. Text first, because the DCGM counters keep
+dcgm-exporter's names, which lack ``_total``: text 0.0.4 types them ``counter`` under those
+names, OpenMetrics cannot (there they are ``unknown``), and Prometheus keeps whichever type it
+was served in its metadata (docs/metrics.md). Each form is rendered once per collection by the
+collection thread, so a scrape is a dictionary lookup and one write.
 """
 
 from __future__ import annotations
@@ -25,8 +29,31 @@ _LANDING = b"""<!doctype html><html><head><title>gpu-exporter</title></head><bod
 """
 
 
+def _accepted(accept: str) -> set[str]:
+    """The media types of an Accept header whose q is not 0 (``type/subtype``, lower case)."""
+    found = set()
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        weight = 1.0
+        for param in params:
+            name, _, number = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    weight = float(number)
+                except ValueError:
+                    weight = 1.0
+        if media and weight > 0:
+            found.add(media.lower())
+    return found
+
+
 def choose_variant(accept: str, accept_encoding: str) -> Variant:
-    om = "application/openmetrics-text" in accept
+    types = _accepted(accept)
+    om = "application/openmetrics-text" in types and not types & {
+        "text/plain",
+        "text/*",
+        "*/*",
+    }
     gz = "gzip" in accept_encoding
     if om:
         return "openmetrics+gzip" if gz else "openmetrics"
@@ -66,8 +93,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif path == "/":
             self._reply(200, "text/html; charset=utf-8", _LANDING)
         elif path == "/health":
-            ok = self.server.exporter.healthy()
-            self._reply(200 if ok else 503, "text/plain", b"ok\n" if ok else b"stale\n")
+            ok, problems = self.server.exporter.health()
+            text = "ok\n" if ok else "stale: no collection in the last three intervals\n"
+            text += "".join(f"degraded: {p}\n" for p in problems)
+            self._reply(200 if ok else 503, "text/plain; charset=utf-8", text.encode())
         else:
             self._reply(404, "text/plain", b"not found\n")
 

@@ -1,7 +1,8 @@
 """The exporter's own health: collection duration, errors by source and kind, last success.
 
 Every (source, kind) error counter exists from the start, at 0, so alerts and dashboards can
-use it before the first error. Only the collection thread touches this object.
+use it before the first error. Only the collection thread touches this object (the GPU reader
+threads hand their errors back with their reads).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from exporter import __version__
 from exporter.render.exposition import Family, format_value, from_client_metric, label_pairs
 
 ERROR_KINDS: dict[str, tuple[str, ...]] = {
-    "nvml": ("init", "gpu_lost", "query"),
+    "nvml": ("init", "gpu_lost", "query", "timeout", "no_permission"),
     "pod_resources": ("unavailable", "timeout", "other"),
     "kubernetes": ("list", "watch"),
-    "proc": ("read",),
+    "proc": ("read", "missing", "not_found"),
     "exporter": ("internal",),
 }
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -36,6 +37,7 @@ class SelfMetrics:
         self.nvml_up = 0
         self.gpus = 0
         self.unknown_device_ids = 0
+        self.finished_pod_device_ids = 0
         self._build = label_pairs(
             (
                 ("version", __version__),
@@ -109,6 +111,13 @@ class SelfMetrics:
             "Device ids the kubelet reported that match no GPU or MIG instance on this node.",
         )
         unknown.add("", self.unknown_device_ids)
+        finished = Family(
+            "gpu_exporter_finished_pod_device_ids",
+            "gauge",
+            "Device ids the kubelet still lists for pods whose phase is Succeeded or Failed "
+            "(kubernetes#119423); never attributed.",
+        )
+        finished.add("", self.finished_pod_device_ids)
         errors = Family(
             "gpu_exporter_errors_total", "counter", "Errors by source and kind since start."
         )
@@ -125,6 +134,7 @@ class SelfMetrics:
             nvml_up,
             gpus,
             unknown,
+            finished,
             errors,
             *process,
         ]

@@ -45,12 +45,24 @@ class GpuState:
 
     identity: GpuIdentity
     up: bool
+    down_reason: str = ""  # why it is down: "lost" (off the bus) or "hung" (NVML does not answer)
     values: dict[str, float] = field(default_factory=dict)
     mig_enabled: bool = False
     instances: list[MigState] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)
 
+    last_xid: int | None = None  # None: XIDs of this GPU are not listened to
     xid_counts: dict[int, int] = field(default_factory=dict)
     clock_event_reasons: int | None = None
     nvlink: dict[tuple[str, int], int] = field(default_factory=dict)
     nvlink_totals: dict[str, int] = field(default_factory=dict)
+
+    def down(self, reason: str) -> GpuState:
+        """This GPU reported down: its identity and XIDs only, no value series."""
+        return GpuState(
+            self.identity,
+            up=False,
+            down_reason=reason,
+            last_xid=self.last_xid,
+            xid_counts=self.xid_counts,
+        )

@@ -17,7 +17,10 @@ sys.path.insert(0, str(ROOT))
 from exporter import catalogue as cat  # noqa: E402
 from exporter.nvml.library import CLOCK_EVENT_REASONS  # noqa: E402
 
-LABELS = "`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname`, `DCGM_FI_DRIVER_VERSION`"
+LABELS = (
+    "`gpu`, `UUID`, `pci_bus_id`, `device`, `modelName`, `Hostname` (`hostname` with "
+    "`--hostname-label hostname`), `DCGM_FI_DRIVER_VERSION`"
+)
 
 SELF = [
     ("gpu_exporter_build_info", "gauge", "1", "version, python_version, nvml_bindings, mode",
@@ -36,10 +39,16 @@ SELF = [
     ("gpu_exporter_unknown_device_ids", "gauge", "1", "",
      "Device ids the kubelet reported at the last collection that match no GPU or MIG instance "
      "of this node (counted, never guessed)."),
+    ("gpu_exporter_finished_pod_device_ids", "gauge", "1", "",
+     "Device ids the kubelet listed at the last collection for pods whose phase is Succeeded "
+     "or Failed (kubernetes#119423); never attributed."),
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
-     "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`), `pod_resources` "
-     "(`unavailable`, `timeout`, `other`), `kubernetes` (`list`, `watch`), `proc` (`read`), "
-     "`exporter` (`internal`); every pair exists from the start at 0."),
+     "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
+     "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
+     "lookup without the MIG monitor capability), `pod_resources` (`unavailable`, `timeout`, "
+     "`other`), `kubernetes` (`list`, `watch`), `proc` (`read`, `missing`: no /proc at "
+     "`--path.procfs`, `not_found`: a GPU process absent from it), `exporter` (`internal`); "
+     "every pair exists from the start at 0."),
     ("process_*", "various", "", "",
      "prometheus_client's process collector: CPU seconds, resident memory, open fds, start time."),
 ]  # fmt: skip
@@ -53,17 +62,31 @@ when the GPU does not support the field (never a made-up 0) and while the GPU is
 
 ## Formats
 
-`/metrics` answers in the Prometheus text format 0.0.4, or in OpenMetrics 1.0.0 when the
-scraper lists `application/openmetrics-text` in `Accept` (Prometheus does), gzip-compressed
-when it accepts gzip. Both are rendered once per collection; a scrape never calls NVML.
+`/metrics` answers in the Prometheus text format 0.0.4 to every scraper that accepts it, and
+in OpenMetrics 1.0.0 only to one that accepts nothing else; gzip-compressed when the scraper
+accepts gzip. Both are rendered once per collection; a scrape never calls NVML.
 
-The DCGM-compatible counters keep dcgm-exporter's names, which lack the `_total` suffix. In
-the text format they are typed `counter`, as dcgm-exporter types them. OpenMetrics requires
-counter samples to end in `_total`, so there they are typed `unknown` and keep their names:
-the series stored by Prometheus are named exactly as dcgm-exporter's, and `rate()` works on
-them either way. For the same reason `promtool check metrics` reports three kinds of style
-lint on DCGM series and only there: counters without `_total`, the camelCase label
-`modelName`, and `counter` in `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`. Our own series lint clean.
+Why text first: the DCGM counters (energy, PCIe replays, ECC totals, remapped rows, NVLink
+errors and bandwidth, violations) keep dcgm-exporter's names, which lack the `_total` suffix.
+In text 0.0.4 a family `# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter` may have a sample
+of that very name, and Prometheus records the family as `counter` (its `/api/v1/metadata`
+says so; a test checks it against a real Prometheus). OpenMetrics requires a counter's samples
+to end in `_total`, so there those families can only be `unknown` under their names, or
+`counter` under names dashboards do not know. Prometheus lists OpenMetrics first in its
+`Accept` header and text 0.0.4 after it (`q=0.5`), so it gets text; dcgm-exporter serves text
+too. What is lost is nothing we publish: no exemplars, no `_created` series. A scraper that
+accepts only OpenMetrics (e.g. `scrape_protocols: [OpenMetricsText1.0.0]`) gets it, with those
+counters typed `unknown` and named as in dcgm-exporter. For the same reason `promtool check
+metrics` reports three kinds of style lint on DCGM series and only there: counters without
+`_total`, the camelCase label `modelName`, and `counter` in `DCGM_FI_DEV_PCIE_REPLAY_COUNTER`.
+Our own series lint clean.
+
+Units are DCGM 4.x's (`dcgm_fields.h`, DCGM 4.6; help texts as in dcgm-exporter 4.5.3-4.8.2
+`etc/default-counters.csv`): violation counters in **ns** (NVML's `violationTime`);
+`DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL` in **MB/s** — DCGM reads NVML's NVLink data counters (KiB,
+all links, RX + TX) and publishes their growth per second / 1000, so although dcgm-exporter
+types it `counter` its value is a rate: plot it as it is, not through `rate()`. Like every rate
+here it needs two reads, so it appears from the second collection on.
 
 ## DCGM-compatible series
 
@@ -80,6 +103,12 @@ def render() -> str:
     out = [HEAD]
     for s in cat.SCALAR_SERIES:
         out.append(row(f"`{s.name}`", s.kind, s.unit, f"`{s.collector}`", s.source, s.help))
+    x = cat.XID_LAST
+    out.append(
+        row(f"`{x.name}`", x.kind, x.unit, f"`{x.collector}`", x.source, x.help).replace(
+            f"| {x.help} |", f"| {x.help} Extra labels `err_code`, `err_msg`. |"
+        )
+    )
     for counter, base in cat.NVLINK_DCGM_NAMES.items():
         out.append(
             row(
@@ -143,9 +172,46 @@ def render() -> str:
     out.append(
         "\n`gpu_clock_event_reason_active` has one series per reason: "
         + ", ".join(f"`{r}`" for r in sorted(_reasons()))
-        + ".\n\n`gpu_xid_errors_total` counts the XID events seen since the exporter started "
-        "(NVML delivers events only to a registered listener); `DCGM_FI_DEV_XID_ERRORS` is the "
-        "last XID code, 0 until one is seen.\n"
+        + ".\n\n**XIDs** arrive from NVML's event set (`nvmlEventSetCreate`, "
+        "`nvmlDeviceRegisterEvents` for `nvmlEventTypeXidCriticalError`, `nvmlEventSetWait_v2`) "
+        "on a background thread, as they happen. `DCGM_FI_DEV_XID_ERRORS` is the last XID code "
+        "(0 until one is seen) with dcgm-exporter 4.x's labels `err_code` (the code) and "
+        "`err_msg` (its message from NVIDIA's XID catalogue, as dcgm-exporter's table has it; "
+        "`Unknown Error` past it); `gpu_xid_errors_total` counts the XIDs seen since the "
+        "exporter started, by code (NVML delivers events only to a registered listener). Both "
+        "are published for lost and hung GPUs too: a GPU that falls off the bus shows XID 79 "
+        "(`GPU has fallen off the bus`) next to `gpu_device_up 0`, from the driver's event or, "
+        "when a read answers GPU_IS_LOST first, recorded once for that loss.\n"
+        "\n**A GPU that stops answering.** Each GPU is read on its own thread, so a GPU whose "
+        "NVML calls hang cannot stall the others or the collection. While its read is out, its "
+        "previous values are served for at most **three collection intervals** (15 s at the "
+        "default 5 s); past that the GPU is reported down: `gpu_device_up 0`, its value series "
+        "left out, the stuck read counted once in "
+        '`gpu_exporter_errors_total{source="nvml",kind="timeout"}`, and `/health` (still '
+        "200 while collections are fresh) lists it as `degraded: GPU 3 (GPU-…): NVML has not "
+        "answered for 16 s (bound 15 s)…`. When the driver answers again the next collection "
+        "reads the GPU and brings its series back.\n"
+        "\n**Profiling (`DCGM_FI_PROF_*`)** comes from NVML GPM, which exists on Hopper and "
+        "newer GPUs only (`nvmlGpmQueryDeviceSupport`). An A100, L4 or T4 has no "
+        "`DCGM_FI_PROF_*` series at all, and an A100 MIG instance has no activity series at "
+        "all (no device utilisation in MIG mode, no GPM): the cost service then reports that "
+        "holding's efficiency as unknown, never as 0 % or 100 %. dcgm-exporter reads these "
+        "fields from the DCGM daemon's profiling module, which does support older GPUs.\n"
+        "\n**MIG.** MIG mode is read every collection, so `nvidia-smi -mig 1` and the instances "
+        "created after it are picked up without a restart: instance series appear within two "
+        "collections. `GPU_I_PROFILE` is NVML's profile name (`3g.40gb`) where the GPU-instance "
+        "lookup (`nvmlDeviceGetGpuInstanceById`) is allowed; it needs the MIG *monitor* "
+        "capability (NVIDIA MIG user guide, Device Nodes and Capabilities: a process with "
+        "`CAP_SYS_ADMIN` holds every nvidia-capability; in a container the NVIDIA container "
+        "toolkit exposes `mig/monitor` when `NVIDIA_MIG_MONITOR_DEVICES=all` is set and the "
+        "container has `CAP_SYS_ADMIN`, which is how NVIDIA deploys its device plugin). The "
+        "DaemonSet in `deploy/` drops every capability, so there NVML answers NO_PERMISSION: "
+        'each refused lookup is counted as `gpu_exporter_errors_total{source="nvml",'
+        'kind="no_permission"}`, and the name and memory slices are derived from the MIG '
+        "device's own attributes exactly as NVIDIA's device plugin derives them (go-nvlib "
+        "`mig_profile.go`), so the name is still canonical (`3g.40gb`); only a `+me` suffix "
+        "cannot be known then. Add `SYS_ADMIN` and `NVIDIA_MIG_MONITOR_DEVICES=all` in an "
+        "overlay of your own to get NVML's own names and no such errors.\n"
     )
     out.append(
         "\n## Exporter self-metrics\n\n| Series | Type | Unit | Labels | Help |\n"

@@ -5,10 +5,11 @@ An unsupported function is logged once per device and function, not on every col
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import Any, cast
 
 from exporter.nvml.library import (
     EVENT_XID,
@@ -16,10 +17,13 @@ from exporter.nvml.library import (
     FUNCTION_MISSING,
     GPM_METRICS,
     NO_INSTANCE,
+    NVLINK_ALL_LINKS,
+    NVLINK_THROUGHPUT_FIELDS,
     NVLINK_TOTAL_FIELDS,
     TEMPERATURE_GPU,
     lib,
 )
+from exporter.nvml.mig_names import mig_memory_slices, mig_profile_name
 from exporter.nvml.results import (
     Device,
     EventSet,
@@ -28,6 +32,7 @@ from exporter.nvml.results import (
     GpuProcess,
     MigInstance,
     NotSupported,
+    NvlinkReading,
     NvmlInitError,
     Outcome,
     classify,
@@ -43,7 +48,7 @@ class Nvml:
 
     def __init__(self, library: Any = None) -> None:
         self._lib = lib if library is None else library
-        self._profile_names: dict[tuple[int, int], str] = {}
+        self._profile_names: dict[tuple[int, int], str | None] = {}
         self._logged: set[tuple[int, str]] = set()
         self._log_lock = threading.Lock()
         self.initialized = False
@@ -183,19 +188,27 @@ class Nvml:
             return failure
         return int(_field_value(field))
 
-    def nvlink_error_totals(self, dev: Device) -> Outcome[dict[str, int]]:
-        """The four NVLink error counters summed over all links, in one field-values call."""
-        ids = list(NVLINK_TOTAL_FIELDS.values())
+    def nvlink_counters(self, dev: Device) -> Outcome[NvlinkReading]:
+        """The four NVLink error counters and the data throughput counters, each summed over
+        all links, in one field-values call (a GPU without NVLink answers NotSupported)."""
+        ids: list[Any] = list(NVLINK_TOTAL_FIELDS.values())
+        ids += [(field, NVLINK_ALL_LINKS) for field in NVLINK_THROUGHPUT_FIELDS]
         values = self._call(dev.index, "nvmlDeviceGetFieldValues", dev.handle, ids)
         if isinstance(values, Failure):
             return values
-        totals = {}
-        for name, field in zip(NVLINK_TOTAL_FIELDS, values, strict=True):
+        errors = {}
+        for name, field in zip(NVLINK_TOTAL_FIELDS, values, strict=False):
             if field.nvmlReturn == lib.NVML_SUCCESS:
-                totals[name] = int(_field_value(field))
-        if not totals:
-            return self._unsupported(dev.index, NotSupported(3, "NVML_FI_DEV_NVLINK_*_TOTAL"))
-        return totals
+                errors[name] = int(_field_value(field))
+        throughput = [values[len(NVLINK_TOTAL_FIELDS) + i] for i in range(2)]
+        data_kib: int | None = None
+        stamp = 0
+        if all(f.nvmlReturn == lib.NVML_SUCCESS for f in throughput):
+            data_kib = sum(int(_field_value(f)) for f in throughput)
+            stamp = max(int(f.timestamp) for f in throughput)
+        if not errors and data_kib is None:
+            return self._unsupported(dev.index, NotSupported(3, "NVML_FI_DEV_NVLINK_*"))
+        return NvlinkReading(errors, data_kib, stamp)
 
     def power_usage_mw(self, dev: Device) -> Outcome[int]:
         value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPowerUsage", dev.handle)
@@ -265,8 +278,9 @@ class Nvml:
         mode = self._call(dev.index, "nvmlDeviceGetMigMode", dev.handle, quiet=True)
         return mode if isinstance(mode, Failure) else bool(mode[0])
 
-    def mig_instances(self, dev: Device) -> Outcome[list[MigInstance]]:
-        """The MIG devices that exist now (they come and go at run time)."""
+    def mig_instances(self, dev: Device, total_bytes: int) -> Outcome[list[MigInstance]]:
+        """The MIG devices that exist now (they come and go at run time). ``total_bytes`` is
+        the physical GPU's memory, for profile names when the GPU-instance lookup is refused."""
         slots = self._call(dev.index, "nvmlDeviceGetMaxMigDeviceCount", dev.handle)
         if isinstance(slots, Failure):
             return slots
@@ -279,14 +293,14 @@ class Nvml:
                 if handle.code == lib.NVML_ERROR_NOT_FOUND:
                     continue  # an empty slot
                 return handle
-            instance = self._mig_instance(dev, Device(dev.index, handle))
+            instance = self._mig_instance(dev, Device(dev.index, handle), total_bytes)
             if isinstance(instance, GpuLost):
                 return instance
             if not isinstance(instance, Failure):  # destroyed while we looked: skip it
                 found.append(instance)
         return found
 
-    def _mig_instance(self, parent: Device, mig: Device) -> Outcome[MigInstance]:
+    def _mig_instance(self, parent: Device, mig: Device, total_bytes: int) -> Outcome[MigInstance]:
         uuid = self._text_of(mig, "nvmlDeviceGetUUID")
         gi_id = self._call(mig.index, "nvmlDeviceGetGpuInstanceId", mig.handle)
         ci_id = self._call(mig.index, "nvmlDeviceGetComputeInstanceId", mig.handle)
@@ -295,35 +309,42 @@ class Nvml:
             if isinstance(value, Failure):
                 return value
         assert isinstance(uuid, str)
+        gi_slices = int(attrs.gpuInstanceSliceCount)
+        ci_slices = int(attrs.computeInstanceSliceCount) or gi_slices
+        memory_mb = int(attrs.memorySizeMB)
+        # The GPU-instance lookup needs the MIG monitor capability (root or CAP_SYS_ADMIN hold
+        # it implicitly); without it NVML answers NO_PERMISSION and the name and memory slices
+        # come from the MIG device's own attributes, as NVIDIA's device plugin names them.
         gi = self._call(parent.index, "nvmlDeviceGetGpuInstanceById", parent.handle, gi_id)
         info = (
             gi
             if isinstance(gi, Failure)
             else self._call(parent.index, "nvmlGpuInstanceGetInfo", gi)
         )
-        compute = int(attrs.gpuInstanceSliceCount)
+        if isinstance(info, GpuLost):
+            return info
+        derived = mig_profile_name(gi_slices, ci_slices, memory_mb, total_bytes)
         if isinstance(info, Failure):
-            memory, profile = 0, f"{compute}g.{int(attrs.memorySizeMB) // 1024}gb"
-        else:
-            memory = int(info.placement.size)
-            profile = self._profile_name(parent, int(info.profileId), compute, memory)
-        return MigInstance(mig, uuid, int(gi_id), int(ci_id), profile, compute, memory)
+            memory = mig_memory_slices(memory_mb, total_bytes)
+            return MigInstance(
+                mig, uuid, int(gi_id), int(ci_id), derived, gi_slices, memory, lookup_failure=info
+            )
+        memory = int(info.placement.size)
+        name = self._profile_name(parent, int(info.profileId))
+        if name is None or ci_slices != gi_slices:
+            name = derived  # a compute instance smaller than its GPU instance: "1c.2g.20gb"
+        return MigInstance(mig, uuid, int(gi_id), int(ci_id), name, gi_slices, memory)
 
-    def _profile_name(self, parent: Device, profile_id: int, compute: int, memory: int) -> str:
+    def _profile_name(self, parent: Device, profile_id: int) -> str | None:
+        """NVML's own name of a GPU-instance profile ("MIG 3g.40gb" -> "3g.40gb"), cached."""
         key = (parent.index, profile_id)
-        name = self._profile_names.get(key)
-        if name is None:
+        if key not in self._profile_names:
             info = self._call(
                 parent.index, "nvmlDeviceGetGpuInstanceProfileInfoById", parent.handle, profile_id
             )
-            if isinstance(info, Failure):  # older driver: NVIDIA's naming, from the sizes
-                total = self.memory(parent)
-                per_slice = 0 if isinstance(total, Failure) else round(total[0] / 2**30 / 8)
-                name = f"{compute}g.{memory * per_slice}gb"
-            else:
-                name = text(info.name).removeprefix("MIG ")
+            name = None if isinstance(info, Failure) else text(info.name).removeprefix("MIG ")
             self._profile_names[key] = name
-        return name
+        return self._profile_names[key]
 
     # -- GPM (profiling metrics on Hopper and newer) ----------------------------------------
 
@@ -414,35 +435,42 @@ class Nvml:
 
     # -- XID events -------------------------------------------------------------------------
 
-    def xid_event_set(self, dev: Device) -> Outcome[EventSet]:
-        """An event set registered for this device's critical XID events."""
-        handle = self._call(dev.index, "nvmlEventSetCreate")
-        if isinstance(handle, Failure):
-            return handle
-        registered = self._call(
-            dev.index, "nvmlDeviceRegisterEvents", dev.handle, EVENT_XID, handle
-        )
-        if isinstance(registered, Failure):
-            self._call(dev.index, "nvmlEventSetFree", handle)
-            return registered
-        return EventSet(handle)
+    def event_set(self) -> Outcome[EventSet]:
+        """A new NVML event set (devices are registered into it one by one)."""
+        handle = self._call(-1, "nvmlEventSetCreate")
+        return handle if isinstance(handle, Failure) else EventSet(handle)
 
-    def drain_xids(self, dev: Device, events: EventSet, limit: int = 256) -> Outcome[list[int]]:
-        """XID codes that arrived since the last drain, without waiting."""
-        xids: list[int] = []
-        for _ in range(limit):
-            try:
-                data = self._lib.nvmlEventSetWait_v2(events.handle, 0)
-            except lib.NVMLError as exc:
-                if exc.value == lib.NVML_ERROR_TIMEOUT:
-                    break
-                return classify(exc.value, "nvmlEventSetWait_v2")
-            if int(data.eventType) & EVENT_XID:
-                xids.append(int(data.eventData))
-        return xids
+    def register_xids(self, dev: Device, events: EventSet) -> Outcome[None]:
+        """Deliver this device's critical XID events to ``events``."""
+        done = self._call(
+            dev.index, "nvmlDeviceRegisterEvents", dev.handle, EVENT_XID, events.handle
+        )
+        return done if isinstance(done, Failure) else None
+
+    def wait_xid(self, events: EventSet, timeout_ms: int) -> Outcome[tuple[Hashable, int] | None]:
+        """Block until an event arrives (its device's :func:`handle_key` and XID code; other
+        event types give ``(key, 0)``) or ``timeout_ms`` passes (None)."""
+        try:
+            data = self._lib.nvmlEventSetWait_v2(events.handle, timeout_ms)
+        except lib.NVMLError as exc:
+            if exc.value == lib.NVML_ERROR_TIMEOUT:
+                return None
+            return classify(exc.value, "nvmlEventSetWait_v2")
+        xid = int(data.eventData) if int(data.eventType) & EVENT_XID else 0
+        return handle_key(data.device), xid
 
     def free_event_set(self, events: EventSet) -> None:
         self._call(-1, "nvmlEventSetFree", events.handle)
+
+
+def handle_key(handle: Any) -> Hashable:
+    """Something equal for equal device handles: the address of a real (ctypes pointer) handle,
+    or the handle itself where it is a plain object (the fake NVML's)."""
+    try:
+        address: int | None = ctypes.cast(handle, ctypes.c_void_p).value
+    except (ctypes.ArgumentError, TypeError):
+        return cast(Hashable, handle)
+    return address
 
 
 def _field_value(field: Any) -> float:

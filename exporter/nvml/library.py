@@ -54,6 +54,14 @@ NVLINK_TOTAL_FIELDS = {
     "replay": lib.NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL,
     "recovery": lib.NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL,
 }
+# NVLink data throughput counters (KiB since boot, nvml.h) read for all links at once: DCGM 4.6
+# (dcgmlib/src/DcgmCacheManager.cpp, ReadAndCacheNvLinkBandwidth) passes scopeId UINT_MAX,
+# "all NvLinks of the GPU", and sums RX and TX for DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL.
+NVLINK_THROUGHPUT_FIELDS = (
+    lib.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
+    lib.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX,
+)
+NVLINK_ALL_LINKS = 0xFFFFFFFF
 NVLINK_MAX_LINKS = 18  # NVLink 4 (Hopper); NVML's own maximum is larger but no GPU has more yet
 CLOCK_EVENT_REASONS = {
     "gpu_idle": 0x1,

@@ -3,7 +3,7 @@ and the device, event-set, MIG-instance and process records it hands out."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar, Union
 
 from exporter.nvml.library import lib
@@ -37,8 +37,15 @@ class GpuLost(Failure):
     kind = "gpu_lost"
 
 
+class NoPermission(Failure):
+    """The caller lacks a privilege the query needs (e.g. the MIG monitor capability for GPU
+    instance lookups)."""
+
+    kind = "no_permission"
+
+
 class Failed(Failure):
-    """Any other NVML error (permissions, timeouts, unknown)."""
+    """Any other NVML error (timeouts, unknown)."""
 
     kind = "other"
 
@@ -66,6 +73,8 @@ def classify(code: int, function: str) -> Failure:
         return NotSupported(code, function)
     if code in _LOST_CODES:
         return GpuLost(code, function)
+    if code == lib.NVML_ERROR_NO_PERMISSION:
+        return NoPermission(code, function)
     return Failed(code, function)
 
 
@@ -108,6 +117,9 @@ class MigInstance:
     profile: str  # e.g. "1g.10gb"
     compute_slices: int  # of 7
     memory_slices: int  # of 8
+    # why the GPU-instance lookup failed, if it did (the profile is then derived from the MIG
+    # device's own attributes); not part of the instance's identity
+    lookup_failure: Failure | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,3 +127,12 @@ class GpuProcess:
     pid: int
     used_bytes: int | None  # None where the driver cannot tell
     gi_id: int | None  # the MIG GPU instance it runs in, None outside MIG
+
+
+@dataclass(frozen=True, slots=True)
+class NvlinkReading:
+    """One field-values read of a GPU's NVLink counters, summed over its links."""
+
+    errors: dict[str, int]  # error counter name -> count (the counters the GPU supports)
+    data_kib: int | None  # NVLink data received + transmitted since boot, KiB; None: unsupported
+    stamp_us: int  # NVML's timestamp of the throughput values (us since the epoch)

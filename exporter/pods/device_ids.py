@@ -7,6 +7,12 @@
     nvidia<N>                 GKE whole GPU (minor N)        key nvidia<N>
     nvidia<N>/gi<M>           GKE MIG instance               key nvidia<N>/gi<M>
     nvidia<N>/vgpu<K>         GKE time-sharing replica K     key nvidia<N>, replica K
+    nvidia<N>/gi<M>/vgpu<K>   GKE time-sharing on a MIG      key nvidia<N>/gi<M>, replica K
+                              partition, replica K
+
+GKE's forms are those of its device plugin (GoogleCloudPlatform/container-engine-accelerators:
+pkg/gpu/nvidia/mig/mig.go names a partition ``nvidia<N>/gi<M>``; pkg/gpu/nvidia/manager.go
+appends ``/vgpu<K>`` to a device id for each time-sharing client).
 
 Keys are what :mod:`exporter.pods.shares` matches against the GPUs and MIG instances NVML
 reports. An id in none of these forms is :data:`UNKNOWN` — counted, never guessed.
@@ -23,7 +29,7 @@ _REPLICA = re.compile(r"^(?P<base>.+?)::(?P<n>\d+)$")
 _GPU = re.compile(rf"^GPU-{_UUID}$")
 _MIG = re.compile(rf"^MIG-{_UUID}$")
 _MIG_LEGACY = re.compile(rf"^MIG-(?P<gpu>GPU-{_UUID})/(?P<gi>\d+)/(?P<ci>\d+)$")
-_GKE = re.compile(r"^nvidia(?P<n>\d+)(?:/gi(?P<gi>\d+)|/vgpu(?P<vgpu>\d+))?$")
+_GKE = re.compile(r"^nvidia(?P<n>\d+)(?:/gi(?P<gi>\d+))?(?:/vgpu(?P<vgpu>\d+))?$")
 
 DEFAULT_RESOURCES = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-*")
 
@@ -48,12 +54,11 @@ def parse_device_id(device_id: str) -> DeviceRef:
     if legacy := _MIG_LEGACY.match(base):
         return DeviceRef(f"{legacy.group('gpu')}/gi{int(legacy.group('gi'))}", replica)
     if (gke := _GKE.match(base)) and replica is None:
-        index = int(gke.group("n"))
+        key = f"nvidia{int(gke.group('n'))}"
         if gke.group("gi") is not None:
-            return DeviceRef(f"nvidia{index}/gi{int(gke.group('gi'))}")
-        if gke.group("vgpu") is not None:
-            return DeviceRef(f"nvidia{index}", int(gke.group("vgpu")))
-        return DeviceRef(f"nvidia{index}")
+            key += f"/gi{int(gke.group('gi'))}"
+        vgpu = gke.group("vgpu")
+        return DeviceRef(key, None if vgpu is None else int(vgpu))
     return UNKNOWN
 
 

@@ -7,7 +7,10 @@ device claims (from the kubelet's pod-resources API), the time-slice replica cou
 Shares follow the default rule (``gpu_allocation_share`` in docs/metrics.md): a whole GPU = 1;
 a MIG instance = its compute slices / 7; a time-slice replica = 1 / the replicas advertised for
 that GPU (or MIG instance). Device-wide values are never copied under a pod's labels unless
-exactly one container holds the device.
+exactly one container holds the device. A claim of a pod whose phase is Succeeded or Failed is
+never attributed: kubelets before the fix of kubernetes#119423 keep listing the devices of
+finished pods, which the device manager has already handed to someone else; such claims are
+counted instead.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ class Attribution:
     usage: dict[tuple[Unit, Holder], tuple[float | None, int]] = field(default_factory=dict)
     unattributed_processes: dict[int, int] = field(default_factory=dict)  # gpu index -> count
     unknown_device_ids: int = 0
+    finished_pod_device_ids: int = 0
 
 
 def attribute(
@@ -44,7 +48,9 @@ def attribute(
     claims: Iterable[Claim],
     replicas: dict[str, int],
     owner: Callable[[int], Holder | None],
+    finished: Callable[[str, str], bool] | None = None,
 ) -> Attribution:
+    """``finished(namespace, pod)``: the pod's phase is Succeeded or Failed."""
     states = list(states)
     # device key (see exporter.pods.device_ids) -> (unit, share of the physical GPU)
     units: dict[str, tuple[Unit, float]] = {}
@@ -65,6 +71,9 @@ def attribute(
     out = Attribution()
     holders: dict[Unit, set[Holder]] = {}
     for claim in claims:
+        if finished is not None and finished(claim.holder.namespace, claim.holder.pod):
+            out.finished_pod_device_ids += 1
+            continue
         found = units.get(claim.base) if claim.base else None
         if found is None:
             out.unknown_device_ids += 1

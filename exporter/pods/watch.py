@@ -36,6 +36,7 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         name=meta.get("name", ""),
         labels=dict(meta.get("labels") or {}),
         containers=containers,
+        phase=str(status.get("phase") or ""),
     )
 
 

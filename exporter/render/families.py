@@ -30,10 +30,14 @@ class _Gpu:
 
 class GpuRenderer:
     def __init__(
-        self, hostname: str, collectors: Iterable[str], pod_labels: PodLabels | None = None
+        self,
+        hostname: str,
+        collectors: Iterable[str],
+        pod_labels: PodLabels | None = None,
+        hostname_label: str = "Hostname",
     ) -> None:
         self._on = frozenset(collectors)
-        self.labels = LabelCache(hostname, pod_labels)
+        self.labels = LabelCache(hostname, pod_labels, hostname_label)
 
     def families(self, states: list[GpuState], attribution: Attribution | None) -> list[Family]:
         on = self._on
@@ -70,12 +74,17 @@ class GpuRenderer:
                     mig.add(f"{labels},{mig_labels.info}", 1)
             families.append(mig)
 
-        if "xid" in on:
+        if "xid" in on:  # of lost and hung GPUs too: XID 79 says why a GPU is gone
+            last = Family(cat.XID_LAST.name, "gauge", cat.XID_LAST.help)
             xid = Family(cat.XID_COUNTER.name, "counter", cat.XID_COUNTER.help)
-            for g in live:
-                for code, count in sorted(g.state.xid_counts.items()):
-                    xid.add(f'{g.labels.base},xid="{code}"', count)
-            families.append(xid)
+            for g in gpus:
+                code = g.state.last_xid
+                if code is None:
+                    continue
+                last.add(f"{g.labels.base},{self.labels.xid(code)}", code)
+                for seen, count in sorted(g.state.xid_counts.items()):
+                    xid.add(f'{g.labels.base},xid="{seen}"', count)
+            families += [last, xid]
 
         if "clock_events" in on:
             active = Family(cat.CLOCK_EVENT_ACTIVE.name, "gauge", cat.CLOCK_EVENT_ACTIVE.help)

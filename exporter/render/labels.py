@@ -1,8 +1,9 @@
 """The label text of the GPU series, escaped once and reused between collections.
 
 Every label a GPU, MIG-instance or per-container series carries is written here: the DCGM set,
-``GPU_I_PROFILE``/``GPU_I_ID``, ``namespace``/``pod``/``container`` and the pods' own labels,
-so a new label touches only this module. A GPU's text is rebuilt only when its identity
+``GPU_I_PROFILE``/``GPU_I_ID``, ``err_code``/``err_msg`` of the last XID,
+``namespace``/``pod``/``container`` and the pods' own labels, so a new label touches only this
+module. A GPU's text is rebuilt only when its identity
 changes; MIG-instance and holder texts are kept while the last collection still used them.
 """
 
@@ -17,6 +18,7 @@ from exporter.nvml.results import MigInstance
 from exporter.pods.claims import Holder
 from exporter.pods.directory import PodDirectory
 from exporter.render.exposition import label_pairs
+from exporter.render.xid_messages import xid_message
 from exporter.snapshot import GpuIdentity
 from kube.labels import sanitize_label
 
@@ -26,7 +28,12 @@ V = TypeVar("V")
 PodLabels = Callable[[Holder], str]
 
 
-def gpu_labels(identity: GpuIdentity, hostname: str) -> str:
+# The host label's name: dcgm-exporter's releases write "Hostname"; its main branch renames
+# it "hostname" (NVIDIA/dcgm-exporter#655, internal/pkg/rendermetrics/render_metrics.go).
+HOSTNAME_LABELS = ("Hostname", "hostname")
+
+
+def gpu_labels(identity: GpuIdentity, hostname: str, hostname_label: str = "Hostname") -> str:
     """The DCGM label set of a GPU."""
     return label_pairs(
         (
@@ -35,10 +42,15 @@ def gpu_labels(identity: GpuIdentity, hostname: str) -> str:
             ("pci_bus_id", identity.pci_bus_id),
             ("device", identity.device),
             ("modelName", identity.model),
-            ("Hostname", hostname),
+            (hostname_label, hostname),
             ("DCGM_FI_DRIVER_VERSION", identity.driver_version),
         )
     )
+
+
+def xid_labels(code: int) -> str:
+    """dcgm-exporter 4.x's labels of DCGM_FI_DEV_XID_ERRORS: the code and its message."""
+    return label_pairs((("err_code", str(code)), ("err_msg", xid_message(code))))
 
 
 def holder_labels(holder: Holder) -> str:
@@ -101,8 +113,12 @@ _MigKey = tuple[str, int, int, str, str, int, int]  # GPU base labels + the inst
 class LabelCache:
     """Label text for the series of one exporter (one host name)."""
 
-    def __init__(self, hostname: str, pod_labels: PodLabels | None = None) -> None:
+    def __init__(
+        self, hostname: str, pod_labels: PodLabels | None = None, hostname_label: str = "Hostname"
+    ) -> None:
         self._hostname = hostname
+        self._hostname_label = hostname_label
+        self._xids: dict[int, str] = {}
         self._pod_labels = pod_labels
         self._gpus: _Kept[GpuIdentity, GpuLabels] = _Kept()
         self._migs: _Kept[_MigKey, MigLabels] = _Kept()
@@ -120,7 +136,7 @@ class LabelCache:
         return self._gpus.get(identity, self._build_gpu)
 
     def _build_gpu(self, identity: GpuIdentity) -> GpuLabels:
-        base = gpu_labels(identity, self._hostname)
+        base = gpu_labels(identity, self._hostname, self._hostname_label)
         extra = label_pairs((("serial", identity.serial), ("vbios_version", identity.vbios)))
         reasons = tuple(
             (f'{base},reason="{reason}"', bit) for reason, bit in CLOCK_EVENT_REASONS.items()
@@ -131,6 +147,12 @@ class LabelCache:
         i = instance
         key = (gpu.base, i.gi_id, i.ci_id, i.profile, i.uuid, i.compute_slices, i.memory_slices)
         return self._migs.get(key, _build_mig)
+
+    def xid(self, code: int) -> str:
+        text = self._xids.get(code)
+        if text is None:
+            text = self._xids[code] = xid_labels(code)
+        return text
 
     def holder(self, holder: Holder) -> str:
         """``namespace``, ``pod``, ``container`` of the device series a sole holder's."""

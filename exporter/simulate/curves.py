@@ -2,14 +2,18 @@
 
 A curve gives a value at time ``t`` (seconds since the simulation's epoch) and its exact integral
 from 0 to ``t``, so an energy counter derived from a power curve is exact and reproducible.
+:class:`CurveSpec` is how a fleet spec writes one (a number is a constant).
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Annotated, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class Curve(Protocol):
@@ -122,3 +126,58 @@ class Shifted:
 
     def integral(self, t: float) -> float:
         return self.inner.integral(t + self.offset) - self.inner.integral(self.offset)
+
+
+# -- how a fleet spec writes a curve ------------------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SineShape(_Model):
+    min: float
+    max: float
+    period: Annotated[float, Field(gt=0)]
+    phase: float = 0.0
+
+
+class CurveSpec(_Model):
+    points: list[tuple[float, float]] | None = None
+    steps: list[tuple[float, float]] | None = None
+    sine: SineShape | None = None
+    period: Annotated[float, Field(gt=0)] | None = None
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> CurveSpec:
+        shapes = [s for s in ("points", "steps", "sine") if getattr(self, s) is not None]
+        if len(shapes) != 1:
+            raise ValueError("a curve is a number or has exactly one of points, steps, sine")
+        pts = self.points if self.points is not None else self.steps
+        if pts is not None:
+            if not pts:
+                raise ValueError("needs at least one [time, value] point")
+            times = [p[0] for p in pts]
+            if any(b <= a for a, b in itertools.pairwise(times)):
+                raise ValueError("point times must be strictly increasing")
+            if self.period is not None and (times[0] < 0 or times[-1] > self.period):
+                raise ValueError("with a period, point times must lie within [0, period]")
+        elif self.period is not None:
+            raise ValueError("period applies to points and steps only")
+        return self
+
+    def build(self) -> Curve:
+        if self.sine is not None:
+            s = self.sine
+            return Sine(s.min, s.max, s.period, s.phase)
+        linear = self.points is not None
+        pts = self.points if self.points is not None else self.steps
+        assert pts is not None
+        return Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear, self.period)
+
+
+CurveField = float | CurveSpec
+
+
+def build_curve(field: CurveField) -> Curve:
+    return Constant(float(field)) if isinstance(field, int | float) else field.build()

@@ -9,6 +9,7 @@ samples is the exact mean of the spec's curve over the time between them.
 from __future__ import annotations
 
 import ctypes
+import threading
 from typing import Any
 
 from exporter.nvml.library import lib as pynvml
@@ -35,13 +36,18 @@ _GPM_METRICS = {
 
 
 class MigGpmMixin:
-    """Mixed into FakeNvml, which provides ``gpus``, ``_gpu``, ``sim_time`` and ``calls``."""
+    """Mixed into FakeNvml, which provides ``gpus``, ``_gpu``, ``_count``, ``sim_time`` and
+    the GPM bookkeeping (``_gpm_samples``, ``_keep`` and their lock)."""
 
     gpus: list[SimGpu]
-    calls: int
     _gpm_samples: dict[int, tuple[int, int | None, float]]
+    _gpm_lock: threading.Lock
+    _keep: dict[int, Any]
 
     def _gpu(self, handle: Any, feature: str | None = None) -> tuple[SimGpu, float]:
+        raise NotImplementedError
+
+    def _count(self) -> None:
         raise NotImplementedError
 
     def sim_time(self) -> float:
@@ -49,19 +55,19 @@ class MigGpmMixin:
 
     def _mig(self, handle: FakeMigHandle) -> tuple[SimGpu, SimMig, float]:
         gpu, t = self._gpu(_parent(handle))
-        for mig in gpu.migs:
-            if mig.gi_id == handle.gi_id and mig.alive(t):
+        for mig in gpu.live_migs(t):
+            if mig.gi_id == handle.gi_id:
                 return gpu, mig, t
         raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # the instance was destroyed
 
     # -- MIG mode and devices ---------------------------------------------------------------
 
     def nvmlDeviceGetMigMode(self, handle: Any) -> list[int]:
-        gpu, _ = self._gpu(handle)
+        gpu, t = self._gpu(handle)
         if not _mig_capable(gpu):
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        mode = 1 if gpu.spec.mig is not None else 0
-        return [mode, mode]
+        pending = 1 if gpu.spec.mig is not None else 0  # `nvidia-smi -mig 1` sets the pending
+        return [1 if gpu.mig_on(t) else 0, pending]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
         gpu, _ = self._gpu(handle)
@@ -71,7 +77,7 @@ class MigGpmMixin:
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> FakeMigHandle:
         gpu, t = self._gpu(handle)
-        live = [m for m in gpu.migs if m.alive(t)]
+        live = gpu.live_migs(t)
         if index >= len(live):
             raise _error(pynvml.NVML_ERROR_NOT_FOUND)
         return FakeMigHandle(gpu.index, live[index].gi_id)
@@ -94,7 +100,9 @@ class MigGpmMixin:
 
     def nvmlDeviceGetGpuInstanceById(self, handle: Any, gi_id: int) -> FakeGpuInstance:
         gpu, t = self._gpu(handle)
-        if not any(m.gi_id == gi_id and m.alive(t) for m in gpu.migs):
+        if "gpu_instances" in gpu.spec.denied:  # no MIG monitor capability
+            raise _error(pynvml.NVML_ERROR_NO_PERMISSION)
+        if not any(m.gi_id == gi_id for m in gpu.live_migs(t)):
             raise _error(pynvml.NVML_ERROR_NOT_FOUND)
         return FakeGpuInstance(gpu.index, gi_id)
 
@@ -144,18 +152,19 @@ class MigGpmMixin:
         return support
 
     def nvmlGpmSampleAlloc(self) -> Any:
-        self.calls += 1
+        self._count()
         sample = ctypes.pointer(pynvml.struct_c_nvmlGpmSample_t())
-        self._gpm_samples[ctypes.addressof(sample.contents)] = (-1, None, 0.0)
-        self._keep = getattr(self, "_keep", {})
-        self._keep[ctypes.addressof(sample.contents)] = sample  # keep the memory alive
+        with self._gpm_lock:
+            self._gpm_samples[ctypes.addressof(sample.contents)] = (-1, None, 0.0)
+            self._keep[ctypes.addressof(sample.contents)] = sample  # keep the memory alive
         return sample
 
     def nvmlGpmSampleFree(self, sample: Any) -> None:
-        self.calls += 1
+        self._count()
         address = ctypes.addressof(sample.contents)
-        self._gpm_samples.pop(address, None)
-        getattr(self, "_keep", {}).pop(address, None)
+        with self._gpm_lock:
+            self._gpm_samples.pop(address, None)
+            self._keep.pop(address, None)
 
     def nvmlGpmSampleGet(self, handle: Any, sample: Any) -> Any:
         gpu, t = self._gpu(handle, "gpm")
@@ -171,12 +180,13 @@ class MigGpmMixin:
 
     def _record(self, sample: Any, index: int, gi_id: int | None, t: float) -> None:
         address = ctypes.addressof(sample.contents)
-        if address not in self._gpm_samples:
-            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        self._gpm_samples[address] = (index, gi_id, t)
+        with self._gpm_lock:
+            if address not in self._gpm_samples:
+                raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            self._gpm_samples[address] = (index, gi_id, t)
 
     def nvmlGpmMetricsGet(self, metrics_get: Any) -> Any:
-        self.calls += 1
+        self._count()
         first = self._gpm_samples.get(ctypes.addressof(metrics_get.sample1.contents))
         second = self._gpm_samples.get(ctypes.addressof(metrics_get.sample2.contents))
         if first is None or second is None or first[:2] != second[:2] or first[0] < 0:

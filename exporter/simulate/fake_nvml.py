@@ -9,19 +9,20 @@ The clock is injected: ``now()`` returns wall-clock seconds; the spec's curves a
 
 from __future__ import annotations
 
-import bisect
 import math
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.nvml.library import CLOCK_EVENT_REASONS, NO_INSTANCE
 from exporter.nvml.library import lib as pynvml
+from exporter.simulate.fake_events import EventsMixin
 from exporter.simulate.fake_mig import MigGpmMixin
 from exporter.simulate.handles import FakeHandle, FakeMigHandle
 from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
 
+HANG_POLL_S = 0.02
 _REASON_BITS = CLOCK_EVENT_REASONS
 # Which clock-event reasons count as a violation of which NVML perf policy.
 _POLICY_REASONS = {
@@ -53,13 +54,6 @@ def _error(code: int) -> Exception:
     return err
 
 
-@dataclass(slots=True)
-class FakeEventSet:
-    # device index -> position in that GPU's XID list of the next event to deliver
-    cursors: dict[int, int] = field(default_factory=dict)
-    freed: bool = False
-
-
 def _uint(value: float) -> int:
     return max(0, round(value))
 
@@ -68,8 +62,12 @@ def _counter(events: list[Any], t: float) -> int:
     return sum(e.count for e in events if e.t <= t)
 
 
-class FakeNvml(MigGpmMixin):
-    """The functions of ``pynvml`` that gpu-exporter uses, answering from a fleet spec."""
+class FakeNvml(MigGpmMixin, EventsMixin):
+    """The functions of ``pynvml`` that gpu-exporter uses, answering from a fleet spec.
+
+    Thread-safe as far as the exporter needs (it reads each GPU on its own thread). A GPU can
+    be made to hang — every call about it blocks — by the spec (``hangs``) or by a test
+    (:meth:`block` / :meth:`unblock`)."""
 
     # Constants the boundary module looks up on the library object.
     nvmlMemory_v2 = pynvml.nvmlMemory_v2
@@ -82,7 +80,43 @@ class FakeNvml(MigGpmMixin):
         self._epoch = spec.epoch.timestamp() if spec.epoch is not None else now()
         self._initialized = 0
         self._gpm_samples: dict[int, tuple[int, int | None, float]] = {}
-        self.calls = 0  # how many NVML functions were called (for tests and benches)
+        self._gpm_lock = threading.Lock()
+        self._keep: dict[int, Any] = {}
+        self._lock = threading.Lock()
+        self._calls = 0
+        self._blocked: set[int] = set()
+        self._unblocked = threading.Condition()
+
+    @property
+    def calls(self) -> int:
+        """How many NVML functions were called (for tests and benches)."""
+        return self._calls
+
+    def _count(self) -> None:
+        with self._lock:
+            self._calls += 1
+
+    # -- hangs ------------------------------------------------------------------------------
+
+    def block(self, index: int) -> None:
+        """From now on every call about GPU ``index`` blocks, until :meth:`unblock`."""
+        with self._unblocked:
+            self._blocked.add(index)
+
+    def unblock(self, index: int) -> None:
+        with self._unblocked:
+            self._blocked.discard(index)
+            self._unblocked.notify_all()
+
+    def _hang(self, gpu: SimGpu) -> None:
+        """Block while the GPU is blocked by a test or a hang of its spec holds."""
+        while True:
+            with self._unblocked:
+                while gpu.index in self._blocked:
+                    self._unblocked.wait()
+            if not gpu.spec.hangs or gpu.hang_ends(self.sim_time()) is None:
+                return
+            time.sleep(HANG_POLL_S)  # the spec's clock may be a test's: look again soon
 
     # -- time and state ---------------------------------------------------------------------
 
@@ -90,12 +124,14 @@ class FakeNvml(MigGpmMixin):
         return self._now() - self._epoch
 
     def _gpu(self, handle: FakeHandle, feature: str | None = None) -> tuple[SimGpu, float]:
-        self.calls += 1
+        self._count()
         if not self._initialized:
             raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
         if not isinstance(handle, FakeHandle) or not 0 <= handle.index < len(self.gpus):
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         gpu = self.gpus[handle.index]
+        if gpu.spec.hangs or gpu.index in self._blocked:
+            self._hang(gpu)
         t = self.sim_time()
         if gpu.spec.lost_at is not None and t >= gpu.spec.lost_at:
             raise _error(pynvml.NVML_ERROR_GPU_IS_LOST)
@@ -106,25 +142,25 @@ class FakeNvml(MigGpmMixin):
     # -- life cycle and system --------------------------------------------------------------
 
     def nvmlInit(self) -> None:
-        self.calls += 1
+        self._count()
         if self.sim_time() < self.spec.nvml_init_fails_until:
             raise _error(pynvml.NVML_ERROR_DRIVER_NOT_LOADED)
         self._initialized += 1
 
     def nvmlShutdown(self) -> None:
-        self.calls += 1
+        self._count()
         if not self._initialized:
             raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
         self._initialized -= 1
 
     def nvmlSystemGetDriverVersion(self) -> str:
-        self.calls += 1
+        self._count()
         if not self._initialized:
             raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
         return self.spec.driver_version
 
     def nvmlDeviceGetCount(self) -> int:
-        self.calls += 1
+        self._count()
         if not self._initialized:
             raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
         return len(self.gpus)
@@ -163,7 +199,7 @@ class FakeNvml(MigGpmMixin):
 
     def nvmlDeviceGetUtilizationRates(self, handle: FakeHandle) -> Any:
         gpu, t = self._gpu(handle, "utilization")
-        if gpu.migs:  # as on real hardware: no device utilisation while MIG is on
+        if gpu.mig_on(t):  # as on real hardware: no device utilisation while MIG is on
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         util = pynvml.c_nvmlUtilization_t()
         util.gpu = min(100, _uint(gpu.util_gpu.value(t)))
@@ -208,35 +244,42 @@ class FakeNvml(MigGpmMixin):
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         return _uint(gpu.temp_gpu.value(t))
 
-    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[int]) -> Any:
+    def nvmlDeviceGetFieldValues(self, handle: FakeHandle, field_ids: list[Any]) -> Any:
         gpu, t = self._gpu(handle)
         values = (pynvml.c_nvmlFieldValue_t * len(field_ids))()
-        for i, field_id in enumerate(field_ids):
+        for i, field in enumerate(field_ids):
+            # pynvml takes a field id, or a (field id, scope id) pair
+            field_id, scope = field if isinstance(field, tuple) else (field, 0)
             values[i].fieldId = field_id
+            values[i].scopeId = scope
             values[i].timestamp = int(self._now() * 1e6)
-            nvlink_counter = _NVLINK_TOTAL_FIELDS.get(field_id)
-            if nvlink_counter is not None:
-                if "nvlink" in gpu.unsupported or not gpu.spec.nvlink.links:
-                    values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-                    continue
-                values[i].nvmlReturn = pynvml.NVML_SUCCESS
-                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-                values[i].value.ullVal = sum(
-                    e.count
-                    for e in gpu.spec.nvlink.errors
-                    if e.counter == nvlink_counter and e.t <= t
-                )
-                continue
-            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
-                if "memory_temperature" in gpu.unsupported:
-                    values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
-                    continue
-                values[i].nvmlReturn = pynvml.NVML_SUCCESS
-                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
-                values[i].value.uiVal = _uint(gpu.temp_memory.value(t))
-            else:
+            value = self._field(gpu, t, field_id)
+            if value is None:
                 values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
+                continue
+            values[i].nvmlReturn = pynvml.NVML_SUCCESS
+            values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+            values[i].value.ullVal = value
         return values
+
+    def _field(self, gpu: SimGpu, t: float, field_id: int) -> int | None:
+        """A field's value, None where the GPU does not support it."""
+        if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:
+            if "memory_temperature" in gpu.unsupported:
+                return None
+            return _uint(gpu.temp_memory.value(t))
+        nvlink = "nvlink" not in gpu.unsupported and gpu.spec.nvlink.links > 0
+        nvlink_counter = _NVLINK_TOTAL_FIELDS.get(field_id)
+        if nvlink_counter is not None:
+            if not nvlink:
+                return None
+            errors = gpu.spec.nvlink.errors
+            return sum(e.count for e in errors if e.counter == nvlink_counter and e.t <= t)
+        if field_id == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+            return math.floor(gpu.nvlink_rx.integral(t)) if nvlink else None
+        if field_id == pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX:
+            return math.floor(gpu.nvlink_tx.integral(t)) if nvlink else None
+        return None
 
     def nvmlDeviceGetPowerUsage(self, handle: FakeHandle) -> int:
         gpu, t = self._gpu(handle, "power")
@@ -350,7 +393,7 @@ class FakeNvml(MigGpmMixin):
     def nvmlDeviceGetProcessUtilization(self, handle: FakeHandle, since_us: int) -> list[Any]:
         """One sample per live process: its mean SM utilisation since ``since_us``."""
         gpu, t = self._gpu(handle, "process_utilization")
-        if gpu.migs:
+        if gpu.mig_on(t):
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
         now_us = int(self._now() * 1e6)
         start = max(0.0, since_us / 1e6 - self._epoch) if since_us else max(0.0, t - 1.0)
@@ -372,38 +415,3 @@ class FakeNvml(MigGpmMixin):
         if not samples:
             raise _error(pynvml.NVML_ERROR_NOT_FOUND)
         return samples
-
-    # -- events -----------------------------------------------------------------------------
-
-    def nvmlEventSetCreate(self) -> FakeEventSet:
-        self.calls += 1
-        if not self._initialized:
-            raise _error(pynvml.NVML_ERROR_UNINITIALIZED)
-        return FakeEventSet()
-
-    def nvmlDeviceRegisterEvents(
-        self, handle: FakeHandle, event_types: int, event_set: FakeEventSet
-    ) -> None:
-        gpu, t = self._gpu(handle, "xid_events")
-        if event_types & pynvml.nvmlEventTypeXidCriticalError:
-            # only events after registration are delivered, as with the real driver
-            event_set.cursors[gpu.index] = bisect.bisect_right(gpu.xids, (t, math.inf))
-
-    def nvmlEventSetWait_v2(self, event_set: FakeEventSet, timeout_ms: int) -> Any:
-        self.calls += 1
-        if event_set.freed:
-            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        t = self.sim_time()
-        for index, cursor in event_set.cursors.items():
-            xids = self.gpus[index].xids
-            if cursor < len(xids) and xids[cursor][0] <= t:
-                event_set.cursors[index] = cursor + 1
-                data = pynvml.c_nvmlEventData_t()
-                data.eventType = pynvml.nvmlEventTypeXidCriticalError
-                data.eventData = xids[cursor][1]
-                return data
-        raise _error(pynvml.NVML_ERROR_TIMEOUT)
-
-    def nvmlEventSetFree(self, event_set: FakeEventSet) -> None:
-        self.calls += 1
-        event_set.freed = True

@@ -111,7 +111,7 @@ def spec_answer(pods: list[PodSpec], gpus: list[SimGpu], sim_time: Callable[[], 
             answers.append(PodAnswer(pod.namespace, pod.name, containers))
     allocatable: list[tuple[str, list[str]]] = []
     for g in gpus:
-        live = [m for m in g.migs if m.alive(t)]
+        live = g.live_migs(t)
         if live:
             for m in live:
                 allocatable.append((f"nvidia.com/mig-{m.profile_name}", [m.uuid]))

@@ -33,6 +33,7 @@ class SimulatedNode:
                 pod.name,
                 dict(pod.labels),
                 {container_id(pod, c): c.name for c in pod.containers},
+                pod.phase,
             )
             for pod in spec.pods
         )

@@ -53,6 +53,9 @@ class PodSpec(_Model):
     containers: list[ContainerSpec]
     started_at: float | None = None
     ended_at: float | None = None
+    # Succeeded / Failed: the pod finished, yet its kubelet still lists its devices (kubelets
+    # before the fix of kubernetes#119423 do, until the pod is deleted)
+    phase: Literal["Running", "Succeeded", "Failed"] = "Running"
 
     def alive(self, t: float) -> bool:
         start = self.started_at if self.started_at is not None else float("-inf")

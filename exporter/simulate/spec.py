@@ -14,7 +14,7 @@ the counts of the events at or before t. See examples/ and docs/simulate.md.
 
 from __future__ import annotations
 
-import itertools
+import math
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from exporter.simulate.curves import Constant, Curve, Piecewise, Shifted, Sine
+from exporter.simulate.curves import Curve, CurveField, Shifted, build_curve
 from exporter.simulate.mig_profiles import BY_MODEL, Profile, profiles_for
 from exporter.simulate.pods import PodSpec, resolve_device_id
 
@@ -79,54 +79,6 @@ class _Model(BaseModel):
 
 
 NonNegative = Annotated[float, Field(ge=0)]
-
-
-class SineShape(_Model):
-    min: float
-    max: float
-    period: Annotated[float, Field(gt=0)]
-    phase: float = 0.0
-
-
-class CurveSpec(_Model):
-    points: list[tuple[float, float]] | None = None
-    steps: list[tuple[float, float]] | None = None
-    sine: SineShape | None = None
-    period: Annotated[float, Field(gt=0)] | None = None
-
-    @model_validator(mode="after")
-    def _one_shape(self) -> CurveSpec:
-        shapes = [s for s in ("points", "steps", "sine") if getattr(self, s) is not None]
-        if len(shapes) != 1:
-            raise ValueError("a curve is a number or has exactly one of points, steps, sine")
-        pts = self.points if self.points is not None else self.steps
-        if pts is not None:
-            if not pts:
-                raise ValueError("needs at least one [time, value] point")
-            times = [p[0] for p in pts]
-            if any(b <= a for a, b in itertools.pairwise(times)):
-                raise ValueError("point times must be strictly increasing")
-            if self.period is not None and (times[0] < 0 or times[-1] > self.period):
-                raise ValueError("with a period, point times must lie within [0, period]")
-        elif self.period is not None:
-            raise ValueError("period applies to points and steps only")
-        return self
-
-    def build(self) -> Curve:
-        if self.sine is not None:
-            s = self.sine
-            return Sine(s.min, s.max, s.period, s.phase)
-        linear = self.points is not None
-        pts = self.points if self.points is not None else self.steps
-        assert pts is not None
-        return Piecewise(tuple(p[0] for p in pts), tuple(p[1] for p in pts), linear, self.period)
-
-
-CurveField = float | CurveSpec
-
-
-def build_curve(field: CurveField) -> Curve:
-    return Constant(float(field)) if isinstance(field, int | float) else field.build()
 
 
 class Event(_Model):
@@ -193,6 +145,10 @@ class NvlinkError(_Model):
 class Nvlink(_Model):
     links: Annotated[int, Field(ge=0, le=18)] = 0
     errors: list[NvlinkError] = []
+    # data throughput summed over the links, KiB/s: NVML's NVLINK_THROUGHPUT_DATA counters are
+    # their exact integrals (KiB since boot)
+    rx_kib_per_s: CurveField = 0.0
+    tx_kib_per_s: CurveField = 0.0
 
     @model_validator(mode="after")
     def _links_exist(self) -> Nvlink:
@@ -213,6 +169,26 @@ class Gpm(_Model):
     dram_active: CurveField = 0.0
     pcie_tx_bytes: CurveField = 0.0
     pcie_rx_bytes: CurveField = 0.0
+
+
+class Hang(_Model):
+    """From ``from`` on, every NVML call about this GPU blocks, until ``to`` (never, if absent):
+    a GPU whose driver stopped answering."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    start: Annotated[float, Field(alias="from")]
+    end: Annotated[float | None, Field(alias="to")] = None
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Hang:
+        if self.end is not None and self.end <= self.start:
+            raise ValueError("'to' must be after 'from'")
+        return self
+
+
+# NVML queries a spec can refuse with NO_PERMISSION: "gpu_instances" is the GPU-instance
+# lookup, which needs the MIG monitor capability
+Denied = Literal["gpu_instances"]
 
 
 class ProcessSpec(_Model):
@@ -261,16 +237,21 @@ class GpuSpec(_Model):
     clock_events: list[ClockEvent] = []
     nvlink: Nvlink = Nvlink()
     lost_at: float | None = None
+    hangs: list[Hang] = []
     unsupported: list[Feature] = []
+    denied: list[Denied] = []
     phase_step_s: float = 0.0
     gpm: Gpm | None = None
     mig: list[MigInstanceSpec] | None = None
+    mig_enabled_at: float | None = None  # MIG mode off before this (`nvidia-smi -mig 1` then)
     processes: list[ProcessSpec] = []
     time_slicing_replicas: Annotated[int, Field(ge=2, le=64)] | None = None
 
     @model_validator(mode="after")
     def _mig_layout_fits(self) -> GpuSpec:
         if self.mig is None:
+            if self.mig_enabled_at is not None:
+                raise ValueError("mig_enabled_at needs a mig layout")
             return self
         profiles = profiles_for(self.model)
         if profiles is None:
@@ -431,10 +412,28 @@ class SimGpu:
                 self.migs.append(SimMig(inst, gi_id, profile, self.uuid, placement, curve))
                 placement = (placement + profile.memory_slices) % 8
         self.processes = [SimProcess(p, curve) for p in spec.processes]
+        self.nvlink_rx = curve(spec.nvlink.rx_kib_per_s)
+        self.nvlink_tx = curve(spec.nvlink.tx_kib_per_s)
         xids = [(x.t, x.xid) for x in spec.xid]
         if spec.lost_at is not None:
             xids.append((spec.lost_at, 79))  # "GPU has fallen off the bus"
         self.xids = sorted(xids)
+
+    def mig_on(self, t: float) -> bool:
+        at = self.spec.mig_enabled_at
+        return self.spec.mig is not None and (at is None or t >= at)
+
+    def live_migs(self, t: float) -> list[SimMig]:
+        """The MIG instances that exist at t (none while MIG mode is off)."""
+        return [m for m in self.migs if m.alive(t)] if self.mig_on(t) else []
+
+    def hang_ends(self, t: float) -> float | None:
+        """While a hang holds at t: when it ends (inf: never); None when none holds."""
+        for hang in self.spec.hangs:
+            end = math.inf if hang.end is None else hang.end
+            if hang.start <= t < end:
+                return end
+        return None
 
 
 def load(path: str | Path) -> FleetSpec:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,17 +27,47 @@ class Rig:
         self.exporter.collect_once()
         return samples(self.exporter.exposition.body("openmetrics").decode())
 
+    def collect_until(
+        self, check: Callable[[dict[str, list[Any]]], bool], timeout: float = 10.0
+    ) -> dict[str, list[Any]]:
+        """Collect (the clock standing still) until ``check`` holds on the exposition: for what
+        arrives from a background thread, such as XID events."""
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self.collect()
+            if check(m):
+                return m
+            assert time.monotonic() < deadline, "condition not reached"
+            time.sleep(0.02)  # polling interval while a background thread catches up
+
+
+_OPEN: list[Exporter] = []
+
+
+def close_all() -> None:
+    """Close the exporters of the test that just ran (tests/exporter/conftest.py)."""
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def track(exporter: Exporter) -> Exporter:
+    """Close this exporter after the test."""
+    _OPEN.append(exporter)
+    return exporter
+
 
 def rig(raw_spec: dict[str, Any], clock: ManualClock, **kwargs: Any) -> Rig:
     fake = FakeNvml(parse(raw_spec), now=clock)
-    exporter = Exporter(
-        Nvml(fake),
-        raw_spec.get("hostname", "sim-node"),
-        kwargs.pop("collectors", COLLECTORS),
-        5.0,
-        clock=clock,
-        monotonic=clock,
-        **kwargs,
+    exporter = track(
+        Exporter(
+            Nvml(fake),
+            raw_spec.get("hostname", "sim-node"),
+            kwargs.pop("collectors", COLLECTORS),
+            5.0,
+            clock=clock,
+            monotonic=clock,
+            **kwargs,
+        )
     )
     return Rig(clock, fake, exporter)
 

@@ -104,9 +104,10 @@ def test_values_equal_the_spec_at_collection_time(at_epoch: ManualClock) -> None
     assert value(m, "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", **g) == 1
     assert value(m, "DCGM_FI_DEV_ROW_REMAP_PENDING", **g) == 1
     assert value(m, "DCGM_FI_DEV_ROW_REMAP_FAILURE", **g) == 0
-    # thermal violation: [10, 30) merged = 20 s; power: [15, 30) = 15 s; in microseconds
-    assert value(m, "DCGM_FI_DEV_THERMAL_VIOLATION", **g) == 20_000_000
-    assert value(m, "DCGM_FI_DEV_POWER_VIOLATION", **g) == 15_000_000
+    # thermal violation: [10, 30) merged = 20 s; power: [15, 30) = 15 s; in nanoseconds, as
+    # DCGM 4.x publishes them (dcgm_fields.h: "Power Violation time in ns")
+    assert value(m, "DCGM_FI_DEV_THERMAL_VIOLATION", **g) == 20_000_000_000
+    assert value(m, "DCGM_FI_DEV_POWER_VIOLATION", **g) == 15_000_000_000
     assert value(m, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", **g) == 0  # nothing active at t=40
     assert value(m, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL", **g) == 13
     assert value(m, "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_L2", **g) == 12
@@ -120,10 +121,9 @@ def test_xid_events_after_start_are_counted_by_code(at_epoch: ManualClock) -> No
     m = r.collect()  # discovery happens here, at t=20: the XID at t=15 came before it
     assert value(m, "DCGM_FI_DEV_XID_ERRORS", gpu="0") == 0
     assert "gpu_xid_errors_total" not in m
-    at_epoch.advance(20.0)  # t=40: XID 48 at 25 and XID 94 at 35
-    m = r.collect()
+    at_epoch.advance(20.0)  # t=40: XID 48 at 25 and XID 94 at 35, delivered in the background
+    m = r.collect_until(lambda m: value(m, "gpu_xid_errors_total", gpu="0", xid="94") == 1)
     assert value(m, "gpu_xid_errors_total", gpu="0", xid="48") == 1
-    assert value(m, "gpu_xid_errors_total", gpu="0", xid="94") == 1
     assert value(m, "DCGM_FI_DEV_XID_ERRORS", gpu="0") == 94  # the last one
 
 

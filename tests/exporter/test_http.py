@@ -23,6 +23,7 @@ PROMETHEUS_ACCEPT = (
     "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;"
     "q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
 )
+OPENMETRICS_ONLY = "application/openmetrics-text;version=1.0.0"
 SPEC = {
     "hostname": "n1",
     "gpus": [{"count": 2, "model": "H100", "memory_total_mib": 81559, "nvlink": {"links": 2}}],
@@ -77,13 +78,22 @@ def test_content_negotiation(served: tuple[Exporter, StallingNvml, MetricsServer
     assert body == exporter.exposition.body("text")
     assert b"DCGM_FI_DEV_GPU_TEMP{" in body
 
+    # Prometheus lists OpenMetrics first and text 0.0.4 after it: it gets text, where the DCGM
+    # counters are typed counter under dcgm-exporter's names (docs/metrics.md, Formats)
     status, headers, body = get(
         server.port, Accept=PROMETHEUS_ACCEPT, **{"Accept-Encoding": "gzip"}
     )
     assert status == 200
-    assert headers["content-type"] == OPENMETRICS_CONTENT_TYPE
+    assert headers["content-type"] == TEXT_CONTENT_TYPE
     assert headers["content-encoding"] == "gzip"
-    assert gzip.decompress(body).endswith(b"# EOF\n")
+    assert gzip.decompress(body) == exporter.exposition.body("text")
+    assert b"# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n" in gzip.decompress(body)
+
+    # a scraper that takes OpenMetrics only still gets it
+    status, headers, body = get(server.port, Accept=OPENMETRICS_ONLY)
+    assert headers["content-type"] == OPENMETRICS_CONTENT_TYPE
+    assert body.endswith(b"# EOF\n")
+    assert b"# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION unknown\n" in body
 
 
 def test_a_scrape_never_calls_nvml(served: tuple[Exporter, StallingNvml, MetricsServer]) -> None:
@@ -133,8 +143,13 @@ def test_health_reflects_collection_freshness(
     [
         ("", "", "text"),
         ("text/plain", "gzip, deflate", "text+gzip"),
-        (PROMETHEUS_ACCEPT, "", "openmetrics"),
-        (PROMETHEUS_ACCEPT, "gzip", "openmetrics+gzip"),
+        (PROMETHEUS_ACCEPT, "", "text"),
+        (PROMETHEUS_ACCEPT, "gzip", "text+gzip"),
+        (OPENMETRICS_ONLY, "", "openmetrics"),
+        (OPENMETRICS_ONLY + ";q=0.9", "gzip", "openmetrics+gzip"),
+        ("application/openmetrics-text, text/plain;q=0", "", "openmetrics"),
+        ("application/openmetrics-text, */*;q=0.1", "", "text"),
+        ("APPLICATION/OPENMETRICS-TEXT; Q=1, TEXT/PLAIN; q=0", "", "openmetrics"),
     ],
 )
 def test_choose_variant(accept: str, encoding: str, variant: str) -> None:

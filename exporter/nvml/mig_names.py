@@ -1,0 +1,35 @@
+"""MIG profile names and memory slices from a MIG device's own attributes (pure).
+
+NVIDIA's device plugin and GPU operator name MIG devices this way (NVIDIA go-nvlib,
+``pkg/nvlib/device/mig_profile.go``: ``getMigMemorySizeGB`` and ``MigProfileInfo.String``); the
+exporter uses it when NVML refuses the GPU-instance lookup, so names stay canonical.
+"""
+
+from __future__ import annotations
+
+import math
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+
+
+def mig_memory_slices(memory_mb: int, total_bytes: int) -> int:
+    """Memory slices (of 8) of a MIG device of ``memory_mb``: its fraction of the GPU's memory
+    rounded up to eighths (NVIDIA go-nvlib, pkg/nvlib/device/mig_profile.go)."""
+    if total_bytes <= 0:
+        return 0
+    return math.ceil(memory_mb * MIB * 8 / total_bytes)
+
+
+def mig_profile_name(gi_slices: int, ci_slices: int, memory_mb: int, total_bytes: int) -> str:
+    """The canonical MIG profile name from a MIG device's attributes, as NVIDIA's device plugin
+    and GPU operator derive it (go-nvlib getMigMemorySizeGB and MigProfileInfo.String): the
+    memory is the device's share of the GPU rounded up to eighths, times the GPU's memory in
+    whole GiB (rounded up), e.g. 40192 MiB of an 81559 MiB H100 -> "3g.40gb"; a compute
+    instance smaller than its GPU instance is written "1c.3g.40gb"."""
+    eighths = mig_memory_slices(memory_mb, total_bytes)
+    total_gb = -(-total_bytes // GIB) if total_bytes > 0 else 0
+    gb = round(eighths / 8 * total_gb) if total_gb else memory_mb // 1024
+    if ci_slices == gi_slices:
+        return f"{gi_slices}g.{gb}gb"
+    return f"{ci_slices}c.{gi_slices}g.{gb}gb"
