@@ -51,6 +51,7 @@ class EventsMixin:
 
     gpus: list[SimGpu]
     _initialized: int
+    events_delivered: list[tuple[int, int]]  # (GPU index, XID) in the order delivered
 
     def _gpu(self, handle: Any, feature: str | None = None) -> tuple[SimGpu, float]:
         raise NotImplementedError
@@ -87,6 +88,7 @@ class EventsMixin:
                         to_come = True
                         continue
                     event_set.cursors[index] = cursor + 1
+                    self.events_delivered.append((index, xids[cursor][1]))
                     return FakeEventData(
                         FakeHandle(index), pynvml.nvmlEventTypeXidCriticalError, xids[cursor][1]
                     )

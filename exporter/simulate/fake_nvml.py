@@ -82,6 +82,7 @@ class FakeNvml(MigGpmMixin, EventsMixin):
         self._gpm_samples: dict[int, tuple[int, int | None, float]] = {}
         self._gpm_lock = threading.Lock()
         self._keep: dict[int, Any] = {}
+        self.events_delivered: list[tuple[int, int]] = []
         self._lock = threading.Lock()
         self._calls = 0
         self._blocked: set[int] = set()

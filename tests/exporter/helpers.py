@@ -1,20 +1,26 @@
-"""Build an exporter over the fake NVML with a hand-moved clock, and read its exposition."""
+"""Build an exporter over the fake NVML with a hand-moved clock, serve it on loopback, and read
+its exposition as a scraper does: over HTTP."""
 
 from __future__ import annotations
 
+import http.client
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
 from exporter.catalogue import COLLECTORS
 from exporter.collection import Exporter
+from exporter.http import MetricsServer
 from exporter.nvml.boundary import Nvml
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.spec import parse
 from tests.conftest import ManualClock
+
+OPENMETRICS_ONLY = "application/openmetrics-text;version=1.0.0"
 
 
 @dataclass
@@ -22,10 +28,33 @@ class Rig:
     clock: ManualClock
     fake: FakeNvml
     exporter: Exporter
+    server: MetricsServer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.server = MetricsServer("127.0.0.1:0", self.exporter)
+        self.server.start()
+
+    def get(self, path: str = "/metrics", **headers: str) -> tuple[int, str]:
+        """(status, body) of a GET on the exporter's HTTP server."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=10)
+        try:
+            conn.request("GET", path, headers=headers)
+            resp = conn.getresponse()
+            return resp.status, resp.read().decode()
+        finally:
+            conn.close()
+
+    def scrape(self) -> dict[str, list[Any]]:
+        """The samples /metrics serves now (as OpenMetrics, which the strict parser reads;
+        the sample lines are those of the text format)."""
+        status, body = self.get(Accept=OPENMETRICS_ONLY)
+        assert status == 200
+        return samples(body)
 
     def collect(self) -> dict[str, list[Any]]:
+        """One collection, then a scrape."""
         self.exporter.collect_once()
-        return samples(self.exporter.exposition.body("openmetrics").decode())
+        return self.scrape()
 
     def collect_until(
         self, check: Callable[[dict[str, list[Any]]], bool], timeout: float = 10.0
@@ -40,14 +69,23 @@ class Rig:
             assert time.monotonic() < deadline, "condition not reached"
             time.sleep(0.02)  # polling interval while a background thread catches up
 
+    def close(self) -> None:
+        self.server.stop()
+        self.exporter.close()
 
-_OPEN: list[Exporter] = []
+
+_OPEN: list[Rig | Exporter] = []
 
 
 def close_all() -> None:
-    """Close the exporters of the test that just ran (tests/exporter/conftest.py)."""
-    while _OPEN:
-        _OPEN.pop().close()
+    """Close the rigs and exporters of the test that just ran (tests/exporter/conftest.py),
+    side by side: each waits a moment for its threads to notice."""
+    closing = [threading.Thread(target=o.close) for o in _OPEN]
+    _OPEN.clear()
+    for t in closing:
+        t.start()
+    for t in closing:
+        t.join()
 
 
 def track(exporter: Exporter) -> Exporter:
@@ -58,18 +96,18 @@ def track(exporter: Exporter) -> Exporter:
 
 def rig(raw_spec: dict[str, Any], clock: ManualClock, **kwargs: Any) -> Rig:
     fake = FakeNvml(parse(raw_spec), now=clock)
-    exporter = track(
-        Exporter(
-            Nvml(fake),
-            raw_spec.get("hostname", "sim-node"),
-            kwargs.pop("collectors", COLLECTORS),
-            5.0,
-            clock=clock,
-            monotonic=clock,
-            **kwargs,
-        )
+    exporter = Exporter(
+        Nvml(fake),
+        raw_spec.get("hostname", "sim-node"),
+        kwargs.pop("collectors", COLLECTORS),
+        5.0,
+        clock=clock,
+        monotonic=clock,
+        **kwargs,
     )
-    return Rig(clock, fake, exporter)
+    r = Rig(clock, fake, exporter)
+    _OPEN.append(r)
+    return r
 
 
 def samples(text: str) -> dict[str, list[Any]]:
@@ -91,3 +129,12 @@ def value(parsed: dict[str, list[Any]], name: str, **labels: str) -> float | Non
     ]
     assert len(found) <= 1, f"{name} {labels}: {len(found)} samples"
     return found[0].value if found else None
+
+
+def labels_of(parsed: dict[str, list[Any]], name: str, **labels: str) -> dict[str, str] | None:
+    """The labels of the one sample of ``name`` whose labels include ``labels``."""
+    found = [
+        s for s in parsed.get(name, []) if all(s.labels.get(k) == v for k, v in labels.items())
+    ]
+    assert len(found) <= 1, f"{name} {labels}: {len(found)} samples"
+    return dict(found[0].labels) if found else None

@@ -8,6 +8,7 @@ import pytest
 
 from exporter.nvml.library import lib as pynvml
 from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.mig_profiles import profiles_for
 from tests.conftest import ManualClock
 from tests.exporter.helpers import rig, value
 
@@ -186,3 +187,62 @@ def test_profile_names_without_the_by_id_lookup(clock: ManualClock) -> None:
     exporter.collect_once()
     m = samples(exporter.exposition.body("openmetrics").decode())
     assert [lab["GPU_I_PROFILE"] for lab in instances(m)] == ["3g.40gb", "2g.20gb", "1g.20gb"]
+
+
+def test_mig_mode_switched_on_while_the_exporter_runs(clock: ManualClock) -> None:
+    """`nvidia-smi -mig 1` at t=20, then two instances created at t=30: no restart needed."""
+    layout = [{"profile": "3g.40gb", "created_at": 30}, {"profile": "2g.20gb", "created_at": 30}]
+    spec = h100(layout, mig_enabled_at=20, utilization={"gpu": 50}, memory_used_mib=7000)
+    r = rig(node(spec), clock)
+    clock.advance(10)
+    m = r.collect()
+    assert value(m, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == 50
+    assert value(m, "DCGM_FI_DEV_FB_USED", gpu="0") == 7000
+    assert instances(m) == []
+    clock.advance(15)  # t=25: MIG mode is on, no instance yet
+    m = r.collect()
+    assert value(m, "DCGM_FI_DEV_GPU_UTIL", gpu="0") is None  # no device utilisation in MIG
+    assert "DCGM_FI_DEV_FB_USED" not in m  # memory belongs to the instances now
+    clock.advance(10)  # t=35: the instances exist: this very collection shows them
+    m = r.collect()
+    assert [lab["GPU_I_PROFILE"] for lab in instances(m)] == ["3g.40gb", "2g.20gb"]
+    assert sorted(s.labels["GPU_I_PROFILE"] for s in m["DCGM_FI_DEV_FB_TOTAL"]) == [
+        "2g.20gb",
+        "3g.40gb",
+    ]
+    assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 400  # device-only, still once
+
+
+PROFILES = [
+    (model, total, profile)
+    for model, total in (
+        ("NVIDIA H100 80GB HBM3", 81559),
+        ("NVIDIA A100-SXM4-80GB", 81920),
+        ("NVIDIA A100-SXM4-40GB", 40960),
+        ("NVIDIA A100-PCIE-40GB", 40536),
+    )
+    for profile in profiles_for(model) or {}
+]
+
+
+@pytest.mark.parametrize(("model", "total", "profile"), PROFILES)
+def test_profile_names_stay_canonical_without_the_gpu_instance_lookup(
+    clock: ManualClock, model: str, total: int, profile: str
+) -> None:
+    """Without the MIG monitor capability NVML answers NO_PERMISSION to the GPU-instance
+    lookup: the name and memory slices come from the MIG device's attributes, as NVIDIA's
+    device plugin derives them, and the refusal is counted."""
+    gpu = {"model": model, "memory_total_mib": total, "mig": [{"profile": profile}]}
+    r = rig(node({**gpu, "denied": ["gpu_instances"]}), clock)
+    m = r.collect()
+    (info,) = instances(m)
+    real = profiles_for(model)[profile]  # type: ignore[index]
+    assert info["GPU_I_PROFILE"] == profile
+    assert (info["compute_slices"], info["memory_slices"]) == (
+        str(real.compute_slices),
+        str(real.memory_slices),
+    )
+    assert value(m, "gpu_exporter_errors_total", source="nvml", kind="no_permission") == 1
+    allowed = rig(node(gpu), clock).collect()  # with the capability: NVML's own name
+    assert [lab["GPU_I_PROFILE"] for lab in instances(allowed)] == [profile]
+    assert value(allowed, "gpu_exporter_errors_total", source="nvml", kind="no_permission") == 0
