@@ -82,6 +82,12 @@ class Prometheus:
             return None
         return body if raw else json.loads(body)
 
+    def get(self, path: str, **params: str) -> Any:
+        """The JSON answer of an API path (e.g. ``/api/v1/metadata``); asserts success."""
+        answer = self._get(path, **params)
+        assert answer is not None and answer["status"] == "success", (path, answer)
+        return answer
+
     def query(self, expr: str) -> list[dict[str, Any]]:
         answer = self._get("/api/v1/query", query=expr)
         assert answer is not None and answer["status"] == "success", (expr, answer)

@@ -94,6 +94,13 @@ def track(exporter: Exporter) -> Exporter:
     return exporter
 
 
+def serve(clock: ManualClock, fake: FakeNvml, exporter: Exporter) -> Rig:
+    """A rig around an exporter built by the test (closed after it)."""
+    r = Rig(clock, fake, exporter)
+    _OPEN.append(r)
+    return r
+
+
 def rig(raw_spec: dict[str, Any], clock: ManualClock, **kwargs: Any) -> Rig:
     fake = FakeNvml(parse(raw_spec), now=clock)
     exporter = Exporter(
@@ -105,9 +112,7 @@ def rig(raw_spec: dict[str, Any], clock: ManualClock, **kwargs: Any) -> Rig:
         monotonic=clock,
         **kwargs,
     )
-    r = Rig(clock, fake, exporter)
-    _OPEN.append(r)
-    return r
+    return serve(clock, fake, exporter)
 
 
 def samples(text: str) -> dict[str, list[Any]]:

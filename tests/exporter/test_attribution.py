@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from exporter.pods.claims import Claim, Holder
+from exporter.pods.device_ids import DeviceRef, parse_device_id
 from exporter.pods.shares import Unit, attribute
 from exporter.snapshot import GpuState
 from tests.conftest import ManualClock
@@ -98,3 +99,30 @@ def test_unknown_device_ids_are_counted() -> None:
     a = attribute(st, claims, {}, lambda pid: None)
     assert a.unknown_device_ids == 1
     assert list(a.shares.values()) == [1.0]
+
+
+UUID = "GPU-0f5c8a2e-1b7d-4c7a-9a51-3e2f6d8b9c10"
+MIG_UUID = "MIG-7d7c1ab1-8f4e-5b6a-9d1a-2c3e4f5a6b7c"
+
+
+@pytest.mark.parametrize(
+    ("device_id", "key", "replica"),
+    [
+        (UUID, UUID, None),  # NVIDIA's device plugin: a whole GPU
+        (MIG_UUID, MIG_UUID, None),  # a MIG device
+        (f"MIG-{UUID}/3/0", f"{UUID}/gi3", None),  # the legacy MIG form
+        (f"{UUID}::2", UUID, 2),  # a time-slicing replica
+        (f"{MIG_UUID}::1", MIG_UUID, 1),  # a replica of a MIG device
+        ("nvidia3", "nvidia3", None),  # GKE: a whole GPU by minor number
+        ("nvidia0/gi2", "nvidia0/gi2", None),  # GKE: a MIG partition
+        ("nvidia1/vgpu4", "nvidia1", 4),  # GKE: time-sharing client 4 of GPU 1
+        ("nvidia0/gi2/vgpu0", "nvidia0/gi2", 0),  # GKE: time-sharing on a MIG partition
+        ("nvidia0/vgpu1/gi2", "", None),  # not a form any plugin writes
+        ("nvidia0/gi2::1", "", None),
+        ("0000:3b:00.2", "", None),
+    ],
+)
+def test_device_ids_of_nvidias_and_gkes_plugins(
+    device_id: str, key: str, replica: int | None
+) -> None:
+    assert parse_device_id(device_id) == DeviceRef(key, replica)

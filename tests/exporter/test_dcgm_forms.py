@@ -109,7 +109,7 @@ def test_nvlink_bandwidth_in_dcgms_unit(at_epoch: ManualClock) -> None:
         kib / 20 / 1000, abs=1e-3
     )
     assert value(m, "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", gpu="1") is None
-    status, text = r.get()
+    _, text = r.get()
     assert "# TYPE DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL counter\n" in text
 
 

@@ -24,7 +24,7 @@ from exporter.simulate.pods import container_id
 from exporter.simulate.spec import parse
 from kube.client import core_api
 from tests.conftest import ManualClock
-from tests.exporter.helpers import samples, value
+from tests.exporter.helpers import serve, value
 from tests.kubeapi import KubeApi, pod_json, wait_until
 
 CID = {"a": "a1" * 32, "b": "b2" * 32, "c": "c3" * 32}
@@ -174,10 +174,10 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
             owner=ProcOwner(directory, sim.proc_root),  # the API's directory, not the spec's
             pod_labels=pod_label_renderer(directory, ("team", "stage", "project")),
         )
-        exporter.collect_once()
+        r = serve(clock, fake, exporter)
+        r.collect()
         clock.advance(5)
-        exporter.collect_once()
-        m = samples(exporter.exposition.body("openmetrics").decode())
+        m = r.collect()
     finally:
         client.close()
         sim.stop()
@@ -188,3 +188,72 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
     sm = {s.labels["pod"]: s.value for s in m["gpu_container_sm_utilization_ratio"]}
     assert sm == pytest.approx({"p1": 0.40, "p2": 0.05})
     assert value(m, "gpu_unattributed_processes", gpu="0") == 0
+
+
+def finished(pod: dict[str, Any], phase: str) -> dict[str, Any]:
+    """The pod as the API serves it once it has finished: phase and terminated containers."""
+    pod["status"]["phase"] = phase
+    for c in pod["status"]["containerStatuses"]:
+        exit_code = 0 if phase == "Succeeded" else 1
+        reason = "Completed" if phase == "Succeeded" else "Error"
+        c["state"] = {"terminated": {"exitCode": exit_code, "reason": reason}}
+        c["ready"] = False
+    return pod
+
+
+def test_devices_of_finished_pods_are_never_attributed(
+    api: KubeApi, watch: Any, tmp_path: Path
+) -> None:
+    """A kubelet before the fix of kubernetes#119423 lists the GPU of a Succeeded pod next to
+    the running pod it was given to since, and the GPU of a Failed pod: the real gRPC server
+    answers so, the pod list from the API says which pods finished."""
+    done, failed, running, new = (("ml", n) for n in ("done", "crashed", "serving", "next"))
+    spec = parse(
+        {
+            "hostname": "n1",
+            "gpus": [{"count": 3, "model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559}],
+            "pods": [
+                {"namespace": ns, "name": name, "containers": [{"name": "main", "devices": ids}]}
+                for (ns, name), ids in (
+                    (done, [{"ids": ["gpu0"]}]),
+                    (new, [{"ids": ["gpu0"]}]),  # the device manager gave GPU 0 to a new pod
+                    (failed, [{"ids": ["gpu1"]}]),
+                    (running, [{"ids": ["gpu2"]}]),
+                )
+            ],
+        }
+    )
+    for p, phase in zip(spec.pods, ("Succeeded", "Running", "Failed", "Running"), strict=True):
+        raw = pod_json(p.namespace, p.name, p.pod_uid(), "n1", {}, {"main": "d" * 64})
+        api.put(finished(raw, phase) if phase != "Running" else raw)
+    directory, _, _ = watch("n1")
+    clock = ManualClock()
+    fake = FakeNvml(spec, now=clock)
+    sim = SimulatedNode(spec, fake, tmp_path)
+    client = PodResourcesClient(sim.socket_path)
+    try:
+        nvml = Nvml(fake)
+        stats = SelfMetrics(nvml.bindings_version(), "test")
+        exporter = Exporter(
+            nvml,
+            "n1",
+            COLLECTORS,
+            5.0,
+            clock=clock,
+            monotonic=clock,
+            stats=stats,
+            assignments=PodResourcesAssignments(client, stats.count_error),
+            finished_pod=directory.finished,  # the API's pod list, not the spec's
+        )
+        m = serve(clock, fake, exporter).collect()
+        listed = {(e.pod, e.device_ids) for e in client.containers()}  # type: ignore[union-attr]
+    finally:
+        client.close()
+        sim.stop()
+    assert {pod for pod, _ in listed} == {"done", "next", "crashed", "serving"}
+    shares = {(s.labels["gpu"], s.labels["pod"]): s.value for s in m["gpu_allocation_share"]}
+    assert shares == {("0", "next"): 1.0, ("2", "serving"): 1.0}
+    # GPU 0 has one holder again, so its DCGM series name it; GPU 1 nobody
+    temp = {s.labels["gpu"]: s.labels.get("pod") for s in m["DCGM_FI_DEV_GPU_TEMP"]}
+    assert temp == {"0": "next", "1": None, "2": "serving"}
+    assert value(m, "gpu_exporter_finished_pod_device_ids") == 2

@@ -17,10 +17,11 @@ from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.kubelet import PodAnswer
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.spec import parse
 from tests.conftest import ManualClock
-from tests.exporter.helpers import samples, value
+from tests.exporter.helpers import serve, value
 
 EPOCH = "2026-11-01T00:00:00Z"
 EPOCH_TS = 1_793_491_200.0
@@ -48,11 +49,12 @@ class Node:
             owner=ProcOwner(self.sim.directory, self.sim.proc_root, self.stats.count_error),
             assignments_max_age=0.0,
         )
+        self.rig = serve(self.clock, self.fake, self.exporter)
 
     def collect(self, advance: float = 5.0) -> dict[str, list[Any]]:
+        """Advance the clock, collect, and scrape /metrics over HTTP."""
         self.clock.advance(advance)
-        self.exporter.collect_once()
-        m = samples(self.exporter.exposition.body("openmetrics").decode())
+        m = self.rig.collect()
         check_invariants(m)
         return m
 
@@ -295,3 +297,28 @@ def test_kubelet_without_allocatable_still_attributes_whole_and_mig(make_node: A
     m = node.collect()
     assert shares(m) == pytest.approx({("whole", "-"): 1.0, ("mig", "2"): 3 / 7})
     assert value(m, "gpu_exporter_errors_total", source="pod_resources", kind="other") == 0
+
+
+def test_gke_time_sharing_on_a_mig_partition(make_node: Any) -> None:
+    """GKE's device plugin names a MIG partition nvidia<N>/gi<M> and each time-sharing client
+    of a device <id>/vgpu<K> (GoogleCloudPlatform/container-engine-accelerators,
+    pkg/gpu/nvidia/mig/mig.go and manager.go): the kubelet answers with those ids."""
+    gpus = [{**H100, "mig": [{"profile": "3g.40gb", "gi_id": 2}]}, H100]
+    node = make_node({"gpus": gpus})
+    listed = [
+        PodAnswer("ml", "a", {"main": [("nvidia.com/gpu", ["nvidia0/gi2/vgpu0"])]}),
+        PodAnswer("ml", "b", {"main": [("nvidia.com/gpu", ["nvidia0/gi2/vgpu3"])]}),
+        PodAnswer("ml", "c", {"main": [("nvidia.com/gpu", ["nvidia1/vgpu1"])]}),
+    ]
+    allocatable = [
+        ("nvidia.com/gpu", [f"nvidia0/gi2/vgpu{k}" for k in range(4)]),
+        ("nvidia.com/gpu", [f"nvidia1/vgpu{k}" for k in range(2)]),
+    ]
+    node.sim.servicer.answer = lambda: (listed, allocatable)
+    m = node.collect()
+    assert shares(m) == pytest.approx(
+        {("a", "2"): 3 / 7 / 4, ("b", "2"): 3 / 7 / 4, ("c", "-"): 1 / 2}
+    )
+    assert value(m, "gpu_exporter_unknown_device_ids") == 0
+    profile = {s.labels["pod"]: s.labels.get("GPU_I_PROFILE") for s in m["gpu_allocation_share"]}
+    assert profile == {"a": "3g.40gb", "b": "3g.40gb", "c": None}

@@ -36,6 +36,18 @@ CID = "abababababababababababababababababababababababababababababababab"
         f"0::/\n5:devices:/kubepods/besteffort/pod{UID}/{CID}\n",
         # a process in a sub-cgroup of its container (a container managing its own cgroups)
         f"0::/kubepods.slice/kubepods-pod{UID_}.slice/cri-containerd-{CID}.scope/init.scope\n",
+        # cgroup v2, cgroupfs driver, burstable, containerd (the container's cgroup is its id)
+        f"0::/kubepods/burstable/pod{UID}/{CID}\n",
+        # cgroup v2, cgroupfs driver, CRI-O (internal/config/cgmgr: crio-<id> under cgroupfs)
+        f"0::/kubepods/besteffort/pod{UID}/crio-{CID}\n",
+        # read from a private cgroup namespace (the exporter's own, cgroup v2's default):
+        # paths are relative to the exporter's cgroup, systemd driver ...
+        f"0::/../../kubepods-besteffort-pod{UID_}.slice/cri-containerd-{CID}.scope\n",
+        f"0::/../../../kubepods-burstable.slice/kubepods-burstable-pod{UID_}.slice/"
+        f"cri-containerd-{CID}.scope\n",
+        # ... and cgroupfs driver, where no "kubepods" is left in the path
+        f"0::/../../../burstable/pod{UID}/{CID}\n",
+        f"0::/../pod{UID}/crio-{CID}\n",
     ],
 )
 def test_pod_and_container_from_every_layout(text: str) -> None:
@@ -50,6 +62,8 @@ def test_pod_and_container_from_every_layout(text: str) -> None:
         f"0::/docker/{CID}\n",  # a docker container outside Kubernetes
         f"0::/kubepods.slice/kubepods-pod{UID_}.slice/crio-conmon-{CID}.scope\n",  # conmon
         f"0::/kubepods.slice/kubepods-pod{UID_}.slice\n",  # the pod's own slice, no container
+        "0::/\n",  # the reader's own cgroup, seen from its private cgroup namespace
+        "0::/../init.scope\n",  # a sibling outside any pod, from a private namespace
         "",
     ],
 )
@@ -83,3 +97,31 @@ def test_cgroup_parse_is_cached_for_a_while(tmp_path: Path) -> None:
     assert owner.owner_of(42) == CgroupOwner(UID, CID)  # not read again within the lifetime
     now[0] = 31.0
     assert owner.owner_of(42) is None  # read again after it
+
+
+def test_a_missing_proc_is_said_at_start_up_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    errors: list[tuple[str, str]] = []
+    owner = ProcOwner(PodDirectory(), tmp_path / "no-such-proc", lambda s, k: errors.append((s, k)))
+    assert errors == [("proc", "missing")]  # at start-up, before any process is looked up
+    assert "is not a directory (--path.procfs)" in caplog.text
+    assert owner(1234) is None
+    assert errors == [("proc", "missing")] * 2  # and for every process it cannot look up
+
+
+def test_a_foreign_proc_is_said_once_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The container's own /proc (no hostPID): the host PIDs NVML reports are not in it."""
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "cgroup").write_text("0::/\n")  # the exporter itself, PID 1 in its pod
+    errors: list[tuple[str, str]] = []
+    owner = ProcOwner(PodDirectory(), tmp_path, lambda s, k: errors.append((s, k)))
+    assert errors == []
+    for pid in (48211, 48377, 51002, 51003):
+        assert owner(pid) is None
+    assert errors == [("proc", "not_found")] * 4
+    warnings = [r.getMessage() for r in caplog.records if "not the host's" in r.getMessage()]
+    assert len(warnings) == 1 and str(tmp_path) in warnings[0]
+    assert "hostPID" in warnings[0]
