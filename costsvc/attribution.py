@@ -9,7 +9,10 @@ Per physical GPU and hour (docs/cost-model.md):
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
-- **used** = allocated x utilisation; **waste** = allocated - used;
+- **used** = allocated x utilisation; **waste** = allocated - used; a holding with no
+  utilisation series at all (an A100 MIG instance: no device utilisation in MIG mode, no GPM
+  before Hopper) is neither used nor waste: its efficiency is unknown, never 0 % or 100 %, and
+  its allocated cost stays *unmeasured* (allocated - used - waste);
 - **idle** = the GPU's cost - allocated: its own ``__idle__`` line (``separate``), or spread over
   the hour's lines by allocated cost (``weighted``) or equally over teams (``even``).
 
@@ -55,7 +58,7 @@ class Holding:
     pod: str
     container: str
     share_seconds: Decimal  # ∫ gpu_allocation_share dt (compute basis for MIG, as published)
-    busy_share_seconds: Decimal = Decimal(0)  # ∫ share x utilisation dt
+    busy_share_seconds: Decimal | None = Decimal(0)  # ∫ share x utilisation dt; None: unknown
     sm_seconds: Decimal = Decimal(0)  # ∫ container SM utilisation dt (shared GPUs)
     shared: bool = False  # a time-slice / MPS replica
     compute_slices: int | None = None  # MIG instance
@@ -86,7 +89,7 @@ class Line:
     mig_profile: str = ""
     allocated: int = 0
     used: int = 0
-    waste: int = 0
+    waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
     idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
     gpu_hours: int = 0  # micro GPU-hours held
 
@@ -117,13 +120,22 @@ def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
 
 
 def busy_seconds(
-    share_seconds: Decimal, shared: bool, sm_seconds: Decimal, utilisation: Decimal
-) -> Decimal:
+    share_seconds: Decimal,
+    shared: bool,
+    sm_seconds: Decimal | None,
+    utilisation: Decimal | None,
+) -> Decimal | None:
     """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time (at
     most its share); otherwise its share x the device's (GPU or MIG instance) mean
-    utilisation over the hour, capped at 1."""
-    if shared:
+    utilisation over the hour, capped at 1. None (unknown) where there is no series to tell:
+    ``sm_seconds`` None means no per-container data for the GPU, ``utilisation`` None no
+    utilisation series for the device."""
+    if shared and sm_seconds is not None:
         return min(share_seconds, sm_seconds)
+    if utilisation is None:
+        return None
+    if shared:  # the GPU's activity is known, nobody's share of it: not this holder's
+        return None
     return share_seconds * min(utilisation, Decimal(1))
 
 
@@ -180,8 +192,13 @@ def attribute_hour(
         where = (g.cluster, g.node, g.model)
         idle_by_gpu[where] = idle_by_gpu.get(where, 0) + cost - allocated_total
         for h, allocated in zip(held, parts, strict=True):
-            util = h.busy_share_seconds / h.share_seconds if h.share_seconds else Decimal(0)
-            used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
+            busy = h.busy_share_seconds
+            if busy is None:  # unknown: neither used nor waste (unmeasured)
+                used = waste = 0
+            else:
+                util = busy / h.share_seconds if h.share_seconds else Decimal(0)
+                used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
+                waste = allocated - used
             who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
                 UNALLOCATED, UNALLOCATED, UNALLOCATED
             )
@@ -201,7 +218,7 @@ def attribute_hour(
                 line = lines[key] = Line(*key)
             line.allocated += allocated
             line.used += used
-            line.waste += allocated - used
+            line.waste += waste
             line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)

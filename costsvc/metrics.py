@@ -14,6 +14,7 @@ from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
 from costsvc.db.budgets import budgets
 from costsvc.queries import (
     PodMoney,
+    efficiency,
     forecast,
     idle_by_currency,
     ingest_state,
@@ -99,7 +100,8 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             if r.team == IDLE:
                 continue
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
-            g["costsvc_efficiency_ratio"].add_metric(labels, _ratio(r.used, r.allocated))
+            if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
+                g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
         for currency, idle in idle_by_currency(conn, start, end):
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
         if last is not None:
@@ -108,10 +110,8 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                 g["costsvc_cost_rate_per_hour"].add_metric(
                     [*labels, r.currency], _units(r.allocated + r.idle)
                 )
-                if r.team != IDLE:
-                    g["costsvc_hourly_efficiency_ratio"].add_metric(
-                        labels, _ratio(r.used, r.allocated)
-                    )
+                if r.team != IDLE and (eff := efficiency(r.used, r.waste)) is not None:
+                    g["costsvc_hourly_efficiency_ratio"].add_metric(labels, float(eff))
         all_budgets = budgets(engine, by_name=False)
         for b in all_budgets:
             f = forecast(conn, now, b.team, b.project or None)

@@ -58,17 +58,30 @@ class Totals:
     def total(self) -> int:
         return self.allocated + self.idle
 
+    @property
+    def unmeasured(self) -> int:
+        """Allocated cost of holdings with no utilisation series: neither used nor waste."""
+        return self.allocated - self.used - self.waste
+
     def json(self) -> dict[str, Any]:
-        eff = Decimal(self.used) / Decimal(self.allocated) if self.allocated else None
+        eff = efficiency(self.used, self.waste)
         return {
             "total_cost": money(self.total),
             "allocated_cost": money(self.allocated),
             "used_cost": money(self.used),
             "allocated_idle_cost": money(self.waste),
+            "unmeasured_cost": money(self.unmeasured),
             "idle_cost": money(self.idle),
             "gpu_hours": money(self.gpu_hours),
             "efficiency": None if eff is None else str(eff.quantize(ONE)),
         }
+
+
+def efficiency(used: int, waste: int) -> Decimal | None:
+    """Used / the allocated cost whose utilisation was measured (used + waste); None when
+    none was (no utilisation series), never 0 % or 100 %."""
+    measured = used + waste
+    return Decimal(used) / Decimal(measured) if measured else None
 
 
 def sums(t: Any) -> tuple[Any, ...]:

@@ -92,7 +92,12 @@ def replace_hour(
     write_lines(conn, hour, clusters, result.lines, currency)
 
 
+# busy_share_us of a holding with no utilisation series (its efficiency is unknown)
+UNMEASURED = -1
+
+
 def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
+    b = h.busy_share_seconds
     return {
         "hour": facts.start,
         "cluster": facts.cluster_of[h.gpu_uuid],
@@ -103,7 +108,7 @@ def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
         "pod": h.pod,
         "container": h.container,
         "share_us": int(h.share_seconds * US),
-        "busy_share_us": int(h.busy_share_seconds * US),
+        "busy_share_us": UNMEASURED if b is None else int(b * US),
         "sm_us": int(h.sm_seconds * US),
         "shared": h.shared,
         "compute_slices": h.compute_slices,
@@ -150,7 +155,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
                 f.pod,
                 f.container,
                 Decimal(f.share_us) / US,
-                Decimal(f.busy_share_us) / US,
+                None if f.busy_share_us == UNMEASURED else Decimal(f.busy_share_us) / US,
                 Decimal(f.sm_us) / US,
                 f.shared,
                 f.compute_slices,

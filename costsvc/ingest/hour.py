@@ -147,6 +147,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         key: sum((w.integral(s.samples) for s in group), Decimal(0))
         for key, group in grouped("gpu_container_sm_utilization_ratio", container_key).items()
     }
+    sm_gpus = {key[:2] for key in sm}  # GPUs with per-container usage (cluster, UUID)
 
     def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
         return (
@@ -166,9 +167,14 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
             unseen.setdefault((cluster, uuid), []).extend(group)
         top = max((v for s in group for _, v in s.samples), default=Decimal(0))
         shared = is_shared(bool(gi), top)
-        sm_seconds = _us(sm.get((cluster, uuid, ns, pod, container), Decimal(0)))
-        utilisation = util.get((cluster, uuid, gi), Decimal(0))
-        busy = _us(busy_seconds(share, shared, sm_seconds, utilisation))
+        own_sm = sm.get((cluster, uuid, ns, pod, container))
+        if own_sm is None and (cluster, uuid) in sm_gpus:
+            own_sm = Decimal(0)  # the GPU's processes are known: none of them is this holder's
+        sm_seconds = _us(own_sm) if own_sm is not None else Decimal(0)
+        # no utilisation series for the device (e.g. an A100 MIG instance): unknown, not 0
+        busy = busy_seconds(
+            share, shared, None if own_sm is None else sm_seconds, util.get((cluster, uuid, gi))
+        )
         compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
         profile = group[-1].labels.get("GPU_I_PROFILE", "") if gi else ""
         facts.holdings.append(
@@ -178,7 +184,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
                 pod,
                 container,
                 share,
-                busy,
+                None if busy is None else _us(busy),
                 sm_seconds,
                 shared,
                 compute or None,
@@ -203,7 +209,9 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
 def _add_gpu(
     facts: HourFacts, cluster: str, uuid: str, lab: dict[str, str], present: Decimal
 ) -> None:
-    node = lab.get("Hostname", "")
+    # dcgm-exporter's releases (and our exporter by default) write Hostname, its main branch
+    # hostname (NVIDIA/dcgm-exporter#655; gpu-exporter --hostname-label hostname)
+    node = lab.get("Hostname") or lab.get("hostname", "")
     facts.gpus.append(
         GpuHour(
             cluster, node, uuid, lab.get("modelName", ""), lab.get("node_pool") or None, present

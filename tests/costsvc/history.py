@@ -29,6 +29,9 @@ GPU-X  shared/w in cluster c2 (cluster="c2")                          -> c2-team
 
 2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; a price change at 12:00
 (test_reprice.py)
+
+2026-11-12 08:00: GPU-L, nobody's, from an exporter that writes dcgm-exporter main's
+`hostname` label instead of `Hostname` (test_ingest.py)
 """
 
 from __future__ import annotations
@@ -62,6 +65,8 @@ HOSTILE = [
     "チーム é",
     "back\\slash",
 ]
+TWELFTH = datetime(2026, 11, 12, 8, tzinfo=UTC)
+T12 = int(TWELFTH.timestamp())
 FIFTEENTH = datetime(2026, 11, 15, 11, tzinfo=UTC)
 T15 = int(FIFTEENTH.timestamp())
 H100 = "NVIDIA H100 80GB HBM3"
@@ -312,6 +317,10 @@ def history() -> str:
             s2,
             e2,
         )
+
+    # 2026-11-12 08:00: an idle GPU whose exporter writes the host label as "hostname"
+    lower = {k: v for k, v in gpu_labels("GPU-L").items() if k != "Hostname"}
+    add("gpu_device_up", {**lower, "hostname": "node-lower"}, 1, T12, T12 + 3600)
 
     # 2026-11-15 11:00-13:00: finance/q (team fin) holds GPU-Q; the price changes at 12:00
     q = gpu_labels("GPU-Q")

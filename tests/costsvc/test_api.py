@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback, GpuPresence
+from costsvc.metrics import collect
 from costsvc.reports import chargeback_csv
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
@@ -86,6 +87,39 @@ def test_costs_by_team_equal_the_ingested_money(api: Api) -> None:
     assert got["a"]["allocated_cost"] == "1.071429"
     assert got[UNALLOCATED]["total_cost"] == "2.500000"
     assert IDLE in got and got[IDLE]["allocated_cost"] == "0.000000"
+
+
+def test_unknown_efficiency_is_null_never_zero(api: Api) -> None:
+    """A holding with no utilisation series (history.py: GPU-C at 05:00, the 1g.10gb instances
+    of GPU-7 at 07:00, no GPM) has unknown efficiency: its allocated cost is reported as
+    unmeasured, efficiency is used / (used + waste) of what was measured, or null."""
+    r = api.get(
+        "/v1/costs", start="2026-11-01T00:00:00Z", end="2026-12-01T00:00:00Z", group_by="team"
+    )
+    assert r.status_code == 200, r.text
+    got = {row["group"]["team"]: row for row in r.json()["rows"]}
+    for team, (alloc, used, waste, _) in by_team(api.db_url).items():
+        row = got[team]
+        assert row["unmeasured_cost"] == dec(alloc - used - waste)
+        measured = used + waste
+        eff = None if not measured else f"{Decimal(used) / Decimal(measured):.6f}"
+        assert row["efficiency"] == eff, team
+    # team a: three MIG instances with no activity series at all: unknown, not 0 %
+    assert got["a"]["efficiency"] is None
+    assert got["a"]["unmeasured_cost"] == got["a"]["allocated_cost"] == "1.071429"
+    assert got["a"]["used_cost"] == got["a"]["allocated_idle_cost"] == "0.000000"
+    # nlp: pod p used 1.00 of its measured 1.25; GPU-C's 1.666667 is unmeasured: 80 %, not 34 %
+    assert got["nlp"]["efficiency"] == "0.800000"
+    assert got["nlp"]["unmeasured_cost"] == "1.666667"
+    # the cost service's own series: no efficiency where nothing was measured
+    engine = create_engine(api.db_url)
+    try:
+        families = {m.name: m for m in collect(engine, NOV20)}
+    finally:
+        engine.dispose()
+    ratio = {s.labels["team"]: s.value for s in families["costsvc_efficiency_ratio"].samples}
+    assert "a" not in ratio
+    assert ratio["nlp"] == pytest.approx(0.8)
 
 
 def test_every_hour_adds_up_through_the_api(api: Api) -> None:

@@ -49,7 +49,7 @@ def gpu(uuid: str = "GPU-1", present: int = 3600, pool: str | None = None) -> Gp
 
 
 def hold(pod: str, seconds: Any = 3600, uuid: str = "GPU-1", busy: Any = 0, **kw: Any) -> Holding:
-    return Holding(uuid, "ns", pod, "main", D(seconds), D(busy), **kw)
+    return Holding(uuid, "ns", pod, "main", D(seconds), None if busy is None else D(busy), **kw)
 
 
 def owners(mapping: dict[str, str]) -> Any:
@@ -63,6 +63,30 @@ def by_team(result: Any) -> dict[str, int]:
             out.get(line.team, 0) + line.allocated + (line.idle if line.team == IDLE else 0)
         )
     return out
+
+
+def test_no_utilisation_series_is_unknown_efficiency_not_zero() -> None:
+    """An A100 MIG instance (no device utilisation in MIG mode, no GPM): its holding has no
+    utilisation series. Its cost is allocated in full, but neither used nor waste; a measured
+    holding of the same team keeps its own figures."""
+    # MIG 3g of GPU-1 for the hour: 2.50 x 3/7 = 1.071429, unmeasured; GPU-2 whole for 30
+    # minutes, 80 % busy: 1.25 allocated, 1.00 used, 0.25 waste
+    unknown = hold("mig", 3600 * 3 / 7, busy=None, compute_slices=3, memory_slices=4, gi_id=2)
+    r = attribute_hour(
+        HOUR,
+        [gpu("GPU-1"), gpu("GPU-2")],
+        [unknown, hold("p", 1800, "GPU-2", busy=1440)],
+        owners({"mig": "a", "p": "a"}),
+        cost_model(),
+    )
+    lines = {line.pod: line for line in r.lines if line.team == "a"}
+    assert (lines["mig"].allocated, lines["mig"].used, lines["mig"].waste) == (1_071_429, 0, 0)
+    assert (lines["p"].allocated, lines["p"].used, lines["p"].waste) == (
+        1_250_000,
+        1_000_000,
+        250_000,
+    )
+    assert r.total() == r.fleet_cost == 5_000_000
 
 
 def test_one_whole_gpu_for_30_minutes_at_2_50() -> None:
@@ -226,7 +250,7 @@ holding = st.builds(
         f"p{p}",
         "main",
         D(s),
-        D(min(b, s)),
+        None if b is None else D(min(b, s)),  # None: no utilisation series
         D(sm),
         shared,
         c if c else None,
@@ -235,7 +259,7 @@ holding = st.builds(
     st.integers(0, 3),
     st.integers(0, 5),
     st.integers(0, 3600),
-    st.integers(0, 3600),
+    st.none() | st.integers(0, 3600),
     st.integers(0, 3600),
     st.booleans(),
     st.integers(0, 7),
@@ -261,4 +285,10 @@ def test_attributed_plus_idle_is_fleet_cost_every_hour(
     assert r.total() == r.fleet_cost  # attribute_hour also raises InvariantBroken itself
     for line in r.lines:
         assert line.allocated >= 0 and line.idle >= 0
-        assert line.used + line.waste == line.allocated and 0 <= line.used <= line.allocated
+        assert 0 <= line.used <= line.used + line.waste <= line.allocated
+    measured = {(h.namespace, h.pod) for h in held if h.busy_share_seconds is not None}
+    for line in r.lines:  # what is not measured is the allocated cost of unmeasured holdings
+        if line.pod and not any(h.pod == line.pod for h in held if h.busy_share_seconds is None):
+            assert line.used + line.waste == line.allocated
+        if line.pod and (line.namespace, line.pod) not in measured:
+            assert line.used == line.waste == 0

@@ -22,6 +22,7 @@ from tests.costsvc.history import (
     HOUR,
     HOUR2,
     MODEL,
+    TWELFTH,
     assert_every_hour_adds_up,
     by_team,
     ingest_with,
@@ -41,9 +42,10 @@ def test_ground_truth(prometheus: Prometheus, db_url: str) -> None:
         reader.close()
     assert report.done == [HOUR] and not report.failed
     # search: a uses 1080 of its 1800 held GPU-seconds (0.3 of the GPU vs 0.5 held) -> 0.75 of
-    # 1.25; b 360 of 900 -> 0.25 of 0.625. GPU-C has no utilisation series: all waste.
+    # 1.25; b 360 of 900 -> 0.25 of 0.625. GPU-C has no utilisation series: its 1.666667 is
+    # neither used nor waste (efficiency unknown, not 0 %): allocated - used - waste.
     assert by_team(db_url) == {
-        "nlp": (1_250_000 + 1_666_667, 1_000_000, 250_000 + 1_666_667, 0),
+        "nlp": (1_250_000 + 1_666_667, 1_000_000, 250_000, 0),
         "search": (1_875_000, 750_000 + 250_000, 500_000 + 375_000, 0),
         "__idle__": (0, 0, 0, 1_250_000 + 625_000 + 833_333),
     }
@@ -400,3 +402,18 @@ def test_an_unpriced_gpu_model_fails_the_hour_naming_it(
             f"no price for GPU model(s): {H100}",
         )
     engine.dispose()
+
+
+def test_the_node_comes_from_hostname_as_well_as_hostname(
+    prometheus: Prometheus, db_url: str
+) -> None:
+    """dcgm-exporter's main branch (and gpu-exporter --hostname-label hostname) writes the host
+    label as ``hostname``: the GPU's node is read from either."""
+    ingest_with(prometheus.url, db_url, MODEL, [TWELFTH])
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        nodes = dict(conn.execute(select(GpuPresence.gpu_uuid, GpuPresence.node)).all())
+        idle = conn.execute(select(Chargeback.node).where(Chargeback.team == "__idle__")).all()
+    engine.dispose()
+    assert nodes == {"GPU-L": "node-lower"}
+    assert [n for (n,) in idle] == ["node-lower"]

@@ -40,9 +40,10 @@ class CostRow(BaseModel):
     allocated_cost: str
     used_cost: str
     allocated_idle_cost: str
+    unmeasured_cost: str  # allocated cost with no utilisation series: neither used nor waste
     idle_cost: str
     gpu_hours: str
-    efficiency: str | None
+    efficiency: str | None  # used / (used + allocated_idle); null when nothing was measured
 
 
 class CostsAnswer(BaseModel):
