@@ -8,11 +8,14 @@ import time
 from typing import Any
 
 import pytest
+import yaml
 
+from exporter.catalogue import SCALAR_SERIES
 from exporter.flags import UsageError, parse_settings
 from tests.conftest import ManualClock
 from tests.exporter.helpers import labels_of, rig, value
 from tests.exporter.test_collector import EPOCH_TS, fleet, h100
+from tests.procs import ROOT
 
 
 @pytest.fixture
@@ -133,3 +136,28 @@ def test_hostname_label_flag_and_its_twin() -> None:
     assert parse_settings([], env).hostname_label == "hostname"
     with pytest.raises(UsageError, match="--hostname-label 'host'"):
         parse_settings(["--hostname-label", "host"], {})
+
+
+PROF = [s.name for s in SCALAR_SERIES if s.collector == "profiling"]
+
+
+@pytest.mark.parametrize(
+    ("example", "profiled"),
+    [("fleet-h100x8.yaml", True), ("fleet-mixed.yaml", False)],
+    ids=["hopper", "ampere-ada-turing"],
+)
+def test_profiling_series_exist_on_hopper_only(
+    at_epoch: ManualClock, example: str, profiled: bool
+) -> None:
+    """NVML GPM is Hopper and newer: the H100 example publishes every DCGM_FI_PROF_* series
+    as a real H100 does, the A100/L4/T4 example none (docs/metrics.md, README)."""
+    raw = yaml.safe_load((ROOT / "examples" / example).read_text())
+    r = rig({**raw, "epoch": "2026-11-01T00:00:00Z"}, at_epoch)
+    at_epoch.advance(5.0)
+    r.collect()
+    at_epoch.advance(5.0)
+    m = r.collect()  # GPM values are between two samples: from the second collection
+    gpus = {s.labels["gpu"] for s in m["gpu_device_up"]}
+    for name in PROF:
+        got = {s.labels["gpu"] for s in m.get(name, [])}
+        assert got == (gpus if profiled else set()), name
