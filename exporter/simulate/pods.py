@@ -23,7 +23,16 @@ from pydantic import BaseModel, ConfigDict, Field
 _REF = re.compile(r"^gpu(\d+)(?:/gi(\d+))?(?:::(\d+))?$")
 
 Runtime = Literal["containerd", "crio", "docker"]
-CgroupLayout = Literal["v2-systemd", "v1-systemd", "v1-cgroupfs", "v2-cgroupfs"]
+# "-cgroupns": as an exporter with a private cgroup namespace reads it (cgroup v2's default for
+# containers): relative to the exporter's own cgroup
+CgroupLayout = Literal[
+    "v2-systemd",
+    "v1-systemd",
+    "v1-cgroupfs",
+    "v2-cgroupfs",
+    "v2-systemd-cgroupns",
+    "v2-cgroupfs-cgroupns",
+]
 
 
 class _Model(BaseModel):

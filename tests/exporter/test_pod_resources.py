@@ -29,7 +29,9 @@ H100 = {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "power_w": 
 
 
 class Node:
-    def __init__(self, raw: dict[str, Any], tmp: Path, timeout: float = 2.0) -> None:
+    def __init__(
+        self, raw: dict[str, Any], tmp: Path, timeout: float = 2.0, procfs: Path | None = None
+    ) -> None:
         self.clock = ManualClock(EPOCH_TS)
         spec = parse({"hostname": "n", "epoch": EPOCH, **raw})
         self.fake = FakeNvml(spec, now=self.clock)
@@ -46,7 +48,9 @@ class Node:
             monotonic=self.clock,
             stats=self.stats,
             assignments=PodResourcesAssignments(self.client, self.stats.count_error),
-            owner=ProcOwner(self.sim.directory, self.sim.proc_root, self.stats.count_error),
+            owner=ProcOwner(
+                self.sim.directory, procfs or self.sim.proc_root, self.stats.count_error
+            ),
             assignments_max_age=0.0,
         )
         self.rig = serve(self.clock, self.fake, self.exporter)
@@ -322,3 +326,62 @@ def test_gke_time_sharing_on_a_mig_partition(make_node: Any) -> None:
     assert value(m, "gpu_exporter_unknown_device_ids") == 0
     profile = {s.labels["pod"]: s.labels.get("GPU_I_PROFILE") for s in m["gpu_allocation_share"]}
     assert profile == {"a": "3g.40gb", "b": "3g.40gb", "c": None}
+
+
+def test_processes_seen_from_a_private_cgroup_namespace(make_node: Any) -> None:
+    """With cgroup v2 the exporter's container has its own cgroup namespace: the cgroup files
+    it reads are relative to its own cgroup (systemd and cgroupfs drivers, containerd and
+    CRI-O); the pod UID and container id in them still attribute the processes."""
+    gpu = {
+        **H100,
+        "time_slicing_replicas": 2,
+        "processes": [{"pid": 11, "sm_util": 30}, {"pid": 22, "sm_util": 20}],
+    }
+
+    def holder(name: str, replica: str, pid: int, layout: str, runtime: str) -> dict[str, Any]:
+        return {
+            "namespace": "ml",
+            "name": name,
+            "containers": [
+                {
+                    "name": "main",
+                    "runtime": runtime,
+                    "cgroup": layout,
+                    "devices": [{"resource": "nvidia.com/gpu.shared", "ids": [replica]}],
+                    "pids": [pid],
+                }
+            ],
+        }
+
+    pods = [
+        holder("sd", "gpu0::0", 11, "v2-systemd-cgroupns", "containerd"),
+        holder("fs", "gpu0::1", 22, "v2-cgroupfs-cgroupns", "crio"),
+    ]
+    node = make_node({"gpus": [gpu], "pods": pods})
+    assert (node.sim.proc_root / "22" / "cgroup").read_text().startswith("0::/../../../burstable/")
+    node.collect()
+    m = node.collect()
+    sm = {s.labels["pod"]: s.value for s in m["gpu_container_sm_utilization_ratio"]}
+    assert sm == pytest.approx({"sd": 0.30, "fs": 0.20})
+    assert value(m, "gpu_unattributed_processes", gpu="0") == 0
+
+
+@pytest.mark.parametrize("procfs", ["missing", "foreign"])
+def test_a_proc_without_the_gpu_processes_is_counted(
+    make_node: Any, tmp_path: Path, procfs: str
+) -> None:
+    """No hostPID (the container's own /proc) or a wrong --path.procfs: the processes NVML
+    reports cannot be mapped; the exposition says so in its error counters."""
+    gpu = {**H100, "time_slicing_replicas": 2, "processes": [{"pid": 11, "sm_util": 30}]}
+    root = tmp_path / "container-proc"
+    if procfs == "foreign":
+        (root / "1").mkdir(parents=True)
+        (root / "1" / "cgroup").write_text("0::/\n")  # only the exporter itself
+    node = make_node({"gpus": [gpu], "pods": [pod("a", ["gpu0::0"], pids=(11,))]}, procfs=root)
+    m = node.collect()
+    kind = "missing" if procfs == "missing" else "not_found"
+    assert value(m, "gpu_exporter_errors_total", source="proc", kind=kind) == (
+        2 if procfs == "missing" else 1  # missing: said at start-up, and for the process
+    )
+    assert value(m, "gpu_unattributed_processes", gpu="0") == 1
+    assert shares(m) == {("a", "-"): 0.5}  # holdings come from the kubelet, unaffected
