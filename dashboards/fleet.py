@@ -293,8 +293,8 @@ def throttling() -> list[Panel]:
         .max(1),
         timeseries_panel(
             "Throttled time by cause",
-            "rate() of the DCGM_FI_DEV_*_VIOLATION counters (ns, as DCGM 4.x) / 1e9: the fraction of "
-            "time each constraint held the clocks down.",
+            "rate() of the DCGM_FI_DEV_*_VIOLATION counters (ns, as DCGM 4.x) / 1e9: the "
+            "fraction of time each constraint held the clocks down.",
             *(
                 target(
                     rate_per_gpu(f"DCGM_FI_DEV_{v}_VIOLATION", " / 1e9"),
