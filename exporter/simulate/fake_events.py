@@ -15,8 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from exporter.nvml.library import lib as pynvml
-from exporter.simulate.handles import FakeHandle
-from exporter.simulate.spec import SimGpu
+from exporter.simulate.handles import FakeHandle, FakeParts
 
 WAIT_POLL_S = 0.02  # how often a waiting call looks at the simulated clock
 
@@ -45,22 +44,12 @@ class FakeEventData:
     computeInstanceId: int = 0xFFFFFFFF
 
 
-class EventsMixin:
+class EventsMixin(FakeParts):
     """Mixed into FakeNvml, which provides ``gpus``, ``_gpu``, ``_count``, ``sim_time`` and
     ``_initialized``."""
 
-    gpus: list[SimGpu]
     _initialized: int
     events_delivered: list[tuple[int, int]]  # (GPU index, XID) in the order delivered
-
-    def _gpu(self, handle: Any, feature: str | None = None) -> tuple[SimGpu, float]:
-        raise NotImplementedError
-
-    def _count(self) -> None:
-        raise NotImplementedError
-
-    def sim_time(self) -> float:
-        raise NotImplementedError
 
     def nvmlEventSetCreate(self) -> FakeEventSet:
         self._count()

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from exporter.nvml.library import lib as pynvml
-from exporter.simulate.handles import FakeGpuInstance, FakeHandle, FakeMigHandle
+from exporter.simulate.handles import FakeGpuInstance, FakeHandle, FakeMigHandle, FakeParts
 from exporter.simulate.mig_profiles import profiles_for
 from exporter.simulate.spec import MIB, SimGpm, SimGpu, SimMig
 
@@ -35,23 +35,13 @@ _GPM_METRICS = {
 }
 
 
-class MigGpmMixin:
+class MigGpmMixin(FakeParts):
     """Mixed into FakeNvml, which provides ``gpus``, ``_gpu``, ``_count``, ``sim_time`` and
     the GPM bookkeeping (``_gpm_samples``, ``_keep`` and their lock)."""
 
-    gpus: list[SimGpu]
     _gpm_samples: dict[int, tuple[int, int | None, float]]
     _gpm_lock: threading.Lock
     _keep: dict[int, Any]
-
-    def _gpu(self, handle: Any, feature: str | None = None) -> tuple[SimGpu, float]:
-        raise NotImplementedError
-
-    def _count(self) -> None:
-        raise NotImplementedError
-
-    def sim_time(self) -> float:
-        raise NotImplementedError
 
     def _mig(self, handle: FakeMigHandle) -> tuple[SimGpu, SimMig, float]:
         gpu, t = self._gpu(_parent(handle))

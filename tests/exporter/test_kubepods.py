@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +22,44 @@ from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.pods import container_id
-from exporter.simulate.spec import parse
+from exporter.simulate.spec import FleetSpec, parse
 from kube.client import core_api
 from tests.conftest import ManualClock
-from tests.exporter.helpers import serve, value
+from tests.exporter.helpers import Rig, serve, value
 from tests.kubeapi import KubeApi, pod_json, wait_until
 
 CID = {"a": "a1" * 32, "b": "b2" * 32, "c": "c3" * 32}
+
+
+@contextmanager
+def exporting(
+    spec: FleetSpec, tmp: Path, directory: PodDirectory, **kwargs: Any
+) -> Iterator[tuple[Rig, PodResourcesClient]]:
+    """The exporter over a simulated node (its real kubelet gRPC server and /proc tree) with the
+    pod directory the watch on the API fills (not the spec's), served over HTTP."""
+    clock = ManualClock()
+    fake = FakeNvml(spec, now=clock)
+    sim = SimulatedNode(spec, fake, tmp)
+    client = PodResourcesClient(sim.socket_path)
+    try:
+        nvml = Nvml(fake)
+        stats = SelfMetrics(nvml.bindings_version(), "test")
+        exporter = Exporter(
+            nvml,
+            "n1",
+            COLLECTORS,
+            5.0,
+            clock=clock,
+            monotonic=clock,
+            stats=stats,
+            assignments=PodResourcesAssignments(client, stats.count_error),
+            owner=ProcOwner(directory, sim.proc_root),
+            **kwargs,
+        )
+        yield serve(clock, fake, exporter), client
+    finally:
+        client.close()
+        sim.stop()
 
 
 @pytest.fixture
@@ -155,32 +187,11 @@ def test_pod_labels_and_pid_mapping_come_from_the_api(
             )
         )
     directory, _, _ = watch("n1")
-    clock = ManualClock()
-    fake = FakeNvml(spec, now=clock)
-    sim = SimulatedNode(spec, fake, tmp_path)
-    client = PodResourcesClient(sim.socket_path)
-    try:
-        nvml = Nvml(fake)
-        stats = SelfMetrics(nvml.bindings_version(), "test")
-        exporter = Exporter(
-            nvml,
-            "n1",
-            COLLECTORS,
-            5.0,
-            clock=clock,
-            monotonic=clock,
-            stats=stats,
-            assignments=PodResourcesAssignments(client, stats.count_error),
-            owner=ProcOwner(directory, sim.proc_root),  # the API's directory, not the spec's
-            pod_labels=pod_label_renderer(directory, ("team", "stage", "project")),
-        )
-        r = serve(clock, fake, exporter)
+    labels = pod_label_renderer(directory, ("team", "stage", "project"))
+    with exporting(spec, tmp_path, directory, pod_labels=labels) as (r, _):
         r.collect()
-        clock.advance(5)
+        r.clock.advance(5)
         m = r.collect()
-    finally:
-        client.close()
-        sim.stop()
     share = {s.labels["pod"]: s.labels for s in m["gpu_allocation_share"]}
     assert share["p1"]["label_team"] == "nlp"
     assert share["p2"]["label_team"] == 'has "quotes"\nand newline'
@@ -227,29 +238,10 @@ def test_devices_of_finished_pods_are_never_attributed(
         raw = pod_json(p.namespace, p.name, p.pod_uid(), "n1", {}, {"main": "d" * 64})
         api.put(finished(raw, phase) if phase != "Running" else raw)
     directory, _, _ = watch("n1")
-    clock = ManualClock()
-    fake = FakeNvml(spec, now=clock)
-    sim = SimulatedNode(spec, fake, tmp_path)
-    client = PodResourcesClient(sim.socket_path)
-    try:
-        nvml = Nvml(fake)
-        stats = SelfMetrics(nvml.bindings_version(), "test")
-        exporter = Exporter(
-            nvml,
-            "n1",
-            COLLECTORS,
-            5.0,
-            clock=clock,
-            monotonic=clock,
-            stats=stats,
-            assignments=PodResourcesAssignments(client, stats.count_error),
-            finished_pod=directory.finished,  # the API's pod list, not the spec's
-        )
-        m = serve(clock, fake, exporter).collect()
+    # the API's pod list says which pods finished, not the spec
+    with exporting(spec, tmp_path, directory, finished_pod=directory.finished) as (r, client):
+        m = r.collect()
         listed = {(e.pod, e.device_ids) for e in client.containers()}  # type: ignore[union-attr]
-    finally:
-        client.close()
-        sim.stop()
     assert {pod for pod, _ in listed} == {"done", "next", "crashed", "serving"}
     shares = {(s.labels["gpu"], s.labels["pod"]): s.value for s in m["gpu_allocation_share"]}
     assert shares == {("0", "next"): 1.0, ("2", "serving"): 1.0}
