@@ -8,7 +8,8 @@ since the machine is shared and noisy. Results are also written as JSON to bench
 
 What it measures, per fleet spec (each run through the real exporter over the fake NVML):
   - scrape latency p50/p99 with 4 concurrent keep-alive clients, sending Prometheus's own
-    Accept and Accept-Encoding headers (OpenMetrics + gzip), and plain text without gzip;
+    Accept and Accept-Encoding headers (answered in text 0.0.4 + gzip, docs/metrics.md), and
+    plain text without gzip;
   - time per collection (in-process: NVML reads + attribution, and rendering), median and p99;
   - CPU seconds per hour and RSS of the exporter process at 5 s collection with a scrape every
     15 s over a window;
@@ -237,6 +238,7 @@ def collection_times(spec_path: Path, n: int) -> dict[str, float]:
             renders.append(exporter.stats.last_render_duration * 1000)
         text = exporter.exposition.body("text")
         om_gz = exporter.exposition.body("openmetrics+gzip")
+        exporter.close()
         return {
             "collection_ms_p50": statistics.median(totals),
             "collection_ms_p99": pct(totals, 99),
