@@ -88,16 +88,20 @@ class GpuReader:
     # -- discovery --------------------------------------------------------------------------
 
     def _discover(self, dev: Device) -> None:
-        def txt(value: Outcome[str]) -> str:
-            return "" if isinstance(value, Failure) else value
+        """Identity, XID registration, GPM support and NVLink links; again after a loss, as
+        a reset GPU may come back with a new handle. What cannot be read keeps its value."""
+        known = self.identity
+
+        def txt(value: Outcome[str], before: str) -> str:
+            return before if isinstance(value, Failure) else value
 
         nvml = self._nvml
         self.identity = self._identity(
-            txt(nvml.uuid(dev)),
-            txt(nvml.name(dev)),
-            txt(nvml.pci_bus_id(dev)),
-            txt(nvml.serial(dev)),
-            txt(nvml.vbios_version(dev)),
+            txt(nvml.uuid(dev), known.uuid),
+            txt(nvml.name(dev), known.model),
+            txt(nvml.pci_bus_id(dev), known.pci_bus_id),
+            txt(nvml.serial(dev), known.serial),
+            txt(nvml.vbios_version(dev), known.vbios),
         )
         memory = nvml.memory(dev)
         self._total_bytes = 0 if isinstance(memory, Failure) else memory[0]
@@ -132,6 +136,9 @@ class GpuReader:
         except _Lost:
             log.warning("GPU %d (%s) is lost", self.index, self.identity.uuid)
             self._device = None
+            self._discovered = False  # discovered again when it is back
+            self._forget_gpm()
+            self._nvlink_prev = None
             return self._down(GpuLost(nv.lib.NVML_ERROR_GPU_IS_LOST, "read"), errors)
         if self._xids is not None:
             self._xids.answered(self.index)
