@@ -57,8 +57,9 @@ HEAD = f"""# gpu-exporter metrics
 
 Generated from `exporter/catalogue.py` by `scripts/gen_metrics_doc.py`; a test keeps the two
 in step. Every per-GPU series carries the DCGM label set {LABELS}. A GPU's series are absent
-when the GPU does not support the field (never a made-up 0) and while the GPU is lost
-(`gpu_device_up 0`).
+when the GPU does not support the field (never a made-up 0), and its value series while the
+GPU is down (`gpu_device_up 0`: lost, or NVML not answering); its XID series stay, they say
+why.
 
 ## Formats
 
