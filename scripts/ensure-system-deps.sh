@@ -2,6 +2,7 @@
 # Makes sure the system programs the tests (and benches) need are installed.
 #   prometheus, promtool      Debian package "prometheus"
 #   PostgreSQL server (pg_ctl, initdb under /usr/lib/postgresql/*/bin)   Debian package "postgresql"
+#   victoria-metrics, vmagent Debian package "victoria-metrics" (the many-cluster test)
 #   prometheus-node-exporter  Debian package "prometheus-node-exporter" (benches only: --bench)
 # Installs what is missing with apt-get when it can; otherwise names exactly what is missing
 # and exits 1.
@@ -29,6 +30,8 @@ have_pg() { compgen -G '/usr/lib/postgresql/*/bin/pg_ctl' >/dev/null && compgen 
 need prometheus "prometheus and promtool (for the Prometheus integration tests and 'promtool check')" \
   bash -c 'command -v prometheus && command -v promtool'
 (( want_demo )) || need postgresql "PostgreSQL server binaries under /usr/lib/postgresql/*/bin (throwaway test clusters)" have_pg
+(( want_demo )) || need victoria-metrics "victoria-metrics and vmagent (Prometheus remote-write into VictoriaMetrics, tests/costsvc/test_victoria.py)" \
+  bash -c 'command -v victoria-metrics && command -v vmagent'
 if (( want_bench )); then
   need prometheus-node-exporter "prometheus-node-exporter (the peer the scrape benchmark compares against)" \
     bash -c 'command -v prometheus-node-exporter || command -v node_exporter'
