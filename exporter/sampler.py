@@ -29,6 +29,7 @@ from exporter.xids import XidListener
 log = logging.getLogger(__name__)
 
 ErrorSink = Callable[[str, str], None]
+STOP_WAIT = 1.0  # seconds, at shutdown, for every reader thread together
 
 
 class GpuSampler:
@@ -84,7 +85,10 @@ class GpuSampler:
     def close(self) -> bool:
         """Stop the reader threads and the XID listener; False if a thread is stuck in NVML
         (then NVML must not be shut down under it)."""
-        stopped = all([t.stop() for t in self._threads])
+        for t in self._threads:
+            t.stop()
+        deadline = time.monotonic() + STOP_WAIT  # one wait for all: stuck threads stay stuck
+        stopped = all([t.join(deadline - time.monotonic()) for t in self._threads])
         self._threads = []
         self._counted.clear()
         self._hung.clear()

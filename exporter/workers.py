@@ -87,10 +87,14 @@ class ReadThread:
                 self._finished.notify_all()
         self.reader.close()
 
-    def stop(self, wait: float = 1.0) -> bool:
-        """Stop the thread; False if it is stuck inside NVML (it is left behind, a daemon)."""
+    def stop(self) -> None:
+        """Ask the thread to end after the read it is in (if any)."""
         with self._wake:
             self._stop = True
             self._wake.notify()
-        self._thread.join(timeout=wait)
+
+    def join(self, wait: float) -> bool:
+        """Wait up to ``wait`` s for it to end; False if it is stuck inside NVML (it is left
+        behind, a daemon)."""
+        self._thread.join(timeout=max(wait, 0.0))
         return not self._thread.is_alive()

@@ -5,6 +5,7 @@ counted, /health saying why), and it comes back by itself when the driver answer
 from __future__ import annotations
 
 import re
+import signal
 import time
 import urllib.request
 from typing import Any
@@ -117,5 +118,10 @@ def test_simulated_hang_in_the_real_process() -> None:
         assert re.search(r'^gpu_device_up\{gpu="0",[^}]*\} 1$', text, re.M)
         assert not re.search(r'^DCGM_FI_DEV_GPU_TEMP\{gpu="1",', text, re.M)
         assert "degraded: GPU 1" in get("/health")
+        started = time.monotonic()
+        proc.proc.send_signal(signal.SIGTERM)  # the stuck thread must not hold the exit
+        assert proc.proc.wait(10) == 0
+        assert time.monotonic() - started < 4
+        assert "a GPU read is stuck in NVML: leaving NVML as it is" in proc.output()
     finally:
         proc.stop()
