@@ -167,10 +167,13 @@ class Exporter:
         self.close()
 
     def close(self) -> None:
-        if self.sampler.close():
-            self.nvml.shutdown()
-        else:  # nvmlShutdown would wait for the stuck call too
+        readers, listener = self.sampler.close()
+        if not readers:  # nvmlShutdown would wait for the stuck call too
             log.warning("a GPU read is stuck in NVML: leaving NVML as it is")
+        elif not listener:
+            log.debug("the XID listener is still in NVML's event wait: leaving NVML as it is")
+        else:
+            self.nvml.shutdown()
 
     def healthy(self) -> bool:
         """A collection completed within the last three intervals."""

@@ -50,6 +50,7 @@ class GpuSampler:
         self._read_wait = read_wait
         self._monotonic = monotonic
         self._finished = threading.Condition()
+        self._waiting: set[ReadThread] = set()  # reads of this collection not back yet
         self._threads: list[ReadThread] = []
         self._counted: dict[int, Done] = {}  # per GPU: the read whose errors were counted
         self._hung: set[int] = set()  # GPUs reported hung
@@ -72,6 +73,7 @@ class GpuSampler:
             ReadThread(
                 GpuReader(self._nvml, i, driver_version, self._on, self._xids),
                 self._finished,
+                self._read_back,
                 self._monotonic,
             )
             for i in range(count)
@@ -82,20 +84,23 @@ class GpuSampler:
     def gpu_count(self) -> int:
         return len(self._threads)
 
-    def close(self) -> bool:
-        """Stop the reader threads and the XID listener; False if a thread is stuck in NVML
-        (then NVML must not be shut down under it)."""
+    def close(self) -> tuple[bool, bool]:
+        """Stop the reader threads and the XID listener, waiting STOP_WAIT s for all of them
+        together: (the readers stopped, the listener stopped). A reader still inside NVML is
+        stuck there; the listener may just be in its wait. Either way NVML must not be shut
+        down under them."""
         for t in self._threads:
             t.stop()
-        deadline = time.monotonic() + STOP_WAIT  # one wait for all: stuck threads stay stuck
-        stopped = all([t.join(deadline - time.monotonic()) for t in self._threads])
+        if self._xids is not None:
+            self._xids.stop()
+        deadline = time.monotonic() + STOP_WAIT
+        readers = all([t.join(deadline - time.monotonic()) for t in self._threads])
+        listener = self._xids is None or self._xids.join(deadline - time.monotonic())
         self._threads = []
         self._counted.clear()
         self._hung.clear()
-        if self._xids is not None:
-            self._xids.close()
-            self._xids = None
-        return stopped
+        self._xids = None
+        return readers, listener
 
     def device_count_changed(self) -> bool:
         count = self._nvml.device_count()
@@ -103,10 +108,22 @@ class GpuSampler:
 
     # -- collection -------------------------------------------------------------------------
 
+    def _read_back(self, t: ReadThread) -> None:
+        """A read came back (called by its thread, the condition held): wake the collection
+        once the last of its reads is back, not at every one."""
+        self._waiting.discard(t)
+        if not self._waiting:
+            self._finished.notify()
+
     def sample(self) -> list[GpuState]:
-        handed = [t for t in self._threads if t.submit()]
         with self._finished:
-            self._finished.wait_for(lambda: not any(t.busy for t in handed), self._read_wait)
+            self._waiting = {t for t in self._threads if not t.busy}
+        for t in list(self._waiting):
+            if not t.submit():  # stopped meanwhile
+                with self._finished:
+                    self._waiting.discard(t)
+        with self._finished:
+            self._finished.wait_for(lambda: not self._waiting, self._read_wait)
         now = self._monotonic()
         states: list[GpuState] = []
         problems: list[str] = []

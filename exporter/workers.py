@@ -35,10 +35,12 @@ class ReadThread:
         self,
         reader: GpuReader,
         finished: threading.Condition,
+        on_done: Callable[[ReadThread], None],
         monotonic: Callable[[], float],
     ) -> None:
         self.reader = reader
-        self._finished = finished  # notified after every read (shared by all threads)
+        self._finished = finished  # held while a read is handed back (shared by all threads)
+        self._on_done = on_done  # called with it held, after each read
         self._monotonic = monotonic
         self._wake = threading.Condition()
         self._pending = False
@@ -84,7 +86,7 @@ class ReadThread:
             with self._finished:
                 self.done = Done(started if started is not None else 0.0, read)
                 self.started = None
-                self._finished.notify_all()
+                self._on_done(self)
         self.reader.close()
 
     def stop(self) -> None:

@@ -22,7 +22,7 @@ from exporter.nvml.results import Device, EventSet, Failure
 log = logging.getLogger(__name__)
 
 OFF_THE_BUS = 79
-WAIT_MS = 100  # each wait's time-out: how soon a stop is noticed (a few wake-ups a second)
+WAIT_MS = 1000  # each wait's time-out: how soon a stop is noticed (one wake-up a second)
 
 
 @dataclass(slots=True)
@@ -116,12 +116,19 @@ class XidListener:
                 return None, {}
             return seen.last, dict(seen.counts)
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Ask the thread to end when its current wait ends (at most WAIT_MS)."""
+        self._stop.set()
+
+    def join(self, wait: float) -> bool:
+        """Wait up to ``wait`` s for the thread; then free the event set. False (the set left
+        alone) while the thread is still inside NVML's wait."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=WAIT_MS / 1000 + 1)
+            self._thread.join(timeout=max(wait, 0.0))
             if self._thread.is_alive():
-                return  # NVML does not answer: leave the set alone rather than hang
+                return False
         if self._events is not None:
             self._nvml.free_event_set(self._events)
             self._events = None
+        return True

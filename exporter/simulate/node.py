@@ -25,6 +25,7 @@ class SimulatedNode:
         self.proc_root = self.workdir / "proc"
         pod_pids = {pid for pod in spec.pods for c in pod.containers for pid in c.pids}
         host_pids = tuple(sorted({p.spec.pid for g in fake.gpus for p in g.processes} - pod_pids))
+        self.proc_root.mkdir(exist_ok=True)  # a /proc, if an empty one, even without pods
         write_proc_tree(self.proc_root, spec.pods, host_pids)
         self.directory = PodDirectory(
             PodInfo(

@@ -78,14 +78,12 @@ _OPEN: list[Rig | Exporter] = []
 
 
 def close_all() -> None:
-    """Close the rigs and exporters of the test that just ran (tests/exporter/conftest.py),
-    side by side: each waits a moment for its threads to notice."""
-    closing = [threading.Thread(target=o.close) for o in _OPEN]
+    """Close the rigs and exporters of the test that just ran (tests/exporter/conftest.py).
+    In the background: an exporter's close waits up to a second for its XID listener to come
+    out of NVML's event wait, and the next test need not wait for that."""
+    for o in _OPEN:
+        threading.Thread(target=o.close, daemon=True).start()
     _OPEN.clear()
-    for t in closing:
-        t.start()
-    for t in closing:
-        t.join()
 
 
 def track(exporter: Exporter) -> Exporter:
