@@ -30,6 +30,7 @@ from typing import Any
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _R = f"[{ALPHABET}]"
 _CRONJOB_JOB = re.compile(r"^(.+)-(\d{8,})$")
+_REPLICASET = re.compile(rf"^(.+)-{_R}{{6,10}}$")
 _DEPLOYMENT_POD = re.compile(rf"^(.+)-{_R}{{6,10}}-{_R}{{5}}$")
 _CRONJOB_POD = re.compile(rf"^(.+)-\d{{8,}}-{_R}{{5}}$")
 _STATEFULSET_POD = re.compile(r"^(.+)-(\d+)$")
@@ -74,6 +75,8 @@ def workload_of(
             template = (labels or {}).get("pod-template-hash", "")
             if template and name.endswith("-" + template):
                 return Workload("Deployment", name[: -len(template) - 1])
+            if not template and (m := _REPLICASET.match(name)):
+                return Workload("Deployment", m[1])
         elif m := _CRONJOB_JOB.match(name):
             return Workload("CronJob", m[1])
     return Workload(kind, name)

@@ -153,6 +153,7 @@ def test_no_price_no_recommendation() -> None:
         # the ReplicaSet not (yet) seen: its name less the pod-template-hash
         (("ReplicaSet", "web-7d4b9c8f6"), {}, {"pod-template-hash": "7d4b9c8f6"},
          Workload("Deployment", "web")),
+        (("ReplicaSet", "web-7d4b9c8f6"), {}, {}, Workload("Deployment", "web")),
         (("ReplicaSet", "bare"), {("ReplicaSet", "bare"): None}, {},
          Workload("ReplicaSet", "bare")),
         (("Job", "nightly-29001120"), {("Job", "nightly-29001120"): ("CronJob", "nightly")}, {},

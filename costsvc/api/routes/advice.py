@@ -79,8 +79,22 @@ class Quota(BaseModel):
     window_end: str
 
 
+class TeamQuota(BaseModel):
+    team: str
+    resource: str
+    namespaces: list[str]
+    hard: str | None  # the sum over the namespaces with a quota
+    held: str
+    active: str
+    held_idle: str
+    currency: str
+    unused_quota_monthly: str | None
+    held_idle_monthly: str | None
+
+
 class Quotas(BaseModel):
     rows: list[Quota]
+    teams: list[TeamQuota]  # per team and resource: the sum of its namespaces
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -230,4 +244,37 @@ def get_quotas(
     who: Caller, db: Db, team: Filter = None, namespace: Filter = None, resource: Filter = None
 ) -> Response:
     filters = _filters(who, team=team, namespace=namespace, resource=resource)
-    return json_response({"rows": [quota_row(q) for q in quota_usage(db, filters)]})
+    found = quota_usage(db, filters)
+    return json_response({"rows": [quota_row(q) for q in found], "teams": team_quotas(found)})
+
+
+def _sum(values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def team_quotas(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for q in rows:
+        groups.setdefault((q["team"], q["resource"], q["currency"]), []).append(q)
+    out = []
+    for (team, resource, currency), qs in sorted(groups.items()):
+        held = sum(q["held_milli"] for q in qs)
+        active = sum(q["active_milli"] for q in qs)
+        unused = _sum([q["unused_monthly"] for q in qs])
+        idle = _sum([q["idle_monthly"] for q in qs])
+        out.append(
+            {
+                "team": team,
+                "resource": resource,
+                "namespaces": sorted({q["namespace"] for q in qs}),
+                "hard": _milli(_sum([q["hard_milli"] for q in qs])),
+                "held": _milli(held),
+                "active": _milli(active),
+                "held_idle": _milli(max(held - active, 0)),
+                "currency": currency,
+                "unused_quota_monthly": None if unused is None else money(unused),
+                "held_idle_monthly": None if idle is None else money(idle),
+            }
+        )
+    return out
