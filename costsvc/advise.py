@@ -278,3 +278,28 @@ def _unsanitised_hash(labels: dict[str, str] | None) -> dict[str, str]:
     """kube-state-metrics writes ``pod-template-hash`` as ``label_pod_template_hash``."""
     value = (labels or {}).get("label_pod_template_hash")
     return {"pod-template-hash": value} if value else {}
+
+
+def table(rows: list[dict[str, Any]], top: int | None = None) -> str:
+    """Stored recommendations (costsvc/db/advice.py rows) as a plain-text table, biggest
+    saving first; untrusted names are shown with control characters escaped."""
+    from costsvc.money import money
+
+    def cell(text: str, width: int) -> str:
+        safe = text.encode("unicode_escape").decode("ascii")
+        return safe if len(safe) <= width else safe[: width - 1] + "~"
+
+    head = (
+        f"{'team':<14} {'namespace/workload':<34} {'GPU model':<24} {'action':<10} "
+        f"{'target':<12} {'saving/month':>14} {'hours':>7}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows[:top] if top is not None else rows:
+        workload = f"{r['namespace']}/{r['workload_kind']}/{r['workload']}"
+        lines.append(
+            f"{cell(r['team'], 14):<14} {cell(workload, 34):<34} {cell(r['gpu_model'], 24):<24} "
+            f"{r['action']:<10} {cell(r['target'], 12):<12} "
+            f"{money(r['saving_monthly']) + ' ' + r['currency']:>14} "
+            f"{r['device_hours'] // 1_000_000:>7}"
+        )
+    return "\n".join(lines)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import subprocess
 from collections.abc import Iterator
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -36,6 +37,7 @@ import pytest
 from sqlalchemy import create_engine
 
 from costsvc.advise import run
+from costsvc.cli import main
 from costsvc.costmodel import parse
 from costsvc.db.advice import OwnerHistory, QuotaStore
 from costsvc.db.labels import LabelHistory
@@ -47,6 +49,7 @@ from kube.client import core_api
 from tests.conftest import require_binary
 from tests.costsvc.advice_history import END, MODEL_DOC, T_END, history, kube_objects
 from tests.costsvc.apiserver import Clock, serve
+from tests.costsvc.test_api import metric
 from tests.kubeapi import KubeApi
 from tests.prom import Prometheus
 
@@ -263,3 +266,59 @@ def test_quotas_by_hand(advised: str) -> None:
     assert r["unused_quota_monthly"] == "1752.000000"
     assert {row["team"] for row in research["rows"]} == {"research"}
     assert {t["team"] for t in research["teams"]} == {"research"}
+
+
+def test_metrics_agree_with_the_api(advised: str) -> None:
+    with serve(advised, Clock(END), teams=["search"]) as api:
+        rows = api.get("/v1/recommendations").json()["rows"]
+        quotas = api.get("/v1/quotas").json()["rows"]
+        text = api.get("/metrics", who="admin").text
+    per_team: dict[str, Decimal] = {}
+    for r in rows:
+        per_team[r["team"]] = per_team.get(r["team"], Decimal(0)) + Decimal(r["saving_monthly"])
+    assert per_team == {"search": Decimal("4254.857142"), "research": Decimal("1825.000000")}
+    for team, total in per_team.items():
+        got = metric(text, "costsvc_recommendation_savings_monthly", team=team, currency="USD")
+        assert got == pytest.approx(float(total), abs=1e-6)
+    for r in rows:
+        got = metric(
+            text,
+            "costsvc_workload_savings_monthly",
+            workload=r["workload"],
+            gpu_model=r["gpu_model"],
+        )
+        assert got == pytest.approx(float(r["saving_monthly"]), abs=1e-6)
+    assert metric(text, "costsvc_recommendations", team="search", action="mig") == 3
+    for q in quotas:
+        labels = {"namespace": q["namespace"], "resource": q["resource"]}
+        assert metric(text, "costsvc_quota_held_units", **labels) == float(q["held"])
+        if q["hard"] is not None:
+            assert metric(text, "costsvc_quota_hard_units", **labels) == float(q["hard"])
+            assert metric(text, "costsvc_quota_used_ratio", **labels) == pytest.approx(
+                float(Decimal(q["used"]) / Decimal(q["hard"]))
+            )
+            assert metric(text, "costsvc_quota_unused_cost_monthly", **labels) == pytest.approx(
+                float(q["unused_quota_monthly"]), abs=1e-6
+            )
+
+
+def test_recommend_command(
+    advised: str, week: Prometheus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    if not advised.startswith("sqlite"):
+        pytest.skip("the command's database access is the API's (tested on both)")
+    model = tmp_path / "model.yaml"
+    model.write_text(json.dumps(MODEL_DOC))
+    monkeypatch.setenv("COSTSVC_DATABASE_URL", advised)
+    monkeypatch.setenv("COSTSVC_PROMETHEUS_URL", week.url)
+    monkeypatch.setenv("COSTSVC_COST_MODEL", str(model))
+    monkeypatch.setenv("COSTSVC_CLUSTER", "c1")
+    assert main(["recommend", "--end", "2026-11-20T00:00:00Z", "--top", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 + 3
+    assert "db/StatefulSet/vecdb" in lines[2] and "release" in lines[2]
+    assert "1825.000000 USD" in lines[2]
+    assert "infer/Deployment/chat" in lines[3] and "1g.10gb" in lines[3]
+    assert "1564.285714 USD" in lines[3]
+    assert main(["recommend", "--window", "0"]) == 2
