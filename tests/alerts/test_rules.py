@@ -76,6 +76,10 @@ COSTSVC_METRICS = frozenset(
         "costsvc_pod_budget_share_ratio",
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors_total",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
     }
 )
 KUBE_STATE_METRICS = frozenset(
