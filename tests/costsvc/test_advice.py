@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from sqlalchemy import create_engine
 
 from costsvc.advise import run
@@ -45,11 +46,13 @@ from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.k8slabels import LabelWatcher
 from costsvc.k8sowners import OwnerWatcher
+from dashboards.rightsizing import HELD_BY_TEAM, QUOTA_BY_TEAM, TOP_SAVINGS
 from kube.client import core_api
 from tests.conftest import require_binary
 from tests.costsvc.advice_history import END, MODEL_DOC, T_END, history, kube_objects
 from tests.costsvc.apiserver import Clock, serve
 from tests.costsvc.test_api import metric
+from tests.dashboards.exprs import all_expressions, substitute
 from tests.kubeapi import KubeApi
 from tests.prom import Prometheus
 
@@ -322,3 +325,59 @@ def test_recommend_command(
     assert "infer/Deployment/chat" in lines[3] and "1g.10gb" in lines[3]
     assert "1564.285714 USD" in lines[3]
     assert main(["recommend", "--window", "0"]) == 2
+
+
+def test_dashboard_queries_agree_with_the_api(advised: str, tmp_path: Path) -> None:
+    """A real Prometheus scrapes the cost service's /metrics; every query of the rightsizing
+    dashboard runs there, and the top-savings table and quota-by-team figures are the API's."""
+    if not advised.startswith("sqlite"):
+        pytest.skip("one database is enough for the scrape")
+    binary = require_binary("prometheus")
+    with serve(advised, Clock(END), teams=["search"]) as api:
+        rows = api.get("/v1/recommendations").json()["rows"]
+        teams = api.get("/v1/quotas").json()["teams"]
+        config = {
+            "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+            "scrape_configs": [
+                {
+                    "job_name": "gpu-costsvc",
+                    "authorization": {"credentials": api.tokens["admin"]},
+                    "static_configs": [{"targets": [api.base.removeprefix("http://")]}],
+                }
+            ],
+        }
+        prom = Prometheus(binary, tmp_path, [], config_text=yaml.safe_dump(config))
+        try:
+            prom.wait_ready()
+            prom.until(
+                lambda: prom.query("costsvc_quota_held_units"), 30, "cost-service series scraped"
+            )
+            for dashboard, title, expr in all_expressions():
+                if dashboard == "gpu-rightsizing.json":
+                    assert prom.query(expr), (title, expr)  # runs, and has data here
+            top = prom.query(substitute(TOP_SAVINGS))
+            quota = prom.query(substitute(QUOTA_BY_TEAM))
+            held = prom.query(substitute(HELD_BY_TEAM))
+        finally:
+            prom.stop()
+    assert sorted(
+        (
+            r["metric"]["workload"],
+            r["metric"]["gpu_model"],
+            r["metric"].get("target", ""),
+            r["value"][1],
+        )
+        for r in top
+    ) == sorted(
+        (r["workload"], r["gpu_model"], r["target"], str(Decimal(r["saving_monthly"]).normalize()))
+        for r in rows
+    )
+    api_hard = {(t["team"], t["resource"]): t["hard"] for t in teams if t["hard"] is not None}
+    assert {
+        (r["metric"]["team"], r["metric"]["resource"]): f"{Decimal(r['value'][1]):.3f}"
+        for r in quota
+    } == api_hard
+    assert {
+        (r["metric"]["team"], r["metric"]["resource"]): f"{Decimal(r['value'][1]):.3f}"
+        for r in held
+    } == {(t["team"], t["resource"]): t["held"] for t in teams}

@@ -117,6 +117,14 @@ COSTSVC_METRICS = frozenset(
         "costsvc_pod_waste_month_to_date",
         "costsvc_ingest_lag_seconds",
         "costsvc_last_ingest_success_timestamp_seconds",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_workload_savings_monthly",
+        "costsvc_quota_hard_units",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_unused_cost_monthly",
+        "costsvc_quota_held_idle_cost_monthly",
     }
 )
 KUBE_STATE_METRICS = frozenset(
