@@ -28,7 +28,13 @@ class PrometheusReader:
         self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
 
     def raw(self, selector: str, at: datetime, seconds: int) -> list[Series]:
-        """Every sample of ``selector`` in (at - seconds, at]."""
+        """Every sample of ``selector`` in (at - seconds, at], less those that are no reading.
+
+        A NaN or infinite value is no reading: VictoriaMetrics returns Prometheus staleness
+        markers (a NaN) in range-selector answers where Prometheus drops them
+        (VictoriaMetrics/VictoriaMetrics#5806, #7275), and an exporter may expose NaN. Dropped,
+        the series ends at its last real sample as it does in Prometheus; a series left with no
+        sample is not returned at all, as Prometheus would not return it."""
         params = {"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"}
         body = self._get(params, selector)
         # a target's series share their scrape times, and values repeat: convert each once
@@ -44,8 +50,10 @@ class PrometheusReader:
                 dv = values.get(v)
                 if dv is None:
                     dv = values[v] = Decimal(v)
-                samples.append((dt, dv))
-            out.append(Series(dict(r["metric"]), samples))
+                if dv.is_finite():
+                    samples.append((dt, dv))
+            if samples:
+                out.append(Series(dict(r["metric"]), samples))
         return out
 
     def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:
