@@ -182,6 +182,14 @@ def failed_hour_states(source: Engine | Connection, cluster: str | None = None) 
     return sorted(out.values(), key=lambda f: (f.hour, f.cluster))
 
 
+def failed_hour_counts(conn: Connection) -> dict[str, int]:
+    """How many failed hours each cluster has (only clusters that have some)."""
+    out: dict[str, int] = {}
+    for f in failed_hour_states(conn):
+        out[f.cluster] = out.get(f.cluster, 0) + 1
+    return out
+
+
 def lock_clusters(conn: Connection, clusters: set[str]) -> None:
     """Serialise writers of these clusters until the transaction ends (PostgreSQL; SQLite's
     database write lock does the same there). Taken in a fixed order: no deadlock."""
