@@ -291,15 +291,15 @@ def table(rows: list[dict[str, Any]], top: int | None = None) -> str:
 
     head = (
         f"{'team':<14} {'namespace/workload':<34} {'GPU model':<24} {'action':<10} "
-        f"{'target':<12} {'saving/month':>14} {'hours':>7}"
+        f"{'target':<22} {'saving/month':>16} {'hours':>7}"
     )
     lines = [head, "-" * len(head)]
     for r in rows[:top] if top is not None else rows:
         workload = f"{r['namespace']}/{r['workload_kind']}/{r['workload']}"
         lines.append(
             f"{cell(r['team'], 14):<14} {cell(workload, 34):<34} {cell(r['gpu_model'], 24):<24} "
-            f"{r['action']:<10} {cell(r['target'], 12):<12} "
-            f"{money(r['saving_monthly']) + ' ' + r['currency']:>14} "
+            f"{r['action']:<10} {cell(r['target'], 22):<22} "
+            f"{money(r['saving_monthly']) + ' ' + r['currency']:>16} "
             f"{r['device_hours'] // 1_000_000:>7}"
         )
     return "\n".join(lines)

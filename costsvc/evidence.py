@@ -5,10 +5,11 @@ are a dozen instant queries, not millions of samples.
 
 Series (docs/metrics.md): ``gpu_allocation_share`` (who holds which device, and what share of
 the physical GPU), ``gpu_container_memory_used_bytes``, and activity — the profiling
-``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (0-1) where the device's series carry the pod (one holder),
-else ``DCGM_FI_DEV_GPU_UTIL`` / 100, else the per-process ``gpu_container_sm_utilization_ratio``
-(shared GPUs). MIG instances' DCGM series are relative to the instance, not the GPU: only
-whole-GPU series (no ``GPU_I_ID``) are read as activity.
+``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` (0-1) where the device's series carry the pod (one holder;
+on a MIG instance relative to the instance, so multiplied by its share of the GPU), else
+``DCGM_FI_DEV_GPU_UTIL`` / 100, else the per-process ``gpu_container_sm_utilization_ratio``
+(shared GPUs). Activity is a share of the whole GPU (what a smaller option must hold); idle
+time is judged relative to the unit held.
 """
 
 from __future__ import annotations
@@ -27,11 +28,21 @@ UNITS = f"max by ({UNIT}) (gpu_allocation_share)"
 DEVICES = f"count by ({POD}) ({UNITS})"
 SHARE = f"sum by ({POD}) ({UNITS})"
 MEMORY = f"sum by ({POD}) (gpu_container_memory_used_bytes)"
-ACTIVITY = {  # in order of preference
+_INSTANCE = f"{POD}, UUID, GPU_I_ID"
+ACTIVITY = {  # per device, as a share of the whole GPU; in order of preference
     "profiling": f'avg by ({POD}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod!="", GPU_I_ID=""}})',
+    # a MIG instance's profiling is relative to the instance: x its share of the GPU
+    "profiling (MIG)": (
+        f"sum by ({POD}) (max by ({_INSTANCE}) "
+        f'(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod!="", GPU_I_ID!=""}}) '
+        f"* on ({_INSTANCE}) max by ({_INSTANCE}) (gpu_allocation_share)) / {DEVICES}"
+    ),
     "utilisation": f'avg by ({POD}) (DCGM_FI_DEV_GPU_UTIL{{pod!="", GPU_I_ID=""}}) / 100',
     "process": f"sum by ({POD}) (gpu_container_sm_utilization_ratio) / {DEVICES}",
 }
+# a device's share of the GPU: activity / this is activity relative to the unit held (idle is
+# judged on that: a 1g slice busy at 30 % is not idle, though 4 % of the GPU)
+DEVICE_SHARE = f"({SHARE} / {DEVICES})"
 PodKey = tuple[str, str, str]  # namespace, pod, modelName
 
 
@@ -83,7 +94,8 @@ class EvidenceReader:
         }
         for source, expr in ACTIVITY.items():
             q[f"act_{source}"] = f"quantile_over_time(0.95, {self._range(expr)})"
-            q[f"idle_{source}"] = f"avg_over_time({self._range(f'{expr} < bool {idle_line}')})"
+            relative = f"(({expr}) / {DEVICE_SHARE}) < bool {idle_line}"
+            q[f"idle_{source}"] = f"avg_over_time({self._range(relative)})"
         answers = self._run(q)
         out: dict[PodKey, PodEvidence] = {}
         for labels, value in answers["devices"]:
@@ -132,7 +144,7 @@ class EvidenceReader:
         samples = Decimal(self._window) / self._step
         per_ns = "count by (namespace, resource)"
         activity = " or ".join(f"({expr})" for expr in ACTIVITY.values())
-        active = f"{UNITS} and on (namespace, pod) (({activity}) > {idle_line})"
+        active = f"{UNITS} and on (namespace, pod) ((({activity}) / {DEVICE_SHARE}) > {idle_line})"
         answers = self._run(
             {
                 "held": f"sum_over_time({self._range(f'{per_ns} ({UNITS})')})",

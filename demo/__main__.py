@@ -8,9 +8,11 @@
    would have scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded
    into a real Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
 2. **Chargeback through the production path.** The cost service ingests each of those 24
-   hours from that Prometheus into SQLite (examples/cost-model.yaml).
+   hours from that Prometheus into SQLite (examples/cost-model.yaml), then computes the GPU
+   rightsizing recommendations over that day (docs/rightsizing.md).
 3. **Left running:** live exporters for the three nodes, Prometheus, and the cost-service API
-   with its /docs; an admin token is printed with a per-team cost table read from the API.
+   with its /docs; an admin token is printed with a per-team cost table read from the API
+   and the top three rightsizing savings.
    Ctrl-C stops everything.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
@@ -26,6 +28,7 @@ import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -34,12 +37,17 @@ import httpx
 import uvicorn
 from sqlalchemy import create_engine
 
+from costsvc.advise import Options
+from costsvc.advise import run as advise
+from costsvc.advise import table as advice_table
 from costsvc.api.app import create_app
 from costsvc.costmodel import load
+from costsvc.db.advice import recommendations
 from costsvc.db.migrate import upgrade
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest
+from costsvc.rightsizing import ACTIONABLE, Rules
 from costsvc.settings import Settings
 from demo.history import NODES, ROOT, make_history
 from demo.stack import Stack, pick_port, wait_http
@@ -49,6 +57,10 @@ CLUSTER = "demo"
 
 def _say(text: str) -> None:
     print(text, flush=True)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
 def _table(rows: list[dict[str, Any]], currency: str) -> str:
@@ -165,6 +177,20 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"ingest {hour:%H:00}: {report.failed[hour]}")
             print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
         print(flush=True)
+        # rightsizing over the simulated day (the product's default is 7 days, 24 hours)
+        advise(
+            engine,
+            reader,
+            model,
+            CLUSTER,
+            today,
+            Options(
+                window=timedelta(days=1),
+                step_s=max(300, args.step),
+                rules=Rules(min_hours=Decimal(6)),
+            ),
+        )
+        top = recommendations(engine, actions=ACTIONABLE, limit=3)
         reader.close()
         token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
         engine.dispose()
@@ -201,6 +227,10 @@ def main(argv: list[str] | None = None) -> int:
         _say(
             f"\nGPU cost per team on {day:%Y-%m-%d} (from {api}/v1/costs):\n"
             f"{_table(answer['rows'], currency)}\n\n"
+            f"Top {len(top)} GPU savings (rightsizing over {day:%Y-%m-%d}, "
+            f"{api}/v1/recommendations):\n"
+            + (_indent(advice_table(top)) if top else "  none")
+            + "\n\n"
             f"ready in {took:.0f} s. Look at:\n"
             f"  exporters:   "
             + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in exporters)

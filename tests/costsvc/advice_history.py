@@ -7,7 +7,7 @@ infer      search    chat-6d5f7b9c8d-x2k9p (RS -> Deployment chat) H100 GPU-C   
 infer      search    embed-7f9c6b5d4-q8w2z (RS not served; hash)   H100 GPU-E   50 GB, 0.60
 infer      search    rank-5c4d8f7b6-a (RS -> Deployment rank)      H100 GPU-RH  9 GB, profiling 0.12
 infer      search    rank-5c4d8f7b6-b                              A100 GPU-RA  9 GB, utilisation 12
-infer-mig  search    svc-0 (not in the API: by name)               H100 GPU-M   1g.10gb, proc 0.10
+infer-mig  search    svc-0 (not in the API: by name)               H100 GPU-M   1g.10gb, prof 0.7
 train      research  train-llm-h7k2m (Job train-llm)               H100 GPU-T   70 GB, 0.95
 db         research  vecdb-0 (StatefulSet vecdb)                   H100 GPU-V   5 GB, 0.50 10 % of
                                                                                 the time, else 0.01
@@ -89,6 +89,8 @@ def history() -> str:
     add("gpu_allocation_share", {**holder, "resource": "nvidia.com/mig-1g.10gb"}, 1 / 7, T_START)
     add("gpu_container_memory_used_bytes", holder, 5 * GB, T_START)
     add("gpu_container_sm_utilization_ratio", holder, 0.10, T_START)
+    # the instance's own profiling (relative to the instance): 0.7 of 1/7 = 0.1 of the GPU
+    add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", holder, 0.7, T_START)
     for ns, team in TEAMS.items():
         add("kube_namespace_labels", {"namespace": ns, "label_team": team}, 1, T_START)
     out = []

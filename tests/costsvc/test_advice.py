@@ -10,7 +10,8 @@ recommendations (window 7 days = 2016 five-minute points, 168 device-hours per w
 - db/StatefulSet vecdb idle 1814 of 2016 points (90 %) -> release, saving 1825.000000
 - train/Job train-llm 70 GB / 95 % -> keep; infer/Deployment embed 50 GB -> keep (found by its
   pod-template-hash: the API does not serve its ReplicaSet); scratch/fresh 3 hours ->
-  insufficient; infer-mig/StatefulSet svc (by name) on 1g.10gb already -> keep
+  insufficient; infer-mig/StatefulSet svc (by name) on 1g.10gb already -> keep (activity:
+  its instance's profiling 0.7 x 1/7 = 0.1 of a GPU)
 
 quotas (unit price of nvidia.com/gpu: 6 H100 units x 2.50 + 1 A100 x 1.80 over 7 = 2.400000;
 of nvidia.com/mig-1g.10gb: 2.50 / 7 = 0.357142)
@@ -188,8 +189,9 @@ def test_recommendations_by_hand(advised: str, tmp_path: Path) -> None:
     assert (svc["workload_kind"], svc["action"], svc["activity_source"]) == (
         "StatefulSet",
         "keep",
-        "process",
+        "profiling (MIG)",
     )
+    assert svc["activity_p95"] == "0.100000"  # 0.7 of the instance, 1/7 of the GPU
     # the default answer: actionable rows only, biggest saving first
     assert [(r["namespace"], r["workload"], r["gpu_model"]) for r in rows] == [
         ("db", "vecdb", H100),

@@ -69,6 +69,12 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
             params={"window": "yesterday", "step": "hour"},
         ).json()
         assert len(per_hour["rows"]) == 24  # a full simulated day, every hour
+        # the top three rightsizing savings, after the cost table, as the API has them
+        top = out.index("Top 3 GPU savings")
+        assert top > out.index("total (USD)"), out
+        printed = re.findall(r"(\d+\.\d{6}) USD", out[top:])
+        recs = httpx.get(f"{api[1]}/v1/recommendations", headers=auth, timeout=30).json()
+        assert printed == [r["saving_monthly"] for r in recs["rows"][:3]], out
         assert httpx.get(f"{api[1]}/docs", timeout=10).status_code == 200
         for url in exporters:
             assert "DCGM_FI_DEV_GPU_UTIL" in httpx.get(url, timeout=10).text
