@@ -173,7 +173,7 @@ def compute(
     else:
         limits = reader.ksm_quotas()
         source = "kube-state-metrics" if limits else "none"
-    held, active = reader.quota_use(rules.idle_activity)
+    held, active = reader.quota_use(pods)
     unit_prices = _unit_prices(reader.unit_shares(), prices)
     quota_rows = []
     for f in figures(limits, held, active, unit_prices):

@@ -1,7 +1,9 @@
 """What rightsizing and quotas read from Prometheus: per pod and GPU model over a look-back
-window, and per namespace and GPU resource. Every figure is aggregated by PromQL at one
-instant (the window's end) over a subquery at ``step`` resolution, so 5,000 pods over 7 days
-are a dozen instant queries, not millions of samples.
+window, and per namespace and GPU resource, each figure one instant query at the window's
+end. The range functions run on the raw series (a quantile of a container's memory samples, a
+count of 5-minute points a unit was held, the share of points a GPU was idle), and only then
+are the answers summed per pod: a subquery over an aggregation would aggregate every series
+again at each of 2,016 points of a week, which does not scale to thousands of pods.
 
 Series (docs/metrics.md): ``gpu_allocation_share`` (who holds which device, and what share of
 the physical GPU), ``gpu_container_memory_used_bytes``, and activity — the profiling
@@ -9,11 +11,13 @@ the physical GPU), ``gpu_container_memory_used_bytes``, and activity — the pro
 on a MIG instance relative to the instance, so multiplied by its share of the GPU), else
 ``DCGM_FI_DEV_GPU_UTIL`` / 100, else the per-process ``gpu_container_sm_utilization_ratio``
 (shared GPUs). Activity is a share of the whole GPU (what a smaller option must hold); idle
-time is judged relative to the unit held.
+time is judged relative to the unit held. A pod's memory is the sum of its containers' p95s
+(and peaks): an upper bound when several containers share a device.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,26 +27,13 @@ from costsvc.ingest.prom import PrometheusReader
 
 POD = "namespace, pod, modelName"
 UNIT = "namespace, pod, modelName, resource, UUID, GPU_I_ID"
-# one series per device unit a pod holds (several containers on one unit count once)
-UNITS = f"max by ({UNIT}) (gpu_allocation_share)"
-DEVICES = f"count by ({POD}) ({UNITS})"
-SHARE = f"sum by ({POD}) ({UNITS})"
-MEMORY = f"sum by ({POD}) (gpu_container_memory_used_bytes)"
 _INSTANCE = f"{POD}, UUID, GPU_I_ID"
-ACTIVITY = {  # per device, as a share of the whole GPU; in order of preference
-    "profiling": f'avg by ({POD}) (DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod!="", GPU_I_ID=""}})',
-    # a MIG instance's profiling is relative to the instance: x its share of the GPU
-    "profiling (MIG)": (
-        f"sum by ({POD}) (max by ({_INSTANCE}) "
-        f'(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{pod!="", GPU_I_ID!=""}}) '
-        f"* on ({_INSTANCE}) max by ({_INSTANCE}) (gpu_allocation_share)) / {DEVICES}"
-    ),
-    "utilisation": f'avg by ({POD}) (DCGM_FI_DEV_GPU_UTIL{{pod!="", GPU_I_ID=""}}) / 100',
-    "process": f"sum by ({POD}) (gpu_container_sm_utilization_ratio) / {DEVICES}",
-}
-# a device's share of the GPU: activity / this is activity relative to the unit held (idle is
-# judged on that: a 1g slice busy at 30 % is not idle, though 4 % of the GPU)
-DEVICE_SHARE = f"({SHARE} / {DEVICES})"
+# activity sources, in order of preference: (series selector, scale to a 0-1 ratio)
+PROFILING = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{pod!="", GPU_I_ID=""}'
+MIG_PROFILING = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{pod!="", GPU_I_ID!=""}'
+UTILISATION = 'DCGM_FI_DEV_GPU_UTIL{pod!="", GPU_I_ID=""}'
+PROCESS = "gpu_container_sm_utilization_ratio"
+SOURCES = ("profiling", "profiling (MIG)", "utilisation", "process")
 PodKey = tuple[str, str, str]  # namespace, pod, modelName
 
 
@@ -50,11 +41,13 @@ PodKey = tuple[str, str, str]  # namespace, pod, modelName
 class PodEvidence:
     device_hours: Decimal = Decimal(0)
     gpu_hours: Decimal = Decimal(0)
+    devices: Decimal = Decimal(1)  # units it held in the window
     memory_p95: Decimal | None = None  # per device
     memory_peak: Decimal | None = None
     activity_p95: Decimal | None = None
     activity_source: str = ""
     idle_ratio: Decimal | None = None
+    held_by_resource: dict[str, Decimal] = field(default_factory=dict)  # unit-points
 
 
 @dataclass
@@ -76,45 +69,67 @@ class EvidenceReader:
         self._window = window_s
         self._step = step_s
 
-    def _range(self, expr: str) -> str:
-        return f"({expr})[{self._window}s:{self._step}s]"
-
     def _run(self, queries: dict[str, str]) -> dict[str, list[tuple[dict[str, str], Decimal]]]:
         with ThreadPoolExecutor(4) as pool:
             futures = {k: pool.submit(self._prom.vector, q, self._end) for k, q in queries.items()}
             return {k: f.result() for k, f in futures.items()}
 
     def pods(self, idle_line: Decimal) -> dict[PodKey, PodEvidence]:
-        hours = Decimal(self._step) / 3600
+        w, sub = f"[{self._window}s]", f"[{self._window}s:{self._step}s]"
+        line = f"{idle_line}"
+        last_share = f"max by ({_INSTANCE}) (last_over_time(gpu_allocation_share{w}))"
         q = {
-            "devices": f"sum_over_time({self._range(DEVICES)})",
-            "share": f"sum_over_time({self._range(SHARE)})",
-            "mem_p95": f"quantile_over_time(0.95, {self._range(f'{MEMORY} / {DEVICES}')})",
-            "mem_peak": f"max_over_time({self._range(f'{MEMORY} / {DEVICES}')})",
+            # 5-minute points each unit was held, and the sum of its share over them
+            "held": f"sum by ({POD}, resource) "
+            f"(max by ({UNIT}) (count_over_time(gpu_allocation_share{sub})))",
+            "share": f"sum by ({POD}) (max by ({UNIT}) (sum_over_time(gpu_allocation_share{sub})))",
+            "devices": f"count by ({POD}) "
+            f"(max by ({UNIT}) (last_over_time(gpu_allocation_share{w})))",
+            "mem_p95": f"sum by ({POD}) "
+            f"(quantile_over_time(0.95, gpu_container_memory_used_bytes{w}))",
+            "mem_peak": f"sum by ({POD}) (max_over_time(gpu_container_memory_used_bytes{w}))",
+            "act_profiling": f"max by ({POD}) (quantile_over_time(0.95, {PROFILING}{w}))",
+            "idle_profiling": f"avg by ({POD}) (avg_over_time(({PROFILING} < bool {line}){sub}))",
+            "act_profiling (MIG)": f"max by ({POD}) (quantile_over_time(0.95, {MIG_PROFILING}{w})"
+            f" * on ({_INSTANCE}) group_left () {last_share})",
+            "idle_profiling (MIG)": f"avg by ({POD}) "
+            f"(avg_over_time(({MIG_PROFILING} < bool {line}){sub}))",
+            "act_utilisation": f"max by ({POD}) (quantile_over_time(0.95, {UTILISATION}{w})) / 100",
+            "idle_utilisation": f"avg by ({POD}) "
+            f"(avg_over_time(({UTILISATION} < bool {idle_line * 100}){sub}))",
+            "act_process": f"sum by ({POD}) (quantile_over_time(0.95, {PROCESS}{w}))",
+            # relative to the unit held: SM time / the container's share of the GPU
+            "idle_process": f"avg by ({POD}) (avg_over_time(({PROCESS} / on (UUID, GPU_I_ID, "
+            "namespace, pod, container) group_left () gpu_allocation_share "
+            f"< bool {line}){sub}))",
         }
-        for source, expr in ACTIVITY.items():
-            q[f"act_{source}"] = f"quantile_over_time(0.95, {self._range(expr)})"
-            relative = f"(({expr}) / {DEVICE_SHARE}) < bool {idle_line}"
-            q[f"idle_{source}"] = f"avg_over_time({self._range(relative)})"
         answers = self._run(q)
+        hours = Decimal(self._step) / 3600
         out: dict[PodKey, PodEvidence] = {}
-        for labels, value in answers["devices"]:
-            out.setdefault(_key(labels), PodEvidence()).device_hours = value * hours
+        for labels, value in answers["held"]:
+            pod = out.setdefault(_key(labels), PodEvidence())
+            pod.held_by_resource[labels.get("resource", "")] = value
+            pod.device_hours += value * hours
         for labels, value in answers["share"]:
             if (e := out.get(_key(labels))) is not None:
                 e.gpu_hours = value * hours
+        for labels, value in answers["devices"]:
+            if (e := out.get(_key(labels))) is not None and value > 0:
+                e.devices = value
         for labels, value in answers["mem_p95"]:
             if (e := out.get(_key(labels))) is not None:
-                e.memory_p95 = value
+                e.memory_p95 = value / e.devices
         for labels, value in answers["mem_peak"]:
             if (e := out.get(_key(labels))) is not None:
-                e.memory_peak = value
-        for source in reversed(ACTIVITY):  # the preferred source is written last
+                e.memory_peak = value / e.devices
+        for source in reversed(SOURCES):  # the preferred source is written last
             idle = {_key(labels): v for labels, v in answers[f"idle_{source}"]}
             for labels, value in answers[f"act_{source}"]:
                 key = _key(labels)
                 if (e := out.get(key)) is not None and key in idle:
-                    e.activity_p95, e.idle_ratio, e.activity_source = value, idle[key], source
+                    per_device = value / e.devices if source == "process" else value
+                    e.activity_p95, e.idle_ratio = per_device, idle[key]
+                    e.activity_source = source
         return out
 
     def fleet(self) -> FleetFacts:
@@ -137,27 +152,20 @@ class EvidenceReader:
         return facts
 
     def quota_use(
-        self, idle_line: Decimal
+        self, pods: dict[PodKey, PodEvidence]
     ) -> tuple[dict[tuple[str, str], Decimal], dict[tuple[str, str], Decimal]]:
         """Mean units held, and held while in use, by (namespace, resource) over the window
-        (a sample with nothing held counts as 0)."""
-        samples = Decimal(self._window) / self._step
-        per_ns = "count by (namespace, resource)"
-        activity = " or ".join(f"({expr})" for expr in ACTIVITY.values())
-        active = f"{UNITS} and on (namespace, pod) ((({activity}) / {DEVICE_SHARE}) > {idle_line})"
-        answers = self._run(
-            {
-                "held": f"sum_over_time({self._range(f'{per_ns} ({UNITS})')})",
-                "active": f"sum_over_time({self._range(f'{per_ns} ({active})')})",
-            }
-        )
-
-        def means(rows: list[tuple[dict[str, str], Decimal]]) -> dict[tuple[str, str], Decimal]:
-            return {
-                (lab.get("namespace", ""), lab.get("resource", "")): v / samples for lab, v in rows
-            }
-
-        return means(answers["held"]), means(answers["active"])
+        (a point with nothing held counts as 0), from the pods' evidence: in use = held x the
+        pod's share of time not idle; a pod without activity series counts as not in use."""
+        points = Decimal(self._window) / self._step
+        held: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        active: dict[tuple[str, str], Decimal] = defaultdict(Decimal)
+        for (namespace, _, _), e in pods.items():
+            for resource, n in e.held_by_resource.items():
+                held[(namespace, resource)] += n / points
+                if e.idle_ratio is not None:
+                    active[(namespace, resource)] += n * (1 - e.idle_ratio) / points
+        return dict(held), dict(active)
 
     def unit_shares(self) -> dict[str, list[tuple[str, Decimal, Decimal]]]:
         """Per resource: (GPU model, units seen, mean share of a GPU per unit) over the
