@@ -3,14 +3,16 @@ a week of history in a real Prometheus, through the production path (costsvc/adv
 
     python bench/costsvc_rightsizing.py [--pods 5000] [--days 7] [--interval 300]
 
-The synthetic history (OpenMetrics, loaded in batches with ``promtool tsdb create-blocks-from
-openmetrics``): pods in Deployments of 5 replicas over 50 namespaces (a team label each, a GPU
+The synthetic history (OpenMetrics, one file per 2-hour block loaded with ``promtool tsdb
+create-blocks-from openmetrics``, which reads its input once per block it spans): pods in
+Deployments of 5 replicas over 50 namespaces (a team label each, a GPU
 ResourceQuota each through kube-state-metrics' ``kube_resourcequota``); 70 % hold a whole
 H100 (profiling activity), 10 % a whole A100 (utilisation), 20 % a quarter of a time-sliced
-H100 (per-process SM time); every pod's GPU memory; every GPU's ``gpu_device_up`` and
-framebuffer. Memory and activity vary over the week. Samples every ``--interval`` seconds
-(the recommendations read 5-minute points; a shorter scrape interval means more samples for
-Prometheus to decode, not more work in the cost service). Prints the machine, the sizes, the
+H100 (per-process SM time); every pod's GPU memory; every GPU's ``gpu_device_up`` (and the
+framebuffer of ten GPUs per model: its size is all that is read). Memory and activity vary
+over each day. Samples every 5 minutes (the points the recommendations count; a real
+15-30 s scrape interval means more samples for Prometheus to decode in the quantiles, not
+more work in the cost service). Prints the machine, the sizes, the
 time to load the history, and the advice run's time (Prometheus queries, rules, store into
 SQLite) and peak RSS of this process and of Prometheus. Target: <= 60 s.
 """
@@ -52,8 +54,10 @@ def fleet(pods: int) -> list[tuple[int, str, str, str, str, float]]:
     out = []
     shared_gpu = 0
     for p in range(pods):
-        ns = f"ns-{p % NAMESPACES:02d}"
-        name = f"wl{p // REPLICAS:04d}-7d4b9c8f6-{'bcdfghjklm'[p % 10]}x2k{p % 10}"
+        workload = p // REPLICAS
+        ns = f"ns-{workload % NAMESPACES:02d}"
+        # a Deployment's pod: <deployment>-<pod-template-hash>-<5 generated characters>
+        name = f"wl{workload:04d}-7d4b9c8f6-x2k{'bcdfg'[p % REPLICAS]}z"
         kind = p % 10
         if kind < 7:
             out.append((p, ns, name, f"GPU-H{p:05d}", "h100", 1.0))
