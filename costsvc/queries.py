@@ -21,14 +21,24 @@ from sqlalchemy import (
     cast,
     exists,
     func,
+    or_,
     select,
     true,
     type_coerce,
 )
 
 from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month
-from costsvc.db.models import Chargeback, CostHour, IngestRun, UsageFact, Watermark
+from costsvc.db.models import (
+    Chargeback,
+    CostHour,
+    IngestRun,
+    NamespaceLabels,
+    PodLabels,
+    UsageFact,
+    Watermark,
+)
 from costsvc.money import money
+from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
 from costsvc.utc import as_utc
 
@@ -392,3 +402,23 @@ def _shared_keys(
     if team is not None:
         q = q.where(c.team == team)
     return {(int(r[0]), *r[1:]) for r in conn.execute(q.distinct())}
+
+
+def label_history(conn: Connection, start: datetime, end: datetime) -> list[Labelled]:
+    """Pod and namespace label sets in force at some time in [start, end)."""
+    p, n = PodLabels, NamespaceLabels
+    pods = select(p.cluster, p.namespace, p.name, p.labels, p.valid_from, p.valid_to).where(
+        p.valid_from < end, or_(p.valid_to.is_(None), p.valid_to > start)
+    )
+    spaces = select(n.cluster, n.name, n.labels, n.valid_from, n.valid_to).where(
+        n.valid_from < end, or_(n.valid_to.is_(None), n.valid_to > start)
+    )
+
+    def aware(t: datetime | None) -> datetime | None:
+        return None if t is None else as_utc(t)
+
+    out = [Labelled(r[0], r[1], r[2], r[3], as_utc(r[4]), aware(r[5])) for r in conn.execute(pods)]
+    out += [
+        Labelled(r[0], r[1], None, r[2], as_utc(r[3]), aware(r[4])) for r in conn.execute(spaces)
+    ]
+    return out

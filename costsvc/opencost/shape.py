@@ -56,6 +56,7 @@ from costsvc.opencost.filters import (
 )
 from costsvc.opencost.params import Window
 from costsvc.utc import iso_z
+from kube.labels import sanitize_label
 
 HOUR = timedelta(hours=1)
 SIX = Decimal("0.000001")
@@ -101,6 +102,13 @@ ZERO_AFTER_GPU = (
     "sharedCost",
 )
 NULL_FIELDS = ("pvs",)
+LABEL_PREFIX = "label:"  # a row column holding a pod label that is no owner column
+
+
+def label_column(key: str) -> str:
+    """The row column of a label the chargeback does not keep (costsvc/opencost/podlabels.py
+    fills it from the label history)."""
+    return LABEL_PREFIX + sanitize_label(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,20 +167,9 @@ def _filter_column(c: Comparison, label_columns: Mapping[str, str]) -> str:
     if c.field == "label":
         if c.key is None:
             raise FilterError("label without a key: gpu-costsvc filters on label[<key>]")
-        column = label_columns.get(c.key)
-        if column is None:
-            raise FilterError(unkept_label(c.key, label_columns))
-        return column
+        return label_columns.get(c.key) or label_column(c.key)
     assert c.field in (*NOT_KEPT, "annotation")
     raise FilterError(f"{c.field}: not kept by gpu-costsvc's chargeback")
-
-
-def unkept_label(key: str, label_columns: Mapping[str, str]) -> str:
-    kept = ", ".join(f"{k} ({v})" for k, v in sorted(label_columns.items())) or "none"
-    return (
-        f"label {key!r} is not kept per hour; the chargeback keeps the owner labels "
-        f"the cost model reads: {kept}"
-    )
 
 
 def _owner(value: str) -> str:
@@ -187,7 +184,9 @@ def lookup(row: Row, label_columns: Mapping[str, str]) -> Lookup:
         if name in KEPT_ALIASES:
             return _owner(row.values.get("team", ""))
         assert key is not None
-        return _owner(row.values.get(label_columns[key], ""))
+        if key in label_columns:
+            return _owner(row.values.get(label_columns[key], ""))
+        return row.values.get(label_column(key), "")
 
     return get
 

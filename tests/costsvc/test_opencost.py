@@ -210,7 +210,10 @@ def test_filter_evaluation(text: str, matches: bool) -> None:
 def test_filters_on_what_the_chargeback_does_not_keep_are_refused() -> None:
     labels = {"team": "team", "app_kubernetes_io_team": "team"}
     assert check_filter(parse('label[app_kubernetes_io_team]:"x"'), labels) == {"team"}
-    for text in ('label[app]:"x"', 'label:"x"', 'container:"c"', 'annotation[a]:"b"'):
+    assert check_filter(parse('label[app.kubernetes.io/name]:"x"'), labels) == {
+        "label:label_app_kubernetes_io_name"  # from the label history (podlabels.py)
+    }
+    for text in ('label:"x"', 'container:"c"', 'annotation[a]:"b"'):
         with pytest.raises(FilterError):
             check_filter(parse(text), labels)
     assert isinstance(parse("  "), Everything)

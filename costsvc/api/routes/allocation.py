@@ -34,16 +34,18 @@ from costsvc.opencost.params import (
     set_windows,
     split_list,
 )
+from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     DEFAULT_AGGREGATE,
+    LABEL_PREFIX,
     Aggregate,
     Options,
     allocation_sets,
     check_filter,
+    label_column,
     to_json,
-    unkept_label,
 )
-from costsvc.queries import allocation_rows
+from costsvc.queries import allocation_rows, label_history
 from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"], responses={k: ERRORS[k] for k in (400, 401)})
@@ -73,7 +75,8 @@ def _label_keys(path: str, mtime_ns: int) -> LabelKeys:
 
 
 def label_columns(request: Request) -> dict[str, str]:
-    """Label key (as written, and Prometheus-sanitised) -> the owner column it fills: the
+    """Label key (as written, and Prometheus-sanitised as kube-state-metrics and OpenCost write
+    it) -> the owner column it fills: the
     cost model's label keys (team, project, stage), the defaults without a cost model."""
     path: Path | None = request.app.state.settings.cost_model
     keys = LabelKeys()
@@ -85,7 +88,8 @@ def label_columns(request: Request) -> dict[str, str]:
     for column, names in (("team", keys.team), ("project", keys.project), ("stage", keys.stage)):
         for name in names:
             out.setdefault(name, column)
-            out.setdefault(sanitize_label(name), column)
+            out.setdefault(sanitize_label(name), column)  # kube-state-metrics' form
+            out.setdefault(sanitize_label(name).removeprefix("label_"), column)  # OpenCost's
     return out
 
 
@@ -101,12 +105,9 @@ def _aggregates(values: list[str], labels: dict[str, str]) -> list[Aggregate]:
             out.append(Aggregate(item, "team"))
         elif item.startswith("label:"):
             key = item.removeprefix("label:")
-            column = labels.get(key)
-            if column is None:
-                raise BadParameter(
-                    f"Invalid 'aggregate' parameter: {unkept_label(key, labels)}", plain=True
-                )
-            out.append(Aggregate(item, column, key))
+            if not key:
+                raise BadParameter(f"Invalid 'aggregate' parameter: {item}", plain=True)
+            out.append(Aggregate(item, labels.get(key) or label_column(key), key))
         elif item in NOT_KEPT or item.startswith("annotation:"):
             raise BadParameter(
                 f"Invalid 'aggregate' parameter: {item}: not kept by gpu-costsvc's chargeback "
@@ -184,6 +185,9 @@ def allocation(
         return _error(exc)
     if options.idle_by_node:
         columns.add("node")
+    from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
+    if from_history:  # pod labels from the history, by pod
+        columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
     team = None if who.sees_all else who.team
 
     def compute() -> Response:
@@ -194,6 +198,9 @@ def allocation(
                 rows, currencies = allocation_rows(
                     conn, span.start, span.end, step_of, columns, team
                 )
+                if from_history:
+                    history = label_history(conn, span.start, sets[-1].end)
+                    rows = with_labels(rows, sets, from_history, history)
             if len(currencies) > 1:
                 return _error(
                     BadParameter(
@@ -218,5 +225,7 @@ def allocation(
         filter_text or "",
         tuple(sorted(labels.items())),
     )
+    if from_history:  # the label watcher writes without a data version: never cached
+        return compute()
     answer: Response = ANSWERS.get(db, key, compute)
     return answer
