@@ -18,8 +18,8 @@ from sqlalchemy import (
     Connection,
     DateTime,
     Integer,
+    and_,
     cast,
-    exists,
     func,
     or_,
     select,
@@ -387,18 +387,24 @@ def _shared_keys(
     dims: list[str],
     team: str | None,
 ) -> set[tuple[Any, ...]]:
-    """(set, columns...) of the lines with a holding on a shared (time-sliced, MPS) GPU."""
+    """(set, columns...) of the lines with a holding on a shared (time-sliced, MPS) GPU: the
+    few shared holdings of the window, joined to their lines (never a probe per line)."""
     c, u = Chargeback, UsageFact
-    idx = _set_index(conn, c.hour, start, step)
-    on_shared = exists().where(
-        u.hour == c.hour,
-        u.cluster == c.cluster,
-        u.namespace == c.namespace,
-        u.pod == c.pod,
-        u.shared == true(),
+    held = (
+        select(u.hour, u.cluster, u.namespace, u.pod)
+        .where(u.shared == true(), u.hour >= start, u.hour < end)
+        .distinct()
+        .subquery()
     )
+    on = and_(
+        held.c.hour == c.hour,
+        held.c.cluster == c.cluster,
+        held.c.namespace == c.namespace,
+        held.c.pod == c.pod,
+    )
+    idx = _set_index(conn, c.hour, start, step)
     cols = [getattr(c, d) for d in dims]
-    q = select(idx, *cols).where(c.hour >= start, c.hour < end, on_shared)
+    q = select(idx, *cols).select_from(c).join(held, on).where(c.hour >= start, c.hour < end)
     if team is not None:
         q = q.where(c.team == team)
     return {(int(r[0]), *r[1:]) for r in conn.execute(q.distinct())}

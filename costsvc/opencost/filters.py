@@ -15,11 +15,11 @@ end at the next ``"`` (no escapes). Identifiers are ``[0-9A-Za-z_-]``; other byt
 strings are an error.
 
 gpu-costsvc keeps, per chargeback line, ``cluster``, ``node``, ``namespace``, ``pod`` and the
-owner labels (team, project, stage): those fields filter (``label[<key>]`` for a key the cost
-model reads an owner from, ``team`` as OpenCost's team alias). OpenCost's other fields
-(``container``, ``controllerKind``, ``controllerName``, ``services``, ``provider``,
-``annotation``, ``department``, ``environment``, ``owner``, ``product``) parse, and are then
-refused (400) by name: the chargeback does not keep them.
+owner labels (team, project, stage); any other pod label comes from the label history
+(costsvc/opencost/podlabels.py). Those fields filter: ``label[<key>]`` and ``team`` (OpenCost's
+team alias). OpenCost's other fields (``container``, ``controllerKind``, ``controllerName``,
+``services``, ``provider``, ``annotation``, ``department``, ``environment``, ``owner``,
+``product``) parse, and are then refused (400) by name: the chargeback does not keep them.
 """
 
 from __future__ import annotations

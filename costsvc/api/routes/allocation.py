@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, create_model
 
 from costsvc.api.auth import Caller
 from costsvc.api.cache import AnswerCache
@@ -38,6 +39,9 @@ from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     DEFAULT_AGGREGATE,
     LABEL_PREFIX,
+    NULL_FIELDS,
+    ZERO_AFTER_GPU,
+    ZERO_BEFORE_GPU,
     Aggregate,
     Options,
     allocation_sets,
@@ -48,7 +52,7 @@ from costsvc.opencost.shape import (
 from costsvc.queries import allocation_rows, label_history
 from kube.labels import sanitize_label
 
-router = APIRouter(tags=["opencost"], responses={k: ERRORS[k] for k in (400, 401)})
+router = APIRouter(tags=["opencost"])
 ANSWERS = AnswerCache()
 MAX_PARAMETER = 4096  # characters in any one parameter
 COLUMNS = ("cluster", "node", "namespace", "pod")
@@ -67,6 +71,68 @@ NOT_KEPT = (
 )
 
 Text = Annotated[str | None, Query()]
+
+
+class GpuAllocation(BaseModel):
+    gpuRequestAverage: float
+    gpuUsageAverage: float | None
+    isGPUShared: bool
+
+
+class OpenCostError(BaseModel):
+    """OpenCost's ``WriteError`` body."""
+
+    code: int
+    status: str
+    data: None
+    message: str
+
+
+def _allocation_model() -> type[BaseModel]:
+    """OpenCost's ``AllocationJSON``, for the OpenAPI description (answers are written by
+    costsvc/opencost/shape.py)."""
+    fields: dict[str, Any] = {
+        "name": (str, ...),
+        "properties": (dict[str, Any], ...),
+        "window": (dict[str, str], ...),
+        "start": (str, ...),
+        "end": (str, ...),
+        "minutes": (float, ...),
+    }
+    numbers = [*ZERO_BEFORE_GPU, "gpuCount", "gpuHours", "gpuCost", "gpuCostAdjustment"]
+    numbers += ["gpuCostIdle", *(f for f in ZERO_AFTER_GPU if f not in NULL_FIELDS)]
+    numbers += ["totalCost", "totalEfficiency"]
+    fields.update({f: (float, ...) for f in numbers})
+    fields["gpuEfficiency"] = (float | None, ...)
+    for f in (*NULL_FIELDS, "proportionalAssetResourceCosts", "lbAllocations"):
+        fields[f] = (None, ...)
+    fields["sharedCostBreakdown"] = (None, ...)
+    fields["gpuAllocation"] = (GpuAllocation | None, ...)
+    model: type[BaseModel] = create_model("Allocation", **fields)
+    return model
+
+
+Allocation = _allocation_model()
+
+
+class AllocationAnswer(BaseModel):
+    """OpenCost's ``Response``: one map of name -> allocation per set."""
+
+    code: int
+    status: str
+    data: list[dict[str, Allocation]]  # type: ignore[valid-type]
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": AllocationAnswer, "description": "OpenCost's allocation sets"},
+    400: {
+        "model": OpenCostError,
+        "description": "a bad parameter, answered as OpenCost does: text for window and "
+        "aggregate (Go's http.Error), OpenCost's JSON error for the others",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    },
+    401: ERRORS[401],
+}
 
 
 @lru_cache(maxsize=8)
@@ -131,8 +197,11 @@ def _error(exc: BadParameter) -> Response:
     summary="OpenCost's allocation API: GPU cost per namespace, label, node, …",
     description="OpenCost's `/allocation` parameters and answer (docs/api.md). CPU, RAM, "
     "network and storage fields are 0: gpu-costsvc prices GPUs.",
+    response_model=None,
+    responses=RESPONSES,
 )
-@router.get("/allocation/compute", include_in_schema=False)  # kubectl-cost --opencost's path
+# OpenCost's cost-model path, OpenCost's UI's and kubectl-cost --opencost's
+@router.get("/allocation/compute", include_in_schema=False, response_model=None)
 def allocation(
     request: Request,
     who: Caller,
