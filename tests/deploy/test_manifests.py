@@ -299,14 +299,21 @@ def test_non_root_where_possible() -> None:
             assert sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0
 
 
+READABLE = {  # API group -> what may be read (docs/rightsizing.md: owners and quotas)
+    "": {"pods", "namespaces", "resourcequotas"},
+    "apps": {"replicasets"},
+    "batch": {"jobs"},
+}
+
+
 def test_rbac_is_read_only_pods_and_namespaces() -> None:
     roles = {r["metadata"]["name"]: r for r in objects("ClusterRole") + objects("Role")}
     assert not objects("Role") and not objects("RoleBinding")
     for role in roles.values():
         for rule in role["rules"]:
-            assert rule["apiGroups"] == [""]
+            assert len(rule["apiGroups"]) == 1 and rule["apiGroups"][0] in READABLE
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
-            assert set(rule["resources"]) <= {"pods", "namespaces"}
+            assert set(rule["resources"]) <= READABLE[rule["apiGroups"][0]]
             assert "resourceNames" not in rule and "nonResourceURLs" not in rule
     granted: dict[str, set[str]] = {}
     for binding in objects("ClusterRoleBinding"):
@@ -317,8 +324,12 @@ def test_rbac_is_read_only_pods_and_namespaces() -> None:
             granted.setdefault(subject["name"], set()).update(
                 res for rule in role["rules"] for res in rule["resources"]
             )
-    # the exporter watches its node's pods; the cost service pods and namespaces
-    assert granted == {"gpu-exporter": {"pods"}, "gpu-costsvc": {"pods", "namespaces"}}
+    # the exporter watches its node's pods; the cost service pods and namespaces (labels),
+    # ReplicaSets and Jobs (workloads) and ResourceQuotas
+    assert granted == {
+        "gpu-exporter": {"pods"},
+        "gpu-costsvc": {"pods", "namespaces", "resourcequotas", "replicasets", "jobs"},
+    }
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
     for kind in WORKLOADS:
         for workload in objects(kind):
