@@ -1,9 +1,9 @@
 """What rightsizing and quotas read from Prometheus: per pod and GPU model over a look-back
 window, and per namespace and GPU resource, each figure one instant query at the window's
 end. The range functions run on the raw series (a quantile of a container's memory samples, a
-count of 5-minute points a unit was held, the share of points a GPU was idle), and only then
+count of 15-minute points a unit was held, the share of points a GPU was idle), and only then
 are the answers summed per pod: a subquery over an aggregation would aggregate every series
-again at each of 2,016 points of a week, which does not scale to thousands of pods.
+again at each of 672 points of a week, which does not scale to thousands of pods.
 
 Series (docs/metrics.md): ``gpu_allocation_share`` (who holds which device, and what share of
 the physical GPU), ``gpu_container_memory_used_bytes``, and activity — the profiling
@@ -60,9 +60,13 @@ def _key(labels: dict[str, str]) -> PodKey:
     return labels.get("namespace", ""), labels.get("pod", ""), labels.get("modelName", "")
 
 
+def _unit(labels: dict[str, str]) -> tuple[str, ...]:
+    return tuple(labels.get(k, "") for k in UNIT.split(", "))
+
+
 class EvidenceReader:
     def __init__(
-        self, prom: PrometheusReader, end: datetime, window_s: int, step_s: int = 300
+        self, prom: PrometheusReader, end: datetime, window_s: int, step_s: int = 900
     ) -> None:
         self._prom = prom
         self._end = end
@@ -70,7 +74,7 @@ class EvidenceReader:
         self._step = step_s
 
     def _run(self, queries: dict[str, str]) -> dict[str, list[tuple[dict[str, str], Decimal]]]:
-        with ThreadPoolExecutor(4) as pool:
+        with ThreadPoolExecutor(2) as pool:  # Prometheus runs each query on its cores
             futures = {k: pool.submit(self._prom.vector, q, self._end) for k, q in queries.items()}
             return {k: f.result() for k, f in futures.items()}
 
@@ -79,12 +83,10 @@ class EvidenceReader:
         line = f"{idle_line}"
         last_share = f"max by ({_INSTANCE}) (last_over_time(gpu_allocation_share{w}))"
         q = {
-            # 5-minute points each unit was held, and the sum of its share over them
-            "held": f"sum by ({POD}, resource) "
-            f"(max by ({UNIT}) (count_over_time(gpu_allocation_share{sub})))",
-            "share": f"sum by ({POD}) (max by ({UNIT}) (sum_over_time(gpu_allocation_share{sub})))",
-            "devices": f"count by ({POD}) "
-            f"(max by ({UNIT}) (last_over_time(gpu_allocation_share{w})))",
+            # per unit: the points it was held (the one subquery of the whole selector), and
+            # its mean share of the GPU (from the raw samples)
+            "held": f"max by ({UNIT}) (count_over_time(gpu_allocation_share{sub}))",
+            "share": f"max by ({UNIT}) (avg_over_time(gpu_allocation_share{w}))",
             "mem_p95": f"sum by ({POD}) "
             f"(quantile_over_time(0.95, gpu_container_memory_used_bytes{w}))",
             "mem_peak": f"sum by ({POD}) (max_over_time(gpu_container_memory_used_bytes{w}))",
@@ -106,16 +108,18 @@ class EvidenceReader:
         answers = self._run(q)
         hours = Decimal(self._step) / 3600
         out: dict[PodKey, PodEvidence] = {}
-        for labels, value in answers["held"]:
-            pod = out.setdefault(_key(labels), PodEvidence())
-            pod.held_by_resource[labels.get("resource", "")] = value
-            pod.device_hours += value * hours
-        for labels, value in answers["share"]:
-            if (e := out.get(_key(labels))) is not None:
-                e.gpu_hours = value * hours
-        for labels, value in answers["devices"]:
-            if (e := out.get(_key(labels))) is not None and value > 0:
-                e.devices = value
+        shares = {_unit(labels): v for labels, v in answers["share"]}
+        units: dict[PodKey, int] = defaultdict(int)
+        for labels, points in answers["held"]:
+            key = _key(labels)
+            pod = out.setdefault(key, PodEvidence())
+            resource = labels.get("resource", "")
+            pod.held_by_resource[resource] = pod.held_by_resource.get(resource, Decimal(0)) + points
+            pod.device_hours += points * hours
+            pod.gpu_hours += points * hours * shares.get(_unit(labels), Decimal(0))
+            units[key] += 1
+        for key, n in units.items():
+            out[key].devices = Decimal(n)
         for labels, value in answers["mem_p95"]:
             if (e := out.get(_key(labels))) is not None:
                 e.memory_p95 = value / e.devices

@@ -38,7 +38,7 @@ import pytest
 import yaml
 from sqlalchemy import create_engine
 
-from costsvc.advise import run
+from costsvc.advise import Options, run
 from costsvc.cli import main
 from costsvc.costmodel import parse
 from costsvc.db.advice import OwnerHistory, QuotaStore
@@ -128,7 +128,7 @@ def advised(db_url: str, week: Prometheus, kube: KubeApi) -> str:
     engine = create_engine(db_url)
     reader = PrometheusReader(week.url)
     try:
-        run(engine, reader, MODEL, "c1", END)
+        run(engine, reader, MODEL, "c1", END, Options(step_s=300))  # the history's 5 minutes
     finally:
         reader.close()
         engine.dispose()
