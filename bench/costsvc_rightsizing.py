@@ -156,6 +156,7 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--interval", type=int, default=300, choices=[300], help="history, s")
+    ap.add_argument("--data", type=Path, help="keep the Prometheus data here; reuse it if there")
     args = ap.parse_args()
 
     import httpx
@@ -170,20 +171,21 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="rightsizing-"))
     prom_proc = None
     try:
-        series = series_of(fleet(args.pods))
+        data = args.data or work / "data"
+        reuse = data.exists() and any(data.iterdir())
+        series = {} if reuse else series_of(fleet(args.pods))
         t = time.perf_counter()
         samples = 0
         t_end = int(END.timestamp())
         t_start = t_end - args.days * 86400
         windows = range(t_start, t_end, 7200)
-        for w, w_start in enumerate(windows):
+        for w, w_start in enumerate([] if reuse else windows):
             stamps = range(max(w_start, t_start + args.interval), w_start + 7200, args.interval)
             path = work / "h.om"
             first = (stamps[0] - t_start) // 300
             samples += write_window(path, series, first, stamps)
             subprocess.run(
-                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(path),
-                 str(work / "data")],
+                ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(path), str(data)],
                 check=True, capture_output=True,
             )  # fmt: skip
             path.unlink()
@@ -195,7 +197,7 @@ def main() -> int:
             [
                 "prometheus",
                 f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
-                f"--storage.tsdb.path={work / 'data'}",
+                f"--storage.tsdb.path={data}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--storage.tsdb.retention.time=100y",
                 "--log.level=error",
@@ -228,6 +230,17 @@ def main() -> int:
         engine = create_engine(url)
         reader = PrometheusReader(f"http://127.0.0.1:{port}", timeout=600)
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        took: dict[str, float] = {}
+        vector = reader.vector
+
+        def timed(query: str, at: datetime) -> list[tuple[dict[str, str], object]]:
+            t0 = time.perf_counter()
+            try:
+                return vector(query, at)  # type: ignore[return-value]
+            finally:
+                took[query] = time.perf_counter() - t0
+
+        reader.vector = timed  # type: ignore[assignment,method-assign]
         runs = []
         for _ in range(2):  # the first also warms Prometheus's page cache
             t0 = time.perf_counter()
@@ -270,6 +283,9 @@ def main() -> int:
                 f"run {i}: {total:.1f} s (Prometheus reads and rules {queries:.1f} s, store "
                 f"{store:.2f} s)   [<= 60 s: {verdict}]"
             )
+        slowest = sorted(took.items(), key=lambda kv: -kv[1])[:4]
+        print("slowest queries (last run, two at a time): " + "; ".join(
+            f"{q[:70]}... {d:.1f} s" for q, d in slowest))  # fmt: skip
         print(
             f"peak RSS: this process {rss / 2**20:.0f} MiB (before the runs "
             f"{rss_before / 2**20:.0f} MiB), Prometheus {rss_of(prom_proc.pid) / 2**20:.0f} MiB"
