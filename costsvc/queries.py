@@ -21,6 +21,7 @@ from sqlalchemy import (
     and_,
     cast,
     func,
+    literal_column,
     or_,
     select,
     true,
@@ -342,7 +343,8 @@ def allocation_rows(
     ``team``'s rows when given; and the currencies met."""
     dims = sorted(columns | {"cluster", "team"})
     t = source(set(dims))
-    idx = _set_index(conn, t.hour, start, step).label("set_index")
+    one_set = step >= end - start
+    idx = literal_column("0") if one_set else _set_index(conn, t.hour, start, step)
     cols = [getattr(t, d) for d in dims]
     q = select(
         idx,
@@ -354,7 +356,7 @@ def allocation_rows(
     ).where(t.hour >= start, t.hour < end)
     if team is not None:
         q = q.where(t.team == team)
-    q = q.group_by(idx, *cols, t.currency)
+    q = q.group_by(*([] if one_set else [idx]), *cols, t.currency)
     shared = _shared_keys(conn, start, end, step, dims, team)
     rows, currencies = [], set()
     n = len(dims)

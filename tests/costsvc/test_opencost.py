@@ -29,10 +29,10 @@ from costsvc.opencost.shape import (
     Aggregate,
     Options,
     Row,
-    allocation_sets,
     check_filter,
     keep_row,
     label_column,
+    response_json,
     to_json,
 )
 
@@ -236,8 +236,17 @@ def idle_line(idle: int, node: str = "n1", cluster: str = "c1", hours: int = 0) 
     return Row(0, values, 0, 0, 0, idle, hours, H, H)
 
 
-def money(answer: dict[str, Any], field: str) -> dict[str, Decimal]:
-    return {name: a[field] for name, a in answer.items()}
+def allocation_sets(*args: Any) -> list[dict[str, Any]]:
+    """The answer's data, numbers as Decimal: exact, as written."""
+    text = response_json(*args)
+    parsed = json.loads(text, parse_float=Decimal, parse_int=Decimal)
+    assert list(parsed) == ["code", "status", "data"]
+    data: list[dict[str, Any]] = parsed["data"]
+    return data
+
+
+def money(one: dict[str, Any], field: str) -> dict[str, Decimal]:
+    return {name: a[field] for name, a in one.items()}
 
 
 POD = [Aggregate("pod", "pod")]

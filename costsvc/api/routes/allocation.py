@@ -40,13 +40,14 @@ from costsvc.opencost.shape import (
     DEFAULT_AGGREGATE,
     LABEL_PREFIX,
     NULL_FIELDS,
+    NULL_MAPS,
     ZERO_AFTER_GPU,
     ZERO_BEFORE_GPU,
     Aggregate,
     Options,
-    allocation_sets,
     check_filter,
     label_column,
+    response_json,
     to_json,
 )
 from costsvc.queries import allocation_rows, label_history
@@ -104,9 +105,8 @@ def _allocation_model() -> type[BaseModel]:
     numbers += ["totalCost", "totalEfficiency"]
     fields.update({f: (float, ...) for f in numbers})
     fields["gpuEfficiency"] = (float | None, ...)
-    for f in (*NULL_FIELDS, "proportionalAssetResourceCosts", "lbAllocations"):
+    for f in (*NULL_FIELDS, *NULL_MAPS):
         fields[f] = (None, ...)
-    fields["sharedCostBreakdown"] = (None, ...)
     fields["gpuAllocation"] = (GpuAllocation | None, ...)
     model: type[BaseModel] = create_model("Allocation", **fields)
     return model
@@ -277,8 +277,7 @@ def allocation(
                         f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
                     )
                 )
-        data = allocation_sets(rows, sets, options, labels, keep)
-        body = to_json({"code": 200, "status": "success", "data": data})
+        body = response_json(rows, sets, options, labels, keep)
         return Response(body, media_type="application/json")
 
     key = (
