@@ -16,6 +16,7 @@ from costsvc.api.routes import (
     budgets,
     cost_model,
     costs,
+    ingest,
     metrics,
     months,
     reports,
@@ -55,7 +56,7 @@ def create_app(
     app.state.engine = engine if engine is not None else make_engine(settings.database_url)
     app.state.settings = settings
     app.state.clock = clock
-    for module in (costs, reports, months, budgets, tokens, cost_model):
+    for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
