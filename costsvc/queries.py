@@ -346,11 +346,12 @@ def allocation_rows(
     one_set = step >= end - start
     idx = literal_column("0") if one_set else _set_index(conn, t.hour, start, step)
     cols = [getattr(t, d) for d in dims]
+    money_sums = (t.allocated, t.used, t.waste, t.idle, t.gpu_hours)  # Row's, in its order
     q = select(
         idx,
         *cols,
         t.currency,
-        *sums(t),
+        *(func.sum(m) for m in money_sums),
         type_coerce(func.min(t.hour), DateTime(timezone=True)),
         type_coerce(func.max(t.hour), DateTime(timezone=True)),
     ).where(t.hour >= start, t.hour < end)
