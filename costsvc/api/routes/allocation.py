@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, create_model
 
@@ -132,6 +132,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"text/plain": {"schema": {"type": "string"}}},
     },
     401: ERRORS[401],
+    403: ERRORS[403],
 }
 
 
@@ -258,6 +259,8 @@ def allocation(
     if from_history:  # pod labels from the history, by pod
         columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
     team = None if who.sees_all else who.team
+    if not who.sees_all and team is None:  # a role that is neither all-seeing nor a team's
+        raise HTTPException(403, f"a {who.role} token cannot read allocations")
 
     def compute() -> Response:
         step_of = sets[0].end - sets[0].start if sets else span.duration
