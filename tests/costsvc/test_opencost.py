@@ -134,6 +134,12 @@ def test_accumulate() -> None:
     assert not parse_accumulate("nope")  # GetBool: not a bool is the default
     with pytest.raises(BadParameter, match="step=1d"):
         parse_accumulate("day")
+    # accumulateBy, when given, decides (OpenCost's resolveAccumulateOption)
+    assert parse_accumulate("false", "all") and not parse_accumulate("true", "none")
+    with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter"):
+        parse_accumulate(None, "sometimes")
+    with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter: week"):
+        parse_accumulate(None, "week")
 
 
 # OpenCost's parser_test.go: inputs that parse, and inputs that must not

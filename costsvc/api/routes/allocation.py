@@ -212,6 +212,7 @@ def allocation(
     step: Text = None,
     aggregate: Annotated[list[str] | None, Query()] = None,
     accumulate: Text = None,
+    accumulate_by: Annotated[str | None, Query(alias="accumulateBy")] = None,
     include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
     share_idle: Annotated[str | None, Query(alias="shareIdle")] = None,
     idle_by_node: Annotated[str | None, Query(alias="idleByNode")] = None,
@@ -220,7 +221,8 @@ def allocation(
     ] = None,
     filter_text: Annotated[str | None, Query(alias="filter")] = None,
 ) -> Response:
-    given = [window, step, accumulate, include_idle, share_idle, idle_by_node, filter_text]
+    given = [window, step, accumulate, accumulate_by, include_idle, share_idle, idle_by_node]
+    given.append(filter_text)
     if (
         any(len(v) > MAX_PARAMETER for v in given if v)
         or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
@@ -236,7 +238,7 @@ def allocation(
             include_idle=parse_bool(include_idle),
             share_idle=parse_bool(share_idle),
             idle_by_node=parse_bool(idle_by_node),
-            accumulate=parse_accumulate(accumulate),
+            accumulate=parse_accumulate(accumulate, accumulate_by),
         )
         if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
             raise BadParameter(
