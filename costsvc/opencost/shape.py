@@ -40,6 +40,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from costsvc.chargeback import IDLE, UNALLOCATED
@@ -55,10 +56,11 @@ from costsvc.opencost.filters import (
     comparisons,
 )
 from costsvc.opencost.params import Window
-from costsvc.utc import iso_z
+from costsvc.utc import iso_z as _iso_z
 from kube.labels import sanitize_label
 
 HOUR = timedelta(hours=1)
+iso_z = lru_cache(maxsize=4096)(_iso_z)  # a few distinct hours per answer, many allocations
 SIX = Decimal("0.000001")
 # the properties an allocation can carry from the chargeback
 PROPERTY_COLUMNS = ("cluster", "node", "namespace", "pod")
