@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
-    token.add_argument("--role", choices=["admin", "finance", "team"], default="team")
+    token.add_argument("--role", choices=["admin", "finance", "team", "metrics"], default="team")
     token.add_argument("--team", help="the team a team token may see")
     return p
 
@@ -175,6 +175,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
 def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
+    from costsvc.api import server
     from costsvc.api.app import create_app
     from costsvc.costmodel import CostModelError, load
 
@@ -210,15 +211,12 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
                 port=bind_port,
                 log_level="info",
                 access_log=False,
+                http="costsvc.api.server:HeaderTimeoutProtocol",  # COSTSVC_HEADER_TIMEOUT_…
             )
         else:  # handles SIGINT / SIGTERM
-            uvicorn.run(
-                create_app(settings),
-                host=bind_host,
-                port=bind_port,
-                log_level="info",
-                access_log=False,
-            )
+            uvicorn.Server(
+                server.config(create_app(settings), settings, bind_host, bind_port)
+            ).run()
     finally:
         stop.set()
         if watcher is not None:
@@ -286,7 +284,7 @@ def _close(settings: Settings, month: str, actor: str) -> int:
 
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from costsvc.db.engine import make_engine
-    from costsvc.db.tokens import create_token, revoke_token, tokens
+    from costsvc.db.tokens import LastAdmin, create_token, revoke_token, tokens
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
@@ -299,7 +297,11 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
                 raise UsageError(str(exc)) from None
             print(token)  # shown once: only its hash is stored
         elif args.action == "revoke":
-            if not revoke_token(engine, args.name, "cli"):
+            try:
+                revoked = revoke_token(engine, args.name, "cli")
+            except LastAdmin as exc:
+                raise UsageError(str(exc)) from None
+            if not revoked:
                 raise UsageError(f"no live token named {args.name!r}")
         else:
             for t in tokens(engine):
