@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
@@ -73,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--name", help="a unique name (create, revoke)")
     token.add_argument("--role", choices=["admin", "finance", "team", "metrics"], default="team")
     token.add_argument("--team", help="the team a team token may see")
+    token.add_argument(
+        "--output",
+        help="create: write the token to this file (mode 0644) instead of standard output, "
+        "and do nothing when the file already holds a live token (for a scraper's token file)",
+    )
     return p
 
 
@@ -284,18 +290,35 @@ def _close(settings: Settings, month: str, actor: str) -> int:
 
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from costsvc.db.engine import make_engine
-    from costsvc.db.tokens import LastAdmin, create_token, revoke_token, tokens
+    from costsvc.db.tokens import (
+        LastAdmin,
+        create_token,
+        digest,
+        principal_of,
+        revoke_token,
+        tokens,
+    )
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
     engine = make_engine(settings.database_url)
     try:
         if args.action == "create":
+            out = Path(args.output) if args.output else None
+            if out is not None and out.is_file():
+                held = out.read_text().strip()
+                if held and principal_of(engine, digest(held)) is not None:
+                    print(f"{PROG}: {out} holds a live token", file=sys.stderr)
+                    return 0
             try:
                 token = create_token(engine, args.name, args.role, args.team, "cli")
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-            print(token)  # shown once: only its hash is stored
+            if out is None:
+                print(token)  # shown once: only its hash is stored
+            else:
+                out.write_text(token + "\n")
+                out.chmod(0o644)  # the scraper runs as another user (docs/security.md)
         elif args.action == "revoke":
             try:
                 revoked = revoke_token(engine, args.name, "cli")

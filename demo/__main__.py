@@ -131,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             exporters.append(port)
         api_port, prom_port = pick_port(8080), pick_port(9090)
         config = workdir / "prometheus.yml"
+        (workdir / "costsvc-token").write_text("")  # the token comes once the database exists
         config.write_text(
             "global: {scrape_interval: 15s}\nscrape_configs:\n"
             "  - job_name: gpu-exporter\n    static_configs:\n      - targets: ["
@@ -138,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
             + "]\n"
             "  - job_name: gpu-costsvc\n    static_configs:\n"
             f'      - targets: ["127.0.0.1:{api_port}"]\n'
+            # /metrics needs a metrics-role token (docs/security.md), written below
+            f"    authorization: {{credentials_file: {workdir / 'costsvc-token'}}}\n"
             f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
         )
         prom = stack.process(
@@ -167,6 +170,10 @@ def main(argv: list[str] | None = None) -> int:
         print(flush=True)
         reader.close()
         token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
+        scrape = f"demo-prometheus-{int(time.time())}"
+        (workdir / "costsvc-token").write_text(
+            create_token(engine, scrape, "metrics", None, "demo") + "\n"
+        )
         engine.dispose()
 
         settings = Settings(
