@@ -49,18 +49,20 @@ def serve(
     clock: Clock,
     teams: list[str] = (),  # type: ignore[assignment]
     cost_model: Path | None = None,
+    prefix: str = "",
     **settings_: Any,
 ) -> Iterator[Api]:
     """Tokens: ``admin``, ``finance``, ``metrics`` and ``team:<name>`` for each of ``teams``;
+    their names start with ``prefix`` (a second server on the same database);
     ``settings_``: more ``Settings`` fields."""
     engine = create_engine(db_url)
     tokens = {
-        "admin": create_token(engine, "admin", "admin", None, "test"),
-        "finance": create_token(engine, "finance", "finance", None, "test"),
-        "metrics": create_token(engine, "prometheus", "metrics", None, "test"),
+        "admin": create_token(engine, f"{prefix}admin", "admin", None, "test"),
+        "finance": create_token(engine, f"{prefix}finance", "finance", None, "test"),
+        "metrics": create_token(engine, f"{prefix}prometheus", "metrics", None, "test"),
     }
     for team in teams:
-        tokens[f"team:{team}"] = create_token(engine, f"team-{team}", "team", team, "test")
+        tokens[f"team:{team}"] = create_token(engine, f"{prefix}team-{team}", "team", team, "test")
     engine.dispose()
     settings = Settings(database_url=db_url, cost_model=cost_model, **settings_)
     port = free_port()
