@@ -9,14 +9,16 @@ reading the version is two index lookups, much less than the aggregate it saves.
 and team portals ask the same questions over and over; between hourly ingests they are free.
 
 Memory is bounded in bytes, not entries (``COSTSVC_ANSWER_CACHE_BYTES``, default 64 MiB per
-process): an entry costs its body, its key's text and a fixed overhead; the least recently
-used go first; an answer larger than ``COSTSVC_ANSWER_CACHE_MAX_ANSWER_BYTES`` (1 MiB) is
+process): an entry costs what its objects take (the body, every string and tuple of its key,
+as ``sys.getsizeof`` counts them) and a fixed overhead for the rest; the least recently used
+go first; an answer larger than ``COSTSVC_ANSWER_CACHE_MAX_ANSWER_BYTES`` (1 MiB) is
 served but not kept. docs/security.md.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -29,6 +31,17 @@ from sqlalchemy import Engine
 from costsvc.db.runs import data_version
 
 OVERHEAD = 1024  # bytes an entry costs besides its body and key (objects, dict slot)
+
+
+def size_of(key: Any) -> int:
+    """Bytes a key takes: itself and, for tuples, everything in them."""
+    total, stack = 0, [key]
+    while stack:
+        item = stack.pop()
+        total += sys.getsizeof(item)
+        if isinstance(item, tuple):
+            stack.extend(item)
+    return total
 
 
 def json_response(answer: Any) -> Response:
@@ -58,7 +71,7 @@ class AnswerCache:
                 self._answers.move_to_end(full)
                 return hit[0]
         answer = compute()
-        cost = len(answer.body) + len(repr(full)) + OVERHEAD
+        cost = sys.getsizeof(answer.body) + size_of(full) + OVERHEAD
         if len(answer.body) > self.max_answer or cost > self.max_bytes:
             return answer
         with self._lock:
