@@ -19,7 +19,17 @@ from costsvc import __version__
 from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
 from costsvc.api.limits import Limits
-from costsvc.api.routes import budgets, cost_model, costs, metrics, months, reports, tokens
+from costsvc.api.routes import (
+    allocation,
+    budgets,
+    cost_model,
+    costs,
+    ingest,
+    metrics,
+    months,
+    reports,
+    tokens,
+)
 from costsvc.db.engine import make_engine, reachable
 from costsvc.settings import Settings
 
@@ -69,9 +79,10 @@ def create_app(
         body_timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_exception_handler(RequestValidationError, validation_problem)
-    for module in (costs, reports, months, budgets, tokens, cost_model):
+    for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
+    app.include_router(allocation.router)  # OpenCost's path, not under /v1
     _docs(app)
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")

@@ -13,7 +13,9 @@ One ASGI middleware, so every route — today's and those added later — inheri
 - a JSON body whose text holds a NUL or an unpaired surrogate (``"\\u0000"``, ``"\\ud800"``),
   or that nests deeper than the JSON decoder can follow, is refused with 400.
 
-Answers are short JSON ``{"detail": …}`` that never echo the input.
+Answers are short and never echo the input: JSON ``{"detail": …}`` under ``/v1`` (the
+API's error form), plain text elsewhere (``/allocation`` answers its 400s as OpenCost does,
+with Go's ``http.Error`` text; ``/metrics`` is read by Prometheus).
 """
 
 from __future__ import annotations
@@ -84,14 +86,17 @@ def has_control(text: str) -> bool:
     return _CONTROL_TEXT.search(text) is not None
 
 
-async def refuse(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def refuse(scope: Scope, send: Send, status: int, detail: str) -> None:
+    if scope["path"].startswith("/v1/"):
+        body, kind = json.dumps({"detail": detail}).encode(), b"application/json"
+    else:
+        body, kind = f"{detail}\n".encode(), b"text/plain; charset=utf-8"
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", kind),
                 (b"content-length", str(len(body)).encode()),
                 (b"connection", b"close"),  # the unread rest of a body is not worth reading
             ],
@@ -112,7 +117,7 @@ class Limits:
             return
         problem = url_problem(scope)
         if problem is not None:
-            await refuse(send, *problem)
+            await refuse(scope, send, *problem)
             return
         headers: dict[bytes, bytes] = {}
         for name, value in scope["headers"]:
@@ -123,18 +128,19 @@ class Limits:
             return
         if length is not None:
             if not length.isdigit() or len(length) > 18:
-                await refuse(send, 400, "Content-Length is not a number")
+                await refuse(scope, send, 400, "Content-Length is not a number")
                 return
             if int(length) > self.max_body:
-                await refuse(send, 413, f"the body is larger than {self.max_body} bytes")
+                await refuse(scope, send, 413, f"the body is larger than {self.max_body} bytes")
                 return
         try:
             body = await asyncio.wait_for(self._read(receive), self.body_timeout)
         except TimeoutError:
-            await refuse(send, 408, f"the body did not arrive within {self.body_timeout:g} s")
+            late = f"the body did not arrive within {self.body_timeout:g} s"
+            await refuse(scope, send, 408, late)
             return
         except _TooLarge:
-            await refuse(send, 413, f"the body is larger than {self.max_body} bytes")
+            await refuse(scope, send, 413, f"the body is larger than {self.max_body} bytes")
             return
         except _Gone:
             return
@@ -142,12 +148,13 @@ class Limits:
             try:
                 document = json.loads(body)
             except RecursionError:
-                await refuse(send, 400, "the JSON body nests too deeply")
+                await refuse(scope, send, 400, "the JSON body nests too deeply")
                 return
             except ValueError:
                 document = None  # the route answers 422, naming the decoding error
             if bad_text(document):
-                await refuse(send, 400, "text in the body holds a NUL or an unpaired surrogate")
+                bad = "text in the body holds a NUL or an unpaired surrogate"
+                await refuse(scope, send, 400, bad)
                 return
         await self.app(scope, _replay(body, receive), send)
 
