@@ -54,7 +54,6 @@ from costsvc.queries import allocation_rows, label_history
 from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"])
-ANSWERS = AnswerCache()
 MAX_PARAMETER = 4096  # characters in any one parameter
 COLUMNS = ("cluster", "node", "namespace", "pod")
 # OpenCost aggregate properties the chargeback does not keep (ParseProperty's names)
@@ -300,5 +299,6 @@ def allocation(
     )
     if from_history:  # the label watcher writes without a data version: never cached
         return compute()
-    answer: Response = ANSWERS.get(db, key, compute)
+    answers: AnswerCache = request.app.state.answers  # the app's, bounded in bytes
+    answer: Response = answers.get(db, key, compute)
     return answer
