@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from exporter.pods.directory import PodDirectory, PodInfo
+from exporter.pods.slices import SliceDirectory
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.kubelet import KubeletServicer, serve, spec_answer
 from exporter.simulate.pods import container_id
@@ -38,6 +39,7 @@ class SimulatedNode:
             )
             for pod in spec.pods
         )
+        self.slices = SliceDirectory()
         # unix socket paths are limited to ~107 bytes: keep it short, whatever the workdir
         self._socket_dir = Path(tempfile.mkdtemp(prefix="kl-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
