@@ -92,6 +92,8 @@ def build(
     stats = SelfMetrics(nvml.bindings_version(), mode)
     try:
         profiles = parse_profiles(settings.vgpu_profiles)
+        if spec is not None:
+            profiles = {**spec.vgpu_profiles, **profiles}
     except ValueError as exc:
         raise UsageError(f"--pod-resources.vgpu-profiles: {exc}") from None
     assignments = PodResourcesAssignments(
