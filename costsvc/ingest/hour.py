@@ -87,6 +87,7 @@ READS = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MAX_GAP),
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
+    ("gpu_allocation_memory_share", MAX_GAP),
 )
 
 
@@ -157,6 +158,10 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
             lab.get("container", ""),
         )
 
+    memory_share = {
+        key: _us(sum((w.integral(s.samples) for s in group), Decimal(0)))
+        for key, group in grouped("gpu_allocation_memory_share", holding_key).items()
+    }
     unseen: dict[tuple[str, str], list[Series]] = {}
     for key, group in grouped("gpu_allocation_share", holding_key).items():
         cluster, uuid, gi, ns, pod, container = key
@@ -191,6 +196,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
                 memory if compute else None,
                 int(gi) if gi else None,
                 profile,
+                memory_share.get(key),
             )
         )
     for (cluster, uuid), group in unseen.items():
