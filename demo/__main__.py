@@ -1,15 +1,17 @@
 """``make demo``: the whole product on one machine, no GPU and no external server.
 
-1. **History, honestly made.** Three simulated GPU nodes (examples/fleet-h100x8.yaml: whole
+1. **History, honestly made.** Five simulated GPU nodes (examples/fleet-h100x8.yaml: whole
    H100s; fleet-shared.yaml: MIG, time-sliced and whole GPUs, several teams and an unlabelled
-   pod; fleet-mixed.yaml: A100/L4/T4) run the real exporter — fake NVML, real kubelet
-   pod-resources gRPC server, real /proc attribution — on a simulated clock stepped through
+   pod; fleet-mixed.yaml: A100/L4/T4; fleet-dra.yaml: GPUs held through DRA claims, one
+   shared by three pods; fleet-hami.yaml: HAMi fractions and memory-profile vGPUs) run the
+   real exporter — fake NVML, real kubelet pod-resources gRPC server, real /proc
+   attribution — on a simulated clock stepped through
    yesterday (UTC). Every collection's exposition is kept with its timestamp (what Prometheus
    would have scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded
    into a real Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
 2. **Chargeback through the production path.** The cost service ingests each of those 24
    hours from that Prometheus into SQLite (examples/cost-model.yaml).
-3. **Left running:** live exporters for the three nodes, Prometheus, and the cost-service API
+3. **Left running:** live exporters for the five nodes, Prometheus, and the cost-service API
    with its /docs; an admin token is printed with a per-team cost table read from the API.
    Ctrl-C stops everything.
 

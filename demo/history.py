@@ -19,7 +19,13 @@ from exporter.flags import parse_settings
 from kube.labels import sanitize_label
 
 ROOT = Path(__file__).resolve().parents[1]
-NODES = ("fleet-h100x8.yaml", "fleet-shared.yaml", "fleet-mixed.yaml")
+NODES = (
+    "fleet-h100x8.yaml",
+    "fleet-shared.yaml",
+    "fleet-mixed.yaml",
+    "fleet-dra.yaml",  # GPUs handed out through DRA claims (one shared by three pods)
+    "fleet-hami.yaml",  # HAMi fractions (cores % and MiB) and memory-profile vGPUs
+)
 
 
 class Clock:
@@ -97,7 +103,7 @@ def kube_pod_labels(built: Built, t: float) -> str:
 
 
 def make_history(workdir: Path, day: datetime, step: int) -> tuple[Path, int]:
-    """A day of scrapes of the three nodes (and kube_pod_labels), as OpenMetrics."""
+    """A day of scrapes of the simulated nodes (and kube_pod_labels), as OpenMetrics."""
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     families = FamilyFiles(workdir)
     clock = Clock(day.timestamp())
