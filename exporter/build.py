@@ -62,6 +62,10 @@ def build(
 ) -> Built:
     """Everything ``gpu-exporter`` runs, built from its settings; the collection loop is not
     started yet. A broken spec or kubeconfig raises :class:`UsageError`."""
+    try:
+        profiles = parse_profiles(settings.vgpu_profiles)
+    except ValueError as exc:  # (before anything is started)
+        raise UsageError(f"--pod-resources.vgpu-profiles: {exc}") from None
     library: Any = None
     hostname = settings.hostname
     mode = "nvml"
@@ -90,12 +94,8 @@ def build(
 
     nvml = Nvml(library)
     stats = SelfMetrics(nvml.bindings_version(), mode)
-    try:
-        profiles = parse_profiles(settings.vgpu_profiles)
-        if spec is not None:
-            profiles = {**spec.vgpu_profiles, **profiles}
-    except ValueError as exc:
-        raise UsageError(f"--pod-resources.vgpu-profiles: {exc}") from None
+    if spec is not None:
+        profiles = {**spec.vgpu_profiles, **profiles}
     assignments = PodResourcesAssignments(
         PodResourcesClient(socket_path, settings.pod_resources_timeout),
         stats.count_error,
