@@ -127,7 +127,10 @@ re-split it as for a time-sliced GPU. A MIG device allocated through DRA is a MI
 (`GPU_I_ID`, compute slices/7). A device of a driver that is not a GPU driver is ignored and a
 device in no ResourceSlice of this node is not guessed; both are counted in
 `gpu_exporter_dra_devices`. A kubelet that sends no DRA fields (before 1.27, or with
-`KubeletPodResourcesDynamicResources` off) simply gives no DRA holdings.
+`KubeletPodResourcesDynamicResources` off) simply gives no DRA holdings. The ResourceSlices
+(and HAMi's annotations) come from the Kubernetes API: they are watched where the pod watch
+runs (in a cluster, or with `--kubernetes.kubeconfig` / `--kubernetes.api-url`), with RBAC to
+`get/list/watch` `resourceslices`; without it every DRA device counts as `not_in_slice`.
 
 Shares held of one GPU add up to at most 1 on each basis, except where HAMi over-subscribes a
 GPU (its memory or core totals scaled past the device): the shares are published as they are

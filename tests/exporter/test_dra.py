@@ -51,12 +51,20 @@ def claim(name: str, *devices: str, driver: str = "gpu.nvidia.com") -> dict[str,
 SPEC: dict[str, Any] = {
     "hostname": NODE,
     "gpus": [
-        {**H100, "count": 3},
+        {**H100},
+        {
+            **H100,  # the shared claim's GPU: each pod's own process
+            "processes": [
+                {"pid": 9100 + i, "memory_used_mib": 1000 * (i + 1), "sm_util": 10 * (i + 1)}
+                for i in range(3)
+            ],
+        },
+        {**H100},
         {**H100, "mig": [{"profile": "3g.40gb", "gi_id": 1}, {"profile": "1g.10gb", "gi_id": 9}]},
     ],
     "pods": [
         pod("solo-0", **claim("solo", "gpu0")),
-        *(pod(f"shared-{i}", **claim("shared", "gpu1")) for i in range(3)),
+        *(pod(f"shared-{i}", pids=[9100 + i], **claim("shared", "gpu1")) for i in range(3)),
         pod("migdra-0", **claim("mig", "gpu3/gi1")),
         pod("nic-0", **claim("nic", "nic-0", driver="dra.example.com")),
         pod("ghost-0", **claim("ghost", "gpu-99")),
@@ -165,6 +173,12 @@ def test_dra_claims_single_shared_mig_other_driver_and_missing(
             assert value(m, share, pod=f"shared-{i}", UUID=gpu[1]) == pytest.approx(1 / 3)
             assert value(m, memory, pod=f"shared-{i}", UUID=gpu[1]) == pytest.approx(1 / 3)
             assert labels_of(m, share, pod=f"shared-{i}")["claim"] == "shared"  # type: ignore[index]
+        # their usage, per container, carries the claim too
+        for i in range(3):
+            sm = labels_of(m, "gpu_container_sm_utilization_ratio", pod=f"shared-{i}")
+            assert sm is not None and (sm["claim"], sm["pod_uid"]) == ("shared", uid[f"shared-{i}"])
+            used = value(m, "gpu_container_memory_used_bytes", pod=f"shared-{i}")
+            assert used == 1000 * (i + 1) * 2**20
         # the GPU's own series carry no pod: three containers hold it
         assert labels_of(m, "DCGM_FI_DEV_GPU_UTIL", UUID=gpu[1]).get("pod") is None  # type: ignore[union-attr]
         assert labels_of(m, "DCGM_FI_DEV_GPU_UTIL", UUID=gpu[0])["pod"] == "solo-0"  # type: ignore[index]
