@@ -39,6 +39,7 @@ from costsvc.money import MICRO, round_micro, split
 HOUR = Decimal(3600)
 _KEY_OF = attrgetter(*KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
+GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,10 +53,15 @@ class GpuHour:
     node_pool: str | None
     present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
 
+    @property
+    def key(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
+
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """A container's hold on one device unit of a GPU during one hour."""
+    """A container's hold on one device unit of a GPU during one hour. The GPU is
+    (``cluster``, ``gpu_uuid``): the same UUID in two clusters is two GPUs."""
 
     gpu_uuid: str
     namespace: str
@@ -72,6 +78,11 @@ class Holding:
     # ∫ gpu_allocation_memory_share dt; None where the exporter publishes none (dcgm-exporter,
     # older exporters): the memory basis then falls back to the compute share
     memory_share_seconds: Decimal | None = None
+    cluster: str = field(kw_only=True)  # the GPU's cluster
+
+    @property
+    def gpu(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,8 +127,7 @@ class HourFacts:
     holdings: list[Holding] = field(default_factory=list)
     pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
     namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
-    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
+    node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
 
 
 def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
@@ -151,8 +161,8 @@ class HourResult:
     hour: datetime
     lines: list[Line] = field(default_factory=list)
     fleet_cost: int = 0
-    gpu_cost: dict[str, int] = field(default_factory=dict)  # per GPU UUID
-    gpu_price: dict[str, int] = field(default_factory=dict)  # per GPU UUID, per GPU-hour
+    gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
+    gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
 
     def total(self) -> int:
         return sum(line.allocated + line.idle for line in self.lines)
@@ -173,9 +183,9 @@ def attribute_hour(
     owner (None: nobody, ``__unallocated__``). Holdings of GPUs not in ``gpus`` are ignored:
     the caller makes every held GPU present (costsvc.ingest.hour does)."""
     gpus = list(gpus)
-    by_gpu: dict[str, list[Holding]] = {}
+    by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
-        by_gpu.setdefault(h.gpu_uuid, []).append(h)
+        by_gpu.setdefault(h.gpu, []).append(h)
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     basis = model.policies.mig_share_basis
@@ -188,10 +198,10 @@ def attribute_hour(
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
         cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
-        result.gpu_cost[g.gpu_uuid] = cost
-        result.gpu_price[g.gpu_uuid] = price
+        result.gpu_cost[g.key] = cost
+        result.gpu_price[g.key] = price
         result.fleet_cost += cost
-        held = by_gpu.get(g.gpu_uuid, [])
+        held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis, fractional_basis) for h in held]
         if usage_policy:
             weights = _by_usage(held, weights)
@@ -254,8 +264,9 @@ def attribute_hour(
     return result
 
 
-def _order(h: Holding) -> tuple[str, int, str, str, str]:
-    return (h.gpu_uuid, -1 if h.gi_id is None else h.gi_id, h.namespace, h.pod, h.container)
+def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
+    gi = -1 if h.gi_id is None else h.gi_id
+    return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
 def _weight(h: Holding, basis: str, fractional_basis: str = "compute") -> Decimal:

@@ -81,8 +81,8 @@ def replace_hour(
                 "model": g.model,
                 "node_pool": g.node_pool,
                 "present_us": int(g.present_seconds * US),
-                "price": result.gpu_price[g.gpu_uuid],
-                "cost": result.gpu_cost[g.gpu_uuid],
+                "price": result.gpu_price[g.key],
+                "cost": result.gpu_cost[g.key],
             }
             for g in facts.gpus
         ]
@@ -100,8 +100,8 @@ def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
     b, m = h.busy_share_seconds, h.memory_share_seconds
     return {
         "hour": facts.start,
-        "cluster": facts.cluster_of[h.gpu_uuid],
-        "node": facts.node_of[h.gpu_uuid],
+        "cluster": h.cluster,
+        "node": facts.node_of[h.gpu],
         "gpu_uuid": h.gpu_uuid,
         "gi_id": -1 if h.gi_id is None else h.gi_id,
         "namespace": h.namespace,
@@ -130,10 +130,10 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
         facts.gpus.append(GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present))
-        facts.cluster_of[r.gpu_uuid] = r.cluster
-        facts.node_of[r.gpu_uuid] = r.node
+        facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
     fact_rows = conn.execute(
         select(
+            u.cluster,
             u.gpu_uuid,
             u.namespace,
             u.pod,
@@ -165,6 +165,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
                 None if f.gi_id < 0 else f.gi_id,
                 f.mig_profile,
                 None if f.memory_share_us is None else Decimal(f.memory_share_us) / US,
+                cluster=f.cluster,
             )
         )
     charged = conn.execute(
