@@ -9,7 +9,7 @@ Per physical GPU and hour (docs/cost-model.md):
 - a DRA claim or a fractional holding (HAMi, memory-profile vGPU) is a share like any other: by
   ``gpu_allocation_share`` (compute) by default, ``gpu_allocation_memory_share`` or the larger
   of the two on request (``fractional_share_basis``); holdings adding up to more than the GPU
-  (over-subscription) are scaled down to its cost;
+  (over-subscription) are scaled down to it (at each instant, by the ingest);
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
@@ -205,9 +205,9 @@ def attribute_hour(
         weights = [_weight(h, basis, fractional_basis) for h in held]
         if usage_policy:
             weights = _by_usage(held, weights)
-        # over-subscription (HAMi can hand out more than a GPU): holdings worth more than the
-        # GPU's cost share exactly its cost, each in proportion to its weight — scaled by
-        # cost / Σ — so money still adds up and nothing is idle
+        # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
+        # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
+        # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
         parts = split(allocated_total, weights) if held else []
         where = (g.cluster, g.node, g.model)

@@ -118,6 +118,18 @@ three ways, side by side; each gives `gpu_allocation_share` (compute basis) and
 | HAMi | the pod annotation `hami.io/vgpu-devices-allocated` (`UUID,NVIDIA,MiB,cores:` per device, `;` between containers) of a container the kubelet lists | `nvidia.com/gpu` | cores/100; no core limit (cores 0): the memory share | MiB / the GPU's memory |
 | memory-profile vGPU | `devices` of a resource named in `--pod-resources.vgpu-profiles RESOURCE=MiB` | that resource | the memory share | profile MiB / the GPU's memory |
 
+Side by side (GPU labels shortened to `…`):
+
+```
+# a device plugin's whole GPU
+gpu_allocation_share{…,namespace="ml",pod="train-0",container="main",resource="nvidia.com/gpu"} 1
+# one DRA claim shared by three pods: a third each
+gpu_allocation_share{…,namespace="ml-serving",pod="chat-a",container="server",resource="gpu.nvidia.com",claim_namespace="ml-serving",claim="shared-gpu",pod_uid="63b9b237-…"} 0.3333333333333333
+# HAMi: 30 % of the cores and 16000 of 81559 MiB
+gpu_allocation_share{…,namespace="vision",pod="ocr-30",container="server",resource="nvidia.com/gpu"} 0.3
+gpu_allocation_memory_share{…,namespace="vision",pod="ocr-30",container="server",resource="nvidia.com/gpu"} 0.19617699088022167
+```
+
 A DRA holding also carries `claim_namespace`, `claim` and (where the pod is known to the pod
 watch) `pod_uid`, on `gpu_allocation_share`, `gpu_allocation_memory_share` and the
 per-container usage series. A claim shared by several pods (or containers) is one device split

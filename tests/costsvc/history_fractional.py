@@ -15,6 +15,16 @@ GPU-HAMI  HAMi: hami/h30 30 % cores + 4000 MiB, hami/h50 50 % + 8000 MiB of 2000
 GPU-OVER  HAMi over-subscribed: hami/o1 and hami/o2 each 60 % cores + 6000 MiB of 20000
           compute basis: 1.2 of the GPU, scaled to its cost -> 1.250000 each, idle 0
           memory basis:  0.750000 each, idle 1.000000
+GPU-PART  over-subscribed for half the hour: hami/o3 60 % (3000 MiB) all hour, hami/o4 60 %
+          (3000 MiB) 10:00-10:30; scaled at each instant, not by the hour's sum:
+          compute basis: 10:00-10:30 each 0.6 / 1.2 = 0.5, then o3 0.6
+                         -> o3 (900 + 1080) s = 1.375000, o4 900 s = 0.625000, idle 0.500000
+                         (the hour's sums, 2160 + 1080 s < 3600 s, would have scaled nothing)
+          memory basis:  0.15 + 0.15 never exceeds the GPU -> o3 0.375000, o4 0.187500,
+                         idle 1.937500
+          max basis:     as compute
+          usage policy:  both shared, no SM series: the held 2880 s split equally -> 1.000000
+                         each
 """
 
 from __future__ import annotations
@@ -31,7 +41,7 @@ Add = Callable[[str, dict[str, str], float, int, int], None]
 
 def add_history(add: Add) -> None:
     before, end = T16 - 60, T16 + 3600
-    for uuid in ("GPU-DRA1", "GPU-DRA3", "GPU-HAMI", "GPU-OVER"):
+    for uuid in ("GPU-DRA1", "GPU-DRA3", "GPU-HAMI", "GPU-OVER", "GPU-PART"):
         gpu = {"gpu": "0", "UUID": uuid, "modelName": H100, "Hostname": f"node-{uuid[4:]}"}
         add("gpu_device_up", gpu, 1, before, end)
     holdings = [  # GPU, namespace, pod, compute, memory, SM, claim
@@ -43,15 +53,18 @@ def add_history(add: Add) -> None:
         ("GPU-HAMI", "hami", "h50", 0.5, 0.4, None, None),
         ("GPU-OVER", "hami", "o1", 0.6, 0.3, None, None),
         ("GPU-OVER", "hami", "o2", 0.6, 0.3, None, None),
+        ("GPU-PART", "hami", "o3", 0.6, 0.15, None, None),
+        ("GPU-PART", "hami", "o4", 0.6, 0.15, None, None),
     ]
     for uuid, ns, pod, compute, memory, sm, claim in holdings:
+        stop = T16 + 1800 if pod == "o4" else end
         gpu = {"gpu": "0", "UUID": uuid, "modelName": H100, "Hostname": f"node-{uuid[4:]}"}
         holder = {**gpu, "namespace": ns, "pod": pod, "container": "main"}
         if claim is not None:
             holder.update(claim_namespace=ns, claim=claim, pod_uid=f"uid-{pod}")
         resource = "gpu.nvidia.com" if claim is not None else "nvidia.com/gpu"
-        add("gpu_allocation_share", {**holder, "resource": resource}, compute, before, end)
-        add("gpu_allocation_memory_share", {**holder, "resource": resource}, memory, before, end)
+        add("gpu_allocation_share", {**holder, "resource": resource}, compute, before, stop)
+        add("gpu_allocation_memory_share", {**holder, "resource": resource}, memory, before, stop)
         if sm is not None:
-            add("gpu_container_sm_utilization_ratio", holder, sm, before, end)
-        add("kube_pod_labels", {"namespace": ns, "pod": pod, "label_team": pod}, 1, before, end)
+            add("gpu_container_sm_utilization_ratio", holder, sm, before, stop)
+        add("kube_pod_labels", {"namespace": ns, "pod": pod, "label_team": pod}, 1, before, stop)

@@ -1,7 +1,7 @@
 """DRA claims and fractional GPUs (HAMi) through a real Prometheus into SQLite and PostgreSQL,
 exact to the micro-unit (money by hand in history_fractional.py): a DRA-held GPU is charged to
 its team, a claim shared by three pods splits under ``equal`` and ``usage``, HAMi 30 % + 50 %
-on compute, memory and max bases, an over-subscribed GPU scaled to its cost."""
+on compute, memory and max bases, an over-subscribed GPU scaled to its cost at each instant."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ def idle_by_node(url: str) -> dict[str, int]:
 
 
 DRA = {"solo": 2_500_000}
+PART = {"o3": 1_375_000, "o4": 625_000}  # over-subscribed for half the hour: scaled then only
 
 
 @pytest.mark.parametrize(
@@ -43,8 +44,9 @@ DRA = {"solo": 2_500_000}
                 **DRA,
                 **{"s0": 833_334, "s1": 833_333, "s2": 833_333},
                 **{"h30": 750_000, "h50": 1_250_000, "o1": 1_250_000, "o2": 1_250_000},
+                **PART,
             },
-            {"node-HAMI": 500_000},
+            {"node-HAMI": 500_000, "node-PART": 500_000},
         ),
         (
             {"shared_gpu_policy": "usage"},
@@ -53,8 +55,9 @@ DRA = {"solo": 2_500_000}
                 **{"s0": 1_666_667, "s1": 833_333, "s2": 0},
                 # HAMi's holdings are shared too: no per-container SM series, so equally
                 **{"h30": 1_000_000, "h50": 1_000_000, "o1": 1_250_000, "o2": 1_250_000},
+                **{"o3": 1_000_000, "o4": 1_000_000},
             },
-            {"node-HAMI": 500_000},
+            {"node-HAMI": 500_000, "node-PART": 500_000},
         ),
         (
             {"fractional_share_basis": "memory"},
@@ -62,8 +65,9 @@ DRA = {"solo": 2_500_000}
                 **DRA,
                 **{"s0": 833_334, "s1": 833_333, "s2": 833_333},
                 **{"h30": 500_000, "h50": 1_000_000, "o1": 750_000, "o2": 750_000},
+                **{"o3": 375_000, "o4": 187_500},
             },
-            {"node-HAMI": 1_000_000, "node-OVER": 1_000_000},
+            {"node-HAMI": 1_000_000, "node-OVER": 1_000_000, "node-PART": 1_937_500},
         ),
         (
             {"fractional_share_basis": "max"},
@@ -71,8 +75,9 @@ DRA = {"solo": 2_500_000}
                 **DRA,
                 **{"s0": 833_334, "s1": 833_333, "s2": 833_333},
                 **{"h30": 750_000, "h50": 1_250_000, "o1": 1_250_000, "o2": 1_250_000},
+                **PART,
             },
-            {"node-HAMI": 500_000},
+            {"node-HAMI": 500_000, "node-PART": 500_000},
         ),
     ],
     ids=["equal-compute", "usage", "memory", "max"],
