@@ -127,7 +127,7 @@ class SelfMetrics:
             "Devices the kubelet reported held through DRA resource claims, by outcome: gpu "
             "(a GPU driver's device, found in a ResourceSlice), other_driver (not a GPU: "
             "ignored), not_in_slice (in no ResourceSlice of this node: never guessed), "
-            "no_uuid (in a slice without a uuid attribute).",
+            "no_uuid (in a slice without a uuid, or a GPU and MIG profile to match it by).",
         )
         for outcome in DRA_OUTCOMES:
             dra.add(f'outcome="{outcome}"', self.dra_devices.get(outcome, 0))

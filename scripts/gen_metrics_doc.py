@@ -45,7 +45,8 @@ SELF = [
     ("gpu_exporter_dra_devices", "gauge", "1", "`outcome`",
      "Devices the kubelet reported held through DRA claims, by outcome: `gpu` (found in a "
      "ResourceSlice of a GPU driver), `other_driver` (ignored), `not_in_slice` (never "
-     "guessed), `no_uuid` (slice device without a `uuid` attribute)."),
+     "guessed), `no_uuid` (slice device without a `uuid`, or a GPU and MIG profile to match "
+     "it by)."),
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
      "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
      "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
@@ -136,7 +137,10 @@ per-container usage series. A claim shared by several pods (or containers) is on
 equally among them — three pods on one claim hold 1/3 each, never 1 each and never "the last
 pod wins"; their SM usage is published per container, so the cost service's `usage` policy can
 re-split it as for a time-sliced GPU. A MIG device allocated through DRA is a MIG holding
-(`GPU_I_ID`, compute slices/7). A device of a driver that is not a GPU driver is ignored and a
+(`GPU_I_ID`, compute slices/7); a partitionable (dynamic-MIG) device, which its slice lists
+without a UUID until the driver creates it, is matched by its `parentUUID` and `profile` to
+the GPU's one MIG instance of that profile (with several, it is counted as an unknown device
+id, never guessed). A device of a driver that is not a GPU driver is ignored and a
 device in no ResourceSlice of this node is not guessed; both are counted in
 `gpu_exporter_dra_devices`. A kubelet that sends no DRA fields (before 1.27, or with
 `KubeletPodResourcesDynamicResources` off) simply gives no DRA holdings. The ResourceSlices

@@ -18,7 +18,12 @@ import logging
 from collections.abc import Callable
 
 from exporter.pods.claims import Assignments, Claim, ClaimRef, Holder
-from exporter.pods.device_ids import DEFAULT_RESOURCES, is_gpu_resource, parse_device_id
+from exporter.pods.device_ids import (
+    DEFAULT_RESOURCES,
+    is_gpu_resource,
+    mig_profile_key,
+    parse_device_id,
+)
 from exporter.pods.directory import PodDirectory
 from exporter.pods.fractional import HAMI_RESOURCE
 from exporter.pods.kubelet.client import CallFailure, ContainerClaimDevice, PodResourcesClient
@@ -134,8 +139,14 @@ class PodResourcesAssignments:
         found = self._slices.get(device.driver, device.pool, device.device)
         if found is None:
             return "not_in_slice", None
-        if not found.uuid:
+        if found.uuid:
+            key = parse_device_id(found.uuid).key
+        elif found.kind == "mig" and found.parent_uuid and found.profile:
+            # a partitionable (dynamic MIG) device: the slice names the partition before the
+            # driver creates it; matched by its GPU and profile where that is unambiguous
+            key = mig_profile_key(found.parent_uuid, found.profile)
+        else:
             return "no_uuid", None
         holder = Holder(device.namespace, device.pod, device.container)
         claim = ClaimRef(device.claim_namespace, device.claim)
-        return "gpu", Claim(holder, device.driver, parse_device_id(found.uuid).key, claim=claim)
+        return "gpu", Claim(holder, device.driver, key, claim=claim)

@@ -55,7 +55,7 @@ class Assignments:
     # DRA devices of this answer by outcome: "gpu" (a GPU driver's device found in a
     # ResourceSlice), "other_driver" (not a GPU driver: ignored), "not_in_slice" (in no
     # ResourceSlice of this node: counted, never guessed), "no_uuid" (in a slice without a
-    # uuid attribute, e.g. a MIG partition not yet created)
+    # uuid attribute, or a parentUUID and profile to match a MIG partition by)
     dra_devices: dict[str, int] = field(default_factory=dict)
 
 

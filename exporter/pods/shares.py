@@ -21,10 +21,12 @@ counted instead.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from exporter.pods.claims import Claim, ClaimRef, Holder
+from exporter.pods.device_ids import mig_profile_key
 from exporter.snapshot import GpuState
 
 _MIB = 1 << 20
@@ -81,6 +83,7 @@ def attribute(
         unit_shares[whole[0]] = whole[1:]
         if gpu_uuid:
             units[gpu_uuid] = whole
+        profiles = Counter(inst.instance.profile for inst in s.instances)
         for inst in s.instances:
             i = inst.instance
             part = (Unit(index, i.gi_id), i.compute_slices / 7, i.memory_slices / 8)
@@ -89,6 +92,8 @@ def attribute(
             units[f"{s.identity.device}/gi{i.gi_id}"] = part  # GKE: nvidia<N>/gi<M>
             if gpu_uuid:
                 units[f"{gpu_uuid}/gi{i.gi_id}"] = part  # legacy MIG-GPU-<uuid>/<gi>/<ci>
+                if profiles[i.profile] == 1:  # DRA: a partition named by GPU and profile
+                    units[mig_profile_key(gpu_uuid, i.profile)] = part
 
     out = Attribution()
     holders: dict[Unit, set[Holder]] = {}

@@ -1,6 +1,7 @@
 """DRA and fractional pieces on their own: ResourceSlice parsing, the equal split of claimed
 devices, over-subscription flags, HAMi's annotation through the pod watch's parser, and a
-dynamic-MIG device without a uuid (over the real kubelet gRPC server of a simulated node)."""
+partitionable (dynamic-MIG) device without a uuid (over the real kubelet gRPC server of a
+simulated node)."""
 
 from __future__ import annotations
 
@@ -137,44 +138,51 @@ def test_pod_watch_reads_hami_annotation_with_init_containers() -> None:
     assert pod_info(raw).fractional == {}
 
 
-def test_dynamic_mig_device_without_uuid_is_counted(tmp_path: Path) -> None:
-    spec = parse(
-        {
-            "hostname": "n1",
-            "gpus": [{**H100, "mig": [{"profile": "3g.40gb", "gi_id": 2}]}],
-            "pods": [
-                {
-                    "namespace": "ml",
-                    "name": "p",
-                    "containers": [
-                        {"name": "main", "claims": [{"name": "c", "devices": ["gpu0/gi2"]}]}
-                    ],
-                }
-            ],
-        }
-    )
+@pytest.mark.parametrize(
+    ("layout", "outcome", "held"),
+    [
+        (["3g.40gb", "2g.20gb"], "gpu", 3 / 7),  # one 3g.40gb on the GPU: that one
+        (["3g.40gb", "3g.40gb"], "gpu", None),  # two: never guessed (unknown device id)
+    ],
+)
+def test_partitionable_mig_device_without_uuid(
+    tmp_path: Path, layout: list[str], outcome: str, held: float | None
+) -> None:
+    mig = [{"profile": p, "gi_id": i + 1} for i, p in enumerate(layout)]
+    raw = {
+        "hostname": "n",
+        "gpus": [{**H100, "mig": mig}],
+        "pods": [
+            {
+                "namespace": "ml",
+                "name": "p",
+                "containers": [
+                    {"name": "main", "claims": [{"name": "c", "devices": ["gpu0/gi1"]}]}
+                ],
+            }
+        ],
+    }
+    spec = parse(raw)
     fake = FakeNvml(spec)
     node = SimulatedNode(spec, fake, tmp_path)
     client = PodResourcesClient(node.socket_path)
     try:
         a = PodResourcesAssignments(client, lambda *_: None, slices=node.slices)
-        got = a.assignments()
-        assert got is not None and got.dra_devices == {"gpu": 1}
-        assert got.claims[0].base == fake.gpus[0].migs[0].uuid
-        # a dynamic-MIG partition not yet created: in the slice, but without a uuid
+        # a dynamic-MIG partition: in the slice by its GPU and profile, without a uuid yet
         parent = fake.gpus[0].uuid
-        node.slices.replace(
-            [
-                (
-                    "s",
-                    [
-                        SliceDevice(
-                            "gpu.nvidia.com", "n1", "gpu-0-mig-2", "mig", "", parent, "3g.40gb"
-                        )
-                    ],
-                )
-            ]
-        )
+        partition = SliceDevice("gpu.nvidia.com", "n", "gpu-0-mig-1", "mig", "", parent, "3g.40gb")
+        node.slices.replace([("s", [partition])])
+        got = a.assignments()
+        assert got is not None and got.dra_devices == {outcome: 1}
+        shares = attribute(states([{**H100, "mig": mig}]), got.claims, {}, lambda pid: None)
+        if held is None:
+            assert shares.shares == {} and shares.unknown_device_ids == 1
+        else:
+            assert list(shares.shares.values()) == [pytest.approx(held)]
+            assert next(iter(shares.shares))[0] == Unit(0, 1)
+        # nothing to match it by: counted as such
+        bare = SliceDevice("gpu.nvidia.com", "n", "gpu-0-mig-1", "mig", "")
+        node.slices.replace([("s", [bare])])
         got = a.assignments()
         assert got is not None and got.dra_devices == {"no_uuid": 1} and got.claims == ()
     finally:
