@@ -12,11 +12,11 @@ never duplicated); a fractional allocation (HAMi, memory-profile vGPU) = cores /
 and MiB / the GPU's memory (memory), see :mod:`exporter.pods.fractional`. Each holding has a
 memory share too (whole GPU 1, MIG instance memory slices / 8, replica 1 / replicas). A GPU
 whose holdings add up to more than 1 on either basis (HAMi allows over-subscription) is
-published as it is and flagged. Device-wide values are never copied under a pod's labels unless
-exactly one container holds the whole device. A claim of a pod whose phase is Succeeded or Failed is
-never attributed: kubelets before the fix of kubernetes#119423 keep listing the devices of
-finished pods, which the device manager has already handed to someone else; such claims are
-counted instead.
+published as it is and flagged. Device-wide values are never copied under a pod's labels
+unless exactly one container holds the whole device. A claim of a pod whose phase is Succeeded
+or Failed is never attributed: kubelets before the fix of kubernetes#119423 keep listing the
+devices of finished pods, which the device manager has already handed to someone else; such
+claims are counted instead.
 """
 
 from __future__ import annotations
