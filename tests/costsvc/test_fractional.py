@@ -5,12 +5,15 @@ on compute, memory and max bases, an over-subscribed GPU scaled to its cost at e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import create_engine, select
 
 from costsvc.chargeback import IDLE
 from costsvc.db.models import UsageFact
-from tests.costsvc.history import assert_every_hour_adds_up, by_team, ingest_with, model
+from costsvc.ingest.reprice import reprice, stale_hours
+from tests.costsvc.history import assert_every_hour_adds_up, by_team, ingest_with, model, tables
 from tests.costsvc.history_fractional import SIXTEENTH
 from tests.prom import Prometheus
 
@@ -100,3 +103,21 @@ def test_dra_and_hami_by_hand(
         memory = dict(conn.execute(select(UsageFact.pod, UsageFact.memory_share_us)).all())
     engine.dispose()
     assert memory["h30"] == 720_000_000 and memory["solo"] == 3_600_000_000  # kept: reprices
+
+
+@pytest.mark.parametrize("basis", ["memory", "max"])
+def test_reprice_on_another_basis_equals_a_fresh_ingest(
+    prometheus: Prometheus, db_url: str, tmp_path: Path, basis: str
+) -> None:
+    """The memory shares kept in usage_facts are what a reprice reads: a price change that
+    reprices the hour on the memory (or max) basis gives the rows a fresh ingest gives."""
+    new = model("3.10", fractional_share_basis=basis)
+    fresh = f"sqlite:///{tmp_path / 'fresh.db'}"
+    ingest_with(prometheus.url, fresh, new, [SIXTEENTH])
+    ingest_with(prometheus.url, db_url, model(), [SIXTEENTH])
+    engine = create_engine(db_url)
+    assert stale_hours(engine, new) == [SIXTEENTH]
+    assert reprice(engine, new, "c1", [SIXTEENTH]).done == [SIXTEENTH]
+    engine.dispose()
+    assert tables(db_url) == tables(fresh)
+    assert assert_every_hour_adds_up(db_url) == 1
