@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -69,8 +68,7 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
     env = _env()
     ports = _ports()
     api_port = int(ports[1])
-    held = _hold(api_port)  # busy at the start, free two seconds later: waited for
-    threading.Timer(2.0, held.close).start()
+    held = _hold(api_port)  # busy at the start, freed once the demo says it waits for it
     started = datetime.now(UTC)
     proc = subprocess.Popen(
         [sys.executable, "-m", "demo", "--step", "300", *ports],
@@ -89,6 +87,8 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
             if not line:
                 break
             lines.append(line.rstrip("\n"))
+            if f"port {api_port} (the cost-service API) is busy: waiting" in line:
+                held.close()
             if "Ctrl-C stops everything" in line:
                 break
         out = "\n".join(lines)
@@ -131,6 +131,7 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
         for url in exporters:
             assert "DCGM_FI_DEV_GPU_UTIL" in httpx.get(url, timeout=10).text
     finally:
+        held.close()
         proc.send_signal(signal.SIGINT)
         try:
             rest, _ = proc.communicate(timeout=30)
