@@ -16,6 +16,7 @@ import re
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
@@ -94,8 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
-    token.add_argument("--role", choices=["admin", "finance", "team"], default="team")
+    token.add_argument("--role", choices=["admin", "finance", "team", "metrics"], default="team")
     token.add_argument("--team", help="the team a team token may see")
+    token.add_argument(
+        "--output",
+        help="create: write the token to this file (mode 0644) instead of standard output, "
+        "and do nothing when the file already holds a live token (for a scraper's token file)",
+    )
     return p
 
 
@@ -259,6 +265,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
 def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
+    from costsvc.api import server
     from costsvc.api.app import create_app
 
     logging.basicConfig(
@@ -295,15 +302,12 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
                 port=bind_port,
                 log_level="info",
                 access_log=False,
+                http="costsvc.api.server:HeaderTimeoutProtocol",  # COSTSVC_HEADER_TIMEOUT_…
             )
         else:  # handles SIGINT / SIGTERM
-            uvicorn.run(
-                create_app(settings),
-                host=bind_host,
-                port=bind_port,
-                log_level="info",
-                access_log=False,
-            )
+            uvicorn.Server(
+                server.config(create_app(settings), settings, bind_host, bind_port)
+            ).run()
     finally:
         stop.set()
         if watcher is not None:
@@ -407,20 +411,41 @@ def _cost_model_command(settings: Settings, action: str, file: str | None, actor
 
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from costsvc.db.engine import make_engine
-    from costsvc.db.tokens import create_token, revoke_token, tokens
+    from costsvc.db.tokens import (
+        LastAdmin,
+        create_token,
+        digest,
+        principal_of,
+        revoke_token,
+        tokens,
+    )
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
     engine = make_engine(settings.database_url)
     try:
         if args.action == "create":
+            out = Path(args.output) if args.output else None
+            if out is not None and out.is_file():
+                held = out.read_text().strip()
+                if held and principal_of(engine, digest(held)) is not None:
+                    print(f"{PROG}: {out} holds a live token", file=sys.stderr)
+                    return 0
             try:
                 token = create_token(engine, args.name, args.role, args.team, "cli")
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-            print(token)  # shown once: only its hash is stored
+            if out is None:
+                print(token)  # shown once: only its hash is stored
+            else:
+                out.write_text(token + "\n")
+                out.chmod(0o644)  # the scraper runs as another user (docs/security.md)
         elif args.action == "revoke":
-            if not revoke_token(engine, args.name, "cli"):
+            try:
+                revoked = revoke_token(engine, args.name, "cli")
+            except LastAdmin as exc:
+                raise UsageError(str(exc)) from None
+            if not revoked:
                 raise UsageError(f"no live token named {args.name!r}")
         else:
             for t in tokens(engine):

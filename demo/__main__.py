@@ -188,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         api_port = port(args.api_port, "the cost-service API", "--api-port")
         prom_port = port(args.prometheus_port, "Prometheus", "--prometheus-port")
         config = workdir / "prometheus.yml"
+        (workdir / "costsvc-token").write_text("")  # the token comes once the database exists
         config.write_text(
             "global: {scrape_interval: 15s}\nscrape_configs:\n"
             "  - job_name: gpu-exporter\n    static_configs:\n      - targets: ["
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             f'      - targets: ["127.0.0.1:{labels_port}"]\n'
             "  - job_name: gpu-costsvc\n    static_configs:\n"
             f'      - targets: ["127.0.0.1:{api_port}"]\n'
+            # /metrics needs a metrics-role token (docs/security.md), written below
+            f"    authorization: {{credentials_file: {workdir / 'costsvc-token'}}}\n"
             f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
         )
         prom = stack.process(
@@ -227,6 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
         print(flush=True)
         token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
+        scrape = f"demo-prometheus-{int(time.time())}"
+        (workdir / "costsvc-token").write_text(
+            create_token(engine, scrape, "metrics", None, "demo") + "\n"
+        )
         live = threading.Thread(
             target=_ingest_live, args=(engine, reader, model, stopping), name="ingest", daemon=True
         )
