@@ -133,6 +133,7 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
         for url in exporters:
             assert "DCGM_FI_DEV_GPU_UTIL" in httpx.get(url, timeout=10).text
     finally:
+        held.close()
         proc.send_signal(signal.SIGINT)
         try:
             rest, _ = proc.communicate(timeout=30)
