@@ -36,6 +36,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
 from costsvc.advise import Options, run
@@ -278,6 +279,7 @@ def test_metrics_agree_with_the_api(advised: str) -> None:
         rows = api.get("/v1/recommendations").json()["rows"]
         quotas = api.get("/v1/quotas").json()["rows"]
         text = api.get("/metrics", who="admin").text
+        own = api.get("/metrics", who="team:search").text
     per_team: dict[str, Decimal] = {}
     for r in rows:
         per_team[r["team"]] = per_team.get(r["team"], Decimal(0)) + Decimal(r["saving_monthly"])
@@ -294,6 +296,14 @@ def test_metrics_agree_with_the_api(advised: str) -> None:
         )
         assert got == pytest.approx(float(r["saving_monthly"]), abs=1e-6)
     assert metric(text, "costsvc_recommendations", team="search", action="mig") == 3
+    # a team token's /metrics: its own team's rightsizing and quota series only
+    teams_seen = {
+        s.labels["team"]
+        for fam in text_string_to_metric_families(own)
+        for s in fam.samples
+        if s.name.startswith(("costsvc_recommendation", "costsvc_workload", "costsvc_quota"))
+    }
+    assert teams_seen == {"search"}
     for q in quotas:
         labels = {"namespace": q["namespace"], "resource": q["resource"]}
         assert metric(text, "costsvc_quota_held_units", **labels) == float(q["held"])

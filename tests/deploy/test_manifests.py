@@ -299,21 +299,20 @@ def test_non_root_where_possible() -> None:
             assert sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0
 
 
-READABLE = {  # API group -> what may be read (docs/rightsizing.md: owners and quotas)
-    "": {"pods", "namespaces", "resourcequotas"},
-    "apps": {"replicasets"},
-    "batch": {"jobs"},
-}
-
-
-def test_rbac_is_read_only_pods_and_namespaces() -> None:
+def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
     roles = {r["metadata"]["name"]: r for r in objects("ClusterRole") + objects("Role")}
     assert not objects("Role") and not objects("RoleBinding")
+    allowed = {
+        "": {"pods", "namespaces", "resourcequotas"},
+        "resource.k8s.io": {"resourceslices"},
+        "apps": {"replicasets"},  # workloads and quotas: docs/rightsizing.md
+        "batch": {"jobs"},
+    }
     for role in roles.values():
         for rule in role["rules"]:
-            assert len(rule["apiGroups"]) == 1 and rule["apiGroups"][0] in READABLE
+            (group,) = rule["apiGroups"]  # one API group per rule: each can be dropped alone
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
-            assert set(rule["resources"]) <= READABLE[rule["apiGroups"][0]]
+            assert set(rule["resources"]) <= allowed[group]
             assert "resourceNames" not in rule and "nonResourceURLs" not in rule
     granted: dict[str, set[str]] = {}
     for binding in objects("ClusterRoleBinding"):
@@ -324,10 +323,11 @@ def test_rbac_is_read_only_pods_and_namespaces() -> None:
             granted.setdefault(subject["name"], set()).update(
                 res for rule in role["rules"] for res in rule["resources"]
             )
-    # the exporter watches its node's pods; the cost service pods and namespaces (labels),
-    # ReplicaSets and Jobs (workloads) and ResourceQuotas
+    # the exporter watches its node's pods and ResourceSlices (DRA); the cost service pods and
+    # namespaces (labels), ReplicaSets and Jobs (workloads) and ResourceQuotas
+    # (docs/rightsizing.md)
     assert granted == {
-        "gpu-exporter": {"pods"},
+        "gpu-exporter": {"pods", "resourceslices"},
         "gpu-costsvc": {"pods", "namespaces", "resourcequotas", "replicasets", "jobs"},
     }
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
