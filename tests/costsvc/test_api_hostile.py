@@ -314,3 +314,13 @@ def test_filter_values_are_bounded_in_count_and_length(api: Api) -> None:
     assert "100" in r.text
     check_short_4xx(api.get("/v1/costs", "team:a", pod="p" * 254))
     assert api.get("/v1/costs", "team:a", pod=",".join(f"p{i}" for i in range(100))).is_success
+
+
+def test_huge_headers_are_refused(api: Api) -> None:
+    """httptools sets no limit on the request line and headers; the server does (64 KiB)."""
+    filler = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"y" * 1000) for i in range(100))
+    answer = raw(api, b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + filler + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 400"), answer[:200]
+    fine = b"".join(b"X-Filler-%d: %s\r\n" % (i, b"y" * 1000) for i in range(30))
+    answer = raw(api, b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + fine + b"\r\n")
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
