@@ -63,7 +63,7 @@ def parse_group_by(values: Iterable[str] | None) -> list[str]:
     groups = [v for item in values or () for v in item.split(",") if v]
     for g in groups:
         if g not in DIMENSIONS:
-            raise ValueError(f"group_by {g!r}: use any of {', '.join(DIMENSIONS)}")
+            raise ValueError(f"group_by {g[:64]!r}: use any of {', '.join(DIMENSIONS)}")
     if len(set(groups)) != len(groups):
         raise ValueError("group_by names a dimension twice")
     return groups
