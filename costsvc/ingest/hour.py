@@ -10,6 +10,7 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -18,6 +19,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, busy_seconds, is_shared
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for, mean
+from costsvc.ingest.power import ENERGY, POWER, measured_energy
 from costsvc.ingest.prom import PrometheusReader, Series
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,8 @@ READS = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MAX_GAP),
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
+    (ENERGY, MAX_GAP),
+    (POWER, MAX_GAP),
 )
 
 
@@ -199,6 +203,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
         _add_gpu(facts, cluster, uuid, group[-1].labels, _us(w.present(_merged(group))))
 
+    _add_energy(w, facts)
     for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
         facts.pod_labels[(cluster, ns, pod)] = labels
     for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
@@ -219,6 +224,24 @@ def _add_gpu(
     )
     facts.cluster_of[uuid] = cluster
     facts.node_of[uuid] = node
+
+
+def _add_energy(w: _Window, facts: HourFacts) -> None:
+    """Each GPU's measured energy in the hour (costsvc/ingest/power.py)."""
+    energy = measured_energy(
+        w.raw(ENERGY, MAX_GAP), w.raw(POWER, MAX_GAP), w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP
+    )
+    for i, g in enumerate(facts.gpus):
+        found = energy.get((g.cluster, g.gpu_uuid))
+        if found is not None:
+            m, lowest = found
+            facts.gpus[i] = dataclasses.replace(
+                g,
+                energy_mj=m.energy_mj,
+                gap_mj=m.gap_mj,
+                energy_seconds=_us(m.seconds),
+                min_power_mw=lowest,
+            )
 
 
 def _latest_labels(
