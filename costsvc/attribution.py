@@ -168,6 +168,7 @@ class HourResult:
     gpu_price: dict[str, int] = field(default_factory=dict)  # per GPU UUID, per GPU-hour
     gpu_kwh_price: dict[str, int] = field(default_factory=dict)  # per measured kWh, or 0
     gpu_carbon: dict[str, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
+    gpu_co2e: dict[str, int] = field(default_factory=dict)  # mg CO2e per GPU UUID
     fleet_energy: int = 0  # mJ
     fleet_co2e: int = 0  # mg
 
@@ -225,6 +226,7 @@ def attribute_hour(
         energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
         result.gpu_carbon[g.gpu_uuid] = model.carbon_at(hour, g.cluster, g.node_pool)
         result.fleet_energy += g.energy_mj
+        result.gpu_co2e[g.gpu_uuid] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
         where = (g.cluster, g.node, g.model)
         was = idle_by_gpu.get(where, (0, 0, 0))

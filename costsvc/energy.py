@@ -32,13 +32,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+from typing import Any
+
+from sqlalchemy import Numeric, String, cast, func
 
 from costsvc.money import split
 
 MJ_PER_KWH = 3_600_000_000
 MJ_PER_WATT_SECOND = 1000
 UG_PER_MG = 1000
+KWH_PLACES = Decimal("1e-9")
 
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
 
@@ -148,13 +152,19 @@ def split_carbon(total_mg: int, energy_parts: Sequence[int]) -> list[int]:
 
 
 def kwh(energy_mj: int) -> str:
-    """Millijoules as kWh text with 9 places (one place per millijoule's 1/3.6): exact
-    to the rounding of the last place."""
-    value = (Decimal(energy_mj) / MJ_PER_KWH).quantize(Decimal("1e-9"), ROUND_HALF_EVEN)
-    return f"{value:f}"
+    """Millijoules as kWh text with 9 places, ties away from zero — byte for byte what
+    :func:`kwh_sql` gives in PostgreSQL (the CSV's COPY path): 1_440_000_000 -> '0.400000000'."""
+    value = (Decimal(energy_mj) / MJ_PER_KWH).quantize(KWH_PLACES, ROUND_HALF_UP)
+    return f"{abs(value) if value.is_zero() else value:f}"
+
+
+def kwh_sql(column: Any) -> Any:
+    """:func:`kwh` as a SQL expression over an integer mJ column (PostgreSQL)."""
+    return cast(func.round(cast(column, Numeric(38, 0)) / MJ_PER_KWH, 9), String)
 
 
 def kg(mg: int) -> str:
-    """Milligrams as kilograms, exactly (6 places)."""
+    """Milligrams as kilograms, exactly (6 places; :func:`costsvc.money.money_sql` writes
+    the same in SQL)."""
     units, frac = divmod(abs(mg), 1_000_000)
     return f"{'-' if mg < 0 else ''}{units}.{frac:06d}"

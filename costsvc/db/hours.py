@@ -101,6 +101,7 @@ def _energy_row(g: GpuHour, result: HourResult) -> dict[str, object]:
         "min_power_mw": g.min_power_mw,
         "kwh_price": result.gpu_kwh_price.get(g.gpu_uuid, 0),
         "carbon_ug_per_kwh": result.gpu_carbon.get(g.gpu_uuid, 0),
+        "co2e_mg": result.gpu_co2e.get(g.gpu_uuid, 0),
     }
 
 

@@ -118,6 +118,7 @@ class GpuPresence(Base):
     min_power_mw: Mapped[int | None] = mapped_column(BigInteger)
     kwh_price: Mapped[int] = mapped_column(BigInteger, server_default="0")
     carbon_ug_per_kwh: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")  # the GPU's CO2e
 
 
 class UsageFact(Base):

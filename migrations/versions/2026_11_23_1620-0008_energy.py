@@ -17,7 +17,7 @@ down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-GPU_COLUMNS = ("energy_mj", "gap_mj", "energy_us", "kwh_price", "carbon_ug_per_kwh")
+GPU_COLUMNS = ("energy_mj", "gap_mj", "energy_us", "kwh_price", "carbon_ug_per_kwh", "co2e_mg")
 LINE_COLUMNS = ("energy_mj", "idle_energy_mj", "co2e_mg", "idle_co2e_mg")
 
 
