@@ -44,6 +44,7 @@ from costsvc.money import MICRO, round_micro, split
 HOUR = Decimal(3600)
 _KEY_OF = attrgetter(*KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
+GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +63,15 @@ class GpuHour:
     energy_seconds: Decimal = Decimal(0)
     min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
 
+    @property
+    def key(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
+
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """A container's hold on one device unit of a GPU during one hour."""
+    """A container's hold on one device unit of a GPU during one hour. The GPU is
+    (``cluster``, ``gpu_uuid``): the same UUID in two clusters is two GPUs."""
 
     gpu_uuid: str
     namespace: str
@@ -79,6 +85,11 @@ class Holding:
     memory_slices: int | None = None
     gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
     mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
+    cluster: str = field(kw_only=True)  # the GPU's cluster
+
+    @property
+    def gpu(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,8 +140,7 @@ class HourFacts:
     holdings: list[Holding] = field(default_factory=list)
     pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
     namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
-    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
+    node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
 
 
 def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
@@ -164,11 +174,11 @@ class HourResult:
     hour: datetime
     lines: list[Line] = field(default_factory=list)
     fleet_cost: int = 0
-    gpu_cost: dict[str, int] = field(default_factory=dict)  # per GPU UUID
-    gpu_price: dict[str, int] = field(default_factory=dict)  # per GPU UUID, per GPU-hour
-    gpu_kwh_price: dict[str, int] = field(default_factory=dict)  # per measured kWh, or 0
-    gpu_carbon: dict[str, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
-    gpu_co2e: dict[str, int] = field(default_factory=dict)  # mg CO2e per GPU UUID
+    gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
+    gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
+    gpu_kwh_price: dict[GpuKey, int] = field(default_factory=dict)  # per measured kWh, or 0
+    gpu_carbon: dict[GpuKey, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
+    gpu_co2e: dict[GpuKey, int] = field(default_factory=dict)  # mg CO2e per GPU
     fleet_energy: int = 0  # mJ
     fleet_co2e: int = 0  # mg
 
@@ -191,9 +201,9 @@ def attribute_hour(
     owner (None: nobody, ``__unallocated__``). Holdings of GPUs not in ``gpus`` are ignored:
     the caller makes every held GPU present (costsvc.ingest.hour does)."""
     gpus = list(gpus)
-    by_gpu: dict[str, list[Holding]] = {}
+    by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
-        by_gpu.setdefault(h.gpu_uuid, []).append(h)
+        by_gpu.setdefault(h.gpu, []).append(h)
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     entries = {pair: model.price_at(hour, *pair) for pair in prices}
@@ -213,20 +223,20 @@ def attribute_hour(
             price * min(g.present_seconds, HOUR) / HOUR
             + Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH
         )
-        result.gpu_cost[g.gpu_uuid] = cost
-        result.gpu_price[g.gpu_uuid] = price
-        result.gpu_kwh_price[g.gpu_uuid] = kwh_price
+        result.gpu_cost[g.key] = cost
+        result.gpu_price[g.key] = price
+        result.gpu_kwh_price[g.key] = kwh_price
         result.fleet_cost += cost
-        held = by_gpu.get(g.gpu_uuid, [])
+        held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis) for h in held]
         if usage_policy:
             weights = _by_usage(held, weights)
         allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
         parts = split(allocated_total, weights) if held else []
         energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
-        result.gpu_carbon[g.gpu_uuid] = model.carbon_at(hour, g.cluster, g.node_pool)
+        result.gpu_carbon[g.key] = model.carbon_at(hour, g.cluster, g.node_pool)
         result.fleet_energy += g.energy_mj
-        result.gpu_co2e[g.gpu_uuid] = sum(co2e) + idle_co2e
+        result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
         where = (g.cluster, g.node, g.model)
         was = idle_by_gpu.get(where, (0, 0, 0))
@@ -335,8 +345,9 @@ def _energy(
     return energy.parts, co2e, energy.idle, idle_co2e
 
 
-def _order(h: Holding) -> tuple[str, int, str, str, str]:
-    return (h.gpu_uuid, -1 if h.gi_id is None else h.gi_id, h.namespace, h.pod, h.container)
+def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
+    gi = -1 if h.gi_id is None else h.gi_id
+    return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
 def _weight(h: Holding, basis: str) -> Decimal:

@@ -81,8 +81,8 @@ def replace_hour(
                 "model": g.model,
                 "node_pool": g.node_pool,
                 "present_us": int(g.present_seconds * US),
-                "price": result.gpu_price[g.gpu_uuid],
-                "cost": result.gpu_cost[g.gpu_uuid],
+                "price": result.gpu_price[g.key],
+                "cost": result.gpu_cost[g.key],
                 **_energy_row(g, result),
             }
             for g in facts.gpus
@@ -99,9 +99,9 @@ def _energy_row(g: GpuHour, result: HourResult) -> dict[str, object]:
         "gap_mj": g.gap_mj,
         "energy_us": int(g.energy_seconds * US),
         "min_power_mw": g.min_power_mw,
-        "kwh_price": result.gpu_kwh_price.get(g.gpu_uuid, 0),
-        "carbon_ug_per_kwh": result.gpu_carbon.get(g.gpu_uuid, 0),
-        "co2e_mg": result.gpu_co2e.get(g.gpu_uuid, 0),
+        "kwh_price": result.gpu_kwh_price.get(g.key, 0),
+        "carbon_ug_per_kwh": result.gpu_carbon.get(g.key, 0),
+        "co2e_mg": result.gpu_co2e.get(g.key, 0),
     }
 
 
@@ -113,8 +113,8 @@ def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
     b = h.busy_share_seconds
     return {
         "hour": facts.start,
-        "cluster": facts.cluster_of[h.gpu_uuid],
-        "node": facts.node_of[h.gpu_uuid],
+        "cluster": h.cluster,
+        "node": facts.node_of[h.gpu],
         "gpu_uuid": h.gpu_uuid,
         "gi_id": -1 if h.gi_id is None else h.gi_id,
         "namespace": h.namespace,
@@ -156,10 +156,10 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
         facts.gpus.append(
             GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present, *energy)
         )
-        facts.cluster_of[r.gpu_uuid] = r.cluster
-        facts.node_of[r.gpu_uuid] = r.node
+        facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
     fact_rows = conn.execute(
         select(
+            u.cluster,
             u.gpu_uuid,
             u.namespace,
             u.pod,
@@ -189,6 +189,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
                 f.memory_slices,
                 None if f.gi_id < 0 else f.gi_id,
                 f.mig_profile,
+                cluster=f.cluster,
             )
         )
     charged = conn.execute(

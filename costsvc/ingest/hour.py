@@ -167,7 +167,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         share = _us(sum((w.integral(s.samples) for s in group), Decimal(0)))
         if share <= 0:
             continue
-        if uuid not in facts.cluster_of:
+        if (cluster, uuid) not in facts.node_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
         top = max((v for s in group for _, v in s.samples), default=Decimal(0))
         shared = is_shared(bool(gi), top)
@@ -195,6 +195,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
                 memory if compute else None,
                 int(gi) if gi else None,
                 profile,
+                cluster=cluster,
             )
         )
     for (cluster, uuid), group in unseen.items():
@@ -222,8 +223,7 @@ def _add_gpu(
             cluster, node, uuid, lab.get("modelName", ""), lab.get("node_pool") or None, present
         )
     )
-    facts.cluster_of[uuid] = cluster
-    facts.node_of[uuid] = node
+    facts.node_of[(cluster, uuid)] = node
 
 
 def _add_energy(w: _Window, facts: HourFacts) -> None:

@@ -195,9 +195,9 @@ def test_measured_power_prices_the_energy_drawn() -> None:
     gpu = GpuHour("c", "n", "GPU-1", H100, None, D(3600), 1_440_000_000, 0, D(3600))
     r = attribute_hour(HOUR, [gpu], [], lambda *_: None, m)
     # capital 21900 / (36 x 730) = 0.833333 x 1.2 = 1.0 per hour; 0.4 kWh x 0.25 x 1.2 = 0.12
-    assert r.gpu_price["GPU-1"] == 1_000_000
-    assert r.gpu_kwh_price["GPU-1"] == 300_000
-    assert r.gpu_cost["GPU-1"] == 1_120_000
+    assert r.gpu_price[("c", "GPU-1")] == 1_000_000
+    assert r.gpu_kwh_price[("c", "GPU-1")] == 300_000
+    assert r.gpu_cost[("c", "GPU-1")] == 1_120_000
     with pytest.raises(CostModelError, match="power_from measured needs a kwh_price"):
         parse(
             {
@@ -248,6 +248,7 @@ def fleets(draw: st.DrawFn) -> tuple[list[GpuHour], list[Holding]]:
                     1 if kind == "mig" else None,
                     j if kind == "mig" else None,
                     "1g.10gb" if kind == "mig" else "",
+                    cluster="c",
                 )
             )
     return gpus, holdings
