@@ -10,6 +10,12 @@ the remaining pods spread over them; utilisation per GPU, SM time per shared hol
 the sizes, the time of each phase per hour (Prometheus reads, integration + attribution, the
 database write) and the extrapolation to a 30-day rebuild (720 hours, measured per-hour time x
 720: labelled as an extrapolation). Targets: one hour <= 5 s into PostgreSQL; 30 days <= 10 min.
+
+Energy (``--hours N`` -> 2N hours of history): the first N hours have no energy series, the
+last N each GPU's ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` counter and
+``DCGM_FI_DEV_POWER_USAGE``, priced with carbon intensity and idle power; the ingest times of
+the two halves (same Prometheus, same database) are compared. Target: with energy within 10 %
+of without.
 """
 
 from __future__ import annotations
@@ -33,7 +39,10 @@ H100 = "NVIDIA H100 80GB HBM3"
 START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 
 
-def write_history(path: Path, gpus: int, pods: int, hours: int, interval: int) -> int:
+def write_history(
+    path: Path, gpus: int, pods: int, hours: int, interval: int, energy_from: int | None = None
+) -> int:
+    """``energy_from``: the hour (from the start) where the energy series begin."""
     whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
     shared_gpus = gpus - whole
     shared_pods = pods - whole
@@ -72,6 +81,21 @@ def write_history(path: Path, gpus: int, pods: int, hours: int, interval: int) -
         family("gpu_allocation_share", shares)
         family("gpu_container_sm_utilization_ratio", sm)
         family("kube_pod_labels", labels)
+        if energy_from is not None:
+            since = t0 + energy_from * 3600
+            # one sample before (the look-back) and one after the energy hours (the last pair)
+            e_stamps = range(since - interval, t0 + hours * 3600 + interval, interval)
+            f.write("# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n")
+            for i in range(gpus):
+                for t in e_stamps:
+                    f.write(f"DCGM_FI_DEV_POWER_USAGE{{{gpu(i)}}} {200 + i % 300} {t}\n")
+            f.write("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION gauge\n")
+            for i in range(gpus):
+                mw = (200 + i % 300) * 1000
+                for t in e_stamps:
+                    value = 10**12 + mw * (t - since)
+                    f.write(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{gpu(i)}}} {value} {t}\n")
+            lines += 2 * gpus * len(e_stamps)
         f.write("# EOF\n")
     return lines
 
@@ -171,7 +195,10 @@ def main() -> int:
     pg_base = work
     try:
         t = time.perf_counter()
-        samples = write_history(work / "h.om", args.gpus, args.pods, args.hours, args.interval)
+        total_hours = 2 * args.hours  # without energy, then with
+        samples = write_history(
+            work / "h.om", args.gpus, args.pods, total_hours, args.interval, args.hours
+        )
         t_write = time.perf_counter() - t
         t = time.perf_counter()
         subprocess.run(
@@ -217,18 +244,22 @@ def main() -> int:
                 "versions": [
                     {
                         "effective_from": "2026-11-01T00:00:00Z",
-                        "prices": [{"model": H100, "hourly": "2.50"}],
+                        "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
                     }
+                ],
+                "carbon": [
+                    {"effective_from": "2026-11-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
                 ],
             }
         )
-        hours = [START + timedelta(hours=h) for h in range(args.hours)]
+        hours = [START + timedelta(hours=h) for h in range(total_hours)]
         print(
             f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
         )
         print(
-            f"history: {args.gpus} GPUs, {args.pods} pods, {args.hours} h at {args.interval} s "
+            f"history: {args.gpus} GPUs, {args.pods} pods, {total_hours} h at {args.interval} s "
+            f"({args.hours} h without energy series, then {args.hours} h with) "
             f"= {samples:,} samples; written in {t_write:.1f} s, promtool blocks in "
             f"{t_blocks:.1f} s"
         )
@@ -263,13 +294,20 @@ def main() -> int:
                 run.collect_hour, run.attribute_hour, run.store_hour = original  # type: ignore[assignment]
                 reader.close()
                 engine.dispose()
-            per_hour = statistics.median(times)
-            verdict = "PASS" if per_hour <= 5 else "MISS"
+            n = args.hours
+            for label, part in (("without energy", slice(0, n)), ("with energy", slice(n, None))):
+                per_hour = statistics.median(times[part])
+                verdict = "PASS" if per_hour <= 5 else "MISS"
+                print(
+                    f"{name:10s} one hour {label}: median {per_hour:.2f} s over {n} hours "
+                    f"(read Prometheus {statistics.median(phases['collect'][part]):.2f} s, "
+                    f"attribute {statistics.median(phases['attribute'][part]):.2f} s, write "
+                    f"{statistics.median(phases['write'][part]):.2f} s)   [<= 5 s: {verdict}]"
+                )
+            ratio = statistics.median(times[n:]) / statistics.median(times[:n])
             print(
-                f"{name:10s} one hour: median {per_hour:.2f} s over {len(times)} hours "
-                f"(read Prometheus {statistics.median(phases['collect']):.2f} s, attribute "
-                f"{statistics.median(phases['attribute']):.2f} s, write "
-                f"{statistics.median(phases['write']):.2f} s)   [<= 5 s: {verdict}]"
+                f"{'':10s} with energy / without: {ratio:.3f}   "
+                f"[within 10 %: {'PASS' if ratio <= 1.10 else 'MISS'}]"
             )
             month = per_hour * 720
             print(

@@ -54,7 +54,8 @@ def measured_energy(
         lowest = _mw(min(inside)) if inside else None
         gap = max_gap_for(samples, floor, ceiling)
         measured = counter_energy(samples, t0, t1, gap) if len(samples) > 1 else None
-        if (measured is None or measured.seconds == 0) and p:  # no counter: ∫ power dt
+        unread = measured is None or (measured.seconds == 0 and measured.energy_mj == 0)
+        if unread and p:  # no counter reading in the hour: ∫ power dt
             step = interval(p)
             p_gap = max_gap_for(p, floor, ceiling, step)
             measured = power_energy(integral(p, t0, t1, p_gap, step), covered(p, t0, t1, p_gap))

@@ -290,3 +290,32 @@ def test_random_fleets_add_up(
     assert all(ln.energy_mj >= 0 and ln.idle_energy_mj >= 0 for ln in r.lines)
     if idle_policy == "separate":
         assert all(ln.energy_mj == 0 for ln in r.lines if ln.team == IDLE)
+
+
+def test_measured_energy_per_gpu_from_counter_or_power() -> None:
+    from costsvc.ingest.power import measured_energy
+    from costsvc.ingest.prom import Series
+
+    def gpu(uuid: str, **more: str) -> dict[str, str]:
+        return {"UUID": uuid, "modelName": H100, **more}
+
+    steady = [(t, D(300)) for t, _ in ramp(300, -60, 3600)]
+    energy = [
+        # one GPU across a driver upgrade: two series, one counter
+        Series(gpu("GPU-A", DCGM_FI_DRIVER_VERSION="1"), ramp(400, -60, 1800)),
+        Series(gpu("GPU-A", DCGM_FI_DRIVER_VERSION="2"), ramp(400, 1800, 3615)),
+        # a MIG instance never has device fields of its own: ignored if it ever appears
+        Series(gpu("GPU-A", GPU_I_ID="1"), ramp(999, -60, 3615)),
+    ]
+    power = [
+        Series(gpu("GPU-A"), [(t, D(400)) for t, _ in ramp(400, -60, 3600)]),
+        Series(gpu("GPU-B"), steady),  # no counter: ∫ power dt
+        Series({**gpu("GPU-C"), "cluster": "east"}, steady[:120]),  # half an hour of power
+    ]
+    got = measured_energy(
+        energy, power, T, T + 3600, lambda lab: lab.get("cluster", "c"), D(60), D(300)
+    )
+    assert got[("c", "GPU-A")] == (Measured(1_440_000_000, 0, D(3600)), 400_000)
+    assert got[("c", "GPU-B")] == (Measured(1_080_000_000, 0, D(3600)), 300_000)
+    # 120 samples from -60 s: 0 .. 1725 s inside, the last held one scrape interval
+    assert got[("east", "GPU-C")] == (Measured(300 * 1740 * 1000, 0, D(1740)), 300_000)
