@@ -18,8 +18,16 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, busy_seconds, is_shared
+from costsvc.energy import NOTHING
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for, mean
-from costsvc.ingest.power import ENERGY, POWER, measured_energy
+from costsvc.ingest.power import (
+    ENERGY,
+    LOWEST_POWER,
+    POWER,
+    counter_readings,
+    lowest_power,
+    power_readings,
+)
 from costsvc.ingest.prom import PrometheusReader, Series
 
 log = logging.getLogger(__name__)
@@ -90,7 +98,6 @@ READS = (
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
     (ENERGY, MAX_GAP),
-    (POWER, MAX_GAP),
 )
 
 
@@ -228,19 +235,22 @@ def _add_gpu(
 
 def _add_energy(w: _Window, facts: HourFacts) -> None:
     """Each GPU's measured energy in the hour (costsvc/ingest/power.py)."""
-    energy = measured_energy(
-        w.raw(ENERGY, MAX_GAP), w.raw(POWER, MAX_GAP), w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP
-    )
+    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
+    energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
+        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
+    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
     for i, g in enumerate(facts.gpus):
-        found = energy.get((g.cluster, g.gpu_uuid))
-        if found is not None:
-            m, lowest = found
+        m = energy.get(g.key)
+        low = lowest.get(g.key)
+        if m is not None or low is not None:
+            m = m or NOTHING
             facts.gpus[i] = dataclasses.replace(
                 g,
                 energy_mj=m.energy_mj,
                 gap_mj=m.gap_mj,
                 energy_seconds=_us(m.seconds),
-                min_power_mw=lowest,
+                min_power_mw=low,
             )
 
 

@@ -5,6 +5,11 @@ driver loaded, in mJ (NVML ``nvmlDeviceGetTotalEnergyConsumption``; DCGM field 1
 energy consumption for the GPU in mJ since the driver was last reloaded"), emitted once per
 physical GPU also in MIG mode; ``DCGM_FI_DEV_POWER_USAGE`` is its power draw in W. What the
 numbers mean and how they are split: costsvc/energy.py and docs/cost-model.md.
+
+The counter's raw samples are read for every GPU; power's raw samples only when a GPU of the
+hour has no counter reading (an older GPU, an exporter without the field), and the lowest
+power of each GPU (the idle estimate where the cost model gives no ``idle_watts``) as one
+``min_over_time`` value per series.
 """
 
 from __future__ import annotations
@@ -18,51 +23,73 @@ from costsvc.ingest.prom import Series
 
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 POWER = "DCGM_FI_DEV_POWER_USAGE"
+LOWEST_POWER = f"min_over_time({POWER}[3600s])"  # at the hour's last instant
 GpuKey = tuple[str, str]  # (cluster, GPU UUID)
+ClusterOf = Callable[[dict[str, str]], str]
 
 
-def _by_gpu(
-    series: Iterable[Series], cluster_of: Callable[[dict[str, str]], str]
-) -> dict[GpuKey, list[Sample]]:
+def _device(labels: dict[str, str]) -> bool:
+    return not labels.get("GPU_I_ID")  # device fields are per GPU, never per MIG instance
+
+
+def _by_gpu(series: Iterable[Series], cluster_of: ClusterOf) -> dict[GpuKey, list[Sample]]:
     """Samples per GPU, the series of one GPU merged (a driver upgrade starts a new series)."""
-    found: dict[GpuKey, dict[Decimal, Decimal]] = {}
+    found: dict[GpuKey, list[list[Sample]]] = {}
     for s in series:
-        if s.labels.get("GPU_I_ID"):  # device fields are per GPU, never per MIG instance
-            continue
-        found.setdefault((cluster_of(s.labels), s.labels.get("UUID", "")), {}).update(s.samples)
-    return {key: sorted(by_time.items()) for key, by_time in found.items()}
+        if _device(s.labels):
+            key = (cluster_of(s.labels), s.labels.get("UUID", ""))
+            found.setdefault(key, []).append(s.samples)
+    return {
+        key: parts[0] if len(parts) == 1 else sorted({t: v for p in parts for t, v in p}.items())
+        for key, parts in found.items()
+    }
 
 
-def measured_energy(
+def counter_readings(
     energy: Iterable[Series],
-    power: Iterable[Series],
     t0: Decimal,
     t1: Decimal,
-    cluster_of: Callable[[dict[str, str]], str],
+    cluster_of: ClusterOf,
     floor: Decimal,
     ceiling: Decimal,
-) -> dict[GpuKey, tuple[Measured, int | None]]:
-    """Per GPU: its energy over [t0, t1) and the lowest power it drew (mW; None: no power
-    series). ``floor``/``ceiling`` bound the gap limit as for every series (hour.py)."""
-    counters = _by_gpu(energy, cluster_of)
-    watts = _by_gpu(power, cluster_of)
-    out: dict[GpuKey, tuple[Measured, int | None]] = {}
-    for key in sorted(set(counters) | set(watts)):
-        samples = counters.get(key, [])
-        p = watts.get(key, [])
-        inside = [v for t, v in p if t0 <= t < t1]
-        lowest = _mw(min(inside)) if inside else None
-        gap = max_gap_for(samples, floor, ceiling)
-        measured = counter_energy(samples, t0, t1, gap) if len(samples) > 1 else None
-        unread = measured is None or (measured.seconds == 0 and measured.energy_mj == 0)
-        if unread and p:  # no counter reading in the hour: ∫ power dt
-            step = interval(p)
-            p_gap = max_gap_for(p, floor, ceiling, step)
-            measured = power_energy(integral(p, t0, t1, p_gap, step), covered(p, t0, t1, p_gap))
-        if measured is not None:
-            out[key] = (measured, lowest)
+) -> dict[GpuKey, Measured]:
+    """Per GPU with a counter reading in [t0, t1): its energy. ``floor``/``ceiling`` bound the
+    gap limit as for every series (costsvc/ingest/hour.py)."""
+    out = {}
+    for key, samples in _by_gpu(energy, cluster_of).items():
+        m = counter_energy(samples, t0, t1, max_gap_for(samples, floor, ceiling))
+        if m.seconds or m.energy_mj:
+            out[key] = m
     return out
 
 
-def _mw(watts: Decimal) -> int:
-    return int((watts * 1000).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+def power_readings(
+    power: Iterable[Series],
+    t0: Decimal,
+    t1: Decimal,
+    cluster_of: ClusterOf,
+    floor: Decimal,
+    ceiling: Decimal,
+) -> dict[GpuKey, Measured]:
+    """Per GPU with power samples in [t0, t1): ∫ power dt (gaps unmeasured)."""
+    out = {}
+    for key, p in _by_gpu(power, cluster_of).items():
+        step = interval(p)
+        gap = max_gap_for(p, floor, ceiling, step)
+        seconds = covered(p, t0, t1, gap)
+        if seconds:
+            out[key] = power_energy(integral(p, t0, t1, gap, step), seconds)
+    return out
+
+
+def lowest_power(
+    answer: Iterable[tuple[dict[str, str], Decimal]], cluster_of: ClusterOf
+) -> dict[GpuKey, int]:
+    """Per GPU, the lowest power it drew (mW), from ``min_over_time`` values per series."""
+    out: dict[GpuKey, int] = {}
+    for labels, watts in answer:
+        if _device(labels):
+            key = (cluster_of(labels), labels.get("UUID", ""))
+            mw = int((watts * 1000).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+            out[key] = min(out.get(key, mw), mw)
+    return out

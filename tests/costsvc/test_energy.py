@@ -3,6 +3,7 @@ hour Σ attributed + idle = the GPUs' energy and carbon, exactly, under every po
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -293,29 +294,71 @@ def test_random_fleets_add_up(
 
 
 def test_measured_energy_per_gpu_from_counter_or_power() -> None:
-    from costsvc.ingest.power import measured_energy
+    from costsvc.ingest.power import counter_readings, lowest_power, power_readings
     from costsvc.ingest.prom import Series
 
     def gpu(uuid: str, **more: str) -> dict[str, str]:
         return {"UUID": uuid, "modelName": H100, **more}
 
-    steady = [(t, D(300)) for t, _ in ramp(300, -60, 3600)]
+    def cluster_of(labels: dict[str, str]) -> str:
+        return labels.get("cluster", "c")
+
+    limits = (T, T + 3600, cluster_of, D(60), D(300))
     energy = [
         # one GPU across a driver upgrade: two series, one counter
         Series(gpu("GPU-A", DCGM_FI_DRIVER_VERSION="1"), ramp(400, -60, 1800)),
         Series(gpu("GPU-A", DCGM_FI_DRIVER_VERSION="2"), ramp(400, 1800, 3615)),
         # a MIG instance never has device fields of its own: ignored if it ever appears
         Series(gpu("GPU-A", GPU_I_ID="1"), ramp(999, -60, 3615)),
+        Series(gpu("GPU-D"), ramp(400, -600, -60)),  # a counter that stopped before the hour
     ]
+    assert counter_readings(energy, *limits) == {
+        ("c", "GPU-A"): Measured(1_440_000_000, 0, D(3600))
+    }
+    steady = [(t, D(300)) for t, _ in ramp(300, -60, 3600)]
     power = [
-        Series(gpu("GPU-A"), [(t, D(400)) for t, _ in ramp(400, -60, 3600)]),
-        Series(gpu("GPU-B"), steady),  # no counter: ∫ power dt
+        Series(gpu("GPU-B"), steady),
         Series({**gpu("GPU-C"), "cluster": "east"}, steady[:120]),  # half an hour of power
     ]
-    got = measured_energy(
-        energy, power, T, T + 3600, lambda lab: lab.get("cluster", "c"), D(60), D(300)
-    )
-    assert got[("c", "GPU-A")] == (Measured(1_440_000_000, 0, D(3600)), 400_000)
-    assert got[("c", "GPU-B")] == (Measured(1_080_000_000, 0, D(3600)), 300_000)
-    # 120 samples from -60 s: 0 .. 1725 s inside, the last held one scrape interval
-    assert got[("east", "GPU-C")] == (Measured(300 * 1740 * 1000, 0, D(1740)), 300_000)
+    assert power_readings(power, *limits) == {
+        ("c", "GPU-B"): Measured(1_080_000_000, 0, D(3600)),
+        # 120 samples from -60 s: 0 .. 1725 s inside, the last held one scrape interval
+        ("east", "GPU-C"): Measured(300 * 1740 * 1000, 0, D(1740)),
+    }
+    answer = [(gpu("GPU-A", pod="x"), D("61.5")), (gpu("GPU-A", pod="y"), D(70))]
+    assert lowest_power(answer, cluster_of) == {("c", "GPU-A"): 61_500}
+
+
+def naive_counter(samples: list[tuple[D, D]], start: D, end: D, max_gap: D) -> Measured:
+    """The rule, pair by pair, as written in costsvc/energy.py's docstring."""
+    energy = gap = seconds = D(0)
+    for (ta, va), (tb, vb) in itertools.pairwise(samples):
+        if tb <= start or ta >= end:
+            continue
+        rise = vb - va if vb >= va else vb
+        since, until = max(ta, start), min(tb, end)
+        part = rise * (until - since) / (tb - ta)
+        energy += part
+        if tb - ta > max_gap:
+            gap += part
+        else:
+            seconds += until - since
+    total = int(energy.quantize(D(1), rounding="ROUND_HALF_EVEN"))
+    return Measured(total, min(total, int(gap.quantize(D(1), rounding="ROUND_HALF_EVEN"))), seconds)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 400), st.integers(0, 10**7), st.booleans()), max_size=40),
+    st.integers(-500, 500),
+)
+def test_counter_runs_telescope_like_pairs(steps: list[tuple[int, int, bool]], offset: int) -> None:
+    samples, t, v = [], T + offset, D(10**9)
+    for dt, rise, reset in steps:
+        t += dt
+        v = D(rise) if reset else v + rise
+        samples.append((D(t), v))
+    for start, end in ((T, T + 3600), (T + 7, T + 1000)):
+        assert counter_energy(samples, start, end, D(60)) == naive_counter(
+            samples, start, end, D(60)
+        )
