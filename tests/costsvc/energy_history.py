@@ -30,7 +30,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from sqlalchemy import create_engine, func, select
+
 from costsvc.costmodel import CostModel, parse
+from costsvc.db.models import Chargeback, CostHour, GpuPresence
 
 E0 = datetime(2026, 10, 31, 23, tzinfo=UTC)
 E1 = datetime(2026, 11, 20, 10, tzinfo=UTC)
@@ -181,3 +184,53 @@ def history() -> str:
 
 def kwh_of(mj: int) -> Decimal:
     return Decimal(mj) / 3_600_000_000
+
+
+def _utc(value: object) -> object:
+    if isinstance(value, datetime):  # SQLite gives naive UTC, PostgreSQL aware
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    return value
+
+
+def assert_energy_adds_up(url: str) -> int:
+    """Σ lines' energy and CO2e = Σ GPUs' energy and CO2e, every hour and cluster; the rollup
+    holds the same per owner."""
+    engine = create_engine(url)
+    c, g, o = Chargeback, GpuPresence, CostHour
+    with engine.connect() as conn:
+        lines = {
+            (_utc(h), cl): (int(e), int(m))
+            for h, cl, e, m in conn.execute(
+                select(
+                    c.hour,
+                    c.cluster,
+                    func.sum(c.energy_mj + c.idle_energy_mj),
+                    func.sum(c.co2e_mg + c.idle_co2e_mg),
+                ).group_by(c.hour, c.cluster)
+            )
+        }
+        gpus = {
+            (_utc(h), cl): (int(e), int(m))
+            for h, cl, e, m in conn.execute(
+                select(g.hour, g.cluster, func.sum(g.energy_mj), func.sum(g.co2e_mg)).group_by(
+                    g.hour, g.cluster
+                )
+            )
+        }
+        owner = (c.hour, c.cluster, c.team, c.project, c.stage)
+        amounts = (c.energy_mj, c.idle_energy_mj, c.co2e_mg, c.idle_co2e_mg)
+        detail = {
+            tuple(_utc(v) for v in r[:5]): tuple(int(v) for v in r[5:])
+            for r in conn.execute(select(*owner, *(func.sum(a) for a in amounts)).group_by(*owner))
+        }
+        rollup_cols = (o.hour, o.cluster, o.team, o.project, o.stage)
+        rollup_amounts = (o.energy_mj, o.idle_energy_mj, o.co2e_mg, o.idle_co2e_mg)
+        rollup = {
+            tuple(_utc(v) for v in r[:5]): tuple(int(v) for v in r[5:])
+            for r in conn.execute(select(*rollup_cols, *rollup_amounts))
+        }
+    engine.dispose()
+    nonzero = {k: v for k, v in gpus.items() if any(v)}
+    assert {k: v for k, v in lines.items() if any(v)} == nonzero, (lines, gpus)
+    assert rollup == detail
+    return len(gpus)

@@ -15,10 +15,18 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE
 from costsvc.close import close_month
-from costsvc.db.models import Chargeback, CostHour, GpuPresence
+from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.reprice import reprice, stale_hours
 from tests.conftest import require_binary
-from tests.costsvc.energy_history import E0, E1, E2, MODEL, energy_model, history
+from tests.costsvc.energy_history import (
+    E0,
+    E1,
+    E2,
+    MODEL,
+    assert_energy_adds_up,
+    energy_model,
+    history,
+)
 from tests.costsvc.history import as_utc, assert_every_hour_adds_up, ingest_with, tables
 from tests.prom import Prometheus
 
@@ -64,44 +72,6 @@ def by_team(url: str, hour: datetime | None = None) -> dict[str, tuple[int, int]
         rows = conn.execute(q).all()
     engine.dispose()
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
-
-
-def assert_energy_adds_up(url: str) -> int:
-    """Σ lines' energy and CO2e = Σ GPUs' energy and CO2e, every hour and cluster; the rollup
-    holds the same per owner."""
-    engine = create_engine(url)
-    c, g, o = Chargeback, GpuPresence, CostHour
-    with engine.connect() as conn:
-        lines = {
-            (as_utc(h), cl): int(e)
-            for h, cl, e in conn.execute(
-                select(c.hour, c.cluster, func.sum(c.energy_mj + c.idle_energy_mj)).group_by(
-                    c.hour, c.cluster
-                )
-            )
-        }
-        gpus = {
-            (as_utc(h), cl): int(e)
-            for h, cl, e in conn.execute(
-                select(g.hour, g.cluster, func.sum(g.energy_mj)).group_by(g.hour, g.cluster)
-            )
-        }
-        owner = (c.hour, c.cluster, c.team, c.project, c.stage)
-        amounts = (c.energy_mj, c.idle_energy_mj, c.co2e_mg, c.idle_co2e_mg)
-        detail = {
-            tuple(as_utc(v) for v in r[:5]): tuple(int(v) for v in r[5:])
-            for r in conn.execute(select(*owner, *(func.sum(a) for a in amounts)).group_by(*owner))
-        }
-        rollup_cols = (o.hour, o.cluster, o.team, o.project, o.stage)
-        rollup_amounts = (o.energy_mj, o.idle_energy_mj, o.co2e_mg, o.idle_co2e_mg)
-        rollup = {
-            tuple(as_utc(v) for v in r[:5]): tuple(int(v) for v in r[5:])
-            for r in conn.execute(select(*rollup_cols, *rollup_amounts))
-        }
-    engine.dispose()
-    assert lines == {k: v for k, v in gpus.items() if v}, (lines, gpus)
-    assert rollup == detail
-    return len(gpus)
 
 
 def test_hour_ten_by_hand(energy_prom: Prometheus, db_url: str) -> None:
