@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from costsvc import __version__
 from costsvc.api.routes import (
+    allocation,
     budgets,
     cost_model,
     costs,
@@ -58,6 +59,7 @@ def create_app(
     for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
+    app.include_router(allocation.router)  # OpenCost's path, not under /v1
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:
