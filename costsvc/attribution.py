@@ -36,6 +36,7 @@ from costsvc.energy import (
     Measured,
     carbon_mg,
     idle_baseline,
+    split_by_energy,
     split_carbon,
     split_energy,
 )
@@ -219,10 +220,10 @@ def attribute_hour(
         entry = entries[(g.model, g.node_pool)]
         assert entry is not None
         kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
-        cost = round_micro(
-            price * min(g.present_seconds, HOUR) / HOUR
-            + Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH
-        )
+        capital = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        # measured power: the energy drawn x its price, charged as the energy is split
+        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
+        cost = capital + energy_money
         result.gpu_cost[g.key] = cost
         result.gpu_price[g.key] = price
         result.gpu_kwh_price[g.key] = kwh_price
@@ -231,9 +232,13 @@ def attribute_hour(
         weights = [_weight(h, basis) for h in held]
         if usage_policy:
             weights = _by_usage(held, weights)
-        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
+        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, weights) if held else []
         energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
+        if energy_money:
+            *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
+            parts = [p + m for p, m in zip(parts, drawn, strict=True)]
+            allocated_total += sum(drawn)
         result.gpu_carbon[g.key] = model.carbon_at(hour, g.cluster, g.node_pool)
         result.fleet_energy += g.energy_mj
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e

@@ -175,6 +175,14 @@ def carbon_mg(energy_mj: int, ug_per_kwh: int) -> int:
     return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
+def split_by_energy(total: int, energy_parts: Sequence[int]) -> list[int]:
+    """An amount (a GPU's carbon, or the price of its measured energy) split in proportion
+    to its energy parts (attributed ..., idle)."""
+    if total == 0:
+        return [0] * len(energy_parts)
+    return split(total, energy_parts)
+
+
 def split_carbon(total_mg: int, energy_parts: Sequence[int]) -> list[int]:
     """A GPU's carbon split in proportion to its energy parts (attributed ..., idle)."""
     if total_mg == 0:

@@ -231,6 +231,25 @@ def test_energy_and_carbon_are_the_same_everywhere(stack: dict[str, Any]) -> Non
     answer = http.get("/v1/costs", params={"window": "month", "group_by": "team"}).json()
     api = {r["group"]["team"]: (r["energy_kwh"], r["co2e_kg"]) for r in answer["rows"]}
     assert Decimal(api["nlp"][0]) > 0 and Decimal(api["nlp"][1]) > 0, api
+    # the team summary, and an energy budget: its status and its /metrics ratio
+    summary = http.get("/v1/teams/nlp/summary").json()["energy"]
+    assert (summary["month_to_date_kwh"], summary["month_to_date_co2e_kg"]) == api["nlp"]
+    budget_kwh = (Decimal(api["nlp"][0]) * 2).quantize(Decimal("0.000001"))  # about half used
+    made = http.post(
+        "/v1/budgets", json={"team": "nlp", "amount": "1000", "energy_kwh": str(budget_kwh)}
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["energy_kwh"] == f"{budget_kwh:.9f}"
+    status = http.get(f"/v1/budgets/{made.json()['id']}/status").json()["energy"]
+    assert status["month_to_date_kwh"] == api["nlp"][0]
+    used = Decimal(api["nlp"][0]) / budget_kwh
+    assert abs(Decimal(status["used_ratio"]) - used) < Decimal("0.00001")
+    exposed_ratio = stack["prom"].until(
+        lambda: stack["prom"].query('costsvc_budget_energy_used_ratio{team="nlp"}'),
+        30,
+        "the energy budget's ratio scraped",
+    )
+    assert abs(Decimal(exposed_ratio[0]["value"][1]) - used) < Decimal("0.00001")
     csv_rows = list(
         csv.DictReader(
             io.StringIO(

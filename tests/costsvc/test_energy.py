@@ -262,6 +262,7 @@ def fleets(draw: st.DrawFn) -> tuple[list[GpuHour], list[Holding]]:
     st.sampled_from(["equal", "usage"]),
     st.sampled_from([None, "0", "75.5"]),
     st.sampled_from(["1", "1.37"]),
+    st.booleans(),
 )
 def test_random_fleets_add_up(
     fleet: tuple[list[GpuHour], list[Holding]],
@@ -269,9 +270,13 @@ def test_random_fleets_add_up(
     shared: str,
     idle_watts: str | None,
     pue: str,
+    measured_power: bool,
 ) -> None:
     gpus, holdings = fleet
     price: dict[str, object] = {"model": "*", "hourly": "2.5"}
+    if measured_power:  # the power part of the price from the energy drawn
+        amortised = {"purchase_price": "30000", "depreciation_months": 36, "kwh_price": "0.17"}
+        price = {"model": "*", "amortised": {**amortised, "power_from": "measured"}}
     if idle_watts is not None:
         price["idle_watts"] = idle_watts
     m = parse(
@@ -284,6 +289,8 @@ def test_random_fleets_add_up(
     hour = datetime(2026, 3, 1, tzinfo=UTC)
     r = attribute_hour(hour, gpus, holdings, lambda _c, ns, _p: Owner(ns, ns, ns), m)
     # attribute_hour checks the invariants itself; check them here independently too
+    assert sum(ln.allocated + ln.idle for ln in r.lines) == r.fleet_cost
+    assert r.fleet_cost == sum(r.gpu_cost.values())
     energy = sum(g.energy_mj for g in gpus)
     assert sum(ln.energy_mj + ln.idle_energy_mj for ln in r.lines) == energy
     expected = sum(carbon_mg(g.energy_mj, int(D(417) * D(pue) * 1_000_000)) for g in gpus)

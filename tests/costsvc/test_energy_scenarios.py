@@ -15,13 +15,16 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE
 from costsvc.close import close_month
+from costsvc.costmodel import parse
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.reprice import reprice, stale_hours
 from tests.conftest import require_binary
 from tests.costsvc.energy_history import (
+    CARBON,
     E0,
     E1,
     E2,
+    H100,
     MODEL,
     assert_energy_adds_up,
     energy_model,
@@ -187,3 +190,34 @@ def test_a_carbon_change_mid_month_forward_and_back_dated(
     }
     assert assert_energy_adds_up(db_url) == 3
     assert_every_hour_adds_up(db_url)
+
+
+def test_measured_power_prices_the_joules_drawn(energy_prom: Prometheus, db_url: str) -> None:
+    amortised = {
+        "purchase_price": "21900",
+        "depreciation_months": 36,
+        "kwh_price": "0.25",
+        "overhead_factor": "1.2",
+        "power_from": "measured",
+    }
+    measured = parse(
+        {
+            "versions": [
+                {
+                    "effective_from": "2026-10-01T00:00:00Z",
+                    "prices": [{"model": H100, "idle_watts": "70", "amortised": amortised}],
+                }
+            ],
+            "carbon": [CARBON],
+        }
+    )
+    ingest_with(energy_prom.url, db_url, measured, [E2])
+    # capital 21900 / (36 x 730 h) x 1.2 = 1.000000 per hour; the power part from the
+    # 1 440 000 000 mJ drawn: 0.4 kWh x 0.25 x 1.2 = 0.120000 (not nameplate watts)
+    assert green(db_url) == {(E2, "2026-11", False): (1_120_000, 1_440_000_000, 192_000)}
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        g = GpuPresence
+        row = conn.execute(select(g.price, g.kwh_price, g.cost, g.energy_mj)).one()
+    engine.dispose()
+    assert tuple(row) == (1_000_000, 300_000, 1_120_000, 1_440_000_000)
