@@ -1,10 +1,12 @@
 """Each GPU's measured energy in one hour, from its energy counter or, without one, its power.
 
-dcgm-exporter's ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` is the GPU's total energy since the
-driver loaded, in mJ (NVML ``nvmlDeviceGetTotalEnergyConsumption``; DCGM field 156, "Total
-energy consumption for the GPU in mJ since the driver was last reloaded"), emitted once per
-physical GPU also in MIG mode; ``DCGM_FI_DEV_POWER_USAGE`` is its power draw in W. What the
-numbers mean and how they are split: costsvc/energy.py and docs/cost-model.md.
+dcgm-exporter's ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` is a counter of the GPU's total energy
+in mJ (its etc/default-counters.csv: "counter, Total energy consumption since boot (in mJ)";
+DCGM's field table, DcgmFields.cpp: INT64, device scope, DCGM_FIELD_UNIT_MILLIJOULES, read from
+NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION), so it restarts when the driver reloads; it is a device
+field, emitted once per physical GPU also in MIG mode. ``DCGM_FI_DEV_POWER_USAGE`` is the
+power draw in W. What the numbers mean and how they are split: costsvc/energy.py and
+docs/cost-model.md.
 
 The counter's raw samples are read for every GPU; power's raw samples only when a GPU of the
 hour has no counter reading (an older GPU, an exporter without the field), and the lowest
