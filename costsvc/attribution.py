@@ -6,6 +6,10 @@ Per physical GPU and hour (docs/cost-model.md):
 - a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
   GPU 1, MIG instance compute slices / 7 — or memory slices / 8 on request — time-slice replica
   1 / replicas);
+- a DRA claim or a fractional holding (HAMi, memory-profile vGPU) is a share like any other: by
+  ``gpu_allocation_share`` (compute) by default, ``gpu_allocation_memory_share`` or the larger
+  of the two on request (``fractional_share_basis``); holdings adding up to more than the GPU
+  (over-subscription) are scaled down to it (at each instant, by the ingest);
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
@@ -86,6 +90,9 @@ class Holding:
     memory_slices: int | None = None
     gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
     mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
+    # ∫ gpu_allocation_memory_share dt; None where the exporter publishes none (dcgm-exporter,
+    # older exporters): the memory basis then falls back to the compute share
+    memory_share_seconds: Decimal | None = None
     cluster: str = field(kw_only=True)  # the GPU's cluster
 
     @property
@@ -209,6 +216,7 @@ def attribute_hour(
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     entries = {pair: model.price_at(hour, *pair) for pair in prices}
     basis = model.policies.mig_share_basis
+    fractional_basis = model.policies.fractional_share_basis
     usage_policy = model.policies.shared_gpu_policy == "usage"
 
     result = HourResult(hour)
@@ -229,9 +237,12 @@ def attribute_hour(
         result.gpu_kwh_price[g.key] = kwh_price
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
-        weights = [_weight(h, basis) for h in held]
+        weights = [_weight(h, basis, fractional_basis) for h in held]
         if usage_policy:
             weights = _by_usage(held, weights)
+        # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
+        # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
+        # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, weights) if held else []
         energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
@@ -343,7 +354,8 @@ def _energy(
         idle_watts = Decimal(g.min_power_mw) / 1000  # the lowest power it drew this hour
     measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
     idle_mj = idle_baseline(measured, idle_watts)
-    draws = [Draw(_weight(h, model.policies.mig_share_basis), activity(h)) for h in held]
+    basis, fractional = model.policies.mig_share_basis, model.policies.fractional_share_basis
+    draws = [Draw(_weight(h, basis, fractional), activity(h)) for h in held]
     energy = split_energy(measured, idle_mj, draws)
     total = carbon_mg(g.energy_mj, model.carbon_at(hour, g.cluster, g.node_pool))
     *co2e, idle_co2e = split_carbon(total, [*energy.parts, energy.idle])
@@ -355,11 +367,20 @@ def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
     return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
-def _weight(h: Holding, basis: str) -> Decimal:
-    """∫ share dt, in GPU-seconds of the physical GPU, on the chosen MIG basis."""
-    if basis == "memory" and h.compute_slices and h.memory_slices is not None:
-        return h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
-    return h.share_seconds
+def _weight(h: Holding, basis: str, fractional_basis: str = "compute") -> Decimal:
+    """∫ share dt, in GPU-seconds of the physical GPU: a MIG instance on the chosen MIG basis,
+    anything else (whole GPU, replica, DRA claim, HAMi or vGPU fraction) on the fractional
+    basis — compute, memory, or the larger of the two hour integrals."""
+    if h.compute_slices and h.memory_slices is not None:
+        if basis == "memory":
+            return (
+                h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
+            )
+        return h.share_seconds
+    memory = h.memory_share_seconds
+    if memory is None or fractional_basis == "compute":
+        return h.share_seconds
+    return memory if fractional_basis == "memory" else max(memory, h.share_seconds)
 
 
 def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:

@@ -36,6 +36,9 @@ SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) 
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
 MICROSECOND = Decimal("0.000001")
+FULL = Decimal("1.000000001")  # a GPU's shares add up to more than this: over-subscribed
+# (not 1: shares such as 3/7 + 2/7 + 2 x 1/7 are written as decimal text and may add up to a
+# hair above 1)
 
 
 def _us(seconds: Decimal) -> Decimal:
@@ -97,6 +100,7 @@ READS = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MAX_GAP),
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
+    ("gpu_allocation_memory_share", MAX_GAP),
     (ENERGY, MAX_GAP),
 )
 
@@ -168,10 +172,16 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
             lab.get("container", ""),
         )
 
+    memory_share = {
+        key: _us(sum((w.integral(samples) for samples in group), Decimal(0)))
+        for key, group in _within_gpu(grouped("gpu_allocation_memory_share", holding_key)).items()
+    }
+    shares = grouped("gpu_allocation_share", holding_key)
+    within = _within_gpu(shares)
     unseen: dict[tuple[str, str], list[Series]] = {}
-    for key, group in grouped("gpu_allocation_share", holding_key).items():
+    for key, group in shares.items():
         cluster, uuid, gi, ns, pod, container = key
-        share = _us(sum((w.integral(s.samples) for s in group), Decimal(0)))
+        share = _us(sum((w.integral(samples) for samples in within[key]), Decimal(0)))
         if share <= 0:
             continue
         if (cluster, uuid) not in facts.node_of:
@@ -202,6 +212,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
                 memory if compute else None,
                 int(gi) if gi else None,
                 profile,
+                memory_share.get(key),
                 cluster=cluster,
             )
         )
@@ -217,6 +228,30 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
     for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
         facts.namespace_labels[(cluster, ns)] = labels
     return facts
+
+
+def _within_gpu(
+    groups: dict[tuple[str, ...], list[Series]],
+) -> dict[tuple[str, ...], list[list[Sample]]]:
+    """Each holding's samples, scaled where its GPU is over-subscribed: at an instant where the
+    shares held of one GPU (cluster, UUID) add up to more than 1 (HAMi can hand out more than
+    a GPU has; the exporter flags it), each is divided by that sum, so the holders split the
+    GPU at that instant and never pay for more than it. Elsewhere the samples are untouched."""
+    totals: dict[tuple[str, str], dict[Decimal, Decimal]] = {}
+    for key, group in groups.items():
+        at = totals.setdefault((key[0], key[1]), {})
+        for t, v in _merged(group):
+            at[t] = at.get(t, Decimal(0)) + v
+    out: dict[tuple[str, ...], list[list[Sample]]] = {}
+    for key, group in groups.items():
+        at = totals[(key[0], key[1])]
+        if max(at.values(), default=Decimal(0)) <= FULL:
+            out[key] = [s.samples for s in group]
+        else:
+            out[key] = [
+                [(t, v / at[t] if at[t] > FULL else v) for t, v in s.samples] for s in group
+            ]
+    return out
 
 
 def _add_gpu(

@@ -95,6 +95,10 @@ def stack(
         ).scalar_one() < len(shared.pods):
             assert time.monotonic() < deadline, "the label watcher did not record the pods"
             time.sleep(0.1)
+        # Prometheus scrapes the cost service with a metrics token from a file, as the
+        # compose stack and the ServiceMonitor do (docs/security.md)
+        token_file = work / "costsvc-token"
+        token_file.write_text(create_token(engine, "prometheus", "metrics", None, "e2e") + "\n")
         engine.dispose()
         config = {
             "global": {
@@ -111,6 +115,7 @@ def stack(
                 {
                     "job_name": "gpu-costsvc",
                     "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
+                    "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
                 },
             ],
         }

@@ -1,8 +1,8 @@
 """energy and carbon: measured energy per GPU-hour, energy and CO2e per chargeback line
 
 Revision ID: 0008
-Revises: 0004
-Create Date: 2026-11-23 16:20:00
+Revises: 0009
+Create Date: 2026-11-23 17:40:00
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0008"
-down_revision: str | None = "0004"
+down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
