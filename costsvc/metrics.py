@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy import Engine
 
 from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
+from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.budgets import budgets
 from costsvc.db.runs import failed_hour_counts
 from costsvc.db.tokens import Principal
@@ -41,7 +42,45 @@ from costsvc.queries import (
 )
 
 TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and waste)
+TOP_WORKLOADS = 10  # per team: the recommendations with the biggest saving
 _POD = ["team", "project", "namespace", "pod"]
+_QUOTA = ["team", "namespace", "resource"]
+ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
+    (
+        "costsvc_recommendation_savings_monthly",
+        "Monthly saving of all the team's GPU rightsizing recommendations (docs/rightsizing.md)",
+        ["team", "currency"],
+    ),
+    (
+        "costsvc_recommendations",
+        "GPU rightsizing recommendations of the team, by action",
+        ["team", "action"],
+    ),
+    (
+        "costsvc_workload_savings_monthly",
+        f"Monthly saving of each team's top {TOP_WORKLOADS} recommendations",
+        ["team", "namespace", "workload_kind", "workload", "gpu_model", "action", "target",
+         "currency"],
+    ),
+    ("costsvc_quota_hard_units", "ResourceQuota hard limit of a GPU resource", _QUOTA),
+    ("costsvc_quota_used_units", "ResourceQuota use of a GPU resource (the API's count)", _QUOTA),
+    ("costsvc_quota_used_ratio", "ResourceQuota used / hard", _QUOTA),
+    ("costsvc_quota_held_units", "Mean units of the resource held over the look-back window",
+     _QUOTA),
+    ("costsvc_quota_active_units", "Mean units held and in use over the look-back window",
+     _QUOTA),
+    ("costsvc_quota_held_ratio", "Mean units held / hard, over the look-back window", _QUOTA),
+    (
+        "costsvc_quota_unused_cost_monthly",
+        "Monthly cost of the quota nobody held (hard - held) at the resource's unit price",
+        [*_QUOTA, "currency"],
+    ),
+    (
+        "costsvc_quota_held_idle_cost_monthly",
+        "Monthly cost of the units held but idle",
+        [*_QUOTA, "currency"],
+    ),
+)  # fmt: skip
 FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_cost_month_to_date",
@@ -185,7 +224,10 @@ def _ratio(a: int, b: int) -> float:
 
 def collect(engine: Engine, now: datetime) -> list[Metric]:
     start, end = parse_month(month_of(now))
-    g = {name: GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in FAMILIES}
+    g = {
+        name: GaugeMetricFamily(name, doc, labels=labels)
+        for name, doc, labels in (*FAMILIES, *ADVICE_FAMILIES)
+    }
     errors = CounterMetricFamily(
         "costsvc_ingest_errors", "Failed hour ingests (and reprices)", labels=["cluster"]
     )
@@ -243,6 +285,7 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
         failing = failed_hour_counts(conn)
     team_budget = {b.team: b.amount for b in all_budgets if not b.project}
     _top_pods(g, per_pod, team_budget)
+    _advice(g, engine)
     for s in states:
         if s.last_success is not None:
             g["costsvc_last_ingest_success_timestamp_seconds"].add_metric(
@@ -277,4 +320,53 @@ def _top_pods(
         for r in sorted(rows, key=lambda r: (-r.waste, r.namespace, r.pod))[:TOP_PODS]:
             g["costsvc_pod_waste_month_to_date"].add_metric(
                 [r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
+            )
+
+
+def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:
+    """Rightsizing savings and quota figures of the last advice run (costsvc/advise.py)."""
+    from costsvc.rightsizing import ACTIONABLE
+
+    savings: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
+    shown: dict[str, int] = {}
+    for r in recommendations(engine, actions=ACTIONABLE):  # biggest saving first
+        key = (r["team"], r["currency"])
+        savings[key] = savings.get(key, 0) + r["saving_monthly"]
+        counts[(r["team"], r["action"])] = counts.get((r["team"], r["action"]), 0) + 1
+        if shown.get(r["team"], 0) < TOP_WORKLOADS:
+            shown[r["team"]] = shown.get(r["team"], 0) + 1
+            labels = [r["team"], r["namespace"], r["workload_kind"], r["workload"]]
+            g["costsvc_workload_savings_monthly"].add_metric(
+                [*labels, r["gpu_model"], r["action"], r["target"], r["currency"]],
+                _units(r["saving_monthly"]),
+            )
+    for (team, currency), micro in sorted(savings.items()):
+        g["costsvc_recommendation_savings_monthly"].add_metric([team, currency], _units(micro))
+    for (team, action), n in sorted(counts.items()):
+        g["costsvc_recommendations"].add_metric([team, action], float(n))
+    for q in quota_usage(engine):
+        labels = [q["team"], q["namespace"], q["resource"]]
+        held = float(Decimal(q["held_milli"]) / 1000)
+        g["costsvc_quota_held_units"].add_metric(labels, held)
+        g["costsvc_quota_active_units"].add_metric(labels, float(Decimal(q["active_milli"]) / 1000))
+        if q["hard_milli"] is not None:
+            g["costsvc_quota_hard_units"].add_metric(labels, float(Decimal(q["hard_milli"]) / 1000))
+            g["costsvc_quota_held_ratio"].add_metric(
+                labels, _ratio(q["held_milli"], q["hard_milli"])
+            )
+            if q["used_milli"] is not None:
+                g["costsvc_quota_used_units"].add_metric(
+                    labels, float(Decimal(q["used_milli"]) / 1000)
+                )
+                g["costsvc_quota_used_ratio"].add_metric(
+                    labels, _ratio(q["used_milli"], q["hard_milli"])
+                )
+        if q["unused_monthly"] is not None:
+            g["costsvc_quota_unused_cost_monthly"].add_metric(
+                [*labels, q["currency"]], _units(q["unused_monthly"])
+            )
+        if q["idle_monthly"] is not None:
+            g["costsvc_quota_held_idle_cost_monthly"].add_metric(
+                [*labels, q["currency"]], _units(q["idle_monthly"])
             )

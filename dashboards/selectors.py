@@ -39,3 +39,12 @@ CURRENCY = 'currency=~"$currency"'
 TEAMS_ONLY = 'team!~"__idle__|__unallocated__"'
 # one series per cost line
 PER_LINE = "team, project, stage"
+
+# rightsizing series of the selected teams in the selected currency
+SAVINGS = 'team=~"$team", currency=~"$currency"'
+# quota series of the selected teams and namespaces
+QUOTAS = 'team=~"$team", namespace=~"$namespace"'
+# one series per team and GPU resource
+PER_TEAM_RESOURCE = "team, resource"
+# one recommendation: a workload on one GPU model
+PER_RECOMMENDATION = "team, namespace, workload_kind, workload, gpu_model, action, target"

@@ -21,6 +21,7 @@ from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
 from costsvc.api.limits import Limits
 from costsvc.api.routes import (
+    advice,
     allocation,
     budgets,
     cost_model,
@@ -80,7 +81,7 @@ def create_app(
         body_timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_exception_handler(RequestValidationError, validation_problem)
-    for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
+    for module in (costs, reports, months, budgets, tokens, cost_model, ingest, advice):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1

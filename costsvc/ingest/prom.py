@@ -93,6 +93,17 @@ class PrometheusReader:
         )
         return [dict(r["metric"]) for r in body["data"]["result"]]
 
+    def vector(self, query: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
+        """An instant query's answer: (labels, value) per series (NaN and infinities left
+        out). For reads that aggregate in PromQL (rightsizing, quotas); never for money."""
+        body = self._get({"query": query, "time": f"{at.timestamp():.3f}"}, query[:80])
+        out = []
+        for r in body["data"]["result"]:
+            value = Decimal(r["value"][1])
+            if value.is_finite():
+                out.append((dict(r["metric"]), value))
+        return out
+
     def _get(self, params: dict[str, str], what: str) -> Any:
         try:
             resp = self._client.get("/api/v1/query", params={**self._params, **params})

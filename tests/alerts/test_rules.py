@@ -80,6 +80,10 @@ COSTSVC_METRICS = frozenset(
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors_total",
         "costsvc_ingest_failed_hours",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
     }
 )
 KUBE_STATE_METRICS = frozenset(

@@ -123,6 +123,14 @@ COSTSVC_METRICS = frozenset(
         "costsvc_gpu_model_energy_month_to_date_joules",
         "costsvc_gpu_model_carbon_month_to_date_grams",
         "costsvc_budget_energy_used_ratio",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_workload_savings_monthly",
+        "costsvc_quota_hard_units",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_unused_cost_monthly",
+        "costsvc_quota_held_idle_cost_monthly",
     }
 )
 KUBE_STATE_METRICS = frozenset(
