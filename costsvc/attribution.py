@@ -34,6 +34,16 @@ from operator import attrgetter
 
 from costsvc.chargeback import IDLE, KEY, UNALLOCATED
 from costsvc.costmodel import CostModel
+from costsvc.energy import (
+    MJ_PER_KWH,
+    Draw,
+    Measured,
+    carbon_mg,
+    idle_baseline,
+    split_by_energy,
+    split_carbon,
+    split_energy,
+)
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
@@ -52,6 +62,11 @@ class GpuHour:
     model: str
     node_pool: str | None
     present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
+    # its energy (costsvc/energy.py): drawn in the hour, of it during gaps, the time measured
+    energy_mj: int = 0
+    gap_mj: int = 0
+    energy_seconds: Decimal = Decimal(0)
+    min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
 
     @property
     def key(self) -> GpuKey:
@@ -110,6 +125,12 @@ class Line:
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
     idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
     gpu_hours: int = 0  # micro GPU-hours held
+    # energy (mJ) and carbon (mg CO2e) like allocated / idle: attributed, and idle spread
+    # onto the line (weighted / even) or an __idle__ line's own
+    energy_mj: int = 0
+    idle_energy_mj: int = 0
+    co2e_mg: int = 0
+    idle_co2e_mg: int = 0
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -163,6 +184,11 @@ class HourResult:
     fleet_cost: int = 0
     gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
     gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
+    gpu_kwh_price: dict[GpuKey, int] = field(default_factory=dict)  # per measured kWh, or 0
+    gpu_carbon: dict[GpuKey, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
+    gpu_co2e: dict[GpuKey, int] = field(default_factory=dict)  # mg CO2e per GPU
+    fleet_energy: int = 0  # mJ
+    fleet_co2e: int = 0  # mg
 
     def total(self) -> int:
         return sum(line.allocated + line.idle for line in self.lines)
@@ -188,18 +214,27 @@ def attribute_hour(
         by_gpu.setdefault(h.gpu, []).append(h)
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
+    entries = {pair: model.price_at(hour, *pair) for pair in prices}
     basis = model.policies.mig_share_basis
     fractional_basis = model.policies.fractional_share_basis
     usage_policy = model.policies.shared_gpu_policy == "usage"
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    idle_by_gpu: dict[tuple[str, str, str], int] = {}  # (cluster, node, model) -> idle
+    # (cluster, node, model) -> idle cost, idle energy, idle carbon
+    idle_by_gpu: dict[tuple[str, str, str], tuple[int, int, int]] = {}
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
-        cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        entry = entries[(g.model, g.node_pool)]
+        assert entry is not None
+        kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
+        capital = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        # measured power: the energy drawn x its price, charged as the energy is split
+        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
+        cost = capital + energy_money
         result.gpu_cost[g.key] = cost
         result.gpu_price[g.key] = price
+        result.gpu_kwh_price[g.key] = kwh_price
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis, fractional_basis) for h in held]
@@ -208,11 +243,25 @@ def attribute_hour(
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
         # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
-        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
+        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, weights) if held else []
+        energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
+        if energy_money:
+            *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
+            parts = [p + m for p, m in zip(parts, drawn, strict=True)]
+            allocated_total += sum(drawn)
+        result.gpu_carbon[g.key] = model.carbon_at(hour, g.cluster, g.node_pool)
+        result.fleet_energy += g.energy_mj
+        result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
+        result.fleet_co2e += sum(co2e) + idle_co2e
         where = (g.cluster, g.node, g.model)
-        idle_by_gpu[where] = idle_by_gpu.get(where, 0) + cost - allocated_total
-        for h, allocated in zip(held, parts, strict=True):
+        was = idle_by_gpu.get(where, (0, 0, 0))
+        idle_by_gpu[where] = (
+            was[0] + cost - allocated_total,
+            was[1] + idle_energy,
+            was[2] + idle_co2e,
+        )
+        for h, allocated, mj, mg in zip(held, parts, energy, co2e, strict=True):
             busy = h.busy_share_seconds
             if busy is None:  # unknown: neither used nor waste (unmeasured)
                 used = waste = 0
@@ -241,27 +290,76 @@ def attribute_hour(
             line.used += used
             line.waste += waste
             line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
+            line.energy_mj += mj
+            line.co2e_mg += mg
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
     if policy == "separate":  # an __idle__ line per node and GPU model: where the idle GPUs are
-        for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
-            if idle:
+        for (cluster, node, gpu_model), (idle, mj, mg) in sorted(idle_by_gpu.items()):
+            if idle or mj or mg:
                 result.lines.append(
-                    Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model, idle=idle)
+                    Line(
+                        cluster,
+                        IDLE,
+                        IDLE,
+                        IDLE,
+                        "",
+                        "",
+                        node,
+                        gpu_model,
+                        idle=idle,
+                        idle_energy_mj=mj,
+                        idle_co2e_mg=mg,
+                    )
                 )
     else:
-        by_cluster: dict[str, int] = {}
-        for (cluster, _, _), idle in idle_by_gpu.items():
-            by_cluster[cluster] = by_cluster.get(cluster, 0) + idle
-        for cluster, idle in sorted(by_cluster.items()):
-            _place_idle(result, cluster, idle, policy)
-    if result.total() != result.fleet_cost:
-        raise InvariantBroken(
-            f"{hour:%Y-%m-%d %H:00}: attributed + idle = {result.total()} "
-            f"!= fleet cost {result.fleet_cost}"
-        )
+        by_cluster: dict[str, tuple[int, int, int]] = {}
+        for (cluster, _, _), amounts in idle_by_gpu.items():
+            was = by_cluster.get(cluster, (0, 0, 0))
+            by_cluster[cluster] = (was[0] + amounts[0], was[1] + amounts[1], was[2] + amounts[2])
+        for cluster, amounts in sorted(by_cluster.items()):
+            _place_idle(result, cluster, amounts, policy)
+    _check(result)
     return result
+
+
+def _check(result: HourResult) -> None:
+    """Σ attributed + idle = the fleet's, for money, energy and carbon alike."""
+    lines = result.lines
+    for what, fleet, got in (
+        ("cost", result.fleet_cost, result.total()),
+        ("energy", result.fleet_energy, sum(ln.energy_mj + ln.idle_energy_mj for ln in lines)),
+        ("CO2e", result.fleet_co2e, sum(ln.co2e_mg + ln.idle_co2e_mg for ln in lines)),
+    ):
+        if got != fleet:
+            raise InvariantBroken(
+                f"{result.hour:%Y-%m-%d %H:00}: attributed + idle {what} = {got} != fleet {fleet}"
+            )
+
+
+def activity(h: Holding) -> Decimal | None:
+    """A holding's measured activity, GPU-seconds: a replica's own SM time, else ∫ share x
+    utilisation dt (None: unknown)."""
+    if h.shared:
+        return None if h.busy_share_seconds is None else h.sm_seconds
+    return h.busy_share_seconds
+
+
+def _energy(
+    hour: datetime, g: GpuHour, held: list[Holding], idle_watts: Decimal | None, model: CostModel
+) -> tuple[list[int], list[int], int, int]:
+    """A GPU's energy and carbon split over its holdings (in order) and idle."""
+    if idle_watts is None and g.min_power_mw is not None:
+        idle_watts = Decimal(g.min_power_mw) / 1000  # the lowest power it drew this hour
+    measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
+    idle_mj = idle_baseline(measured, idle_watts)
+    basis, fractional = model.policies.mig_share_basis, model.policies.fractional_share_basis
+    draws = [Draw(_weight(h, basis, fractional), activity(h)) for h in held]
+    energy = split_energy(measured, idle_mj, draws)
+    total = carbon_mg(g.energy_mj, model.carbon_at(hour, g.cluster, g.node_pool))
+    *co2e, idle_co2e = split_carbon(total, [*energy.parts, energy.idle])
+    return energy.parts, co2e, energy.idle, idle_co2e
 
 
 def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
@@ -299,19 +397,30 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
     return out
 
 
-def _place_idle(result: HourResult, cluster: str, idle: int, policy: str) -> None:
+IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
+
+
+def _place_idle(
+    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str
+) -> None:
+    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost."""
     lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
-    if idle == 0:
+    if not any(amounts):
         return
     if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
-        result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle))
+        idle, mj, mg = amounts
+        result.lines.append(
+            Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg)
+        )
         return
-    if policy == "weighted":
-        for line, part in zip(lines, split(idle, [line.allocated for line in lines]), strict=True):
-            line.idle += part
-        return
-    teams = sorted({line.team for line in lines})  # even: an equal part per team, then by cost
-    for team, part in zip(teams, split(idle, [1] * len(teams)), strict=True):
-        mine = [line for line in lines if line.team == team]
-        for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
-            line.idle += p
+    for name, amount in zip(IDLE_FIELDS, amounts, strict=True):
+        if policy == "weighted":
+            weights = [line.allocated for line in lines]
+            for line, part in zip(lines, split(amount, weights), strict=True):
+                setattr(line, name, getattr(line, name) + part)
+            continue
+        teams = sorted({line.team for line in lines})  # even: equal per team, then by cost
+        for team, part in zip(teams, split(amount, [1] * len(teams)), strict=True):
+            mine = [line for line in lines if line.team == team]
+            for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
+                setattr(line, name, getattr(line, name) + p)

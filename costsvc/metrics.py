@@ -36,6 +36,7 @@ from costsvc.queries import (
     idle_by_currency,
     ingest_state,
     last_hour,
+    model_energy,
     owner_money,
     pod_money,
 )
@@ -44,7 +45,7 @@ TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and was
 TOP_WORKLOADS = 10  # per team: the recommendations with the biggest saving
 _POD = ["team", "project", "namespace", "pod"]
 _QUOTA = ["team", "namespace", "resource"]
-ADVICE_FAMILIES = (
+ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_recommendation_savings_monthly",
         "Monthly saving of all the team's GPU rightsizing recommendations (docs/rightsizing.md)",
@@ -80,7 +81,7 @@ ADVICE_FAMILIES = (
         [*_QUOTA, "currency"],
     ),
 )  # fmt: skip
-FAMILIES = (
+FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_cost_month_to_date",
         "Cost this month so far (allocated + idle spread onto the line)",
@@ -121,6 +122,42 @@ FAMILIES = (
         "A pod's month-to-date cost / its share of the team budget (budget / pods the team ran "
         "this month), for the top pods by cost",
         _POD,
+    ),
+    (
+        "costsvc_energy_month_to_date_joules",
+        "Energy the team's GPUs drew this month so far (attributed + idle spread onto it)",
+        list(OWNER),
+    ),
+    (
+        "costsvc_carbon_month_to_date_grams",
+        "CO2e of that energy this month (x PUE x the grid intensity in force)",
+        list(OWNER),
+    ),
+    (
+        "costsvc_idle_energy_month_to_date_joules",
+        "Energy of GPUs (or slices) nobody held, and drawn during scrape gaps, this month",
+        [],
+    ),
+    (
+        "costsvc_gpu_model_energy_month_to_date_joules",
+        "Energy the fleet's GPUs drew this month, per GPU model",
+        ["gpu_model"],
+    ),
+    (
+        "costsvc_gpu_model_carbon_month_to_date_grams",
+        "CO2e of the fleet's GPUs this month, per GPU model",
+        ["gpu_model"],
+    ),
+    ("costsvc_budget_energy_joules", "Monthly energy budget", ["team", "project"]),
+    (
+        "costsvc_budget_energy_used_ratio",
+        "Energy month to date / energy budget",
+        ["team", "project"],
+    ),
+    (
+        "costsvc_budget_energy_forecast_ratio",
+        "Month-end energy forecast / energy budget",
+        ["team", "project"],
     ),
     (
         "costsvc_last_ingest_success_timestamp_seconds",
@@ -173,6 +210,14 @@ def _units(micro: int) -> float:
     return float(Decimal(micro).scaleb(-6))
 
 
+def _joules(mj: int) -> float:
+    return float(Decimal(mj).scaleb(-3))
+
+
+def _grams(mg: int) -> float:
+    return float(Decimal(mg).scaleb(-3))
+
+
 def _ratio(a: int, b: int) -> float:
     return float(Decimal(a) / Decimal(b)) if b else 0.0
 
@@ -188,11 +233,15 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     )
     with engine.connect() as conn:
         last = last_hour(conn)
+        idle_energy = 0
         for r in owner_money(conn, start, end):
             labels = [r.team, r.project, r.stage]
             g["costsvc_cost_month_to_date"].add_metric(
                 [*labels, r.currency], _units(r.allocated + r.idle)
             )
+            g["costsvc_energy_month_to_date_joules"].add_metric(labels, _joules(r.energy_mj))
+            g["costsvc_carbon_month_to_date_grams"].add_metric(labels, _grams(r.co2e_mg))
+            idle_energy += r.idle_energy_mj
             if r.team == IDLE:
                 continue
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
@@ -200,6 +249,10 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                 g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
         for currency, idle in idle_by_currency(conn, start, end):
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
+        g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
+        for gpu_model, mj, mg in model_energy(conn, start, end):
+            g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))
+            g["costsvc_gpu_model_carbon_month_to_date_grams"].add_metric([gpu_model], _grams(mg))
         if last is not None:
             for r in owner_money(conn, last, None):
                 labels = [r.team, r.project, r.stage]
@@ -218,6 +271,15 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             g["costsvc_budget_forecast_ratio"].add_metric(
                 [b.team, b.project], _ratio(f.forecast, b.amount)
             )
+            if b.energy_mj is not None:
+                who = [b.team, b.project]
+                g["costsvc_budget_energy_joules"].add_metric(who, _joules(b.energy_mj))
+                g["costsvc_budget_energy_used_ratio"].add_metric(
+                    who, _ratio(f.energy_month_to_date, b.energy_mj)
+                )
+                g["costsvc_budget_energy_forecast_ratio"].add_metric(
+                    who, _ratio(f.energy_forecast, b.energy_mj)
+                )
         per_pod = pod_money(conn, start, end)
         states, failed = ingest_state(conn)
         failing = failed_hour_counts(conn)

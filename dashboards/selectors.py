@@ -29,6 +29,8 @@ COST_LINES = 'team=~"$team", project=~"$project", stage=~"$stage", currency=~"$c
 EFFICIENCY_LINES = 'team=~"$team", project=~"$project", stage=~"$stage"'
 # per-pod cost series (no stage label)
 POD_COSTS = 'team=~"$team", project=~"$project", currency=~"$currency"'
+# energy and carbon of the selected lines (no currency label)
+ENERGY_LINES = 'team=~"$team", project=~"$project", stage=~"$stage"'
 # budgets, set per team and project
 BUDGETS = 'team=~"$team", project=~"$project"'
 # fleet-wide series in the selected currency

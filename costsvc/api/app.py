@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from importlib.resources import files
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -85,6 +86,8 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
     _docs(app)
+    if settings.metrics_public:
+        _metrics_auth_optional(app)
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:
@@ -93,6 +96,19 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     return app
+
+
+def _metrics_auth_optional(app: FastAPI) -> None:
+    """With ``COSTSVC_METRICS_PUBLIC``, the description says /metrics answers without a token
+    too (OpenAPI: an empty requirement among the alternatives)."""
+    described = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = described()
+        schema["paths"]["/metrics"]["get"]["security"] = [{}, {"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _docs(app: FastAPI) -> None:

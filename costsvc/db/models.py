@@ -113,6 +113,16 @@ class GpuPresence(Base):
     present_us: Mapped[int] = mapped_column(BigInteger)
     price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
     cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
+    # measured energy (costsvc/energy.py): mJ drawn in the hour, of it during scrape gaps, the
+    # micro-seconds the reading covers, the lowest power drawn (mW); and, as charged, the price
+    # per measured kWh (0: nameplate power) and the CO2e per kWh (µg, PUE included)
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    gap_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    energy_us: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    min_power_mw: Mapped[int | None] = mapped_column(BigInteger)
+    kwh_price: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    carbon_ug_per_kwh: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")  # the GPU's CO2e
 
 
 class UsageFact(Base):
@@ -186,6 +196,10 @@ class Chargeback(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class CostHour(Base):
@@ -211,6 +225,10 @@ class CostHour(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class MonthClose(Base):
@@ -235,6 +253,7 @@ class Budget(Base):
     amount: Mapped[int] = mapped_column(BigInteger)  # micro-units per month
     currency: Mapped[str] = mapped_column(String(3))
     thresholds: Mapped[list[float]] = mapped_column(JSON)  # alert at these used ratios
+    energy_mj: Mapped[int | None] = mapped_column(BigInteger)  # optional energy per month
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 

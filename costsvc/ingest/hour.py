@@ -10,6 +10,7 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -17,7 +18,16 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, busy_seconds, is_shared
+from costsvc.energy import NOTHING
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for, mean
+from costsvc.ingest.power import (
+    ENERGY,
+    LOWEST_POWER,
+    POWER,
+    counter_readings,
+    lowest_power,
+    power_readings,
+)
 from costsvc.ingest.prom import PrometheusReader, Series
 
 log = logging.getLogger(__name__)
@@ -91,6 +101,7 @@ READS = (
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
     ("gpu_allocation_memory_share", MAX_GAP),
+    (ENERGY, MAX_GAP),
 )
 
 
@@ -211,6 +222,7 @@ def _collect(w: _Window, start: datetime) -> HourFacts:
         log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
         _add_gpu(facts, cluster, uuid, group[-1].labels, _us(w.present(_merged(group))))
 
+    _add_energy(w, facts)
     for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
         facts.pod_labels[(cluster, ns, pod)] = labels
     for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
@@ -254,6 +266,27 @@ def _add_gpu(
         )
     )
     facts.node_of[(cluster, uuid)] = node
+
+
+def _add_energy(w: _Window, facts: HourFacts) -> None:
+    """Each GPU's measured energy in the hour (costsvc/ingest/power.py)."""
+    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
+    energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
+        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
+    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
+    for i, g in enumerate(facts.gpus):
+        m = energy.get(g.key)
+        low = lowest.get(g.key)
+        if m is not None or low is not None:
+            m = m or NOTHING
+            facts.gpus[i] = dataclasses.replace(
+                g,
+                energy_mj=m.energy_mj,
+                gap_mj=m.gap_mj,
+                energy_seconds=_us(m.seconds),
+                min_power_mw=low,
+            )
 
 
 def _latest_labels(

@@ -2,7 +2,7 @@
 quota usage
 
 Revision ID: 0006
-Revises: 0009
+Revises: 0008
 Create Date: 2026-11-23 16:20:00
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 
 
 revision: str = '0006'
-down_revision: str | None = '0009'
+down_revision: str | None = '0008'
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

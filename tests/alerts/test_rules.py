@@ -75,6 +75,7 @@ COSTSVC_METRICS = frozenset(
         "costsvc_hourly_efficiency_ratio",
         "costsvc_budget_used_ratio",
         "costsvc_budget_forecast_ratio",
+        "costsvc_budget_energy_used_ratio",
         "costsvc_pod_budget_share_ratio",
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors_total",
