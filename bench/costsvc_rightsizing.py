@@ -156,7 +156,7 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--days", type=int, default=7)
     ap.add_argument("--interval", type=int, default=300, choices=[300], help="history, s")
-    ap.add_argument("--step", type=int, default=900, help="the advice run's point spacing, s")
+    ap.add_argument("--step", type=int, default=1800, help="the advice run's point spacing, s")
     ap.add_argument("--data", type=Path, help="keep the Prometheus data here; reuse it if there")
     args = ap.parse_args()
 

@@ -34,7 +34,7 @@ PPM = Decimal(1_000_000)
 @dataclass(frozen=True)
 class Options:
     window: timedelta = timedelta(days=7)
-    step_s: int = 900  # points 15 minutes apart: 672 a week
+    step_s: int = 1800  # points 30 minutes apart: 336 a week (bench: the same advice as 15 min)
     rules: Rules = field(default_factory=Rules)
 
 

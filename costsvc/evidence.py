@@ -1,9 +1,9 @@
 """What rightsizing and quotas read from Prometheus: per pod and GPU model over a look-back
 window, and per namespace and GPU resource, each figure one instant query at the window's
 end. The range functions run on the raw series (a quantile of a container's memory samples, a
-count of 15-minute points a unit was held, the share of points a GPU was idle), and only then
+count of 30-minute points a unit was held, the share of points a GPU was idle), and only then
 are the answers summed per pod: a subquery over an aggregation would aggregate every series
-again at each of 672 points of a week, which does not scale to thousands of pods.
+again at each of the points of a week, which does not scale to thousands of pods.
 
 Series (docs/metrics.md): ``gpu_allocation_share`` (who holds which device, and what share of
 the physical GPU), ``gpu_container_memory_used_bytes``, and activity — the profiling
@@ -66,7 +66,7 @@ def _unit(labels: dict[str, str]) -> tuple[str, ...]:
 
 class EvidenceReader:
     def __init__(
-        self, prom: PrometheusReader, end: datetime, window_s: int, step_s: int = 900
+        self, prom: PrometheusReader, end: datetime, window_s: int, step_s: int = 1800
     ) -> None:
         self._prom = prom
         self._end = end
