@@ -47,6 +47,7 @@ class GpuHour:
     model: str
     node_pool: str | None
     present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
+    lost_seconds: Decimal = Decimal(0)  # of which reported lost (gpu_device_up 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +92,9 @@ class Line:
     used: int = 0
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
     idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
-    gpu_hours: int = 0  # micro GPU-hours held
+    gpu_hours: int = 0  # micro GPU-hours held (on the MIG basis), or an __idle__ line's unheld
+    unavailable: int = 0  # of an __idle__ line's idle: the cost of time its GPUs were lost
+    unavailable_gpu_hours: int = 0  # micro GPU-hours its GPUs were lost
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -151,6 +154,16 @@ class HourResult:
         return sum(line.allocated + line.idle for line in self.lines)
 
 
+@dataclass(slots=True)
+class Idle:
+    """The idle part of the GPUs of one node and model (or one cluster) in an hour."""
+
+    cost: int = 0  # unheld, available capacity
+    gpu_hours: int = 0  # micro GPU-hours of it
+    unavailable: int = 0  # lost GPU time (gpu_device_up 0)
+    unavailable_hours: int = 0
+
+
 class InvariantBroken(AssertionError):
     pass
 
@@ -176,22 +189,31 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    idle_by_gpu: dict[tuple[str, str, str], int] = {}  # (cluster, node, model) -> idle
+    idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
-        cost = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        present = min(g.present_seconds, HOUR)
+        cost = round_micro(price * present / HOUR)
         result.gpu_cost[g.gpu_uuid] = cost
         result.gpu_price[g.gpu_uuid] = price
         result.fleet_cost += cost
         held = by_gpu.get(g.gpu_uuid, [])
         weights = [_weight(h, basis) for h in held]
-        if usage_policy:
-            weights = _by_usage(held, weights)
-        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), cost)
-        parts = split(allocated_total, weights) if held else []
-        where = (g.cluster, g.node, g.model)
-        idle_by_gpu[where] = idle_by_gpu.get(where, 0) + cost - allocated_total
-        for h, allocated in zip(held, parts, strict=True):
+        priced = _by_usage(held, weights) if usage_policy else weights
+        allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), cost)
+        parts = split(allocated_total, priced) if held else []
+        lost = min(g.lost_seconds, present)
+        idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        unavailable = min(round_micro(price * lost / HOUR), cost - allocated_total)
+        idle.unavailable += unavailable
+        idle.cost += cost - allocated_total - unavailable
+        lost_hours = round_micro(lost * MICRO / HOUR)
+        present_hours = round_micro(present * MICRO / HOUR)
+        idle.unavailable_hours += lost_hours
+        # GPU-hours on the MIG basis in force, split so that they add up to the GPU's held total
+        held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
+        held_parts = split(held_hours, weights) if held else []
+        for h, allocated, gpu_hours in zip(held, parts, held_parts, strict=True):
             busy = h.busy_share_seconds
             if busy is None:  # unknown: neither used nor waste (unmeasured)
                 used = waste = 0
@@ -219,20 +241,31 @@ def attribute_hour(
             line.allocated += allocated
             line.used += used
             line.waste += waste
-            line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
+            line.gpu_hours += gpu_hours
+        # the unheld GPU-hours: present - held, of which lost_hours were lost
+        idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
-    if policy == "separate":  # an __idle__ line per node and GPU model: where the idle GPUs are
-        for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
-            if idle:
-                result.lines.append(
-                    Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model, idle=idle)
-                )
-    else:
-        by_cluster: dict[str, int] = {}
+    for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
+        # an __idle__ line per node and GPU model: where the idle GPUs are. Under ``weighted``
+        # and ``even`` the free capacity's cost moves onto the teams' lines; lost GPU time
+        # stays here, whatever the policy: broken hardware is nobody's usage
+        separate = policy == "separate"
+        money = idle.cost + idle.unavailable if separate else idle.unavailable
+        hours = idle.gpu_hours + idle.unavailable_hours if separate else idle.unavailable_hours
+        if money or hours:
+            line = Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model, idle=money)
+            line.gpu_hours = hours
+            line.unavailable = idle.unavailable
+            line.unavailable_gpu_hours = idle.unavailable_hours
+            result.lines.append(line)
+    if policy != "separate":
+        by_cluster: dict[str, Idle] = {}
         for (cluster, _, _), idle in idle_by_gpu.items():
-            by_cluster[cluster] = by_cluster.get(cluster, 0) + idle
+            mine = by_cluster.setdefault(cluster, Idle())
+            mine.cost += idle.cost
+            mine.gpu_hours += idle.gpu_hours
         for cluster, idle in sorted(by_cluster.items()):
             _place_idle(result, cluster, idle, policy)
     if result.total() != result.fleet_cost:
@@ -268,19 +301,22 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
     return out
 
 
-def _place_idle(result: HourResult, cluster: str, idle: int, policy: str) -> None:
+def _place_idle(result: HourResult, cluster: str, idle: Idle, policy: str) -> None:
     lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
-    if idle == 0:
+    if idle.cost == 0:
         return
     if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
-        result.lines.append(Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle))
+        line = Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle.cost)
+        line.gpu_hours = idle.gpu_hours
+        result.lines.append(line)
         return
     if policy == "weighted":
-        for line, part in zip(lines, split(idle, [line.allocated for line in lines]), strict=True):
+        parts = split(idle.cost, [line.allocated for line in lines])
+        for line, part in zip(lines, parts, strict=True):
             line.idle += part
         return
     teams = sorted({line.team for line in lines})  # even: an equal part per team, then by cost
-    for team, part in zip(teams, split(idle, [1] * len(teams)), strict=True):
+    for team, part in zip(teams, split(idle.cost, [1] * len(teams)), strict=True):
         mine = [line for line in lines if line.team == team]
         for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
             line.idle += p

@@ -21,7 +21,7 @@ UNALLOCATED = "__unallocated__"
 OWNER = ("team", "project", "stage")
 # a chargeback line's key, in the order of the tables and the CSV's columns
 KEY = ("cluster", *OWNER, "namespace", "pod", "node", "gpu_model", "mig_profile")
-MONEY = ("allocated", "used", "waste", "idle", "gpu_hours")
+MONEY = ("allocated", "used", "waste", "idle", "gpu_hours", "unavailable", "unavailable_gpu_hours")
 # what ``group_by`` and the filters may name, in the order the API documents them
 DIMENSIONS = (*OWNER, "namespace", "pod", "cluster", "node", "gpu_model", "mig_profile")
 OWNER_DIMENSIONS = frozenset({*OWNER, "cluster"})  # what the per-owner rollup keeps

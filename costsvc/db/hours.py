@@ -83,6 +83,7 @@ def replace_hour(
                 "present_us": int(g.present_seconds * US),
                 "price": result.gpu_price[g.gpu_uuid],
                 "cost": result.gpu_cost[g.gpu_uuid],
+                "lost_us": int(g.lost_seconds * US),
             }
             for g in facts.gpus
         ]
@@ -122,13 +123,16 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
     facts = HourFacts(hour)
     g, u, c = GpuPresence, UsageFact, Chargeback
     gpu_rows = conn.execute(
-        select(g.cluster, g.node, g.gpu_uuid, g.model, g.node_pool, g.present_us)
+        select(g.cluster, g.node, g.gpu_uuid, g.model, g.node_pool, g.present_us, g.lost_us)
         .where(g.hour == hour)
         .order_by(g.cluster, g.gpu_uuid)
     )
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
-        facts.gpus.append(GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present))
+        lost = Decimal(r.lost_us) / US
+        facts.gpus.append(
+            GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present, lost)
+        )
         facts.cluster_of[r.gpu_uuid] = r.cluster
         facts.node_of[r.gpu_uuid] = r.node
     fact_rows = conn.execute(

@@ -109,6 +109,7 @@ class GpuPresence(Base):
     present_us: Mapped[int] = mapped_column(BigInteger)
     price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
     cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
+    lost_us: Mapped[int] = mapped_column(BigInteger, server_default="0")  # gpu_device_up 0
 
 
 class UsageFact(Base):
@@ -180,6 +181,9 @@ class Chargeback(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
+    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
+    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class CostHour(Base):
@@ -205,6 +209,9 @@ class CostHour(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
+    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class MonthClose(Base):

@@ -1,0 +1,142 @@
+"""One hour's reads from Prometheus, and what a holding measured in it, at sample resolution.
+
+Both sources (our exporter: costsvc/ingest/hour.py; dcgm-exporter + kube-state-metrics:
+costsvc/ingest/dcgm_source.py) read their series through :class:`Window` and turn a holding's
+series into facts with :func:`measure`, so the two apply one rule:
+
+- a holding's share is a step function of time (:func:`costsvc.ingest.integrate.pieces`);
+  time its GPU is reported lost (``gpu_device_up`` 0) is cut out of it — never charged to the
+  holder, it is idle, and counted as the GPU's ``lost_seconds``;
+- **used** is ∫ share(t) x utilisation(t) dt over the samples the holder actually held, not
+  its share x the GPU's hour average: a pod that held a GPU 10:00-10:30 at 80 % and left is
+  80 % efficient whatever the GPU did after. Where utilisation is unknown for part of the
+  held time (a scrape gap in the utilisation series only), the efficiency of the part that
+  was measured stands for the rest; where it is unknown for all of it, the holding's
+  efficiency is unknown (None), never 0 % or 100 %;
+- on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
+  replica and the GPU was available, capped at its share (costsvc/attribution.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from costsvc.ingest.integrate import (
+    Piece,
+    Sample,
+    covered,
+    interval,
+    max_gap_for,
+    overlap,
+    pieces,
+    summed,
+    total,
+    without,
+)
+from costsvc.ingest.prom import PrometheusReader, Series
+
+SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
+MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
+PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
+MICROSECOND = Decimal("0.000001")
+Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
+
+
+def us(seconds: Decimal) -> Decimal:
+    """Seconds rounded to micro-seconds: what is stored is exactly what was priced."""
+    return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
+
+
+def merged(series: Iterable[Series]) -> list[Sample]:
+    """The samples of several series of one thing, in time order (one per instant)."""
+    by_time = {t: v for s in series for t, v in s.samples}
+    return sorted(by_time.items())
+
+
+class Window:
+    """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
+
+    def __init__(self, prom: PrometheusReader, start: datetime, cluster: str) -> None:
+        self.prom, self.cluster = prom, cluster
+        self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
+        self.t0 = Decimal(str(start.timestamp()))
+        self.t1 = self.t0 + 3600
+        self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
+
+    def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
+        """Ask for these reads now: Prometheus answers the next while this one is integrated."""
+        for selector, look_back in reads:
+            self._pending[(selector, int(look_back))] = pool.submit(
+                self.prom.raw, selector, self.at, 3600 + int(look_back)
+            )
+
+    def cancel(self) -> None:
+        for f in self._pending.values():
+            f.cancel()
+
+    def cluster_of(self, labels: dict[str, str]) -> str:
+        return labels.get("cluster") or self.cluster
+
+    def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
+        pending = self._pending.pop((selector, int(look_back)), None)
+        if pending is not None:
+            return pending.result()
+        return self.prom.raw(selector, self.at, 3600 + int(look_back))
+
+    def latest(self, selector: str) -> list[dict[str, str]]:
+        return self.prom.latest(selector, self.at, 3600)
+
+    def pieces(self, samples: list[Sample]) -> list[Piece]:
+        """The series as a step function over the hour, with the honest gap rule."""
+        step = interval(samples)
+        gap = max_gap_for(samples, SCRAPE_GAP, MAX_GAP, step)
+        return pieces(samples, self.t0, self.t1, gap, step)
+
+    def function(self, group: Iterable[Series]) -> list[Piece]:
+        """The sum of several series of one thing (each with its own gaps) over the hour."""
+        return summed(self.pieces(s.samples) for s in group)
+
+    def present(self, samples: list[Sample]) -> Decimal:
+        return covered(samples, self.t0, self.t1, PRESENCE_GAP)
+
+    def lost(self, up: list[Sample]) -> Holes:
+        """When ``gpu_device_up`` said 0 (the GPU lost), as intervals of the hour."""
+        out: Holes = []
+        for since, until, v in self.pieces(up):
+            if v != 0:
+                continue
+            if out and out[-1][1] == since:
+                out[-1] = (out[-1][0], until)
+            else:
+                out.append((since, until))
+        return out
+
+
+def measure(
+    share: Sequence[Piece],
+    lost: Holes,
+    utilisation: Sequence[Piece] | None,
+    sm: Sequence[Piece] | None,
+) -> tuple[Decimal, Decimal | None, Decimal | None]:
+    """A holding's (share seconds, utilisation of what it held, own SM seconds while held).
+
+    ``share``: its share of the physical GPU over the hour; ``lost``: when the GPU was lost
+    (cut out); ``utilisation``: the device's (GPU or MIG instance) utilisation 0..1, None when
+    it has no series; ``sm``: the holder's own SM utilisation of the GPU, None when unknown.
+    The utilisation is None (unknown) when no utilisation sample falls in the held time."""
+    held = [p for p in without(share, lost) if p[2] > 0]
+    seconds = total(held)
+    util: Decimal | None = None
+    if utilisation is not None:
+        busy = measured = Decimal(0)
+        for since, until, s, u in overlap(held, utilisation):
+            busy += s * min(u, Decimal(1)) * (until - since)
+            measured += s * (until - since)
+        util = busy / measured if measured else None
+    own: Decimal | None = None
+    if sm is not None:
+        own = sum((v * (until - since) for since, until, _, v in overlap(held, sm)), Decimal(0))
+    return seconds, util, own
