@@ -140,7 +140,7 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
         hours = _hours(settings, engine, start, end)
         done = 0
         for i, hour in enumerate(hours, 1):
-            report = ingest(engine, reader, model, settings.cluster, [hour])
+            report = ingest(engine, reader, model, settings.cluster, [hour], settings.source)
             done += len(report.done)
             if report.failed:
                 failed += 1

@@ -16,7 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
 
-from costsvc.attribution import GpuHour, Holding, HourFacts, busy_seconds, is_shared
+from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
+from costsvc.ingest import dcgm_source
 from costsvc.ingest.integrate import Piece
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.window import (
@@ -24,8 +25,11 @@ from costsvc.ingest.window import (
     PRESENCE_GAP,
     Holes,
     Window,
+    add_gpu,
+    grouped,
     measure,
     merged,
+    pod_and_namespace_labels,
     us,
 )
 
@@ -40,27 +44,31 @@ READS = (
 )
 
 
-def collect_hour(prom: PrometheusReader, start: datetime, default_cluster: str) -> HourFacts:
+SOURCES = ("auto", "gpu-exporter", "dcgm-exporter")
+
+
+def collect_hour(
+    prom: PrometheusReader, start: datetime, default_cluster: str, source: str = "auto"
+) -> HourFacts:
+    """The hour's facts from our exporter's series (``gpu-exporter``), from dcgm-exporter +
+    kube-state-metrics (``dcgm-exporter``: costsvc/ingest/dcgm_source.py), or (``auto``) from
+    ours when the hour has any of its series, else from dcgm-exporter's."""
+    if source not in SOURCES:
+        raise ValueError(f"source {source!r}: one of {', '.join(SOURCES)}")
     w = Window(prom, start, default_cluster)
+    reads = dcgm_source.READS if source == "dcgm-exporter" else READS
     with ThreadPoolExecutor(2, thread_name_prefix="prom-read") as pool:
-        w.prefetch(pool, READS)
+        w.prefetch(pool, reads)
         try:
-            return _collect(w, start)
+            if source != "dcgm-exporter":
+                facts = _collect(w, start)
+                if source == "gpu-exporter" or facts.gpus or facts.holdings:
+                    return facts
+            facts = HourFacts(start)
+            dcgm_source.collect_dcgm(w, facts)
+            return facts
         finally:
             w.cancel()
-
-
-def grouped(
-    w: Window,
-    selector: str,
-    key: Callable[[dict[str, str]], tuple[str, ...]],
-    look_back: Decimal = MAX_GAP,
-) -> dict[tuple[str, ...], list[Series]]:
-    """The series of ``selector`` grouped by what they describe (``key`` of their labels)."""
-    out: dict[tuple[str, ...], list[Series]] = {}
-    for s in w.raw(selector, look_back):
-        out.setdefault(key(s.labels), []).append(s)
-    return out
 
 
 def gpus_seen(w: Window, facts: HourFacts) -> dict[tuple[str, str], Holes]:
@@ -177,70 +185,3 @@ def _collect(w: Window, start: datetime) -> HourFacts:
 
     pod_and_namespace_labels(w, facts)
     return facts
-
-
-def pod_and_namespace_labels(w: Window, facts: HourFacts) -> None:
-    """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
-    for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
-        facts.pod_labels[(cluster, ns, pod)] = labels
-    for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
-        facts.namespace_labels[(cluster, ns)] = labels
-
-
-def add_gpu(
-    facts: HourFacts,
-    cluster: str,
-    uuid: str,
-    lab: dict[str, str],
-    present: Decimal,
-    lost: Decimal = Decimal(0),
-) -> None:
-    # dcgm-exporter's releases (and our exporter by default) write Hostname, its main branch
-    # hostname (NVIDIA/dcgm-exporter#655; gpu-exporter --hostname-label hostname)
-    node = lab.get("Hostname") or lab.get("hostname", "")
-    facts.gpus.append(
-        GpuHour(
-            cluster,
-            node,
-            uuid,
-            lab.get("modelName", ""),
-            lab.get("node_pool") or None,
-            present,
-            lost,
-        )
-    )
-    facts.cluster_of[uuid] = cluster
-    facts.node_of[uuid] = node
-
-
-def _latest_labels(
-    w: Window, metric: str, names: tuple[str, ...]
-) -> list[tuple[tuple[str, ...], dict[str, str]]]:
-    """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
-    for the rare object relabelled within the hour (several series), its raw samples decide."""
-    found: dict[tuple[str, ...], list[dict[str, str]]] = {}
-    for lab in w.latest(metric):
-        found.setdefault((w.cluster_of(lab), *(lab.get(n, "") for n in names)), []).append(lab)
-    out = []
-    for key, sets in sorted(found.items()):
-        if len(sets) == 1:
-            out.append((key, _label_values(sets[0])))
-            continue
-        match = ",".join(
-            f'{n}="{v}"'
-            for n, v in zip(names, key[1:], strict=True)
-            if '"' not in v and "\\" not in v
-        )
-        newest: tuple[Decimal, dict[str, str]] | None = None
-        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
-            if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
-                continue
-            stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
-            if stamp is not None and (newest is None or stamp >= newest[0]):
-                newest = (stamp, _label_values(s.labels))
-        out.append((key, newest[1] if newest else _label_values(sorted(sets, key=str)[-1])))
-    return out
-
-
-def _label_values(labels: dict[str, str]) -> dict[str, str]:
-    return {n: v for n, v in labels.items() if n.startswith("label_")}

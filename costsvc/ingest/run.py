@@ -61,15 +61,21 @@ def pending_hours(
 
 
 def ingest(
-    engine: Engine, prom: PrometheusReader, model: CostModel, cluster: str, hours: list[datetime]
+    engine: Engine,
+    prom: PrometheusReader,
+    model: CostModel,
+    cluster: str,
+    hours: list[datetime],
+    source: str = "auto",
 ) -> Report:
+    """``source``: whose series to read (costsvc/ingest/hour.py: ``collect_hour``)."""
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
         try:
-            facts = collect_hour(prom, hour, cluster)
+            facts = collect_hour(prom, hour, cluster, source)
             merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
             owners = OwnerLookup(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)

@@ -19,11 +19,12 @@ series into facts with :func:`measure`, so the two apply one rule:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
+from costsvc.attribution import GpuHour, HourFacts
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -140,3 +141,83 @@ def measure(
     if sm is not None:
         own = sum((v * (until - since) for since, until, _, v in overlap(held, sm)), Decimal(0))
     return seconds, util, own
+
+
+def grouped(
+    w: Window,
+    selector: str,
+    key: Callable[[dict[str, str]], tuple[str, ...]],
+    look_back: Decimal = MAX_GAP,
+) -> dict[tuple[str, ...], list[Series]]:
+    """The series of ``selector`` grouped by what they describe (``key`` of their labels)."""
+    out: dict[tuple[str, ...], list[Series]] = {}
+    for s in w.raw(selector, look_back):
+        out.setdefault(key(s.labels), []).append(s)
+    return out
+
+
+def pod_and_namespace_labels(w: Window, facts: HourFacts) -> None:
+    """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
+    for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
+        facts.pod_labels[(cluster, ns, pod)] = labels
+    for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
+        facts.namespace_labels[(cluster, ns)] = labels
+
+
+def add_gpu(
+    facts: HourFacts,
+    cluster: str,
+    uuid: str,
+    lab: dict[str, str],
+    present: Decimal,
+    lost: Decimal = Decimal(0),
+) -> None:
+    # dcgm-exporter's releases (and our exporter by default) write Hostname, its main branch
+    # hostname (NVIDIA/dcgm-exporter#655; gpu-exporter --hostname-label hostname)
+    node = lab.get("Hostname") or lab.get("hostname", "")
+    facts.gpus.append(
+        GpuHour(
+            cluster,
+            node,
+            uuid,
+            lab.get("modelName", ""),
+            lab.get("node_pool") or None,
+            present,
+            lost,
+        )
+    )
+    facts.cluster_of[uuid] = cluster
+    facts.node_of[uuid] = node
+
+
+def _latest_labels(
+    w: Window, metric: str, names: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
+    for the rare object relabelled within the hour (several series), its raw samples decide."""
+    found: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for lab in w.latest(metric):
+        found.setdefault((w.cluster_of(lab), *(lab.get(n, "") for n in names)), []).append(lab)
+    out = []
+    for key, sets in sorted(found.items()):
+        if len(sets) == 1:
+            out.append((key, _label_values(sets[0])))
+            continue
+        match = ",".join(
+            f'{n}="{v}"'
+            for n, v in zip(names, key[1:], strict=True)
+            if '"' not in v and "\\" not in v
+        )
+        newest: tuple[Decimal, dict[str, str]] | None = None
+        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
+            if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
+                continue
+            stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
+            if stamp is not None and (newest is None or stamp >= newest[0]):
+                newest = (stamp, _label_values(s.labels))
+        out.append((key, newest[1] if newest else _label_values(sorted(sets, key=str)[-1])))
+    return out
+
+
+def _label_values(labels: dict[str, str]) -> dict[str, str]:
+    return {n: v for n, v in labels.items() if n.startswith("label_")}
