@@ -86,20 +86,20 @@ READS = (
 )
 PROFILE = re.compile(r"^(\d)g\.(\d+)gb")
 GPU_MEMORY = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
-# GPUs whose model name does not say their memory (the MIG-capable ones)
+# GPUs whose model name does not say the GPU's memory (the MIG-capable ones): the GH200's says
+# the superchip's (480GB, with the CPU's LPDDR5X); its GPU has 96 GB
 MEMORY_GB = {"H200": 141, "H100 NVL": 94, "GH200": 96, "B200": 180, "H20": 96}
 Unit = tuple[str, str, str]  # cluster, UUID, GPU_I_ID ("" for a whole GPU)
 Who = tuple[str, str, str]  # namespace, pod, container
 
 
 def gpu_memory_gb(model: str) -> int | None:
-    found = GPU_MEMORY.search(model)
-    if found:
-        return int(found[1])
+    """The GPU's memory in GB, from its ``modelName`` (None: unknown)."""
     for name, gb in sorted(MEMORY_GB.items(), key=lambda kv: -len(kv[0])):
         if name in model:
             return gb
-    return None
+    found = GPU_MEMORY.search(model)
+    return int(found[1]) if found else None
 
 
 def mig_slices(profile: str, model: str) -> tuple[int, int | None]:

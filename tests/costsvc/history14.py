@@ -22,6 +22,30 @@ GPU-S5  lost/p holds it all hour at 50 %; gpu_device_up 0 from 10:20 to 10:40 (n
         waste 833333; the lost 20 minutes: idle 0.833333, all of it unavailable, 0.333333
         unavailable GPU-hours on node-5
 fleet = 5 x 2.50 = 12.500000
+
+hour 2026-11-14 10:00 UTC (test_dcgm_source.py): NVIDIA dcgm-exporter 4.x + kube-state-metrics
+only (no series of our exporter), label sets as upstream writes them (costsvc/ingest/dcgm_source.py)
+dgx-a     (`Hostname`, releases) 2 H100, capacity nvidia_com_gpu 2
+  GPU-DA0 train/t1 (pod labels on dcgm-exporter's series) all hour, GR_ENGINE_ACTIVE 0.7 (and
+          GPU_UTIL 60: the profiling field wins); relabelled team red -> blue at 10:30
+          -> blue: allocated 2.500000, used 1.750000, waste 0.750000
+  GPU-DA1 batch/job until it completes at 10:30 (labels gone, phase Succeeded), util 100 %
+          -> job: allocated 1.250000, used 1.250000; idle 1.250000 (0.5 GPU-hours)
+mig-node  (`hostname`, dcgm-exporter main) GPU-DM H100 80GB as 3g.40gb (GI 1, mig/m3) + 2g.20gb
+          (GI 5, mig/m2) + 1g.10gb (GI 13, mig/m1) + 1g.10gb (GI 14, unheld), each at 0.5:
+          allocated round(2.5 x 6/7) = 2142857 split 3:2:1 by largest remainder
+          -> m3 1071428 / m2 714286 / m1 357143; used 535714 / 357143 / 178572 (half to
+             even); idle 357143
+ts-node   (`Hostname`) GPU-DT0, GPU-DT1 time-sliced x 4 (capacity nvidia_com_gpu 8); dcgm-exporter
+          names only ts/b on both (it keeps one sharing pod per device): not used.
+          Requests: ts/a 1 replica, ts/b 2, ts/c 1 but Pending all hour (never Running).
+          -> a 1/8 of each GPU: 2 x 0.312500 = 0.625000; b 2 x 0.625000 = 1.250000; c nothing;
+             efficiency unknown (no per-container usage): used = waste = 0; idle 3.125000.
+             Documented approximation: our exporter knows the replica's GPU; the team totals
+             are the same, the per-GPU split is the pool's
+plain-node GPU-DP, no pod labels (Kubernetes mapping off): plain/q requests 1 GPU, Running all
+          hour, util 40 % -> allocated 2.500000, used 1.000000 (from the requests)
+fleet = 6 x 2.50 = 15.000000
 """
 
 from __future__ import annotations
@@ -113,7 +137,131 @@ def sample_resolution(h: History) -> None:
         h.add("kube_pod_labels", {"namespace": ns, "pod": pod, "label_team": pod}, 1, s, e)
 
 
+DCGM_HOUR = datetime(2026, 11, 14, 10, tzinfo=UTC)
+TD = int(DCGM_HOUR.timestamp())
+DRIVER = {"DCGM_FI_DRIVER_VERSION": "570.133.20"}
+
+
+def dcgm_gpu(uuid: str, index: int, node: str, host_label: str = "Hostname") -> dict[str, str]:
+    """dcgm-exporter's labels of a GPU's series (render_metrics.go), in its order."""
+    return {
+        "gpu": str(index),
+        "UUID": uuid,
+        "pci_bus_id": f"00000000:{index + 0x18:02X}:00.0",
+        "device": f"nvidia{index}",
+        "modelName": H100,
+        host_label: node,
+        **DRIVER,
+    }
+
+
+def on_pod(labels: dict[str, str], ns: str, pod: str) -> dict[str, str]:
+    """What its Kubernetes mapping adds to the series of a device a container holds."""
+    return {**labels, "pod": pod, "namespace": ns, "container": "main"}
+
+
+def ksm_pod(h: History, ns: str, pod: str, node: str, resource: str, q: int, running: list) -> None:
+    """kube-state-metrics' series of a pod: its GPU request, phase and info."""
+    uid = f"uid-{ns}-{pod}"
+    pod_labels = {"namespace": ns, "pod": pod, "uid": uid}
+    req = {**pod_labels, "container": "main", "node": node, "resource": resource, "unit": "integer"}
+    h.add("kube_pod_container_resource_requests", req, q, TD - 60, TD + 3600)
+    h.add(
+        "kube_pod_info", {**pod_labels, "host_ip": "10.0.0.1", "node": node}, 1, TD - 60, TD + 3600
+    )
+    for start, stop, phase in running:
+        for name in ("Pending", "Succeeded", "Failed", "Unknown", "Running"):
+            h.add(
+                "kube_pod_status_phase",
+                {**pod_labels, "phase": name},
+                int(name == phase),
+                start,
+                stop,
+            )
+
+
+def dcgm_exporter(h: History) -> None:
+    s, half, e = TD, TD + 1800, TD + 3600
+    cap = "kube_node_status_capacity"
+
+    def node_capacity(node: str, resource: str, units: int) -> None:
+        h.add(cap, {"node": node, "resource": resource, "unit": "integer"}, units, s - 60, e)
+
+    def team(ns: str, pod: str, name: str, start: int = s, stop: int = e) -> None:
+        labels = {"namespace": ns, "pod": pod, "uid": f"uid-{ns}-{pod}", "label_team": name}
+        h.add("kube_pod_labels", labels, 1, start, stop)
+
+    # dgx-a: two whole GPUs, pod labels on dcgm-exporter's series
+    node_capacity("dgx-a", "nvidia_com_gpu", 2)
+    a0, a1 = dcgm_gpu("GPU-DA0", 0, "dgx-a"), dcgm_gpu("GPU-DA1", 1, "dgx-a")
+    t1 = on_pod(a0, "train", "t1")
+    for name, value in (("DCGM_FI_DEV_FB_USED", 40000), ("DCGM_FI_DEV_GPU_UTIL", 60)):
+        h.add(name, t1, value, s - 60, e)
+    h.add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", t1, 0.7, s - 60, e)
+    ksm_pod(h, "train", "t1", "dgx-a", "nvidia_com_gpu", 1, [(s - 60, e, "Running")])
+    team("train", "t1", "red", s, half)
+    team("train", "t1", "blue", half, e)
+    job = on_pod(a1, "batch", "job")
+    h.add("DCGM_FI_DEV_FB_USED", job, 30000, s - 60, half)
+    h.add("DCGM_FI_DEV_GPU_UTIL", job, 100, s - 60, half)
+    h.add("DCGM_FI_DEV_FB_USED", a1, 0, half, e)  # the device-level series again
+    h.add("DCGM_FI_DEV_GPU_UTIL", a1, 0, half, e)
+    ksm_pod(
+        h,
+        "batch",
+        "job",
+        "dgx-a",
+        "nvidia_com_gpu",
+        1,
+        [(s - 60, half, "Running"), (half, e, "Succeeded")],
+    )
+    team("batch", "job", "job")
+
+    # mig-node: 3g + 2g + 1g + 1g, dcgm-exporter main's lower-case hostname label
+    m = dcgm_gpu("GPU-DM", 0, "mig-node", "hostname")
+    layout = (
+        ("1", "3g.40gb", "m3"),
+        ("5", "2g.20gb", "m2"),
+        ("13", "1g.10gb", "m1"),
+        ("14", "1g.10gb", None),
+    )
+    for gi, profile, pod in layout:
+        inst = {**m, "GPU_I_PROFILE": profile, "GPU_I_ID": gi}
+        labels = on_pod(inst, "mig", pod) if pod else inst
+        h.add("DCGM_FI_DEV_FB_USED", labels, 1000, s - 60, e)
+        h.add("DCGM_FI_PROF_GR_ENGINE_ACTIVE", labels, 0.5 if pod else 0, s - 60, e)
+        if pod:
+            resource = "nvidia_com_mig_" + profile.replace(".", "_")
+            ksm_pod(h, "mig", pod, "mig-node", resource, 1, [(s - 60, e, "Running")])
+            team("mig", pod, pod)
+    for resource, units in (
+        ("nvidia_com_mig_3g_40gb", 1),
+        ("nvidia_com_mig_2g_20gb", 1),
+        ("nvidia_com_mig_1g_10gb", 2),
+    ):
+        node_capacity("mig-node", resource, units)
+
+    # ts-node: two GPUs time-sliced x 4; dcgm-exporter names one sharing pod per GPU
+    node_capacity("ts-node", "nvidia_com_gpu", 8)
+    for i, uuid in enumerate(("GPU-DT0", "GPU-DT1")):
+        g = on_pod(dcgm_gpu(uuid, i, "ts-node"), "ts", "b")
+        h.add("DCGM_FI_DEV_FB_USED", g, 20000, s - 60, e)
+        h.add("DCGM_FI_DEV_GPU_UTIL", g, 50, s - 60, e)
+    for pod, q, phase in (("a", 1, "Running"), ("b", 2, "Running"), ("c", 1, "Pending")):
+        ksm_pod(h, "ts", pod, "ts-node", "nvidia_com_gpu", q, [(s - 60, e, phase)])
+        team("ts", pod, pod)
+
+    # plain-node: the Kubernetes mapping off: no pod labels, the request says who
+    node_capacity("plain-node", "nvidia_com_gpu", 1)
+    p = dcgm_gpu("GPU-DP", 0, "plain-node")
+    h.add("DCGM_FI_DEV_FB_USED", p, 10000, s - 60, e)
+    h.add("DCGM_FI_DEV_GPU_UTIL", p, 40, s - 60, e)
+    ksm_pod(h, "plain", "q", "plain-node", "nvidia_com_gpu", 1, [(s - 60, e, "Running")])
+    team("plain", "q", "q")
+
+
 def history14() -> str:
     h = History()
     sample_resolution(h)
+    dcgm_exporter(h)
     return h.text()
