@@ -11,18 +11,22 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 
 from costsvc import __version__
 from costsvc.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
+
+    from costsvc.ingest.prom import PrometheusReader
 
 PROG = "gpu-costsvc"
 log = logging.getLogger(PROG)
@@ -108,10 +112,22 @@ def _eol(i: int) -> str:
     return "\n" if i > 1 else ""
 
 
+def _reader(settings: Settings) -> PrometheusReader:
+    """The query API client of the settings (a bad token file fails start-up, naming it)."""
+    from costsvc.ingest.prom import PrometheusReader
+
+    try:
+        headers = settings.prometheus_request_headers()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"COSTSVC_PROMETHEUS_BEARER_TOKEN_FILE: {exc}") from None
+    return PrometheusReader(
+        settings.prometheus_url, headers=headers, params=settings.prometheus_params
+    )
+
+
 def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
     from costsvc.costmodel import CostModelError, load
     from costsvc.db.engine import make_engine
-    from costsvc.ingest.prom import PrometheusReader
     from costsvc.ingest.reprice import reprice, stale_hours
     from costsvc.ingest.run import ingest
 
@@ -121,8 +137,8 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
         model = load(settings.cost_model)
     except CostModelError as exc:
         raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+    reader = _reader(settings)
     engine = make_engine(settings.database_url)
-    reader = PrometheusReader(settings.prometheus_url)
     failed = 0
     try:
         # hours the cost model now prices differently (a new or back-dated version)
@@ -188,6 +204,7 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
             load(settings.cost_model)
         except CostModelError as exc:
             raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+        _reader(settings).close()  # a bad query-API token file fails here too
     host, _, port = settings.listen_address.rpartition(":")
     bind_host, bind_port = host.strip("[]") or "0.0.0.0", int(port)
     stop = threading.Event()
@@ -343,6 +360,10 @@ def main(argv: list[str] | None = None) -> int:
             err = exc.errors()[0]
             field = "COSTSVC_" + str(err["loc"][0]).upper()
             raise UsageError(f"{field}: {err['msg']}") from None
+        except SettingsError as exc:  # a complex value (a JSON object) that does not parse
+            named = re.search(r'field "(\w+)"', str(exc))
+            name = "COSTSVC_" + named.group(1).upper() if named else "COSTSVC_*"
+            raise UsageError(f"{name}: not valid JSON") from None
         if args.command == "db":
             from costsvc.db.migrate import downgrade, upgrade
 

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")  # RFC 9110 token
+_HEADER_VALUE = re.compile(r"[\x20-\x7e\t]{0,4096}")  # visible ASCII: no CR, LF or NUL
 
 
 class Settings(BaseSettings):
@@ -16,7 +20,25 @@ class Settings(BaseSettings):
         default="sqlite:///gpu-costsvc.db",
         description="SQLAlchemy URL: sqlite:///file.db, or postgresql+psycopg://… in production",
     )
-    prometheus_url: str = "http://localhost:9090"
+    prometheus_url: str = Field(
+        default="http://localhost:9090",
+        pattern=r"^https?://[^\s]+$",
+        description="base URL of a Prometheus-compatible query API (Prometheus, VictoriaMetrics "
+        "…/select/<tenant>/prometheus, Thanos Query, Mimir …/prometheus): docs/multicluster.md",
+    )
+    prometheus_headers: dict[str, str] = Field(
+        default_factory=dict,
+        description='JSON object of headers sent with every query, e.g. {"X-Scope-OrgID": "gpu"}',
+    )
+    prometheus_params: dict[str, str] = Field(
+        default_factory=dict,
+        description="JSON object of parameters added to every query, e.g. Thanos Query's "
+        '{"partial_response": "false", "max_source_resolution": "0s"}',
+    )
+    prometheus_bearer_token_file: Path | None = Field(
+        default=None,
+        description="a file holding a bearer token for the query API (read at start-up)",
+    )
     cost_model: Path | None = None
     cluster: str = "default"
     source: Literal["auto", "gpu-exporter", "dcgm-exporter"] = Field(
@@ -32,6 +54,35 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = None  # the label watcher of `serve`: a kubeconfig file,
     kube_api_url: str | None = None  # or an API URL without credentials (kubectl proxy);
     # in a pod, the in-cluster configuration is used when neither is set
+
+    @field_validator("prometheus_headers")
+    @classmethod
+    def _plain_headers(cls, headers: dict[str, str]) -> dict[str, str]:
+        for name, value in headers.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"{name[:40]!r} is not an HTTP header name")
+            if not _HEADER_VALUE.fullmatch(value):
+                raise ValueError(f"header {name}: control characters are not allowed")
+        return headers
+
+    @field_validator("prometheus_params")
+    @classmethod
+    def _own_params_kept(cls, params: dict[str, str]) -> dict[str, str]:
+        taken = {"query", "time"} & params.keys()
+        if taken:
+            raise ValueError(f"{', '.join(sorted(taken))}: set by the cost service itself")
+        return params
+
+    def prometheus_request_headers(self) -> dict[str, str]:
+        """The headers of every query: the configured ones and the bearer token from its file
+        (OSError and ValueError name the problem; the caller names the setting)."""
+        headers = dict(self.prometheus_headers)
+        if self.prometheus_bearer_token_file is not None:
+            token = self.prometheus_bearer_token_file.read_text().strip()
+            if not token or not _HEADER_VALUE.fullmatch(token):
+                raise ValueError("the file holds no usable token")
+            headers["Authorization"] = f"Bearer {token}"
+        return headers
 
     @field_validator("database_url")
     @classmethod

@@ -3,6 +3,7 @@ would paper over scrape gaps, which must not be billed)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -24,8 +25,24 @@ class Series:
 
 
 class PrometheusReader:
-    def __init__(self, url: str, timeout: float = 60.0) -> None:
-        self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout)
+    """One Prometheus-compatible query API: Prometheus, VictoriaMetrics, Thanos Query, Mimir.
+
+    ``headers`` go with every request (a tenant's ``X-Scope-OrgID`` for Mimir, an
+    ``Authorization`` bearer token); ``params`` are added to every query (Thanos Query's
+    ``partial_response=false`` and ``max_source_resolution=0s``: docs/multicluster.md).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        timeout: float = 60.0,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> None:
+        self._client = httpx.Client(
+            base_url=url.rstrip("/"), timeout=timeout, headers=dict(headers or {})
+        )
+        self._params = dict(params or {})
 
     def raw(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         """Every sample of ``selector`` in (at - seconds, at]."""
@@ -38,12 +55,16 @@ class PrometheusReader:
         for r in body["data"]["result"]:
             samples = []
             for t, v in r["values"]:
-                dt = times.get(t)
-                if dt is None:
-                    dt = times[t] = Decimal(str(t))
                 dv = values.get(v)
                 if dv is None:
                     dv = values[v] = Decimal(v)
+                if not dv.is_finite():
+                    # a staleness marker (VictoriaMetrics answers them as NaN) or a broken
+                    # reading: no reading, so the time around it is a gap, never billed
+                    continue
+                dt = times.get(t)
+                if dt is None:
+                    dt = times[t] = Decimal(str(t))
                 samples.append((dt, dv))
             out.append(Series(dict(r["metric"]), samples))
         return out
@@ -59,7 +80,7 @@ class PrometheusReader:
 
     def _get(self, params: dict[str, str], what: str) -> Any:
         try:
-            resp = self._client.get("/api/v1/query", params=params)
+            resp = self._client.get("/api/v1/query", params={**self._params, **params})
         except httpx.HTTPError as exc:
             raise PrometheusError(f"{what}: {exc}") from None
         if resp.status_code != 200:
@@ -67,6 +88,10 @@ class PrometheusReader:
         body = resp.json()
         if body.get("status") != "success":
             raise PrometheusError(f"{what}: {body.get('error', body)}")
+        if body.get("warnings"):
+            # Thanos Query (partial_response=true) and federated engines answer what they could
+            # reach with warnings: an incomplete answer is never billed; the hour is retried
+            raise PrometheusError(f"{what}: incomplete answer: {'; '.join(body['warnings'])[:200]}")
         return body
 
     def close(self) -> None:
