@@ -45,7 +45,14 @@ ts-node   (`Hostname`) GPU-DT0, GPU-DT1 time-sliced x 4 (capacity nvidia_com_gpu
              are the same, the per-GPU split is the pool's
 plain-node GPU-DP, no pod labels (Kubernetes mapping off): plain/q requests 1 GPU, Running all
           hour, util 40 % -> allocated 2.500000, used 1.000000 (from the requests)
-fleet = 6 x 2.50 = 15.000000
+vgpu-node (`--kubernetes-virtual-gpus`) GPU-DV time-sliced x 4 (capacity 4): a copy of each series
+          per sharing pod with its `vgpu` replica; DCGM_FI_DEV_GPU_UTIL of the copy is the pod's
+          own (per-process) utilisation: v/x 30 %, v/y 10 %
+          -> 0.625000 each; x: busy min(900, 1080) -> used 0.625000; y: 360 of 900 share-s ->
+             used 0.250000, waste 0.375000; idle 1.250000
+dra-node  GPU-DD in one DRA claim (`dra_*` labels) shared by dra/p1 and dra/p2 all hour: an
+          equal half each, 1.250000; efficiency unknown (who used it is not known)
+fleet = 8 x 2.50 = 20.000000
 """
 
 from __future__ import annotations
@@ -258,6 +265,32 @@ def dcgm_exporter(h: History) -> None:
     h.add("DCGM_FI_DEV_GPU_UTIL", p, 40, s - 60, e)
     ksm_pod(h, "plain", "q", "plain-node", "nvidia_com_gpu", 1, [(s - 60, e, "Running")])
     team("plain", "q", "q")
+
+    # vgpu-node: --kubernetes-virtual-gpus, one copy per sharing pod with its replica
+    node_capacity("vgpu-node", "nvidia_com_gpu", 4)
+    v = dcgm_gpu("GPU-DV", 0, "vgpu-node")
+    h.add("DCGM_FI_DEV_GPU_UTIL", v, 40, s - 60, e)  # the device-level series stays
+    for pod, replica, own in (("x", "0", 30), ("y", "1", 10)):
+        copy = {**on_pod(v, "v", pod), "vgpu": replica}
+        h.add("DCGM_FI_DEV_FB_USED", copy, 5000, s - 60, e)
+        h.add("DCGM_FI_DEV_GPU_UTIL", copy, own, s - 60, e)
+        ksm_pod(h, "v", pod, "vgpu-node", "nvidia_com_gpu", 1, [(s - 60, e, "Running")])
+        team("v", pod, pod)
+
+    # dra-node: one GPU in a DRA claim two pods share
+    dd = dcgm_gpu("GPU-DD", 0, "dra-node")
+    claim = {
+        "dra_claim_name": "shared-gpu",
+        "dra_claim_namespace": "dra",
+        "dra_driver_name": "gpu.nvidia.com",
+        "dra_pool_name": "dra-node",
+        "dra_device_name": "gpu-0",
+    }
+    for pod in ("p1", "p2"):
+        copy = {**on_pod(dd, "dra", pod), **claim}
+        h.add("DCGM_FI_DEV_FB_USED", copy, 5000, s - 60, e)
+        h.add("DCGM_FI_DEV_GPU_UTIL", copy, 80, s - 60, e)
+        team("dra", pod, pod)
 
 
 def history14() -> str:

@@ -52,6 +52,13 @@ def test_dcgm_exporter_and_kube_state_metrics(
         f"{IDLE}@ts-node": (0, 0, 0, 3_125_000),
         # no pod labels on the node: the request says who holds its one GPU
         "q": (2_500_000, 1_000_000, 1_500_000, 0),
+        # --kubernetes-virtual-gpus: the replica's exact GPU, and the pod's own utilisation
+        "x": (625_000, 625_000, 0, 0),
+        "y": (625_000, 250_000, 375_000, 0),
+        f"{IDLE}@vgpu-node": (0, 0, 0, 1_250_000),
+        # one DRA claim, two pods: half each, efficiency unknown
+        "p1": (1_250_000, 0, 0, 0),
+        "p2": (1_250_000, 0, 0, 0),
     }
     assert assert_every_hour_adds_up(db_url) == 1
     engine = create_engine(db_url)
@@ -69,6 +76,8 @@ def test_dcgm_exporter_and_kube_state_metrics(
         "GPU-DT0": ("ts-node", H100),
         "GPU-DT1": ("ts-node", H100),
         "GPU-DP": ("plain-node", H100),
+        "GPU-DV": ("vgpu-node", H100),
+        "GPU-DD": ("dra-node", H100),
     }
     # the documented approximation: a replica's exact GPU is unknown, so ts/a holds 1/8 of
     # each GPU of the pool for the hour (our exporter: 1/4 of the one it was given)
