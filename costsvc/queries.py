@@ -53,6 +53,8 @@ class Totals:
     waste: int = 0
     idle: int = 0
     gpu_hours: int = 0
+    unavailable: int = 0  # of idle: lost GPU time (docs/cost-model.md)
+    unavailable_gpu_hours: int = 0
 
     @property
     def total(self) -> int:
@@ -73,6 +75,8 @@ class Totals:
             "unmeasured_cost": money(self.unmeasured),
             "idle_cost": money(self.idle),
             "gpu_hours": money(self.gpu_hours),
+            "unavailable_cost": money(self.unavailable),
+            "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
             "efficiency": None if eff is None else str(eff.quantize(ONE)),
         }
 
@@ -91,6 +95,8 @@ def sums(t: Any) -> tuple[Any, ...]:
         func.sum(t.waste),
         func.sum(t.idle),
         func.sum(t.gpu_hours),
+        func.sum(t.unavailable),
+        func.sum(t.unavailable_gpu_hours),
     )
 
 

@@ -5,12 +5,14 @@ prices (hand-computed figures in history14.py)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 from sqlalchemy import create_engine, select
 
 from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence
+from costsvc.queries import costs
 from tests.costsvc.history import as_utc, assert_every_hour_adds_up, ingest_with, model
 from tests.costsvc.history14 import SAMPLE_HOUR
 from tests.prom import Prometheus
@@ -65,6 +67,18 @@ def test_used_cost_at_sample_resolution(prometheus14: Prometheus, db_url: str) -
     engine.dispose()
     assert {as_utc(h) for h in hours} == {SAMPLE_HOUR}
     assert lost == {"GPU-S1": 0, "GPU-S2": 0, "GPU-S3": 0, "GPU-S4": 0, "GPU-S5": 1_200_000_000}
+    # what /v1/costs answers: the broken hardware's cost, where it was
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        answer = costs(
+            conn, SAMPLE_HOUR, SAMPLE_HOUR + timedelta(hours=1), ["team", "node"], None, {}
+        )
+    engine.dispose()
+    idle_rows = {r["group"]["node"]: r for r in answer if r["group"]["team"] == IDLE}
+    assert idle_rows["node-5"]["unavailable_cost"] == "0.833333"
+    assert idle_rows["node-5"]["unavailable_gpu_hours"] == "0.333333"
+    assert idle_rows["node-1"]["unavailable_cost"] == "0.000000"
+    assert idle_rows["node-1"]["gpu_hours"] == "0.500000"
 
 
 def test_mig_memory_basis_unit_prices(prometheus14: Prometheus, db_url: str) -> None:

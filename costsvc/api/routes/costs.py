@@ -43,6 +43,8 @@ class CostRow(BaseModel):
     unmeasured_cost: str  # allocated cost with no utilisation series: neither used nor waste
     idle_cost: str
     gpu_hours: str
+    unavailable_cost: str  # of idle_cost: GPU time lost to broken hardware (gpu_device_up 0)
+    unavailable_gpu_hours: str
     efficiency: str | None  # used / (used + allocated_idle); null when nothing was measured
 
 
