@@ -9,10 +9,17 @@ Per physical GPU and hour (docs/cost-model.md):
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
-- **used** = allocated x utilisation; **waste** = allocated - used; a holding with no
+- **used** = allocated x the utilisation of what the holder held (costsvc/ingest/window.py
+  measures it at sample resolution: ``busy_share_seconds`` / ``share_seconds``); **waste** =
+  allocated - used; a holding with no
   utilisation series at all (an A100 MIG instance: no device utilisation in MIG mode, no GPM
   before Hopper) is neither used nor waste: its efficiency is unknown, never 0 % or 100 %, and
   its allocated cost stays *unmeasured* (allocated - used - waste);
+- **lost** GPU time (``lost_seconds``: the ingest already cut it out of the holders' shares)
+  is idle, counted as ``unavailable`` on the ``__idle__`` line of its node and model whatever
+  the idle policy;
+- **GPU-hours** follow the MIG basis in force, split per GPU so they add up; ``__idle__``
+  lines carry the GPU-hours nobody held;
 - **idle** = the GPU's cost - allocated: its own ``__idle__`` line (``separate``), or spread over
   the hour's lines by allocated cost (``weighted``) or equally over teams (``even``).
 
@@ -128,11 +135,12 @@ def busy_seconds(
     sm_seconds: Decimal | None,
     utilisation: Decimal | None,
 ) -> Decimal | None:
-    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time (at
-    most its share); otherwise its share x the device's (GPU or MIG instance) mean
-    utilisation over the hour, capped at 1. None (unknown) where there is no series to tell:
-    ``sm_seconds`` None means no per-container data for the GPU, ``utilisation`` None no
-    utilisation series for the device."""
+    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time while
+    it held (at most its share); otherwise its share x ``utilisation``, the device's (GPU or
+    MIG instance) utilisation over the samples it held (costsvc/ingest/window.py), capped at
+    1. None (unknown) where there is no series to tell: ``sm_seconds`` None means no
+    per-container data for the GPU, ``utilisation`` None no utilisation series for the
+    device while it was held."""
     if shared and sm_seconds is not None:
         return min(share_seconds, sm_seconds)
     if utilisation is None:
