@@ -166,6 +166,11 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
         present = us(w.present(merged(group)))
         if present > 0:
             add_gpu(facts, cluster, uuid, group[-1].labels, present)
+    mig_gpus = {(c, uuid) for c, uuid, gi in devices if gi}
+    for unit in [u for u in devices if not u[2] and u[:2] in mig_gpus]:
+        # a MIG GPU's own series: dcgm-exporter labels them with one of its instances' pods
+        # (toDeviceToPod maps the parent UUID too); the instances are what is held
+        del devices[unit]
     for d in devices.values():
         if d.unit[2]:
             d.compute, d.memory = mig_slices(d.profile, d.model)

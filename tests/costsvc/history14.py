@@ -241,6 +241,8 @@ def dcgm_exporter(h: History) -> None:
             resource = "nvidia_com_mig_" + profile.replace(".", "_")
             ksm_pod(h, "mig", pod, "mig-node", resource, 1, [(s - 60, e, "Running")])
             team("mig", pod, pod)
+    # the GPU's own series: dcgm-exporter labels them with one of its instances' pods
+    h.add("DCGM_FI_DEV_FB_USED", on_pod(m, "mig", "m1"), 4000, s - 60, e)
     for resource, units in (
         ("nvidia_com_mig_3g_40gb", 1),
         ("nvidia_com_mig_2g_20gb", 1),
