@@ -11,7 +11,7 @@ value into the window. Time is in seconds, values are Decimal, results are exact
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
@@ -83,6 +83,9 @@ def total(ps: Iterable[Piece]) -> Decimal:
 def summed(functions: Iterable[Sequence[Piece]]) -> list[Piece]:
     """The sum of several step functions (e.g. the series of one holding across a label change),
     as non-overlapping pieces; where none is defined, the sum is undefined (no piece)."""
+    functions = list(functions)
+    if len(functions) == 1:  # the common case: one series, already non-overlapping
+        return list(functions[0])
     edges: dict[Decimal, Decimal] = {}  # time -> change of the value there
     count: dict[Decimal, int] = {}  # time -> change of how many functions are defined
     for f in functions:
@@ -104,20 +107,24 @@ def summed(functions: Iterable[Sequence[Piece]]) -> list[Piece]:
 
 def overlap(
     a: Sequence[Piece], b: Sequence[Piece]
-) -> Iterator[tuple[Decimal, Decimal, Decimal, Decimal]]:
+) -> list[tuple[Decimal, Decimal, Decimal, Decimal]]:
     """(since, until, value of a, value of b) wherever both step functions are defined; each
     sorted and non-overlapping (as :func:`pieces` and :func:`summed` give them)."""
+    out = []
     i = j = 0
-    while i < len(a) and j < len(b):
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
         a0, a1, va = a[i]
         b0, b1, vb = b[j]
-        since, until = max(a0, b0), min(a1, b1)
+        since = a0 if a0 > b0 else b0
+        until = a1 if a1 < b1 else b1
         if until > since:
-            yield since, until, va, vb
+            out.append((since, until, va, vb))
         if a1 <= b1:
             i += 1
         else:
             j += 1
+    return out
 
 
 def without(ps: Sequence[Piece], holes: Sequence[tuple[Decimal, Decimal]]) -> list[Piece]:

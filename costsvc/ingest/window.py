@@ -131,15 +131,19 @@ def measure(
     held = [p for p in without(share, lost) if p[2] > 0]
     seconds = total(held)
     util: Decimal | None = None
+    one = Decimal(1)
     if utilisation is not None:
         busy = measured = Decimal(0)
         for since, until, s, u in overlap(held, utilisation):
-            busy += s * min(u, Decimal(1)) * (until - since)
-            measured += s * (until - since)
+            part = s * (until - since)
+            measured += part
+            busy += part * (u if u < one else one)
         util = busy / measured if measured else None
     own: Decimal | None = None
     if sm is not None:
-        own = sum((v * (until - since) for since, until, _, v in overlap(held, sm)), Decimal(0))
+        own = Decimal(0)
+        for since, until, _, v in overlap(held, sm):
+            own += v * (until - since)
     return seconds, util, own
 
 
