@@ -42,6 +42,7 @@ from costsvc.money import MICRO, round_micro, split
 HOUR = Decimal(3600)
 _KEY_OF = attrgetter(*KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
+GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +57,15 @@ class GpuHour:
     present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
     lost_seconds: Decimal = Decimal(0)  # of which reported lost (gpu_device_up 0)
 
+    @property
+    def key(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
+
 
 @dataclass(frozen=True, slots=True)
 class Holding:
-    """A container's hold on one device unit of a GPU during one hour."""
+    """A container's hold on one device unit of a GPU during one hour. The GPU is
+    (``cluster``, ``gpu_uuid``): the same UUID in two clusters is two GPUs."""
 
     gpu_uuid: str
     namespace: str
@@ -73,6 +79,11 @@ class Holding:
     memory_slices: int | None = None
     gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
     mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
+    cluster: str = field(kw_only=True)  # the GPU's cluster
+
+    @property
+    def gpu(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +130,7 @@ class HourFacts:
     holdings: list[Holding] = field(default_factory=list)
     pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
     namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    cluster_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> cluster
-    node_of: dict[str, str] = field(default_factory=dict)  # GPU UUID -> node
+    node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
 
 
 def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
@@ -155,8 +165,8 @@ class HourResult:
     hour: datetime
     lines: list[Line] = field(default_factory=list)
     fleet_cost: int = 0
-    gpu_cost: dict[str, int] = field(default_factory=dict)  # per GPU UUID
-    gpu_price: dict[str, int] = field(default_factory=dict)  # per GPU UUID, per GPU-hour
+    gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
+    gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
 
     def total(self) -> int:
         return sum(line.allocated + line.idle for line in self.lines)
@@ -187,9 +197,9 @@ def attribute_hour(
     owner (None: nobody, ``__unallocated__``). Holdings of GPUs not in ``gpus`` are ignored:
     the caller makes every held GPU present (costsvc.ingest.hour does)."""
     gpus = list(gpus)
-    by_gpu: dict[str, list[Holding]] = {}
+    by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
-        by_gpu.setdefault(h.gpu_uuid, []).append(h)
+        by_gpu.setdefault(h.gpu, []).append(h)
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     basis = model.policies.mig_share_basis
@@ -202,10 +212,10 @@ def attribute_hour(
         price = prices[(g.model, g.node_pool)]
         present = min(g.present_seconds, HOUR)
         cost = round_micro(price * present / HOUR)
-        result.gpu_cost[g.gpu_uuid] = cost
-        result.gpu_price[g.gpu_uuid] = price
+        result.gpu_cost[g.key] = cost
+        result.gpu_price[g.key] = price
         result.fleet_cost += cost
-        held = by_gpu.get(g.gpu_uuid, [])
+        held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis) for h in held]
         priced = _by_usage(held, weights) if usage_policy else weights
         allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), cost)
@@ -284,8 +294,9 @@ def attribute_hour(
     return result
 
 
-def _order(h: Holding) -> tuple[str, int, str, str, str]:
-    return (h.gpu_uuid, -1 if h.gi_id is None else h.gi_id, h.namespace, h.pod, h.container)
+def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
+    gi = -1 if h.gi_id is None else h.gi_id
+    return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
 def _weight(h: Holding, basis: str) -> Decimal:

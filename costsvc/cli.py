@@ -51,6 +51,11 @@ def build_parser() -> argparse.ArgumentParser:
     ingest = sub.add_parser("ingest", help="ingest complete hours from Prometheus")
     ingest.add_argument("--start", help="first hour (ISO 8601, UTC); default: after the watermark")
     ingest.add_argument("--end", help="stop before this instant; default: now")
+    ingest.add_argument(
+        "--status",
+        action="store_true",
+        help="list the failed hours (exit 1 if there are any) and ingest nothing",
+    )
     serve = sub.add_parser("serve", help="ingest every hour, a few minutes past the hour")
     serve.add_argument(
         "--delay",
@@ -72,6 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     close = sub.add_parser("close", help="freeze a month: later data becomes corrections")
     close.add_argument("--month", required=True, help="YYYY-MM (a month that has ended)")
     close.add_argument("--as", dest="actor", default="cli", help="who closes it (audit log)")
+    close.add_argument(
+        "--force",
+        action="store_true",
+        help="close even with failed or missing hours (they are recorded in the audit log)",
+    )
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
@@ -81,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _hours(
-    settings: Settings, engine: Engine, start: str | None, end: str | None
+    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
 ) -> list[datetime]:
     from costsvc.costmodel import utc
     from costsvc.ingest.run import complete_hours, pending_hours
@@ -91,8 +101,8 @@ def _hours(
         begin = utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
-    if begin is None:  # failed hours, then everything after the watermark
-        return pending_hours(engine, settings.cluster, stop)
+    if begin is None:  # everything after the watermark, then failed hours due for a retry
+        return pending_hours(engine, settings.cluster, stop, model_id=model_id)
     return complete_hours(begin, stop)
 
 
@@ -127,6 +137,7 @@ def _reader(settings: Settings) -> PrometheusReader:
 
 def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
     from costsvc.costmodel import CostModelError, load
+    from costsvc.db import runs
     from costsvc.db.engine import make_engine
     from costsvc.ingest.reprice import reprice, stale_hours
     from costsvc.ingest.run import ingest
@@ -153,25 +164,57 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             _progress("repriced", i, len(stale), hour)
         if stale:
             print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
-        hours = _hours(settings, engine, start, end)
-        done = 0
-        for i, hour in enumerate(hours, 1):
-            report = ingest(engine, reader, model, settings.cluster, [hour], settings.source)
-            done += len(report.done)
-            if report.failed:
+        hours = _hours(settings, engine, start, end, runs.record_cost_model(engine, model))
+        done = seen = 0
+
+        def progress(hour: datetime, error: str | None) -> None:
+            nonlocal done, failed, seen
+            seen += 1
+            i = seen
+            if error is None:
+                done += 1
+                _progress("ingested", i, len(hours), hour)
+            else:
                 failed += 1
                 print(
-                    f"{_eol(i)}{PROG}: {hour:%Y-%m-%d %H:00} failed: {report.failed[hour]} "
-                    "(it will be retried)",
+                    f"{_eol(i)}{PROG}: {hour:%Y-%m-%d %H:00} failed: {error} "
+                    "(it will be retried; see ingest --status)",
                     file=sys.stderr,
                 )
-                break
-            _progress("ingested", i, len(hours), hour)
+
+        ingest(engine, reader, model, settings.cluster, hours, progress, settings.source)
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
     finally:
         reader.close()
         engine.dispose()
+
+
+def _ingest_status(settings: Settings) -> int:
+    """Each cluster's watermark, and every failed hour: attempts, next retry, last error."""
+    from costsvc.db.engine import make_engine
+    from costsvc.db.runs import failed_hour_states, watermarks
+    from costsvc.ingest.run import retry_delay
+    from costsvc.utc import iso_z
+
+    engine = make_engine(settings.database_url)
+    try:
+        marks = watermarks(engine)
+        failed = failed_hour_states(engine)
+    finally:
+        engine.dispose()
+    for cluster, hour in sorted(marks.items()):
+        print(f"cluster {cluster}: ingested up to {iso_z(hour)} (the hour starting then)")
+    if not failed:
+        print("no failed hours")
+        return 0
+    print(f"{len(failed)} failed hour(s):")
+    print("cluster\thour\tattempts\tnext retry\terror")
+    for f in failed:
+        retry = iso_z(f.last_attempt_at + retry_delay(f.attempts))
+        error = (f.error or "").replace("\t", " ").replace("\n", " ")
+        print(f"{f.cluster}\t{iso_z(f.hour)}\t{f.attempts}\t{retry}\t{error}")
+    return 1
 
 
 def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
@@ -281,13 +324,16 @@ def _report(settings: Settings, month: str, fmt: str, out: str | None, group_by:
     return 0
 
 
-def _close(settings: Settings, month: str, actor: str) -> int:
-    from costsvc.close import MonthError, close_month
+def _close(settings: Settings, month: str, actor: str, force: bool = False) -> int:
+    from costsvc.close import MonthError, MonthIncomplete, close_month
     from costsvc.db.engine import make_engine
 
     engine = make_engine(settings.database_url)
     try:
-        closed = close_month(engine, month, actor, datetime.now(UTC))
+        closed = close_month(engine, month, actor, datetime.now(UTC), force)
+    except MonthIncomplete as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 3
     except MonthError as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:
@@ -373,6 +419,8 @@ def main(argv: list[str] | None = None) -> int:
                 downgrade(settings.database_url, args.revision or "base")
             return 0
         if args.command == "ingest":
+            if args.status:
+                return _ingest_status(settings)
             return _ingest(settings, args.start, args.end)
         if args.command == "serve":
             if not 1 <= args.workers <= 64:
@@ -381,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return _report(settings, args.month, args.format, args.output, args.group_by)
         if args.command == "close":
-            return _close(settings, args.month, args.actor)
+            return _close(settings, args.month, args.actor, args.force)
         return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

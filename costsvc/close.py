@@ -4,33 +4,133 @@ Only a month that has ended can be closed, and only once. From then on its charg
 never change (later data and back-dated prices become corrections in the next open month:
 costsvc/db/lines.py), so its reports are byte-identical on every export; the hashes recorded
 here are what every later export gives.
+
+A month is complete when every hour of it, from the hour each cluster's ingestion began, has
+been ingested. While some hour of it failed (its latest ingest run failed) or is missing (never
+ingested), the close is refused naming those hours (:class:`MonthIncomplete`), unless forced;
+a forced close records the hours it skipped in the audit log.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Engine
 
 from costsvc.chargeback import parse_month
 from costsvc.db.months import Closed, mark_closed, month_close, record_hashes
+from costsvc.db.runs import done_hours, failed_hour_states, first_hours
 from costsvc.reports import chargeback_csv, focus_csv, sha256_of
+from costsvc.utc import iso_z
+
+HOUR = timedelta(hours=1)
 
 
 class MonthError(ValueError):
     """A month that cannot be closed (yet): the message says why."""
 
 
-def close_month(engine: Engine, month: str, actor: str, now: datetime) -> Closed:
+@dataclass(frozen=True, slots=True)
+class Span:
+    """Consecutive hours of one cluster in one state: [first, last] inclusive."""
+
+    cluster: str
+    state: str  # failed | missing
+    first: datetime
+    last: datetime
+
+    @property
+    def hours(self) -> int:
+        return int((self.last - self.first) / HOUR) + 1
+
+    def text(self) -> str:
+        if self.first == self.last:
+            return f"{self.cluster} {iso_z(self.first)}"
+        return f"{self.cluster} {iso_z(self.first)}..{iso_z(self.last)} ({self.hours} hours)"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "state": self.state,
+            "first": iso_z(self.first),
+            "last": iso_z(self.last),
+            "hours": self.hours,
+        }
+
+
+class MonthIncomplete(MonthError):
+    """The month has failed or missing hours; ``spans`` names them."""
+
+    def __init__(self, month: str, spans: list[Span]) -> None:
+        self.spans = spans
+        parts = []
+        for state in ("failed", "missing"):
+            mine = [s for s in spans if s.state == state]
+            if mine:
+                n = sum(s.hours for s in mine)
+                parts.append(f"{n} {state} hour(s): " + ", ".join(s.text() for s in mine))
+        super().__init__(
+            f"month {month} is incomplete: " + "; ".join(parts) + " (ingest them, or force the "
+            "close: the skipped hours are recorded in the audit log)"
+        )
+
+
+def _spans(cluster: str, state: str, hours: list[datetime]) -> list[Span]:
+    out: list[Span] = []
+    for h in sorted(hours):
+        if out and out[-1].last + HOUR == h:
+            out[-1] = Span(cluster, state, out[-1].first, h)
+        else:
+            out.append(Span(cluster, state, h, h))
+    return out
+
+
+def month_gaps(engine: Engine, month: str) -> list[Span]:
+    """The month's failed and missing hours per cluster, as spans. An hour is missing when
+    no ingest of it is done and none failed, from the first hour the cluster's ingestion ever
+    tried (hours before a cluster was ingested at all are not its history)."""
+    start, end = parse_month(month)
+    done = done_hours(engine, start, end)
+    failed: dict[str, list[datetime]] = {}
+    for f in failed_hour_states(engine):
+        if start <= f.hour < end:
+            failed.setdefault(f.cluster, []).append(f.hour)
+    spans: list[Span] = []
+    for cluster, first in sorted(first_hours(engine).items()):
+        bad = set(failed.get(cluster, []))
+        missing = []
+        h = max(first, start)
+        while h < end:
+            if h not in bad and h not in done.get(cluster, set()):
+                missing.append(h)
+            h += HOUR
+        spans += _spans(cluster, "failed", sorted(bad))
+        spans += _spans(cluster, "missing", missing)
+    return spans
+
+
+def close_month(
+    engine: Engine, month: str, actor: str, now: datetime, force: bool = False
+) -> Closed:
+    """Close ``month``. Refused (:class:`MonthIncomplete`) while it has failed or missing
+    hours, unless ``force``: then the hours skipped are recorded with the close."""
     _, end = parse_month(month)
     if end > now:
         raise MonthError(f"month {month} has not ended yet (it ends {end:%Y-%m-%dT%H:%M:%SZ})")
+    if month_close(engine, month) is not None:
+        raise MonthError(f"month {month} is already closed")
+    gaps = month_gaps(engine, month)
+    if gaps and not force:
+        raise MonthIncomplete(month, gaps)
     if not mark_closed(engine, month, now, actor):
         raise MonthError(f"month {month} is already closed")
     # its rows are frozen from here on: hash the reports as every later export will give them
     csv_hash = sha256_of(chargeback_csv(engine, month))
     focus_hash = sha256_of(focus_csv(engine, month))
-    record_hashes(engine, month, csv_hash, focus_hash, actor)
+    extra = {"forced": True, "skipped": [s.as_dict() for s in gaps]} if force else {}
+    record_hashes(engine, month, csv_hash, focus_hash, actor, extra)
     found = month_close(engine, month)
     assert found is not None
     return found

@@ -12,6 +12,7 @@ from sqlalchemy import Engine
 
 from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
 from costsvc.db.budgets import budgets
+from costsvc.db.runs import failed_hour_counts
 from costsvc.queries import (
     PodMoney,
     efficiency,
@@ -73,6 +74,12 @@ FAMILIES = (
         ["cluster"],
     ),
     ("costsvc_ingest_lag_seconds", "Now - end of the last ingested hour", ["cluster"]),
+    (
+        "costsvc_ingest_failed_hours",
+        "Hours whose ingest failed and has not succeeded since (retried with back-off; "
+        "GET /v1/ingest/failed-hours names them)",
+        ["cluster"],
+    ),
 )
 
 
@@ -124,6 +131,7 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             )
         per_pod = pod_money(conn, start, end)
         states, failed = ingest_state(conn)
+        failing = failed_hour_counts(conn)
     team_budget = {b.team: b.amount for b in all_budgets if not b.project}
     _top_pods(g, per_pod, team_budget)
     for s in states:
@@ -135,6 +143,8 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
         g["costsvc_ingest_lag_seconds"].add_metric([s.cluster], max(0.0, lag))
     for cluster in sorted({s.cluster for s in states} | set(failed)):
         errors.add_metric([cluster], float(failed.get(cluster, 0)))
+    for cluster in sorted({s.cluster for s in states} | set(failing)):
+        g["costsvc_ingest_failed_hours"].add_metric([cluster], float(failing.get(cluster, 0)))
     return [*g.values(), errors]
 
 

@@ -11,7 +11,17 @@ from fastapi.responses import JSONResponse
 from sqlalchemy import Engine
 
 from costsvc import __version__
-from costsvc.api.routes import budgets, cost_model, costs, metrics, months, reports, tokens
+from costsvc.api.routes import (
+    allocation,
+    budgets,
+    cost_model,
+    costs,
+    ingest,
+    metrics,
+    months,
+    reports,
+    tokens,
+)
 from costsvc.db.engine import make_engine, reachable
 from costsvc.settings import Settings
 
@@ -46,9 +56,10 @@ def create_app(
     app.state.engine = engine if engine is not None else make_engine(settings.database_url)
     app.state.settings = settings
     app.state.clock = clock
-    for module in (costs, reports, months, budgets, tokens, cost_model):
+    for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
+    app.include_router(allocation.router)  # OpenCost's path, not under /v1
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:

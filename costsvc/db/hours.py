@@ -81,8 +81,8 @@ def replace_hour(
                 "model": g.model,
                 "node_pool": g.node_pool,
                 "present_us": int(g.present_seconds * US),
-                "price": result.gpu_price[g.gpu_uuid],
-                "cost": result.gpu_cost[g.gpu_uuid],
+                "price": result.gpu_price[g.key],
+                "cost": result.gpu_cost[g.key],
                 "lost_us": int(g.lost_seconds * US),
             }
             for g in facts.gpus
@@ -101,8 +101,8 @@ def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
     b = h.busy_share_seconds
     return {
         "hour": facts.start,
-        "cluster": facts.cluster_of[h.gpu_uuid],
-        "node": facts.node_of[h.gpu_uuid],
+        "cluster": h.cluster,
+        "node": facts.node_of[h.gpu],
         "gpu_uuid": h.gpu_uuid,
         "gi_id": -1 if h.gi_id is None else h.gi_id,
         "namespace": h.namespace,
@@ -133,10 +133,10 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
         facts.gpus.append(
             GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present, lost)
         )
-        facts.cluster_of[r.gpu_uuid] = r.cluster
-        facts.node_of[r.gpu_uuid] = r.node
+        facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
     fact_rows = conn.execute(
         select(
+            u.cluster,
             u.gpu_uuid,
             u.namespace,
             u.pod,
@@ -166,6 +166,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
                 f.memory_slices,
                 None if f.gi_id < 0 else f.gi_id,
                 f.mig_profile,
+                cluster=f.cluster,
             )
         )
     charged = conn.execute(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Engine, insert, select, update
 
@@ -39,13 +40,19 @@ def mark_closed(engine: Engine, month: str, now: datetime, actor: str) -> bool:
 
 
 def record_hashes(
-    engine: Engine, month: str, csv_sha256: str, focus_sha256: str, actor: str
+    engine: Engine,
+    month: str,
+    csv_sha256: str,
+    focus_sha256: str,
+    actor: str,
+    extra: dict[str, Any] | None = None,
 ) -> None:
-    """The closed month's report hashes, and the close in the audit log."""
+    """The closed month's report hashes, and the close in the audit log (with ``extra``: a
+    forced close's skipped hours)."""
     hashes = {"csv_sha256": csv_sha256, "focus_sha256": focus_sha256}
     with engine.begin() as conn:
         conn.execute(update(MonthClose).where(MonthClose.month == month).values(**hashes))
-        audit(conn, actor, "month.close", month, hashes)
+        audit(conn, actor, "month.close", month, {**hashes, **(extra or {})})
 
 
 def month_close(engine: Engine, month: str) -> Closed | None:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import zlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, Engine, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from costsvc.costmodel import CostModel
@@ -85,6 +86,13 @@ def watermark(engine: Engine, cluster: str) -> datetime | None:
     return as_utc(found) if found is not None else None
 
 
+def watermarks(engine: Engine) -> dict[str, datetime]:
+    """Every cluster's watermark."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Watermark.cluster, Watermark.hour)).all()
+    return {cluster: as_utc(hour) for cluster, hour in rows}
+
+
 def advance_watermark(conn: Connection, cluster: str, hour: datetime) -> None:
     """Move the cluster's watermark forward to ``hour`` (never back)."""
     current = conn.execute(select(Watermark.hour).where(Watermark.cluster == cluster)).scalar()
@@ -96,17 +104,90 @@ def advance_watermark(conn: Connection, cluster: str, hour: datetime) -> None:
 
 def failed_hours(engine: Engine, cluster: str) -> list[datetime]:
     """Hours whose latest ingest run failed (or never finished) and none succeeded since."""
+    return [f.hour for f in failed_hour_states(engine, cluster)]
+
+
+def done_hours(engine: Engine, start: datetime, end: datetime) -> dict[str, set[datetime]]:
+    """Per cluster, the hours in [start, end) that an ingest run has done."""
     r = IngestRun
+    query = (
+        select(r.cluster, r.hour)
+        .where(r.kind == "ingest", r.status == "done", r.hour >= start, r.hour < end)
+        .distinct()
+    )
+    out: dict[str, set[datetime]] = {}
     with engine.connect() as conn:
-        latest = (
-            select(r.hour, func.max(r.id).label("id"))
-            .where(r.cluster == cluster, r.kind == "ingest")
-            .group_by(r.hour)
-            .subquery()
+        for cluster, hour in conn.execute(query):
+            out.setdefault(cluster, set()).add(as_utc(hour))
+    return out
+
+
+def first_hours(engine: Engine) -> dict[str, datetime]:
+    """Per cluster, the first hour any ingest run was started for (where its history begins)."""
+    r = IngestRun
+    query = select(r.cluster, func.min(r.hour)).where(r.kind == "ingest").group_by(r.cluster)
+    with engine.connect() as conn:
+        return {cluster: as_utc(hour) for cluster, hour in conn.execute(query)}
+
+
+@dataclass(frozen=True, slots=True)
+class FailedHour:
+    """An hour whose ingest failed and has not succeeded since."""
+
+    cluster: str  # the configured cluster of the ingest that failed
+    hour: datetime
+    attempts: int  # failed (or never finished) runs since the hour was last done
+    first_failed_at: datetime
+    last_attempt_at: datetime  # when the latest failed run started
+    error: str | None  # the latest failed run's error
+    cost_model_id: int | None  # the cost-model document the latest run priced with
+
+
+def failed_hour_states(source: Engine | Connection, cluster: str | None = None) -> list[FailedHour]:
+    """Every failed hour (of one cluster, or all), oldest first, with its failed attempts."""
+    r = IngestRun
+    done = (
+        select(r.cluster, r.hour, func.max(r.id).label("done_id"))
+        .where(r.kind == "ingest", r.status == "done")
+        .group_by(r.cluster, r.hour)
+        .subquery()
+    )
+    query = (
+        select(r.cluster, r.hour, r.started_at, r.error, r.cost_model_id)
+        .outerjoin(done, and_(done.c.cluster == r.cluster, done.c.hour == r.hour))
+        .where(r.kind == "ingest", r.status != "done")
+        .where(or_(done.c.done_id.is_(None), r.id > done.c.done_id))
+        .order_by(r.id)
+    )
+    if cluster is not None:
+        query = query.where(r.cluster == cluster)
+    if isinstance(source, Engine):
+        with source.connect() as conn:
+            rows = conn.execute(query).all()
+    else:
+        rows = source.execute(query).all()
+    out: dict[tuple[str, datetime], FailedHour] = {}
+    for row in rows:  # in run order: the last one seen is the latest attempt
+        key = (row.cluster, as_utc(row.hour))
+        before = out.get(key)
+        out[key] = FailedHour(
+            row.cluster,
+            key[1],
+            1 + (before.attempts if before else 0),
+            before.first_failed_at if before else as_utc(row.started_at),
+            as_utc(row.started_at),
+            row.error,
+            row.cost_model_id,
         )
-        query = select(r.hour).join(latest, r.id == latest.c.id).where(r.status != "done")
-        rows = conn.execute(query).scalars().all()
-    return sorted({as_utc(h) for h in rows})
+    return sorted(out.values(), key=lambda f: (f.hour, f.cluster))
+
+
+def failed_hour_counts(conn: Connection) -> dict[str, int]:
+    """How many failed hours each cluster has (only clusters that have some)."""
+    out: dict[str, int] = {}
+    for f in failed_hour_states(conn):
+        out[f.cluster] = out.get(f.cluster, 0) + 1
+    return out
 
 
 def lock_clusters(conn: Connection, clusters: set[str]) -> None:

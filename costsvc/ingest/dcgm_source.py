@@ -355,4 +355,5 @@ def _add(
         d.memory if gi else None,
         int(gi) if gi else None,
         d.profile if gi else "",
+        cluster=d.unit[0],
     )

@@ -152,7 +152,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         share = us(seconds)
         if share <= 0:
             continue
-        if uuid not in facts.cluster_of:
+        if (cluster, uuid) not in facts.node_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
         top = max((v for s in group for _, v in s.samples), default=Decimal(0))
         shared = is_shared(bool(gi), top)
@@ -175,6 +175,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
                 memory if compute else None,
                 int(gi) if gi else None,
                 profile,
+                cluster=cluster,
             )
         )
     for (cluster, uuid), group in unseen.items():

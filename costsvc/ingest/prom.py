@@ -45,7 +45,13 @@ class PrometheusReader:
         self._params = dict(params or {})
 
     def raw(self, selector: str, at: datetime, seconds: int) -> list[Series]:
-        """Every sample of ``selector`` in (at - seconds, at]."""
+        """Every sample of ``selector`` in (at - seconds, at], less those that are no reading.
+
+        A NaN or infinite value is no reading: VictoriaMetrics returns Prometheus staleness
+        markers (a NaN) in range-selector answers where Prometheus drops them
+        (VictoriaMetrics/VictoriaMetrics#5806, #7275), and an exporter may expose NaN. Dropped,
+        the series ends at its last real sample as it does in Prometheus; a series left with no
+        sample is not returned at all, as Prometheus would not return it."""
         params = {"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"}
         body = self._get(params, selector)
         # a target's series share their scrape times, and values repeat: convert each once
@@ -59,14 +65,13 @@ class PrometheusReader:
                 if dv is None:
                     dv = values[v] = Decimal(v)
                 if not dv.is_finite():
-                    # a staleness marker (VictoriaMetrics answers them as NaN) or a broken
-                    # reading: no reading, so the time around it is a gap, never billed
                     continue
                 dt = times.get(t)
                 if dt is None:
                     dt = times[t] = Decimal(str(t))
                 samples.append((dt, dv))
-            out.append(Series(dict(r["metric"]), samples))
+            if samples:
+                out.append(Series(dict(r["metric"]), samples))
         return out
 
     def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:

@@ -11,6 +11,7 @@ are replaced in one transaction, under the same lock as ingestion.
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -20,6 +21,8 @@ from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.hours import Owners, charged_prices, restore_hour
 from costsvc.ingest.run import RETRYABLE, Report, record_failure
+
+log = logging.getLogger(__name__)
 
 
 def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
@@ -53,6 +56,10 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
             restore_hour(engine, cluster, hour, run_id, price, model.currency)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
+            continue
+        except Exception as exc:  # unexpected: recorded, the other hours go on
+            log.exception("reprice of %s failed", hour.isoformat())
+            record_failure(engine, run_id, hour, exc, report, f"{type(exc).__name__}: ")
             continue
         except BaseException as exc:
             runs.finish_run(engine, run_id, "failed", f"{type(exc).__name__}: {exc}")

@@ -1,15 +1,19 @@
 """Ingest complete hours: collect -> attribute -> store, each hour in one transaction.
 
-Re-running an hour replaces it. The watermark is the last hour done; hours after a failed one
-wait, so it only moves forward over complete hours, and a failed hour — even one behind the
-watermark, from a backfill — is retried by the next run (:func:`pending_hours`). Two ingesters
-never write the same cluster at once (costsvc/db/runs.py: the writers' lock), and every run
-records the cost-model document it priced with.
+Re-running an hour replaces it. The watermark is the last hour done; it only moves forward. An
+hour that fails — Prometheus down, an unpriced GPU model, any unexpected error in its data — is
+recorded as a failed run and never stops the hours after it: they are ingested and the
+watermark passes it. Failed hours are retried by later runs with back-off
+(:func:`retry_due`), and listed (``gpu-costsvc ingest --status``, ``/v1/ingest/failed-hours``,
+the ``costsvc_ingest_failed_hours`` gauge). Two ingesters never write the same cluster at once
+(costsvc/db/runs.py: the writers' lock), and every run records the cost-model document it
+priced with.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -28,6 +32,15 @@ from costsvc.labels import OwnerLookup, merge_history
 log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run
 RETRYABLE = (PrometheusError, MissingPrices, OperationalError)
+# the source itself may be down: after this many hours in a row fail so, the run stops (the
+# hours it did not try are still pending, after the watermark or among the failed hours)
+SOURCE_ERRORS = (PrometheusError, OperationalError)
+SOURCE_DOWN_AFTER = 2
+# back-off of a failed hour: retried RETRY_FIRST after its first failure, then twice as long
+# after each further one, at most RETRY_MAX apart; sooner when the cost model changed
+RETRY_FIRST = timedelta(hours=1)
+RETRY_MAX = timedelta(hours=24)
+RETRY_SLACK = timedelta(minutes=5)  # an hourly scheduler starting a little early still retries
 
 
 @dataclass
@@ -48,16 +61,43 @@ def complete_hours(start: datetime, end: datetime) -> list[datetime]:
     return out
 
 
+def retry_delay(attempts: int) -> timedelta:
+    """How long after its latest failed attempt a failed hour is retried."""
+    return min(RETRY_FIRST * (1 << min(max(attempts - 1, 0), 16)), RETRY_MAX)
+
+
+def retry_due(failed: runs.FailedHour, now: datetime, model_id: int | None = None) -> bool:
+    """Whether a failed hour is retried now: its back-off has passed, or the cost model is
+    not the one it failed with (say, the missing price was added)."""
+    if model_id is not None and failed.cost_model_id != model_id:
+        return True
+    return now + RETRY_SLACK >= failed.last_attempt_at + retry_delay(failed.attempts)
+
+
 def pending_hours(
-    engine: Engine, cluster: str, stop: datetime, first_run_span: timedelta = timedelta(days=1)
+    engine: Engine,
+    cluster: str,
+    stop: datetime,
+    first_run_span: timedelta = timedelta(days=1),
+    now: datetime | None = None,
+    model_id: int | None = None,
 ) -> list[datetime]:
-    """What a plain ``ingest`` does: hours that failed before, then every complete hour after
-    the watermark (or, on the first run, of the last ``first_run_span``) up to ``stop``."""
+    """What a plain ``ingest`` does: every complete hour after the watermark (or, on the
+    first run, of the last ``first_run_span``) up to ``stop`` that has not failed, then the
+    failed hours whose retry is due (:func:`retry_due`, at ``now``, default the clock's)."""
     mark = runs.watermark(engine, cluster)
     begin = mark + timedelta(hours=1) if mark else stop - first_run_span
-    fresh = complete_hours(begin, stop)
-    retry = [h for h in runs.failed_hours(engine, cluster) if h + timedelta(hours=1) <= stop]
-    return sorted(set(retry) | set(fresh))
+    failed = runs.failed_hour_states(engine, cluster)
+    bad = {f.hour for f in failed}
+    fresh = [h for h in complete_hours(begin, stop) if h not in bad]
+    when = datetime.now(UTC) if now is None else now
+    retry = [
+        f.hour
+        for f in failed
+        if f.hour + timedelta(hours=1) <= stop and retry_due(f, when, model_id)
+    ]
+    # new hours first: a failed hour retried never holds them up
+    return fresh + sorted(set(retry) - set(fresh))
 
 
 def ingest(
@@ -66,12 +106,18 @@ def ingest(
     model: CostModel,
     cluster: str,
     hours: list[datetime],
+    progress: Callable[[datetime, str | None], None] | None = None,
     source: str = "auto",
 ) -> Report:
-    """``source``: whose series to read (costsvc/ingest/hour.py: ``collect_hour``)."""
+    """Ingest ``hours`` in the order given. An hour that fails is recorded and the next is
+    tried; only when the source looks down (:data:`SOURCE_DOWN_AFTER` failures of
+    Prometheus or the database in a row) does the run stop. ``progress(hour, error)`` is
+    called after each hour (error None: done). ``source``: whose series to read
+    (costsvc/ingest/hour.py: ``collect_hour``)."""
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
+    down = 0
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
         try:
@@ -82,18 +128,29 @@ def ingest(
             store_hour(engine, cluster, facts, result, model.currency, run_id)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
-            break  # later hours wait for this one
-        except BaseException as exc:  # a bug or an interrupt: recorded, then raised
+            down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0
+        except Exception as exc:  # unexpected, in this hour's data: recorded, the rest go on
+            log.exception("hour %s failed", hour.isoformat())
+            record_failure(engine, run_id, hour, exc, report, f"{type(exc).__name__}: ")
+            down = 0
+        except BaseException as exc:  # an interrupt: recorded, then raised
             runs.finish_run(engine, run_id, "failed", f"{type(exc).__name__}: {exc}")
             raise
-        report.done.append(hour)
+        else:
+            down = 0
+            report.done.append(hour)
+        if progress is not None:
+            progress(hour, report.failed.get(hour))
+        if down >= SOURCE_DOWN_AFTER:
+            log.warning("the source looks down: the remaining hours wait for the next run")
+            break
     return report
 
 
 def record_failure(
-    engine: Engine, run_id: int, hour: datetime, exc: Exception, report: Report
+    engine: Engine, run_id: int, hour: datetime, exc: Exception, report: Report, prefix: str = ""
 ) -> None:
-    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    message = prefix + (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
     report.failed[hour] = message
     log.warning("hour %s not done, will retry: %s", hour.isoformat(), message)
     runs.fail_run(engine, run_id, message)

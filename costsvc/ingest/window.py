@@ -190,8 +190,7 @@ def add_gpu(
             lost,
         )
     )
-    facts.cluster_of[uuid] = cluster
-    facts.node_of[uuid] = node
+    facts.node_of[(cluster, uuid)] = node
 
 
 def _latest_labels(

@@ -76,6 +76,7 @@ COSTSVC_METRICS = frozenset(
         "costsvc_pod_budget_share_ratio",
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors_total",
+        "costsvc_ingest_failed_hours",
     }
 )
 KUBE_STATE_METRICS = frozenset(

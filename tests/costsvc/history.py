@@ -475,7 +475,7 @@ def ingest_with(
     engine = create_engine(db_url)
     reader = PrometheusReader(prom_url)
     try:
-        report = ingest(engine, reader, cost_model, cluster, hours, source)
+        report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
     finally:
         reader.close()

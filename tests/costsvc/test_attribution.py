@@ -49,6 +49,7 @@ def gpu(uuid: str = "GPU-1", present: int = 3600, pool: str | None = None) -> Gp
 
 
 def hold(pod: str, seconds: Any = 3600, uuid: str = "GPU-1", busy: Any = 0, **kw: Any) -> Holding:
+    kw.setdefault("cluster", "c1")
     return Holding(uuid, "ns", pod, "main", D(seconds), None if busy is None else D(busy), **kw)
 
 
@@ -255,6 +256,7 @@ holding = st.builds(
         shared,
         c if c else None,
         m if c else None,
+        cluster="c1",
     ),
     st.integers(0, 3),
     st.integers(0, 5),

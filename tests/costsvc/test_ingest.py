@@ -4,7 +4,7 @@ ingested into SQLite and PostgreSQL, compared with money computed by hand (see h
 from __future__ import annotations
 
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -374,9 +374,13 @@ def test_a_failed_hour_behind_the_watermark_is_retried(prometheus: Prometheus, d
     assert watermark(engine, "c1") == HOUR2
     assert failed_hours(engine, "c1") == [HOUR]
     stop = datetime(2026, 11, 10, 6, 30, tzinfo=UTC)
-    assert pending_hours(engine, "c1", stop) == [HOUR]  # nothing new after 06:00, 05:00 again
+    now = datetime.now(UTC)
+    assert pending_hours(engine, "c1", stop, now=now) == []  # it failed just now: back-off
+    later = now + timedelta(hours=1)  # the first retry is due an hour after the failure
+    assert pending_hours(engine, "c1", stop, now=later) == [HOUR]  # nothing new after 06:00
     reader = PrometheusReader(prometheus.url)
-    assert ingest(engine, reader, MODEL, "c1", pending_hours(engine, "c1", stop)).done == [HOUR]
+    retry = pending_hours(engine, "c1", stop, now=later)
+    assert ingest(engine, reader, MODEL, "c1", retry).done == [HOUR]
     reader.close()
     assert failed_hours(engine, "c1") == []
     engine.dispose()

@@ -29,8 +29,24 @@ def test_close_freezes_the_month_and_late_data_becomes_corrections(
     with serve(db_url, Clock(DEC2)) as api:
         fin = api.auth("finance")
         assert api.http.post("/v1/months/2026-12/close", headers=fin).status_code == 409
-        r = api.http.post("/v1/months/2026-11/close", headers=fin)
+        # only 05:00 of November was ingested: the hours after it are missing, named
+        refused = api.http.post("/v1/months/2026-11/close", headers=fin)
+        assert refused.status_code == 409
+        assert "c1 2026-11-10T06:00:00Z..2026-11-30T23:00:00Z (498 hours)" in refused.text
+        assert not api.get("/v1/months/2026-11", "finance").json()["closed"]
+        r = api.http.post("/v1/months/2026-11/close", params={"force": "true"}, headers=fin)
         assert r.status_code == 200, r.text
+        entry = api.get("/v1/audit", "admin").json()[0]
+        assert entry["action"] == "month.close" and entry["detail"]["forced"] is True
+        assert entry["detail"]["skipped"] == [
+            {
+                "cluster": "c1",
+                "state": "missing",
+                "first": "2026-11-10T06:00:00Z",
+                "last": "2026-11-30T23:00:00Z",
+                "hours": 498,
+            }
+        ]
         state = r.json()
         assert state["closed"] and state["closed_by"] == "finance"
         again = api.http.post("/v1/months/2026-11/close", headers=fin)

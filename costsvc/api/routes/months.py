@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException
+from fastapi import APIRouter, HTTPException, Query
 from fastapi import Path as PathParam
 from pydantic import BaseModel
 
@@ -56,11 +56,25 @@ def get_month(month: MonthPath, who: Caller, db: Db) -> dict[str, Any]:
     "/months/{month}/close",
     response_model=MonthState,
     summary="Freeze a month (finance/admin): later data becomes corrections",
-    responses={409: {"description": "not ended yet, or already closed"}},
+    responses={
+        409: {
+            "description": "not ended yet, already closed, or it has failed or missing hours "
+            "(named; see /v1/ingest/failed-hours) and force is not set"
+        }
+    },
 )
-def post_close(month: MonthPath, who: Finance, db: Db, now: Now) -> dict[str, Any]:
+def post_close(
+    month: MonthPath,
+    who: Finance,
+    db: Db,
+    now: Now,
+    force: Annotated[
+        bool,
+        Query(description="close even with failed or missing hours (recorded in the audit log)"),
+    ] = False,
+) -> dict[str, Any]:
     try:
-        close_month(db, month, who.name, now)
+        close_month(db, month, who.name, now, force)
     except MonthError as exc:
         raise HTTPException(409, str(exc)) from None
     return _month_state(db, month)

@@ -1,0 +1,300 @@
+"""``GET /allocation`` (and ``/allocation/compute``): OpenCost's allocation API, GPU costs
+from the chargeback (docs/api.md, "OpenCost-compatible /allocation").
+
+Parameters, their forms and the 400 answers follow OpenCost's ``ComputeAllocationHandler``
+(opencost/opencost ``pkg/costmodel/aggregation.go``): a bad ``window`` is a plain-text 400
+(``http.Error``), a bad ``step``, ``accumulate`` or ``filter`` a JSON one (``{"code": 400,
+"message": "Error: …"}``, ``WriteError``). Same bearer tokens as ``/v1``; a team token sees
+its own team's allocations only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, create_model
+
+from costsvc.api.auth import Caller
+from costsvc.api.cache import AnswerCache
+from costsvc.api.deps import Db, Now
+from costsvc.api.errors import ERRORS
+from costsvc.costmodel import CostModelError, LabelKeys, load
+from costsvc.opencost.filters import FilterError, Node, parse
+from costsvc.opencost.params import (
+    BadParameter,
+    parse_accumulate,
+    parse_bool,
+    parse_step,
+    parse_window,
+    set_windows,
+    split_list,
+)
+from costsvc.opencost.podlabels import with_labels
+from costsvc.opencost.shape import (
+    DEFAULT_AGGREGATE,
+    LABEL_PREFIX,
+    NULL_FIELDS,
+    ZERO_AFTER_GPU,
+    ZERO_BEFORE_GPU,
+    Aggregate,
+    Options,
+    allocation_sets,
+    check_filter,
+    label_column,
+    to_json,
+)
+from costsvc.queries import allocation_rows, label_history
+from kube.labels import sanitize_label
+
+router = APIRouter(tags=["opencost"])
+ANSWERS = AnswerCache()
+MAX_PARAMETER = 4096  # characters in any one parameter
+COLUMNS = ("cluster", "node", "namespace", "pod")
+# OpenCost aggregate properties the chargeback does not keep (ParseProperty's names)
+NOT_KEPT = (
+    "container",
+    "controller",
+    "controllerKind",
+    "service",
+    "department",
+    "environment",
+    "owner",
+    "product",
+    "providerID",
+    "all",
+)
+
+Text = Annotated[str | None, Query()]
+
+
+class GpuAllocation(BaseModel):
+    gpuRequestAverage: float
+    gpuUsageAverage: float | None
+    isGPUShared: bool
+
+
+class OpenCostError(BaseModel):
+    """OpenCost's ``WriteError`` body."""
+
+    code: int
+    status: str
+    data: None
+    message: str
+
+
+def _allocation_model() -> type[BaseModel]:
+    """OpenCost's ``AllocationJSON``, for the OpenAPI description (answers are written by
+    costsvc/opencost/shape.py)."""
+    fields: dict[str, Any] = {
+        "name": (str, ...),
+        "properties": (dict[str, Any], ...),
+        "window": (dict[str, str], ...),
+        "start": (str, ...),
+        "end": (str, ...),
+        "minutes": (float, ...),
+    }
+    numbers = [*ZERO_BEFORE_GPU, "gpuCount", "gpuHours", "gpuCost", "gpuCostAdjustment"]
+    numbers += ["gpuCostIdle", *(f for f in ZERO_AFTER_GPU if f not in NULL_FIELDS)]
+    numbers += ["totalCost", "totalEfficiency"]
+    fields.update({f: (float, ...) for f in numbers})
+    fields["gpuEfficiency"] = (float | None, ...)
+    for f in (*NULL_FIELDS, "proportionalAssetResourceCosts", "lbAllocations"):
+        fields[f] = (None, ...)
+    fields["sharedCostBreakdown"] = (None, ...)
+    fields["gpuAllocation"] = (GpuAllocation | None, ...)
+    model: type[BaseModel] = create_model("Allocation", **fields)
+    return model
+
+
+Allocation = _allocation_model()
+
+
+class AllocationAnswer(BaseModel):
+    """OpenCost's ``Response``: one map of name -> allocation per set."""
+
+    code: int
+    status: str
+    data: list[dict[str, Allocation]]  # type: ignore[valid-type]
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": AllocationAnswer, "description": "OpenCost's allocation sets"},
+    400: {
+        "model": OpenCostError,
+        "description": "a bad parameter, answered as OpenCost does: text for window and "
+        "aggregate (Go's http.Error), OpenCost's JSON error for the others",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    },
+    401: ERRORS[401],
+}
+
+
+@lru_cache(maxsize=8)
+def _label_keys(path: str, mtime_ns: int) -> LabelKeys:
+    return load(path).labels
+
+
+def label_columns(request: Request) -> dict[str, str]:
+    """Label key (as written, and Prometheus-sanitised as kube-state-metrics and OpenCost write
+    it) -> the owner column it fills: the
+    cost model's label keys (team, project, stage), the defaults without a cost model."""
+    path: Path | None = request.app.state.settings.cost_model
+    keys = LabelKeys()
+    if path is not None:
+        # a bad or missing file: the ingest refuses it; /allocation keeps the defaults
+        with contextlib.suppress(OSError, CostModelError):
+            keys = _label_keys(str(path), os.stat(path).st_mtime_ns)
+    out: dict[str, str] = {}
+    for column, names in (("team", keys.team), ("project", keys.project), ("stage", keys.stage)):
+        for name in names:
+            out.setdefault(name, column)
+            out.setdefault(sanitize_label(name), column)  # kube-state-metrics' form
+            out.setdefault(sanitize_label(name).removeprefix("label_"), column)  # OpenCost's
+    return out
+
+
+def _aggregates(values: list[str], labels: dict[str, str]) -> list[Aggregate]:
+    items = split_list(values)
+    if not items:  # OpenCost: cluster/node/namespace/pod/container
+        return [*(Aggregate(c, c) for c in DEFAULT_AGGREGATE), Aggregate("container", "")]
+    out = []
+    for item in items:
+        if item in COLUMNS:
+            out.append(Aggregate(item, item))
+        elif item == "team":  # OpenCost's team alias: the team label
+            out.append(Aggregate(item, "team"))
+        elif item.startswith("label:"):
+            key = item.removeprefix("label:")
+            if not key:
+                raise BadParameter(f"Invalid 'aggregate' parameter: {item}", plain=True)
+            out.append(Aggregate(item, labels.get(key) or label_column(key), key))
+        elif item in NOT_KEPT or item.startswith("annotation:"):
+            raise BadParameter(
+                f"Invalid 'aggregate' parameter: {item}: not kept by gpu-costsvc's chargeback "
+                "(it keeps cluster, node, namespace, pod and the owner labels)",
+                plain=True,
+            )
+        else:
+            raise BadParameter(f"Invalid 'aggregate' parameter: {item}", plain=True)
+    return out
+
+
+def _error(exc: BadParameter) -> Response:
+    if exc.plain:  # Go's http.Error: text, a newline, nosniff
+        return PlainTextResponse(f"{exc}\n", 400, headers={"X-Content-Type-Options": "nosniff"})
+    body = {"code": 400, "status": "", "data": None, "message": f"Error: {exc}"}
+    return Response(to_json(body), 400, media_type="application/json")
+
+
+@router.get(
+    "/allocation",
+    summary="OpenCost's allocation API: GPU cost per namespace, label, node, …",
+    description="OpenCost's `/allocation` parameters and answer (docs/api.md). CPU, RAM, "
+    "network and storage fields are 0: gpu-costsvc prices GPUs.",
+    response_model=None,
+    responses=RESPONSES,
+)
+# OpenCost's cost-model path, OpenCost's UI's and kubectl-cost --opencost's
+@router.get("/allocation/compute", include_in_schema=False, response_model=None)
+def allocation(
+    request: Request,
+    who: Caller,
+    db: Db,
+    now: Now,
+    window: Text = None,
+    step: Text = None,
+    aggregate: Annotated[list[str] | None, Query()] = None,
+    accumulate: Text = None,
+    include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
+    share_idle: Annotated[str | None, Query(alias="shareIdle")] = None,
+    idle_by_node: Annotated[str | None, Query(alias="idleByNode")] = None,
+    include_parcs: Annotated[
+        str | None, Query(alias="includeProportionalAssetResourceCosts")
+    ] = None,
+    filter_text: Annotated[str | None, Query(alias="filter")] = None,
+) -> Response:
+    given = [window, step, accumulate, include_idle, share_idle, idle_by_node, filter_text]
+    if (
+        any(len(v) > MAX_PARAMETER for v in given if v)
+        or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
+    ):
+        return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters"))
+    labels = label_columns(request)
+    try:
+        span = parse_window(window or "", now)
+        aggregates = _aggregates(aggregate or [], labels)
+        sets = set_windows(span, parse_step(step, span))
+        options = Options(
+            aggregates,
+            include_idle=parse_bool(include_idle),
+            share_idle=parse_bool(share_idle),
+            idle_by_node=parse_bool(idle_by_node),
+            accumulate=parse_accumulate(accumulate),
+        )
+        if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
+            raise BadParameter(
+                "bad request - includeIdle must be set true if "
+                "includeProportionalAssetResourceCosts is true"
+            )
+        keep: Node | None = None
+        columns = {a.column for a in aggregates if a.column}
+        if filter_text:
+            try:
+                keep = parse(filter_text)
+                columns |= check_filter(keep, labels)
+            except FilterError as exc:
+                raise BadParameter(f"Invalid filter: {exc}") from None
+    except BadParameter as exc:
+        return _error(exc)
+    if options.idle_by_node:
+        columns.add("node")
+    from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
+    if from_history:  # pod labels from the history, by pod
+        columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
+    team = None if who.sees_all else who.team
+
+    def compute() -> Response:
+        step_of = sets[0].end - sets[0].start if sets else span.duration
+        rows: list[Any] = []
+        if sets:
+            with db.connect() as conn:
+                rows, currencies = allocation_rows(
+                    conn, span.start, span.end, step_of, columns, team
+                )
+                if from_history:
+                    history = label_history(conn, span.start, sets[-1].end)
+                    rows = with_labels(rows, sets, from_history, history)
+            if len(currencies) > 1:
+                return _error(
+                    BadParameter(
+                        f"the window holds costs in {len(currencies)} currencies "
+                        f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
+                    )
+                )
+        data = allocation_sets(rows, sets, options, labels, keep)
+        body = to_json({"code": 200, "status": "success", "data": data})
+        return Response(body, media_type="application/json")
+
+    key = (
+        "allocation",
+        team,
+        span,
+        tuple(sets),
+        tuple(aggregates),
+        options.include_idle,
+        options.share_idle,
+        options.idle_by_node,
+        options.accumulate,
+        filter_text or "",
+        tuple(sorted(labels.items())),
+    )
+    if from_history:  # the label watcher writes without a data version: never cached
+        return compute()
+    answer: Response = ANSWERS.get(db, key, compute)
+    return answer

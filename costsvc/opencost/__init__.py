@@ -1,0 +1,1 @@
+"""OpenCost's ``/allocation`` API over the chargeback tables (docs/api.md)."""

@@ -1,0 +1,221 @@
+"""OpenCost's allocation ``filter`` language (v2), parsed and evaluated. Pure.
+
+The grammar is OpenCost's (opencost/opencost ``core/pkg/filter/ast/parser.go``, lexer in
+``lexer.go``)::
+
+    <filter>         ::= <filter-element> (<group-op> <filter-element>)*
+    <filter-element> ::= <comparison> | '(' <filter> ')'
+    <group-op>       ::= '+' | '|'          (and, or; one kind per group, else an error)
+    <comparison>     ::= <field> ('[' <key> ']')? <op> '"' <value> '"' (',' '"' <value> '"')*
+    <op>             ::= ':' | '!:' | '~:' | '!~:' | '<~:' | '!<~:' | '~>:' | '!~>:'
+
+``:`` equals, ``~:`` contains, ``<~:`` starts with, ``~>:`` ends with; ``!`` negates. A list
+of values is "any of" (``namespace:"a","b"``), and for a negated operator "none of". Strings
+end at the next ``"`` (no escapes). Identifiers are ``[0-9A-Za-z_-]``; other bytes outside
+strings are an error.
+
+gpu-costsvc keeps, per chargeback line, ``cluster``, ``node``, ``namespace``, ``pod`` and the
+owner labels (team, project, stage); any other pod label comes from the label history
+(costsvc/opencost/podlabels.py). Those fields filter: ``label[<key>]`` and ``team`` (OpenCost's
+team alias). OpenCost's other fields (``container``, ``controllerKind``, ``controllerName``,
+``services``, ``provider``, ``annotation``, ``department``, ``environment``, ``owner``,
+``product``) parse, and are then refused (400) by name: the chargeback does not keep them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+STRING_FIELDS = ("cluster", "node", "namespace", "pod")
+KEPT_ALIASES = ("team",)
+NOT_KEPT = (
+    "container",
+    "controllerKind",
+    "controllerName",
+    "services",
+    "provider",
+    "department",
+    "environment",
+    "owner",
+    "product",
+)
+MAP_FIELDS = ("label", "annotation")
+FIELDS = (*STRING_FIELDS, *KEPT_ALIASES, *NOT_KEPT)
+OPS = ("!~>:", "!<~:", "!~:", "~>:", "<~:", "!:", "~:", ":")
+IDENT = re.compile(r"[0-9A-Za-z_-]+")
+MAX_LENGTH = 4096  # a filter longer than this is refused before it is parsed
+MAX_DEPTH = 32  # nested parentheses
+
+# (field, label key or None) -> the value of the allocation ("" when it has none)
+Lookup = Callable[[str, str | None], str]
+
+
+class FilterError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    field: str
+    key: str | None
+    op: str
+    values: tuple[str, ...]
+
+    def matches(self, get: Lookup) -> bool:
+        have = get(self.field, self.key)
+        base = self.op.removeprefix("!")
+        hit = any(_test(base, have, v) for v in self.values)
+        return not hit if self.op.startswith("!") else hit
+
+
+def _test(op: str, have: str, value: str) -> bool:
+    if op == ":":
+        return have == value
+    if op == "~:":
+        return value in have
+    if op == "<~:":
+        return have.startswith(value)
+    return have.endswith(value)  # "~>:"
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    op: str  # "+" and, "|" or
+    parts: tuple[Node, ...]
+
+    def matches(self, get: Lookup) -> bool:
+        if self.op == "+":
+            return all(p.matches(get) for p in self.parts)
+        return any(p.matches(get) for p in self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class Everything:
+    def matches(self, get: Lookup) -> bool:
+        return True
+
+
+Node = Comparison | Group | Everything
+
+
+@dataclass(slots=True)
+class _Tokens:
+    items: list[tuple[str, str]]  # (kind, text)
+    at: int = 0
+    depth: int = 0
+
+    def peek(self) -> tuple[str, str]:
+        return self.items[self.at]
+
+    def take(self, kind: str, message: str) -> str:
+        got_kind, text = self.items[self.at]
+        if got_kind != kind:
+            where = "at end" if got_kind == "eof" else f"at '{text}'"
+            raise FilterError(f"{where}: {message}")
+        self.at += 1
+        return text
+
+
+def _lex(text: str) -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c in " \t\n\r":
+            i += 1
+        elif c in "(),+|":
+            out.append((c, c))
+            i += 1
+        elif c == '"':
+            end = text.find('"', i + 1)
+            if end < 0:
+                raise FilterError(f"unterminated string starting at {i}")
+            out.append(("str", text[i + 1 : end]))
+            i = end + 1
+        elif c == "[":
+            end = text.find("]", i + 1)
+            if end < 0:
+                raise FilterError(f"unterminated access starting at {i}")
+            out.append(("key", text[i + 1 : end]))
+            i = end + 1
+        elif m := IDENT.match(text, i):
+            out.append(("ident", m[0]))
+            i = m.end()
+        else:
+            op = next((o for o in OPS if text.startswith(o, i)), None)
+            if op is None:
+                raise FilterError(f"unexpected character at position {i}")
+            out.append(("op", op))
+            i += len(op)
+    out.append(("eof", ""))
+    return out
+
+
+def parse(text: str) -> Node:
+    """The filter as a tree; raises :class:`FilterError` (OpenCost: 400 "Invalid filter")."""
+    if len(text) > MAX_LENGTH:
+        raise FilterError(f"longer than {MAX_LENGTH} characters")
+    tokens = _Tokens(_lex(text))
+    if tokens.peek()[0] == "eof":
+        return Everything()
+    node = _filter(tokens)
+    if tokens.peek()[0] == ")":
+        raise FilterError("Found ')' without matching '('")
+    if tokens.peek()[0] != "eof":
+        raise FilterError(f"at '{tokens.peek()[1]}': expected '+', '|' or the end")
+    return node
+
+
+def _element(tokens: _Tokens) -> Node:
+    if tokens.peek()[0] == "(":
+        tokens.at += 1
+        tokens.depth += 1
+        if tokens.depth > MAX_DEPTH:
+            raise FilterError(f"more than {MAX_DEPTH} nested parentheses")
+        node = _filter(tokens)
+        tokens.take(")", "Found '(' without matching ')'")
+        tokens.depth -= 1
+        return node
+    return _comparison(tokens)
+
+
+def _filter(tokens: _Tokens) -> Node:
+    first = _element(tokens)
+    kind = tokens.peek()[0]
+    if kind not in ("+", "|"):
+        return first
+    parts = [first]
+    while tokens.peek()[0] == kind:
+        tokens.at += 1
+        parts.append(_element(tokens))
+    after = tokens.peek()[0]
+    if after in ("+", "|"):
+        raise FilterError(f'Found "{after}", Expected "{kind}"')
+    return Group(kind, tuple(parts))
+
+
+def _comparison(tokens: _Tokens) -> Comparison:
+    name = tokens.take("ident", "expect filter field")
+    key: str | None = None
+    if name in MAP_FIELDS:
+        if tokens.peek()[0] == "key":
+            key = tokens.take("key", "expect key")
+    elif name not in FIELDS:
+        raise FilterError(f"at '{name}': expect filter field")
+    op = tokens.take("op", "expect filter op")
+    values = [tokens.take("str", "expect string value")]
+    while tokens.peek()[0] == ",":
+        tokens.at += 1
+        values.append(tokens.take("str", "expect string value"))
+    return Comparison(name, key, op, tuple(values))
+
+
+def comparisons(node: Node) -> list[Comparison]:
+    """Every comparison of the tree, in order."""
+    if isinstance(node, Comparison):
+        return [node]
+    if isinstance(node, Group):
+        return [c for p in node.parts for c in comparisons(p)]
+    return []

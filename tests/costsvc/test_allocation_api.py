@@ -1,0 +1,476 @@
+"""OpenCost's ``GET /allocation`` over real HTTP, on SQLite and PostgreSQL, with the money the
+ingestion put there from the real Prometheus of history.py.
+
+Each answer is checked field by field against OpenCost's shape: the names, order and JSON
+types of ``AllocationJSON`` (opencost/opencost ``core/pkg/opencost/allocation_json.go``:
+every field a ``*float64`` -> a number or null, ``properties`` an object, ``window`` an object
+of two RFC 3339 strings, ``pvs``/``lbAllocations`` null, ``gpuAllocation`` an object with
+``gpuRequestAverage``, ``gpuUsageAverage`` numbers and ``isGPUShared`` a bool), inside
+``Response`` (``pkg/costmodel/router.go``: ``code``, ``status``, ``data`` a list of maps).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.db.labels import LabelHistory
+from costsvc.db.models import Chargeback, GpuPresence
+from tests.costsvc.apiserver import NOV20, Api, Clock, serve
+from tests.costsvc.conftest import fresh_database
+from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, HOUR2, HOUR3, MODEL, ingest_with
+from tests.prom import Prometheus
+
+HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
+H05 = "2026-11-10T05:00:00Z,2026-11-10T06:00:00Z"  # history.py's hand-computed hour
+NOVEMBER = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z"
+
+# AllocationJSON's fields in its order, and which are numbers (*float64)
+FIELDS = [
+    "name",
+    "properties",
+    "window",
+    "start",
+    "end",
+    "minutes",
+    "cpuCores",
+    "cpuCoreRequestAverage",
+    "cpuCoreLimitAverage",
+    "cpuCoreUsageAverage",
+    "cpuCoreHours",
+    "cpuCost",
+    "cpuCostAdjustment",
+    "cpuCostIdle",
+    "cpuEfficiency",
+    "gpuCount",
+    "gpuHours",
+    "gpuCost",
+    "gpuCostAdjustment",
+    "gpuCostIdle",
+    "gpuEfficiency",
+    "networkTransferBytes",
+    "networkReceiveBytes",
+    "networkCost",
+    "networkCrossZoneCost",
+    "networkCrossRegionCost",
+    "networkInternetCost",
+    "networkCostAdjustment",
+    "loadBalancerCost",
+    "loadBalancerCostAdjustment",
+    "pvBytes",
+    "pvByteHours",
+    "pvCost",
+    "pvs",
+    "pvCostAdjustment",
+    "ramBytes",
+    "ramByteRequestAverage",
+    "ramByteLimitAverage",
+    "ramByteUsageAverage",
+    "ramByteHours",
+    "ramCost",
+    "ramCostAdjustment",
+    "ramCostIdle",
+    "ramEfficiency",
+    "externalCost",
+    "sharedCost",
+    "totalCost",
+    "totalEfficiency",
+    "proportionalAssetResourceCosts",
+    "lbAllocations",
+    "sharedCostBreakdown",
+    "gpuAllocation",
+]
+NOT_NUMBERS = {
+    "name",
+    "properties",
+    "window",
+    "start",
+    "end",
+    "pvs",
+    "proportionalAssetResourceCosts",
+    "lbAllocations",
+    "sharedCostBreakdown",
+    "gpuAllocation",
+}
+CPU_RAM_AND_THE_REST = [
+    f
+    for f in FIELDS
+    if f not in NOT_NUMBERS
+    and not f.startswith("gpu")
+    and f not in ("minutes", "totalCost", "totalEfficiency")
+]
+RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def decimals(text: str) -> Any:
+    """The answer with its numbers as Decimal: exact, as written."""
+    return json.loads(text, parse_float=Decimal, parse_int=Decimal)
+
+
+def check_shape(answer: dict[str, Any]) -> None:
+    """OpenCost's Response and AllocationJSON, field by field."""
+    assert list(answer) == ["code", "status", "data"]
+    assert answer["code"] == 200 and answer["status"] == "success"
+    assert isinstance(answer["data"], list)
+    for allocation_set in answer["data"]:
+        assert isinstance(allocation_set, dict)
+        for name, a in allocation_set.items():
+            assert list(a) == FIELDS, name
+            assert a["name"] == name
+            assert isinstance(a["properties"], dict)
+            assert list(a["window"]) == ["start", "end"]
+            for t in (a["start"], a["end"], a["window"]["start"], a["window"]["end"]):
+                datetime.strptime(t, RFC3339)  # RFC 3339, UTC
+            for f in FIELDS:
+                if f in NOT_NUMBERS or (f == "gpuEfficiency" and a[f] is None):
+                    continue
+                assert isinstance(a[f], Decimal), (name, f, a[f])
+            for f in CPU_RAM_AND_THE_REST:
+                assert a[f] == 0, f  # outside our scope: zero, as documented
+            assert a["pvs"] is None and a["lbAllocations"] is None
+            assert a["totalCost"] == a["gpuCost"]
+            if name == IDLE:
+                assert a["gpuAllocation"] is None
+                continue
+            g = a["gpuAllocation"]
+            assert list(g) == ["gpuRequestAverage", "gpuUsageAverage", "isGPUShared"]
+            assert isinstance(g["gpuRequestAverage"], Decimal)
+            assert g["gpuUsageAverage"] is None or isinstance(g["gpuUsageAverage"], Decimal)
+            assert isinstance(g["isGPUShared"], bool)
+            assert g["gpuRequestAverage"] == a["gpuCount"]
+
+
+def micro(value: Decimal) -> int:
+    return int(value * 1_000_000)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def ingested(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prometheus: Prometheus
+) -> Iterator[str]:
+    with fresh_database(request.param, request, tmp_path_factory.mktemp("oc")) as url:
+        ingest_with(prometheus.url, url, MODEL, HOURS)
+        yield url
+
+
+@pytest.fixture(scope="module")
+def api(ingested: str) -> Iterator[Api]:
+    label_history(ingested)
+    with serve(ingested, Clock(NOV20), ["nlp", "search"]) as running:
+        yield running
+
+
+def label_history(url: str) -> None:
+    """Pod labels as the Kubernetes watcher keeps them, written after the ingest (the money
+    does not change): ml/p app=trainer, relabelled app=trainer2 at 05:30; ml/g app=gen and
+    app.kubernetes.io/name=gen-x; search/a app=search; search/b none, its namespace
+    app=searchspace."""
+    engine = create_engine(url)
+    history = LabelHistory(engine, "c1")
+    since = datetime(2026, 11, 10, 4, tzinfo=UTC)
+    history.observe_pod("u-p", "ml", "p", {"app": "trainer"}, since, since)
+    history.observe_pod("u-p", "ml", "p", {"app": "trainer2"}, HOUR + timedelta(minutes=30))
+    history.observe_pod("u-g", "ml", "g", {"app": "gen", "app.kubernetes.io/name": "gen-x"}, since)
+    history.observe_pod("u-a", "search", "a", {"app": "search"}, since)
+    history.observe_pod("u-b", "search", "b", {"team": "ignored-here"}, since)
+    history.observe_namespace("search", {"app": "searchspace"}, since)
+    engine.dispose()
+
+
+def get(api: Api, who: str = "finance", **params: Any) -> Any:
+    r = api.get("/allocation", who=who, **params)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    answer = decimals(r.text)
+    check_shape(answer)
+    return answer
+
+
+def sums(url: str, column: Any, start: datetime, end: datetime) -> dict[str, tuple[int, ...]]:
+    """(allocated, used, waste, idle, gpu_hours) per value of ``column``, straight from the
+    chargeback table."""
+    engine = create_engine(url)
+    c = Chargeback
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                column,
+                func.sum(c.allocated),
+                func.sum(c.used),
+                func.sum(c.waste),
+                func.sum(c.idle),
+                func.sum(c.gpu_hours),
+            )
+            .where(c.hour >= start, c.hour < end)
+            .group_by(column)
+        ).all()
+    engine.dispose()
+    return {r[0]: tuple(int(v) for v in r[1:]) for r in rows}
+
+
+def fleet(url: str, start: datetime, end: datetime) -> int:
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        total = conn.execute(
+            select(func.sum(GpuPresence.cost)).where(
+                GpuPresence.hour >= start, GpuPresence.hour < end
+            )
+        ).scalar()
+    engine.dispose()
+    return int(total or 0)
+
+
+def test_aggregate_namespace_the_hand_computed_hour(api: Api) -> None:
+    """05:00 (history.py): ml/p holds GPU-A half the hour at 80 % (1.25, used 1.00), ml/g
+    GPU-C 40 minutes with no utilisation series (1.666667, unmeasured); search/a and search/b
+    hold 2 and 1 of GPU-B's 4 time-sliced replicas (1.25 + 0.625)."""
+    answer = get(api, window=H05, aggregate="namespace", accumulate="true")
+    (only,) = answer["data"]
+    assert sorted(only) == ["ml", "search"]
+    ml, search = only["ml"], only["search"]
+    assert ml["gpuCost"] == Decimal("2.916667") == ml["totalCost"]
+    assert ml["gpuEfficiency"] == Decimal("0.800000")  # 1.00 used of the 1.25 measured
+    assert ml["gpuHours"] == Decimal("1.166667")  # 0.5 h of GPU-A + 40 min of GPU-C
+    assert ml["minutes"] == 60 and ml["gpuCount"] == Decimal("1.166667")
+    assert ml["gpuAllocation"]["isGPUShared"] is False
+    assert ml["gpuAllocation"]["gpuUsageAverage"] == Decimal("0.933334")  # 1.166667 x 0.8
+    assert ml["properties"] == {"cluster": "c1", "namespace": "ml"}
+    assert (ml["window"], ml["start"], ml["end"]) == (
+        {"start": "2026-11-10T05:00:00Z", "end": "2026-11-10T06:00:00Z"},
+        "2026-11-10T05:00:00Z",
+        "2026-11-10T06:00:00Z",
+    )
+    assert search["gpuCost"] == Decimal("1.875000")
+    assert search["gpuAllocation"]["isGPUShared"] is True  # time-sliced replicas
+    assert search["gpuHours"] == Decimal("0.750000")  # 2/4 + 1/4 of GPU-B for the hour
+    assert search["gpuCostIdle"] == 0  # no shareIdle
+    assert IDLE not in only  # includeIdle not asked
+
+
+def test_include_idle_and_share_idle_add_up_to_the_fleet(api: Api) -> None:
+    start, end = datetime(2026, 11, 10, 5, tzinfo=UTC), datetime(2026, 11, 10, 6, tzinfo=UTC)
+    total = fleet(api.db_url, start, end)
+    assert total == 7_500_000  # 3 GPUs x 2.50
+    plain = get(api, window=H05, aggregate="namespace", includeIdle="true")["data"][0]
+    assert plain[IDLE]["gpuCost"] == Decimal("2.708333")  # 1.25 + 0.625 + 0.833333
+    assert plain[IDLE]["gpuAllocation"] is None
+    assert plain[IDLE]["properties"] == {"cluster": "c1"}
+    assert sum(micro(a["totalCost"]) for a in plain.values()) == total
+    shared = get(api, window=H05, aggregate="namespace", includeIdle="1", shareIdle="true")
+    (one,) = shared["data"]
+    assert IDLE not in one  # all of it had somebody to go to in cluster c1
+    assert sum(micro(a["totalCost"]) for a in one.values()) == total
+    # OpenCost's ShareWeighted: in proportion to allocated cost, exact to the micro-unit
+    # (largest remainder): 2708333 x 2916667 / 4791667 and x 1875000 / 4791667
+    ml = Fraction(2_708_333 * 2_916_667, 4_791_667)
+    search = Fraction(2_708_333 * 1_875_000, 4_791_667)
+    parts = {"ml": int(ml), "search": int(search)}
+    left = 2_708_333 - sum(parts.values())
+    for name in sorted(parts, key=lambda n: -(dict(ml=ml, search=search)[n] % 1))[:left]:
+        parts[name] += 1
+    for name, part in parts.items():
+        assert micro(one[name]["gpuCostIdle"]) == part
+        assert micro(one[name]["gpuCost"]) == micro(plain[name]["gpuCost"]) + part
+    # shareIdle without includeIdle shares nothing (OpenCost computes idle only when included)
+    alone = get(api, window=H05, aggregate="namespace", shareIdle="true")["data"][0]
+    assert alone == {k: v for k, v in plain.items() if k != IDLE}
+
+
+def test_idle_by_node_shares_each_node_s_idle_on_that_node(api: Api) -> None:
+    start, end = datetime(2026, 11, 10, 5, tzinfo=UTC), datetime(2026, 11, 10, 8, tzinfo=UTC)
+    window = "2026-11-10T05:00:00Z,2026-11-10T08:00:00Z"
+    answer = get(
+        api, window=window, aggregate="node", includeIdle="true", shareIdle="true", idleByNode="1"
+    )
+    (one,) = answer["data"]
+    assert sum(micro(a["totalCost"]) for a in one.values()) == fleet(api.db_url, start, end)
+    per_node = sums(api.db_url, Chargeback.node, start, end)
+    for node, a in one.items():
+        if node == IDLE:
+            continue
+        allocated, _, _, idle, _ = per_node[node]
+        # every node with a holder takes its own idle (separate policy: idle lines per node)
+        assert micro(a["gpuCost"]) == allocated + idle, node
+
+
+def test_aggregate_label_team_over_the_month(api: Api) -> None:
+    answer = get(api, window=NOVEMBER, aggregate="label:team", accumulate="true")
+    (one,) = answer["data"]
+    start, end = datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC)
+    teams = sums(api.db_url, Chargeback.team, start, end)
+    expected = {t: v for t, v in teams.items() if t != IDLE}
+    assert set(one) == set(expected)
+    assert UNALLOCATED in one  # scratch/orphan: no team label anywhere
+    for team, (allocated, used, waste, _, gpu_hours) in expected.items():
+        a = one[team]
+        assert micro(a["gpuCost"]) == allocated, team
+        assert micro(a["gpuHours"]) == gpu_hours, team
+        measured = used + waste
+        eff = (Decimal(used) / measured).quantize(Decimal("0.000001")) if measured else None
+        assert a["gpuEfficiency"] == eff, team
+        if team != UNALLOCATED:
+            assert a["properties"]["labels"] == {"team": team}
+        else:
+            assert "labels" not in a["properties"]
+    # hostile label values come out as JSON strings, whatever they hold
+    assert '=HYPERLINK("x")' in one and "チーム é" in one
+    # a comma list aggregates by both, joined with "/" as OpenCost names them
+    both = get(api, window=H05, aggregate="namespace,label:team", accumulate="true")
+    assert sorted(both["data"][0]) == ["ml/nlp", "search/search"]
+
+
+def test_any_pod_label_from_the_label_history(api: Api) -> None:
+    """label:<key> for a key that is no owner label: the pod's labels as the watcher kept
+    them (its latest during the set), else its namespace's, else __unallocated__."""
+    (one,) = get(api, window=H05, aggregate="label:app")["data"]
+    assert {name: a["gpuCost"] for name, a in one.items()} == {
+        "trainer2": Decimal("1.250000"),  # relabelled at 05:30: the latest in the hour
+        "gen": Decimal("1.666667"),
+        "search": Decimal("1.250000"),
+        "searchspace": Decimal("0.625000"),  # no app label: its namespace's
+    }
+    assert one["gen"]["properties"]["labels"] == {"app": "gen"}
+    (named,) = get(api, window=H05, aggregate="label:app.kubernetes.io/name")["data"]
+    assert sorted(named) == [UNALLOCATED, "gen-x"]
+    (same,) = get(api, window=H05, aggregate="label:app_kubernetes_io_name")["data"]
+    assert sorted(same) == sorted(named)  # OpenCost's sanitised key names the same label
+    (ml,) = get(api, window=H05, aggregate="pod", filter='label[app]<~:"train"')["data"]
+    assert sorted(ml) == ["p"]
+    # before any history (the 11th's hostile pods): nobody has the label
+    (evil,) = get(api, window="2026-11-11T09:00:00Z,2026-11-11T10:00:00Z", aggregate="label:app")[
+        "data"
+    ]
+    assert sorted(evil) == [UNALLOCATED]
+
+
+def test_step_one_day_and_accumulate(api: Api) -> None:
+    window = "2026-11-10T00:00:00Z,2026-11-16T00:00:00Z"
+    daily = get(api, window=window, step="1d", aggregate="cluster", includeIdle="true")
+    assert len(daily["data"]) == 6
+    day0 = datetime(2026, 11, 10, tzinfo=UTC)
+    for i, one in enumerate(daily["data"]):
+        start, end = day0 + timedelta(days=i), day0 + timedelta(days=i + 1)
+        for a in one.values():
+            assert a["window"] == {"start": f"{start:{RFC3339}}", "end": f"{end:{RFC3339}}"}
+        assert sum(micro(a["totalCost"]) for a in one.values()) == fleet(api.db_url, start, end)
+    for i, one in enumerate(daily["data"]):
+        start, end = day0 + timedelta(days=i), day0 + timedelta(days=i + 1)
+        clusters = sums(api.db_url, Chargeback.cluster, start, end)
+        idle = sums(api.db_url, Chargeback.team, start, end).get(IDLE, (0, 0, 0, 0, 0))[3]
+        assert sorted(one) == sorted({*clusters, *([IDLE] if idle else [])} - {""}), i
+        for cluster, (allocated, *_) in clusters.items():
+            assert micro(one[cluster]["gpuCost"]) == allocated
+    # 10th: c1, c2 and idle; 11th: the hostile pods hold their GPUs all hour; 15th: finance
+    assert [len(d) for d in daily["data"]] == [3, 1, 0, 0, 0, 1]
+    accumulated = get(
+        api, window=window, step="day", aggregate="cluster", includeIdle="true", accumulate="true"
+    )
+    (one,) = accumulated["data"]
+    for name, a in one.items():
+        assert a["window"] == {"start": "2026-11-10T00:00:00Z", "end": "2026-11-16T00:00:00Z"}
+        assert a["gpuCost"] == sum(d[name]["gpuCost"] for d in daily["data"] if name in d)
+        assert a["gpuHours"] == sum(d[name]["gpuHours"] for d in daily["data"] if name in d)
+    assert one["c1"]["start"] == "2026-11-10T05:00:00Z"  # its first hour with a holder
+    assert one["c1"]["end"] == "2026-11-15T13:00:00Z"  # its last (finance/q until 13:00)
+    # the same as one set over the whole window (default step: the window)
+    whole = get(api, window=window, aggregate="cluster", includeIdle="true")["data"][0]
+    assert {k: a["totalCost"] for k, a in whole.items()} == {
+        k: a["totalCost"] for k, a in one.items()
+    }
+
+
+def test_filters(api: Api) -> None:
+    ml = get(api, window=H05, aggregate="pod", filter='namespace:"ml"')["data"][0]
+    assert sorted(ml) == ["g", "p"]
+    not_ml = get(api, window=H05, aggregate="pod", filter='namespace!:"ml"')["data"][0]
+    assert sorted(not_ml) == ["a", "b"]
+    teams = get(api, window=H05, aggregate="pod", filter='label[team]:"nlp" + pod<~:"p"')["data"][0]
+    assert sorted(teams) == ["p"]
+    either = get(api, window=H05, aggregate="pod", filter='(pod:"a" | pod:"g")')["data"][0]
+    assert sorted(either) == ["a", "g"]
+    listed = get(api, window=H05, aggregate="pod", filter='pod:"a","g" + cluster:"c1"')
+    assert sorted(listed["data"][0]) == ["a", "g"]
+    # idle of the clusters where something matched
+    with_idle = get(api, window=H05, aggregate="pod", filter='pod:"a"', includeIdle="true")
+    assert with_idle["data"][0][IDLE]["gpuCost"] == Decimal("2.708333")
+    nothing = get(api, window=H05, filter='cluster:"nowhere"', includeIdle="true")
+    assert nothing["data"] == [{}]
+
+
+def test_default_aggregation_names_five_parts(api: Api) -> None:
+    """No aggregate: OpenCost's cluster/node/namespace/pod/container (kubectl-cost splits the
+    name in five); the chargeback keeps pods, so the container part is __unallocated__."""
+    (one,) = get(api, window=H05)["data"]
+    assert all(len(name.split("/")) == 5 for name in one)
+    assert {name.split("/")[3] for name in one} == {"a", "b", "g", "p"}
+    assert all(name.endswith(f"/{UNALLOCATED}") for name in one)
+    compute = api.get("/allocation/compute", window=H05)
+    assert compute.status_code == 200 and decimals(compute.text)["data"] == [one]
+
+
+def test_team_tokens_see_their_team_only(api: Api) -> None:
+    mine = get(api, "team:nlp", window=NOVEMBER, aggregate="label:team", includeIdle="true")
+    assert sorted(mine["data"][0]) == ["nlp"]
+    by_ns = get(api, "team:nlp", window=NOVEMBER, aggregate="namespace", accumulate="true")
+    assert sorted(by_ns["data"][0]) == ["ml"]
+    other = get(api, "team:nlp", window=NOVEMBER, filter='label[team]:"search"')
+    assert other["data"] == [{}]
+    shared = get(api, "team:search", window=H05, includeIdle="true", shareIdle="true")
+    # its own allocations, and none of the fleet's idle (not attributed to it by the policy)
+    assert {name.split("/")[2] for name in shared["data"][0]} == {"search"}
+    assert all(a["gpuCostIdle"] == 0 for a in shared["data"][0].values())
+    assert api.get("/allocation", who=None, window=H05).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("params", "plain", "says"),
+    [
+        ({}, True, "Invalid 'window' parameter: illegal window: "),
+        ({"window": "fortnight"}, True, "Invalid 'window' parameter: illegal window: fortnight"),
+        ({"window": "1700000000,1600000000"}, True, "illegal window"),
+        ({"window": "99999d"}, True, "longer than"),
+        ({"window": "1d", "step": "bogus"}, False, "Invalid step parameter: invalid step"),
+        ({"window": "1d", "step": "30m"}, False, "whole number of hours"),
+        ({"window": "1d", "step": "0h"}, False, "whole number of hours"),
+        ({"window": "90d", "step": "1h"}, False, "at most 1000"),
+        ({"window": "1d", "accumulate": "week"}, False, "Invalid 'accumulate' parameter"),
+        ({"window": "1d", "aggregate": "label:"}, True, "Invalid 'aggregate' parameter"),
+        ({"window": "1d", "aggregate": "controller"}, True, "not kept"),
+        ({"window": "1d", "aggregate": "annotation:owner"}, True, "not kept"),
+        ({"window": "1d", "aggregate": "colour"}, True, "Invalid 'aggregate' parameter"),
+        ({"window": "1d", "filter": 'namespace:"a" + pod:"b" | node:"c"'}, False, "Expected"),
+        ({"window": "1d", "filter": '(namespace:"a"'}, False, "Invalid filter"),
+        ({"window": "1d", "filter": 'namespace:"a")'}, False, "without matching"),
+        ({"window": "1d", "filter": 'colour:"red"'}, False, "expect filter field"),
+        ({"window": "1d", "filter": 'container:"main"'}, False, "not kept"),
+        ({"window": "1d", "filter": 'label:"x"'}, False, "label without a key"),
+        ({"window": "1d", "filter": 'namespace:"unterminated'}, False, "unterminated"),
+        ({"window": "1d", "filter": "(" * 40 + 'pod:"a"' + ")" * 40}, False, "nested"),
+        ({"window": "1d", "filter": 'pod:"' + "x" * 5000 + '"'}, False, "longer than"),
+        (
+            {"window": "1d", "includeProportionalAssetResourceCosts": "true"},
+            False,
+            "bad request - includeIdle must be set true",
+        ),
+    ],
+)
+def test_bad_parameters_are_400_as_opencost_answers_them(
+    api: Api, params: dict[str, str], plain: bool, says: str
+) -> None:
+    r = api.get("/allocation", **params)
+    assert r.status_code == 400, r.text
+    if plain:  # OpenCost's http.Error
+        assert r.headers["content-type"].startswith("text/plain")
+        assert says in r.text and r.text.endswith("\n")
+    else:  # OpenCost's WriteError
+        body = r.json()
+        assert body["code"] == 400 and body["message"].startswith("Error: ")
+        assert says in body["message"], body

@@ -1,0 +1,349 @@
+"""OpenCost's /allocation parameters, filter language and answer shape, by small tables whose
+answers are computed by hand (costsvc/opencost/). Forms from opencost/opencost:
+``core/pkg/opencost/window.go``, ``core/pkg/filter/ast/{lexer,parser}.go`` and
+``parser_test.go``'s cases, ``pkg/costmodel/aggregation.go``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.opencost.filters import Everything, FilterError, parse
+from costsvc.opencost.params import (
+    BadParameter,
+    Window,
+    parse_accumulate,
+    parse_bool,
+    parse_step,
+    parse_window,
+    set_windows,
+)
+from costsvc.opencost.shape import (
+    Aggregate,
+    Options,
+    Row,
+    allocation_sets,
+    check_filter,
+    keep_row,
+    to_json,
+)
+
+NOW = datetime(2026, 11, 18, 10, 37, 12, tzinfo=UTC)  # a Wednesday
+
+
+def t(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("window", "start", "end"),
+    [
+        ("today", "2026-11-18", "2026-11-19"),
+        ("yesterday", "2026-11-17", "2026-11-18"),
+        ("week", "2026-11-15", "2026-11-18 10:37:12"),  # since Sunday (Go's week)
+        ("lastweek", "2026-11-08", "2026-11-15"),
+        ("month", "2026-11-01", "2026-11-18 10:37:12"),
+        ("lastmonth", "2026-10-01", "2026-11-01"),
+        ("7d", "2026-11-12", "2026-11-19"),  # today and the 6 days before
+        ("24h", "2026-11-17 11:00", "2026-11-18 11:00"),  # to the next full hour
+        ("30m", "2026-11-18 10:08", "2026-11-18 10:38"),
+        ("2w", "2026-11-05", "2026-11-19"),  # weeks end today
+        ("1d offset 1d", "2026-11-16 10:37:12", "2026-11-17 10:37:12"),
+        ("1586822400,1586908800", "2020-04-14", "2020-04-15"),
+        ("1586822400-1586908800", "2020-04-14", "2020-04-15"),
+        ("2020-04-01T00:00:00Z,2020-04-03T00:00:00Z", "2020-04-01", "2020-04-03"),
+    ],
+)
+def test_windows_as_opencost_parses_them(window: str, start: str, end: str) -> None:
+    assert parse_window(window, NOW) == Window(t(start), t(end))
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        "",
+        "fortnight",
+        "7x",
+        "-1d",
+        "7 d",
+        "2020-04-01T00:00:00+02:00,2020-04-02T00:00:00Z",  # OpenCost's pattern wants Z
+        "2020-13-01T00:00:00Z,2020-14-01T00:00:00Z",
+        "1600000000,1500000000",  # negative
+        "999999999999999,1",
+        "100000d",
+    ],
+)
+def test_illegal_windows(window: str) -> None:
+    with pytest.raises(BadParameter) as caught:
+        parse_window(window, NOW)
+    assert caught.value.plain  # OpenCost answers these with http.Error (text)
+    assert str(caught.value).startswith("Invalid 'window' parameter: ")
+
+
+DAY = Window(t("2026-11-10"), t("2026-11-11"))
+
+
+@pytest.mark.parametrize(
+    ("step", "hours"),
+    [(None, 24), ("", 24), ("1h", 1), ("hour", 1), ("6h", 6), ("2h0m", 2), ("90m", None)],
+)
+def test_steps(step: str | None, hours: int | None) -> None:
+    if hours is None:
+        with pytest.raises(BadParameter, match="whole number of hours"):
+            parse_step(step, DAY)
+    else:
+        assert parse_step(step, DAY) == timedelta(hours=hours)
+
+
+def test_step_keywords_and_limits() -> None:
+    month = Window(t("2026-11-01"), t("2026-12-01"))
+    assert parse_step("day", month) == parse_step("1d", month) == timedelta(days=1)
+    assert parse_step("month", month) == timedelta(days=1)  # OpenCost: daily sets
+    assert parse_step("week", month) == parse_step("1w", month) == timedelta(days=7)
+    assert parse_step("3600s", month) == timedelta(hours=1)
+    with pytest.raises(BadParameter, match="invalid step"):
+        parse_step("soon", month)
+    with pytest.raises(BadParameter, match="at most 1000"):
+        parse_step("1h", Window(t("2026-01-01"), t("2026-03-01")))
+    assert [(w.start, w.end) for w in set_windows(month, timedelta(days=14))] == [
+        (t("2026-11-01"), t("2026-11-15")),
+        (t("2026-11-15"), t("2026-11-29")),
+        (t("2026-11-29"), t("2026-12-13")),  # OpenCost's last set runs on past the window
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("true", True), ("1", True), ("T", True), ("FALSE", False), ("yes", False), (None, False)],
+)
+def test_booleans_as_strconv_parse_bool(text: str | None, value: bool) -> None:
+    assert parse_bool(text) is value
+
+
+def test_accumulate() -> None:
+    assert parse_accumulate("all") and parse_accumulate("true")
+    assert not parse_accumulate("nope")  # GetBool: not a bool is the default
+    with pytest.raises(BadParameter, match="step=1d"):
+        parse_accumulate("day")
+
+
+# OpenCost's parser_test.go: inputs that parse, and inputs that must not
+@pytest.mark.parametrize(
+    "text",
+    [
+        'namespace: "kubecost"',
+        '(namespace: "kubecost")',
+        '((namespace: "kubecost"))',
+        '(namespace: "kubecost" + services~:"foo")',
+        'namespace: "kubecost" + services~:"foo" + (cluster:"cluster-one" | controllerKind:"d")',
+        'namespace: "kubecost" | services~:"foo" | (cluster:"c" + controllerKind:"d")',
+        'node:"node a b c" , "node 12 3"\n+\n\rnamespace : "kubecost"',
+        '(namespace:"kubecost" | cluster<~:"cluster-") + services~:"foo"',
+        '(label~:"foo" + label[foo]:"bar") | (label!~:"foo" + annotation[foo]:"bar")',
+    ],
+)
+def test_filters_opencost_parses(text: str) -> None:
+    parse(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "()",
+        'namespace.:"kubecost"',
+        '(namespace:"kubecost"))',
+        '((namespace:"kubecost")',
+        'namespace:"kubecost" | services~:"foo" + cluster:"bar"',
+        'namespace:"kubecost" + services~:"foo" | cluster:"bar"',
+        '(namespace:"kubecost" + (services~:"foo" | cluster:"bar") | controllerKind<~:"dep"))',
+        'namespace:"ns" pod:"p"',
+        "namespace:ns",
+        "namespace:",
+        'colour:"red"',
+        'namespace!"x"',
+        'namespace:"é"' + "é",
+    ],
+)
+def test_filters_opencost_refuses(text: str) -> None:
+    with pytest.raises(FilterError):
+        parse(text)
+
+
+ROW = {"cluster": "c1", "node": "n1", "namespace": "ml-train", "pod": "p-7", "team": "nlp"}
+
+
+def row(**values: str) -> Row:
+    return Row(0, {**ROW, **values}, 0, 0, 0, 0, 0, t("2026-11-10 05:00"), t("2026-11-10 05:00"))
+
+
+@pytest.mark.parametrize(
+    ("text", "matches"),
+    [
+        ('namespace:"ml-train"', True),
+        ('namespace:"ml"', False),
+        ('namespace~:"train"', True),
+        ('namespace<~:"ml-"', True),
+        ('namespace~>:"-train"', True),
+        ('namespace!~>:"-train"', False),
+        ('namespace!:"a","b"', True),  # none of
+        ('namespace!:"a","ml-train"', False),
+        ('pod:"x","p-7"', True),  # any of
+        ('label[team]:"nlp"', True),
+        ('team:"nlp" + node:"n1"', True),
+        ('team:"nlp" + node:"n2"', False),
+        ('(team:"x" | cluster:"c1") + pod!<~:"q"', True),
+        ("", True),
+    ],
+)
+def test_filter_evaluation(text: str, matches: bool) -> None:
+    labels = {"team": "team"}
+    node = parse(text)
+    assert check_filter(node, labels) <= {*ROW}
+    assert keep_row(row(), node, labels) is matches
+
+
+def test_filters_on_what_the_chargeback_does_not_keep_are_refused() -> None:
+    labels = {"team": "team", "app_kubernetes_io_team": "team"}
+    assert check_filter(parse('label[app_kubernetes_io_team]:"x"'), labels) == {"team"}
+    assert check_filter(parse('label[app.kubernetes.io/name]:"x"'), labels) == {
+        "label:label_app_kubernetes_io_name"  # from the label history (podlabels.py)
+    }
+    for text in ('label:"x"', 'container:"c"', 'annotation[a]:"b"'):
+        with pytest.raises(FilterError):
+            check_filter(parse(text), labels)
+    assert isinstance(parse("  "), Everything)
+
+
+H = t("2026-11-10 05:00")
+
+
+def holder(pod: str, allocated: int, idle: int = 0, node: str = "n1", cluster: str = "c1") -> Row:
+    values = {"cluster": cluster, "node": node, "namespace": "ns", "pod": pod, "team": "t"}
+    return Row(0, values, allocated, allocated // 2, allocated // 2, idle, 1_000_000, H, H)
+
+
+def idle_line(idle: int, node: str = "n1", cluster: str = "c1", hours: int = 0) -> Row:
+    values = {"cluster": cluster, "node": node, "namespace": "", "pod": "", "team": IDLE}
+    return Row(0, values, 0, 0, 0, idle, hours, H, H)
+
+
+def money(answer: dict[str, Any], field: str) -> dict[str, Decimal]:
+    return {name: a[field] for name, a in answer.items()}
+
+
+POD = [Aggregate("pod", "pod")]
+ONE_HOUR = [Window(H, H + timedelta(hours=1))]
+
+
+def test_share_idle_is_exact_and_keeps_what_has_nobody() -> None:
+    """c1: pods x (1) and y (2) and 10 idle -> x 3, y 7 (largest remainder: 3.33, 6.67);
+    c2: 5 idle and nobody -> stays __idle__."""
+    rows = [holder("x", 1), holder("y", 2), idle_line(10, hours=500_000), idle_line(5, "n9", "c2")]
+    (shared,) = allocation_sets(rows, ONE_HOUR, Options(POD, True, True), {})
+    assert money(shared, "gpuCostIdle") == {
+        "x": Decimal("0.000003"),
+        "y": Decimal("0.000007"),
+        IDLE: Decimal(0),
+    }
+    assert money(shared, "totalCost") == {
+        "x": Decimal("0.000004"),
+        "y": Decimal("0.000009"),
+        IDLE: Decimal("0.000005"),
+    }
+    (plain,) = allocation_sets(rows, ONE_HOUR, Options(POD, include_idle=True), {})
+    assert money(plain, "totalCost") == {
+        "x": Decimal("0.000001"),
+        "y": Decimal("0.000002"),
+        IDLE: Decimal("0.000015"),
+    }
+    assert plain[IDLE]["gpuHours"] == Decimal("0.500000")  # idle lines carry GPU-hours
+    assert plain[IDLE]["properties"] == {}  # two clusters: none in common
+    (without,) = allocation_sets(rows, ONE_HOUR, Options(POD), {})
+    assert IDLE not in without
+
+
+def test_idle_by_node_shares_per_node() -> None:
+    """n1: x (1) with 4 idle; n2: y (3) with 8 idle. By cluster: 12 by 1:3 -> 3 and 9;
+    by node: x 4, y 8."""
+    rows = [holder("x", 1), holder("y", 3, node="n2"), idle_line(4), idle_line(8, "n2")]
+    (cluster,) = allocation_sets(rows, ONE_HOUR, Options(POD, True, True), {})
+    assert money(cluster, "gpuCostIdle") == {"x": Decimal("0.000003"), "y": Decimal("0.000009")}
+    (node,) = allocation_sets(rows, ONE_HOUR, Options(POD, True, True, idle_by_node=True), {})
+    assert money(node, "gpuCostIdle") == {"x": Decimal("0.000004"), "y": Decimal("0.000008")}
+
+
+def test_idle_spread_by_the_cost_model_is_collected_back() -> None:
+    """A weighted idle policy put 6 of idle on x's line: /allocation shows it as idle (or
+    shares it by its own rule), never as x's allocated cost."""
+    rows = [holder("x", 2, idle=6), holder("y", 1)]
+    (plain,) = allocation_sets(rows, ONE_HOUR, Options(POD, include_idle=True), {})
+    assert money(plain, "gpuCost") == {
+        "x": Decimal("0.000002"),
+        "y": Decimal("0.000001"),
+        IDLE: Decimal("0.000006"),
+    }
+    (shared,) = allocation_sets(rows, ONE_HOUR, Options(POD, True, True), {})
+    assert money(shared, "gpuCostIdle") == {"x": Decimal("0.000004"), "y": Decimal("0.000002")}
+
+
+def test_names_labels_and_accumulation() -> None:
+    two = [
+        Window(H, H + timedelta(hours=1)),
+        Window(H + timedelta(hours=1), H + timedelta(hours=2)),
+    ]
+    a = Row(0, {"cluster": "c", "team": "nlp"}, 5, 4, 1, 0, 500_000, H, H)
+    b = Row(
+        1,
+        {"cluster": "c", "team": "nlp"},
+        7,
+        0,
+        0,
+        0,
+        1_000_000,
+        H + timedelta(hours=1),
+        H + timedelta(hours=1),
+    )
+    u = Row(
+        1,
+        {"cluster": "c", "team": UNALLOCATED},
+        3,
+        0,
+        3,
+        0,
+        250_000,
+        H + timedelta(hours=1),
+        H + timedelta(hours=1),
+    )
+    by_team = [Aggregate("label:team", "team", "team")]
+    sets = allocation_sets([a, b, u], two, Options(by_team), {"team": "team"})
+    assert [sorted(s) for s in sets] == [["nlp"], ["__unallocated__", "nlp"]]
+    assert sets[0]["nlp"]["properties"] == {"cluster": "c", "labels": {"team": "nlp"}}
+    assert sets[1][UNALLOCATED]["properties"] == {"cluster": "c"}
+    assert sets[1][UNALLOCATED]["gpuEfficiency"] == 0
+    assert sets[1]["nlp"]["gpuEfficiency"] is None  # nothing measured: unknown, not 0
+    (total,) = allocation_sets([a, b, u], two, Options(by_team, accumulate=True), {})
+    nlp = total["nlp"]
+    assert (nlp["gpuCost"], nlp["gpuHours"], nlp["minutes"]) == (
+        Decimal("0.000012"),
+        Decimal("1.500000"),
+        Decimal("120.000000"),
+    )
+    assert nlp["gpuCount"] == Decimal("0.750000")  # 1.5 GPU-hours over 2 hours
+    assert nlp["gpuEfficiency"] == Decimal("0.800000")  # 4 of the 5 measured
+    assert nlp["gpuAllocation"] == {
+        "gpuRequestAverage": Decimal("0.750000"),
+        "gpuUsageAverage": Decimal("0.600000"),
+        "isGPUShared": False,
+    }
+    assert nlp["window"] == {"start": "2026-11-10T05:00:00Z", "end": "2026-11-10T07:00:00Z"}
+
+
+def test_json_numbers_are_exact_and_strings_safe() -> None:
+    text = to_json({'a\n"b': [Decimal("0.000001"), 2, None, True, "=1+1"]})
+    assert text == '{"a\\n\\"b":[0.000001,2,null,true,"=1+1"]}'
+    assert json.loads(text) == {'a\n"b': [1e-06, 2, None, True, "=1+1"]}
