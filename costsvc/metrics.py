@@ -43,6 +43,11 @@ FAMILIES = (
         "Cost of GPUs (or slices) nobody held, this month",
         ["currency"],
     ),
+    (
+        "costsvc_unavailable_cost_month_to_date",
+        "Of the idle cost: GPU time lost to broken hardware (gpu_device_up 0), this month",
+        ["currency"],
+    ),
     ("costsvc_efficiency_ratio", "Used / allocated cost, this month", list(OWNER)),
     (
         "costsvc_hourly_efficiency_ratio",
@@ -109,8 +114,9 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
             if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
                 g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
-        for currency, idle in idle_by_currency(conn, start, end):
+        for currency, idle, lost in idle_by_currency(conn, start, end):
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
+            g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
         if last is not None:
             for r in owner_money(conn, last, None):
                 labels = [r.team, r.project, r.stage]

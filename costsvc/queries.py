@@ -263,14 +263,17 @@ def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list
     return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
 
 
-def idle_by_currency(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int]]:
+def idle_by_currency(
+    conn: Connection, start: datetime, end: datetime
+) -> list[tuple[str, int, int]]:
+    """(currency, idle, of it unavailable: lost GPU time) over [start, end)."""
     o = CostHour
     query = (
-        select(o.currency, func.sum(o.idle))
+        select(o.currency, func.sum(o.idle), func.sum(o.unavailable))
         .where(o.hour >= start, o.hour < end)
         .group_by(o.currency)
     )
-    return [(cur, int(idle or 0)) for cur, idle in conn.execute(query)]
+    return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
 
 
 @dataclass(frozen=True, slots=True)
