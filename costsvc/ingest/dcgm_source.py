@@ -10,7 +10,9 @@ clusters already run, priced with the same rules as our exporter's (docs/cost-mo
   ``NODE_NAME`` environment variable, the Kubernetes node name under the GPU Operator
   (``internal/pkg/hostname/hostname.go``). With its Kubernetes mapping on
   (``internal/pkg/transformation/kubernetes.go``, ``const.go``): ``pod``, ``namespace``,
-  ``container`` (and ``pod_uid``) on the series of a device a container holds; with
+  ``container`` (and ``pod_uid``) on the series of a device a container holds (``pod_name``,
+  ``pod_namespace``, ``container_name`` and ``uuid`` for ``UUID`` under
+  ``--use-old-namespace``); with
   ``--kubernetes-virtual-gpus`` one copy of each series per sharing container with a ``vgpu``
   label (the replica), ``DCGM_FI_DEV_GPU_UTIL`` of that copy being the container's own
   utilisation from NVML's per-process data (``process_metrics.go``: ``isPerProcessMetric``);
@@ -137,6 +139,22 @@ class Device:
     own_util: dict[Who, list[Series]] = field(default_factory=dict)  # per-container GPU_UTIL
 
 
+def _uuid(lab: dict[str, str]) -> str:
+    """The GPU's UUID: ``UUID``, or ``uuid`` under ``--use-old-namespace`` (gpu_collector.go)."""
+    return lab.get("UUID") or lab.get("uuid", "")
+
+
+def _holder(lab: dict[str, str]) -> Who | None:
+    """The container dcgm-exporter's Kubernetes mapping names on a series: ``namespace``,
+    ``pod``, ``container``, or under ``--use-old-namespace`` ``pod_namespace``, ``pod_name``,
+    ``container_name`` (transformation/const.go); None when it names none."""
+    if lab.get("pod"):
+        return (lab.get("namespace", ""), lab["pod"], lab.get("container", ""))
+    if lab.get("pod_name"):
+        return (lab.get("pod_namespace", ""), lab["pod_name"], lab.get("container_name", ""))
+    return None
+
+
 def collect_dcgm(w: Window, facts: HourFacts) -> None:
     """The hour's GPUs, holdings and labels from dcgm-exporter + kube-state-metrics."""
     devices: dict[Unit, Device] = {}
@@ -145,7 +163,7 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
     for name, found in seen.items():
         for s in found:
             lab = s.labels
-            cluster, uuid, gi = w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", "")
+            cluster, uuid, gi = w.cluster_of(lab), _uuid(lab), lab.get("GPU_I_ID", "")
             if not uuid:
                 continue
             by_gpu.setdefault((cluster, uuid), []).append(s)
@@ -156,8 +174,8 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
             d.model = lab.get("modelName", d.model)
             if gi:
                 d.profile = lab.get("GPU_I_PROFILE", d.profile)
-            if lab.get("pod"):
-                who = (lab.get("namespace", ""), lab["pod"], lab.get("container", ""))
+            who = _holder(lab)
+            if who is not None:
                 vgpu = lab.get("vgpu", "")
                 d.holders.setdefault((who, vgpu), []).append(s)
                 if vgpu and name == "DCGM_FI_DEV_GPU_UTIL":
@@ -196,9 +214,7 @@ def _utilisation(w: Window, seen: dict[str, list[Series]], devices: dict[Unit, D
             lab = s.labels
             if name == "DCGM_FI_DEV_GPU_UTIL" and lab.get("vgpu"):
                 continue
-            units.setdefault(
-                (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", "")), []
-            ).append(s)
+            units.setdefault((w.cluster_of(lab), _uuid(lab), lab.get("GPU_I_ID", "")), []).append(s)
         for unit, group in units.items():
             if unit in devices:
                 devices[unit].util = [(a, b, v / scale) for a, b, v in w.pieces(merged(group))]

@@ -52,7 +52,9 @@ vgpu-node (`--kubernetes-virtual-gpus`) GPU-DV time-sliced x 4 (capacity 4): a c
              used 0.250000, waste 0.375000; idle 1.250000
 dra-node  GPU-DD in one DRA claim (`dra_*` labels) shared by dra/p1 and dra/p2 all hour: an
           equal half each, 1.250000; efficiency unknown (who used it is not known)
-fleet = 8 x 2.50 = 20.000000
+old-node  dcgm-exporter --use-old-namespace: `uuid`, `pod_name`, `pod_namespace`, `container_name`;
+          GPU-DO held by old/o all hour at 100 % -> allocated 2.500000, used 2.500000
+fleet = 9 x 2.50 = 22.500000
 """
 
 from __future__ import annotations
@@ -278,6 +280,13 @@ def dcgm_exporter(h: History) -> None:
         h.add("DCGM_FI_DEV_GPU_UTIL", copy, own, s - 60, e)
         ksm_pod(h, "v", pod, "vgpu-node", "nvidia_com_gpu", 1, [(s - 60, e, "Running")])
         team("v", pod, pod)
+
+    # old-node: --use-old-namespace's label names
+    o = {k if k != "UUID" else "uuid": v for k, v in dcgm_gpu("GPU-DO", 0, "old-node").items()}
+    held = {**o, "pod_name": "o", "pod_namespace": "old", "container_name": "main"}
+    h.add("DCGM_FI_DEV_FB_USED", held, 5000, s - 60, e)
+    h.add("DCGM_FI_DEV_GPU_UTIL", held, 100, s - 60, e)
+    team("old", "o", "o")
 
     # dra-node: one GPU in a DRA claim two pods share
     dd = dcgm_gpu("GPU-DD", 0, "dra-node")

@@ -59,6 +59,8 @@ def test_dcgm_exporter_and_kube_state_metrics(
         # one DRA claim, two pods: half each, efficiency unknown
         "p1": (1_250_000, 0, 0, 0),
         "p2": (1_250_000, 0, 0, 0),
+        # --use-old-namespace's `uuid`, `pod_name`, `pod_namespace`, `container_name`
+        "o": (2_500_000, 2_500_000, 0, 0),
     }
     assert assert_every_hour_adds_up(db_url) == 1
     engine = create_engine(db_url)
@@ -78,6 +80,7 @@ def test_dcgm_exporter_and_kube_state_metrics(
         "GPU-DP": ("plain-node", H100),
         "GPU-DV": ("vgpu-node", H100),
         "GPU-DD": ("dra-node", H100),
+        "GPU-DO": ("old-node", H100),
     }
     # the documented approximation: a replica's exact GPU is unknown, so ts/a holds 1/8 of
     # each GPU of the pool for the hour (our exporter: 1/4 of the one it was given)
