@@ -5,6 +5,8 @@ prices (hand-computed figures in history14.py)."""
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import timedelta
 from decimal import Decimal
 
@@ -14,7 +16,8 @@ from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.metrics import collect
 from costsvc.queries import costs
-from tests.costsvc.history import as_utc, assert_every_hour_adds_up, ingest_with, model
+from costsvc.reports import focus_csv
+from tests.costsvc.history import H100, as_utc, assert_every_hour_adds_up, ingest_with, model
 from tests.costsvc.history14 import SAMPLE_HOUR
 from tests.prom import Prometheus
 
@@ -99,4 +102,15 @@ def test_mig_memory_basis_unit_prices(prometheus14: Prometheus, db_url: str) -> 
     assert {Decimal(r.allocated) / r.gpu_hours for r in mig.values()} == {Decimal("2.5")}
     idle = {r.node: (r.idle, r.gpu_hours) for r in rows(db_url) if r.team == IDLE}
     assert idle["node-3"] == (1_250_000, 500_000)
+    # the FOCUS export prices both per GPU-hour at the GPU's price
+    engine = create_engine(db_url)
+    text = "".join(focus_csv(engine, "2026-11"))
+    engine.dispose()
+    focus = list(csv.DictReader(io.StringIO(text)))
+    mig_rows = [r for r in focus if r["x_MigProfile"] == "3g.40gb"]
+    assert {(r["PricingUnit"], r["ListUnitPrice"]) for r in mig_rows} == {("GPU-Hours", "2.500000")}
+    node3 = [r for r in focus if r["ResourceId"] == f"c1/nodes/node-3/{H100}"]
+    assert [(r["PricingQuantity"], r["PricingUnit"], r["ListUnitPrice"]) for r in node3] == [
+        ("0.500000", "GPU-Hours", "2.500000")
+    ]
     assert assert_every_hour_adds_up(db_url) == 1
