@@ -315,6 +315,60 @@ def month_by_team(
     }
 
 
+BY_NAMESPACE = """
+SELECT namespace, currency, sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours)
+FROM chargeback WHERE hour >= %s AND hour < %s AND team <> '__idle__'
+GROUP BY namespace, currency ORDER BY namespace, currency
+"""
+WINDOW = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z"
+ALLOCATION_QUERIES = {
+    "namespace, accumulate": {"aggregate": "namespace", "accumulate": "true"},
+    "label:team, idle shared": {
+        "aggregate": "label:team",
+        "accumulate": "true",
+        "includeIdle": "true",
+        "shareIdle": "true",
+    },
+    "namespace, step=1d": {"aggregate": "namespace", "step": "1d"},
+}
+
+
+def allocation(http: Any, finance: str, pg: Any, n: int, warmup: int = 2) -> dict[str, Any]:
+    """OpenCost's /allocation over the month, cold (an audit row before each request changes
+    the data version), per query; and the namespace aggregate as raw SQL, interleaved."""
+    headers = {"Authorization": f"Bearer {finance}"}
+    out: dict[str, Any] = {}
+    sql_ms: list[float] = []
+    for label, params in ALLOCATION_QUERIES.items():
+        ms: list[float] = []
+        sets = names = 0
+        for i in range(warmup + n):
+            pg.execute(
+                "INSERT INTO audit_log (at, actor, action, target, detail) "
+                "VALUES (now(), 'bench', 'bench.invalidate', '', '{}')"
+            )
+            t = time.perf_counter()
+            r = http.get("/allocation", params={"window": WINDOW, **params}, headers=headers)
+            r.raise_for_status()
+            data = r.json()["data"]
+            t_api = (time.perf_counter() - t) * 1000
+            sets, names = len(data), sum(len(d) for d in data)
+            t = time.perf_counter()
+            pg.execute(BY_NAMESPACE, (START, END), prepare=False).fetchall()
+            t_sql = (time.perf_counter() - t) * 1000
+            if i >= warmup:
+                ms.append(t_api)
+                sql_ms.append(t_sql)
+        out[label] = {
+            "p50_ms": pct(ms, 50),
+            "p95_ms": pct(ms, 95),
+            "sets": sets,
+            "allocations": names,
+        }
+    out["sql_by_namespace"] = {"p50_ms": pct(sql_ms, 50), "p95_ms": pct(sql_ms, 95)}
+    return out
+
+
 def print_month(f: dict[str, float], label: str = "") -> bool:
     ok = f["api_p95_ms"] <= 150 and f["api_p95_ms"] <= 2 * f["sql_p95_ms"]
     if label:
@@ -704,6 +758,26 @@ def main() -> int:
         for line in f["failures"]:
             print(f"  e.g. {line}")
         print(f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB")
+
+        print(
+            f"5. OpenCost's /allocation?window={WINDOW} (finance token, cold: the data version "
+            "changes before every request) vs the namespace aggregate as raw SQL:"
+        )
+        f = allocation(http, tokens["finance"], pg, max(5, args.requests // 4))
+        report["allocation"] = f
+        sql = f["sql_by_namespace"]
+        for label in ALLOCATION_QUERIES:
+            e = f[label]
+            print(
+                f"  {label:24s} p50 {e['p50_ms']:8.1f} ms  p95 {e['p95_ms']:8.1f} ms  "
+                f"{e['sets']} set(s), {e['allocations']:,} allocations  "
+                f"{e['p95_ms'] / sql['p95_ms']:.2f}x raw SQL p95"
+            )
+        print(
+            f"  raw SQL by namespace    p50 {sql['p50_ms']:8.1f} ms  p95 {sql['p95_ms']:8.1f} ms"
+            f"   [namespace, accumulate p95 <= 2x raw SQL: "
+            f"{verdict(f['namespace, accumulate']['p95_ms'] <= 2 * sql['p95_ms'])}]"
+        )
         http.close()
         pg.close()
     finally:

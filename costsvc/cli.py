@@ -3,7 +3,8 @@
 Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py). Commands:
 ``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range),
 ``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
-``close`` (freeze a month) and ``token`` (create, revoke, list API tokens).
+``close`` (freeze a month), ``cost-model`` (import, show: where the cost model lives in the
+database) and ``token`` (create, revoke, list API tokens).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from pydantic import ValidationError
@@ -26,6 +28,7 @@ from costsvc.settings import Settings
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
+    from costsvc.costmodel import CostModel
     from costsvc.ingest.prom import PrometheusReader
 
 PROG = "gpu-costsvc"
@@ -82,11 +85,23 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="close even with failed or missing hours (they are recorded in the audit log)",
     )
+    model = sub.add_parser(
+        "cost-model",
+        help="the cost model kept in the database (when COSTSVC_COST_MODEL is not set)",
+    )
+    model.add_argument("action", choices=["import", "show"])
+    model.add_argument("file", nargs="?", help="import: the YAML file to put in force")
+    model.add_argument("--as", dest="actor", default="cli", help="who imports it (audit log)")
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
-    token.add_argument("--role", choices=["admin", "finance", "team"], default="team")
+    token.add_argument("--role", choices=["admin", "finance", "team", "metrics"], default="team")
     token.add_argument("--team", help="the team a team token may see")
+    token.add_argument(
+        "--output",
+        help="create: write the token to this file (mode 0644) instead of standard output, "
+        "and do nothing when the file already holds a live token (for a scraper's token file)",
+    )
     return p
 
 
@@ -117,6 +132,24 @@ def _progress(what: str, i: int, n: int, hour: datetime) -> None:
         )
 
 
+def _cost_model(settings: Settings, engine: Engine, hint: str = "") -> CostModel:
+    """The cost model in force (costsvc/model_source.py), or a usage error naming why not."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from costsvc.costmodel import CostModelError
+    from costsvc.model_source import in_force
+
+    try:
+        return in_force(settings.cost_model, engine).model
+    except CostModelError as exc:
+        raise UsageError(f"COSTSVC_COST_MODEL: {exc}{hint}") from None
+    except SQLAlchemyError:  # no file, and a database without the schema (or unreachable)
+        raise UsageError(
+            "COSTSVC_COST_MODEL is not set and the database holds no cost model (run "
+            f"gpu-costsvc db upgrade, then gpu-costsvc cost-model import FILE){hint}"
+        ) from None
+
+
 def _eol(i: int) -> str:
     """A new line to end a progress line before a message (after the first hour)."""
     return "\n" if i > 1 else ""
@@ -136,20 +169,18 @@ def _reader(settings: Settings) -> PrometheusReader:
 
 
 def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
-    from costsvc.costmodel import CostModelError, load
     from costsvc.db import runs
     from costsvc.db.engine import make_engine
     from costsvc.ingest.reprice import reprice, stale_hours
     from costsvc.ingest.run import ingest
 
-    if settings.cost_model is None:
-        raise UsageError("COSTSVC_COST_MODEL: set it to the cost model file")
-    try:
-        model = load(settings.cost_model)
-    except CostModelError as exc:
-        raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
-    reader = _reader(settings)
     engine = make_engine(settings.database_url)
+    try:
+        model = _cost_model(settings, engine)
+        reader = _reader(settings)
+    except UsageError:
+        engine.dispose()
+        raise
     failed = 0
     try:
         # hours the cost model now prices differently (a new or back-dated version)
@@ -234,19 +265,20 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
 def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> int:
     import uvicorn
 
+    from costsvc.api import server
     from costsvc.api.app import create_app
-    from costsvc.costmodel import CostModelError, load
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     if ingest:  # a bad cost model fails here, at start-up, naming the field
-        if settings.cost_model is None:
-            raise UsageError("COSTSVC_COST_MODEL is not set (or serve with --no-ingest)")
+        from costsvc.db.engine import make_engine
+
+        engine = make_engine(settings.database_url)
         try:
-            load(settings.cost_model)
-        except CostModelError as exc:
-            raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+            _cost_model(settings, engine, " (or serve with --no-ingest)")
+        finally:
+            engine.dispose()
         _reader(settings).close()  # a bad query-API token file fails here too
     host, _, port = settings.listen_address.rpartition(":")
     bind_host, bind_port = host.strip("[]") or "0.0.0.0", int(port)
@@ -270,15 +302,12 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
                 port=bind_port,
                 log_level="info",
                 access_log=False,
+                http="costsvc.api.server:HeaderTimeoutProtocol",  # COSTSVC_HEADER_TIMEOUT_…
             )
         else:  # handles SIGINT / SIGTERM
-            uvicorn.run(
-                create_app(settings),
-                host=bind_host,
-                port=bind_port,
-                log_level="info",
-                access_log=False,
-            )
+            uvicorn.Server(
+                server.config(create_app(settings), settings, bind_host, bind_port)
+            ).run()
     finally:
         stop.set()
         if watcher is not None:
@@ -347,22 +376,76 @@ def _close(settings: Settings, month: str, actor: str, force: bool = False) -> i
     return 0
 
 
+def _cost_model_command(settings: Settings, action: str, file: str | None, actor: str) -> int:
+    """``import FILE``: validate it and put it in force in the database (audited); ``show``:
+    the cost model in force, where it lives, as YAML."""
+    import yaml
+
+    from costsvc.costmodel import CostModelError, load
+    from costsvc.db.engine import make_engine
+    from costsvc.model_source import in_force, replace
+
+    if action == "import" and not file:
+        raise UsageError("cost-model import needs the FILE to import")
+    engine = make_engine(settings.database_url)
+    try:
+        if action == "import":
+            assert file is not None
+            try:
+                document = load(file).document()  # YAML errors name the line, fields the field
+                model = replace(settings.cost_model, engine, document, actor, "cli", file)
+            except CostModelError as exc:
+                raise UsageError(str(exc)) from None
+            print(f"{PROG}: cost model {model.sha256()[:12]} in force (kept in the database)")
+            return 0
+        found = in_force(settings.cost_model, engine)
+        where = f"file {found.path}" if found.path else "the database"
+        print(f"# the cost model in force, from {where}, sha256 {found.model.sha256()}")
+        sys.stdout.write(yaml.safe_dump(found.model.document(), sort_keys=False))
+        return 0
+    except CostModelError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        engine.dispose()
+
+
 def _token(settings: Settings, args: argparse.Namespace) -> int:
     from costsvc.db.engine import make_engine
-    from costsvc.db.tokens import create_token, revoke_token, tokens
+    from costsvc.db.tokens import (
+        LastAdmin,
+        create_token,
+        digest,
+        principal_of,
+        revoke_token,
+        tokens,
+    )
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
     engine = make_engine(settings.database_url)
     try:
         if args.action == "create":
+            out = Path(args.output) if args.output else None
+            if out is not None and out.is_file():
+                held = out.read_text().strip()
+                if held and principal_of(engine, digest(held)) is not None:
+                    print(f"{PROG}: {out} holds a live token", file=sys.stderr)
+                    return 0
             try:
                 token = create_token(engine, args.name, args.role, args.team, "cli")
             except ValueError as exc:
                 raise UsageError(str(exc)) from None
-            print(token)  # shown once: only its hash is stored
+            if out is None:
+                print(token)  # shown once: only its hash is stored
+            else:
+                out.write_text(token + "\n")
+                out.chmod(0o644)  # the scraper runs as another user (docs/security.md)
         elif args.action == "revoke":
-            if not revoke_token(engine, args.name, "cli"):
+            try:
+                revoked = revoke_token(engine, args.name, "cli")
+            except LastAdmin as exc:
+                raise UsageError(str(exc)) from None
+            if not revoked:
                 raise UsageError(f"no live token named {args.name!r}")
         else:
             for t in tokens(engine):
@@ -430,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
             return _report(settings, args.month, args.format, args.output, args.group_by)
         if args.command == "close":
             return _close(settings, args.month, args.actor, args.force)
+        if args.command == "cost-model":
+            return _cost_model_command(settings, args.action, args.file, args.actor)
         return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

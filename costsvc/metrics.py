@@ -1,6 +1,20 @@
 """The cost service's own series (budget alerts, the FinOps dashboard), from the database.
 Documented in docs/costsvc-metrics.md. Money is in units of the billing currency (a
-``currency`` label); exposition values are floats by nature, the tables stay integers."""
+``currency`` label); exposition values are floats by nature, the tables stay integers.
+
+**Who sees which series** (:func:`scoped`, applied to everything :func:`collect` returns —
+a family added here later is covered without more code; docs/security.md):
+
+- a family named in :data:`FLEET` is a fleet-level aggregate: every token sees it, and with
+  ``COSTSVC_METRICS_PUBLIC=true`` so does a scrape without a token. Such a family must carry
+  none of the :data:`OWNER_LABELS` (a test holds it to that);
+- every other family is private: admin, finance and ``metrics`` tokens see all of it; a team
+  token sees the samples whose ``team`` label is its team, and nothing of a private family
+  without a ``team`` label; without a token, nothing.
+
+So a new per-team series needs a ``team`` label and nothing else; a new fleet-level one is
+added to :data:`FLEET` on purpose.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +27,7 @@ from sqlalchemy import Engine
 from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
 from costsvc.db.budgets import budgets
 from costsvc.db.runs import failed_hour_counts
+from costsvc.db.tokens import Principal
 from costsvc.queries import (
     PodMoney,
     efficiency,
@@ -86,6 +101,39 @@ FAMILIES = (
         ["cluster"],
     ),
 )
+
+
+# fleet-level families: no owner in their labels; public only with COSTSVC_METRICS_PUBLIC
+FLEET = frozenset(
+    {
+        "costsvc_idle_cost_month_to_date",
+        "costsvc_unavailable_cost_month_to_date",
+        "costsvc_last_ingest_success_timestamp_seconds",
+        "costsvc_ingest_lag_seconds",
+        "costsvc_ingest_errors",
+        "costsvc_ingest_failed_hours",
+    }
+)
+OWNER_LABELS = frozenset({*OWNER, "namespace", "pod", "container", "node_owner"})
+
+
+def scoped(families: list[Metric], who: Principal | None) -> list[Metric]:
+    """What ``who`` (None: no token) may see of ``families`` (the rule at the top)."""
+    if who is not None and who.reads_all_metrics:
+        return families
+    out: list[Metric] = []
+    for family in families:
+        if family.name in FLEET:
+            out.append(family)
+            continue
+        if who is None or who.team is None:
+            continue
+        mine = [s for s in family.samples if s.labels.get("team") == who.team]
+        if mine:
+            copy = Metric(family.name, family.documentation, family.type, family.unit)
+            copy.samples = mine
+            out.append(copy)
+    return out
 
 
 def _units(micro: int) -> float:

@@ -21,6 +21,7 @@ from sqlalchemy import (
     and_,
     cast,
     func,
+    literal_column,
     or_,
     select,
     true,
@@ -351,19 +352,21 @@ def allocation_rows(
     ``team``'s rows when given; and the currencies met."""
     dims = sorted(columns | {"cluster", "team"})
     t = source(set(dims))
-    idx = _set_index(conn, t.hour, start, step).label("set_index")
+    one_set = step >= end - start
+    idx = literal_column("0") if one_set else _set_index(conn, t.hour, start, step)
     cols = [getattr(t, d) for d in dims]
+    money_sums = (t.allocated, t.used, t.waste, t.idle, t.gpu_hours)  # Row's, in its order
     q = select(
         idx,
         *cols,
         t.currency,
-        *sums(t)[:5],  # allocated, used, waste, idle, gpu_hours
+        *(func.sum(m) for m in money_sums),
         type_coerce(func.min(t.hour), DateTime(timezone=True)),
         type_coerce(func.max(t.hour), DateTime(timezone=True)),
     ).where(t.hour >= start, t.hour < end)
     if team is not None:
         q = q.where(t.team == team)
-    q = q.group_by(idx, *cols, t.currency)
+    q = q.group_by(*([] if one_set else [idx]), *cols, t.currency)
     shared = _shared_keys(conn, start, end, step, dims, team)
     rows, currencies = [], set()
     n = len(dims)

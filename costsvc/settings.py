@@ -84,6 +84,28 @@ class Settings(BaseSettings):
             headers["Authorization"] = f"Bearer {token}"
         return headers
 
+    # the API's limits and exposure (docs/security.md)
+    metrics_public: bool = Field(
+        default=False,
+        description="serve the fleet-level /metrics families without a token; nothing per "
+        "team is ever public",
+    )
+    answer_cache_bytes: int = Field(
+        default=64 * 2**20, ge=0, description="the answer cache's size in bytes (per process)"
+    )
+    answer_cache_max_answer_bytes: int = Field(
+        default=2**20, ge=0, description="answers larger than this are not cached"
+    )
+    max_body_bytes: int = Field(
+        default=2**20, ge=1024, description="request bodies larger than this are refused (413)"
+    )
+    header_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="a request's line and headers must arrive within this"
+    )
+    body_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="a request's body must arrive within this (408)"
+    )
+
     @field_validator("database_url")
     @classmethod
     def _known_backend(cls, url: str) -> str:

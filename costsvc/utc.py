@@ -11,4 +11,5 @@ def as_utc(value: datetime) -> datetime:
 
 
 def iso_z(value: datetime) -> str:
-    return f"{as_utc(value):%Y-%m-%dT%H:%M:%SZ}"
+    v = as_utc(value)  # the year by hand: strftime's %Y writes year 1 as "1" on glibc
+    return f"{v.year:04d}-{v:%m-%dT%H:%M:%S}Z"

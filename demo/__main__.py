@@ -3,15 +3,22 @@
 1. **History, honestly made.** Three simulated GPU nodes (examples/fleet-h100x8.yaml: whole
    H100s; fleet-shared.yaml: MIG, time-sliced and whole GPUs, several teams and an unlabelled
    pod; fleet-mixed.yaml: A100/L4/T4) run the real exporter — fake NVML, real kubelet
-   pod-resources gRPC server, real /proc attribution — on a simulated clock stepped through
-   yesterday (UTC). Every collection's exposition is kept with its timestamp (what Prometheus
-   would have scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded
-   into a real Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
-2. **Chargeback through the production path.** The cost service ingests each of those 24
-   hours from that Prometheus into SQLite (examples/cost-model.yaml).
-3. **Left running:** live exporters for the three nodes, Prometheus, and the cost-service API
-   with its /docs; an admin token is printed with a per-team cost table read from the API.
-   Ctrl-C stops everything.
+   pod-resources gRPC server, real /proc attribution — on a simulated clock stepped from the
+   start of yesterday (UTC) until now. Every collection's exposition is kept with its
+   timestamp (what Prometheus would have scraped), plus kube-state-metrics'
+   ``kube_pod_labels`` for the pods, and loaded into a real Prometheus with
+   ``promtool tsdb create-blocks-from openmetrics``.
+2. **Chargeback through the production path.** The cost service ingests each complete hour
+   of it — yesterday's 24 and today's so far — from that Prometheus into SQLite
+   (examples/cost-model.yaml).
+3. **Left running:** live exporters for the three nodes (going on where the history stops),
+   ``kube_pod_labels`` for their pods, Prometheus scraping them, and the cost-service API with
+   its /docs; the cost service ingests each new hour a minute after it ends. An admin token
+   is printed with a per-team cost table read from the API. Ctrl-C stops everything.
+
+Ports (flags): the API 8080, Prometheus 9090, the exporters 9400-9402, ``kube_pod_labels``
+9408. A busy port is reported and waited for (``--port-wait`` seconds), then the demo exits
+naming it — it never moves to another port in silence.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
 """
@@ -32,19 +39,22 @@ from typing import Any
 
 import httpx
 import uvicorn
-from sqlalchemy import create_engine
+from sqlalchemy import Engine
 
 from costsvc.api.app import create_app
-from costsvc.costmodel import load
+from costsvc.costmodel import CostModel, load
+from costsvc.db.engine import make_engine
 from costsvc.db.migrate import upgrade
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import complete_hours, ingest
+from costsvc.ingest.run import complete_hours, ingest, pending_hours
 from costsvc.settings import Settings
-from demo.history import NODES, ROOT, make_history
-from demo.stack import Stack, pick_port, wait_http
+from demo.history import NODES, ROOT, PodLabels, make_history, spec_with_epoch
+from demo.stack import PortBusy, Stack, claim_port, wait_http
 
 CLUSTER = "demo"
+SETTLE = timedelta(minutes=1)  # an hour is ingested once it is this long over (last scrapes)
+CHECK_EVERY = 30.0  # seconds between looks for a new hour to ingest
 
 
 def _say(text: str) -> None:
@@ -68,6 +78,22 @@ def _table(rows: list[dict[str, Any]], currency: str) -> str:
     return "\n".join(lines)
 
 
+def _ingest_live(
+    engine: Engine, reader: PrometheusReader, model: CostModel, stopping: threading.Event
+) -> None:
+    """Each new hour (and any failed one due for a retry), once it is over, while the demo
+    runs: the path ``gpu-costsvc serve`` takes every hour."""
+    while not stopping.wait(CHECK_EVERY):
+        hours = pending_hours(engine, CLUSTER, datetime.now(UTC) - SETTLE)
+        if not hours:
+            continue
+        report = ingest(engine, reader, model, CLUSTER, hours)
+        for hour in report.done:
+            _say(f"  cost service: ingested {hour:%Y-%m-%d %H:00} (live)")
+        for hour, why in report.failed.items():
+            _say(f"  cost service: {hour:%Y-%m-%d %H:00} failed: {why} (it will be retried)")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n")[0])
     ap.add_argument("--step", type=int, default=60, help="seconds between simulated scrapes")
@@ -78,6 +104,18 @@ def main(argv: list[str] | None = None) -> int:
         help="stop after this many seconds (default: run until Ctrl-C)",
     )
     ap.add_argument("--workdir", type=Path, default=None, help="keep the files here")
+    ap.add_argument("--api-port", type=int, default=8080, help="the cost-service API (8080)")
+    ap.add_argument("--prometheus-port", type=int, default=9090, help="Prometheus (9090)")
+    ap.add_argument(
+        "--exporter-port", type=int, default=9400, help="the first exporter's (9400; then +1, +2)"
+    )
+    ap.add_argument("--labels-port", type=int, default=9408, help="kube_pod_labels (9408)")
+    ap.add_argument(
+        "--port-wait",
+        type=float,
+        default=60.0,
+        help="seconds to wait for a busy port before exiting (default 60)",
+    )
     args = ap.parse_args(argv)
 
     for tool in ("prometheus", "promtool"):
@@ -99,13 +137,25 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        wanted = [
+            (args.api_port, "the cost-service API", "--api-port"),
+            (args.prometheus_port, "Prometheus", "--prometheus-port"),
+            *(
+                (args.exporter_port + i, f"the exporter of {name}", "--exporter-port")
+                for i, name in enumerate(NODES)
+            ),
+            (args.labels_port, "kube_pod_labels", "--labels-port"),
+        ]
+        for port, what, flag in wanted:  # before the minutes of simulation, not after
+            claim_port(port, what, args.port_wait, _say, flag)
+        now = datetime.now(UTC)
+        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
         day = today - timedelta(days=1)
         _say(
-            f"gpu-finops demo: simulating {len(NODES)} GPU nodes through {day:%Y-%m-%d} "
-            f"(UTC), a scrape every {args.step} s ..."
+            f"gpu-finops demo: simulating {len(NODES)} GPU nodes from {day:%Y-%m-%d} 00:00 "
+            f"until now ({now:%H:%M} UTC), a scrape every {args.step} s ..."
         )
-        history, samples = make_history(workdir, day, args.step)
+        history, samples = make_history(workdir, day, args.step, now)
         _say(f"  {samples:,} samples of exporter output; loading them into Prometheus ...")
         data = workdir / "prometheus"
         subprocess.run(
@@ -115,29 +165,41 @@ def main(argv: list[str] | None = None) -> int:
         )
         history.unlink()
 
-        exporters = []
+        def port(number: int, what: str, flag: str) -> int:  # still free? (no waiting now)
+            return claim_port(number, what, 0, _say, flag)
+
+        exporters, specs = [], []
         for i, name in enumerate(NODES):
-            port = pick_port(9400 + i)
+            specs.append(spec_with_epoch(name, day, workdir))  # live, where the history ends
+            p = port(args.exporter_port + i, f"the exporter of {name}", "--exporter-port")
             stack.process(
                 [
                     "gpu-exporter",
                     "--simulate",
-                    str(ROOT / "examples" / name),
+                    str(specs[-1]),
                     "--web.listen-address",
-                    f"127.0.0.1:{port}",
+                    f"127.0.0.1:{p}",
                 ],
                 workdir / f"exporter-{i}.log",
             )
-            exporters.append(port)
-        api_port, prom_port = pick_port(8080), pick_port(9090)
+            exporters.append(p)
+        labels_port = port(args.labels_port, "kube_pod_labels", "--labels-port")
+        stack.stops.append(PodLabels(specs, day, labels_port).stop)
+        api_port = port(args.api_port, "the cost-service API", "--api-port")
+        prom_port = port(args.prometheus_port, "Prometheus", "--prometheus-port")
         config = workdir / "prometheus.yml"
+        (workdir / "costsvc-token").write_text("")  # the token comes once the database exists
         config.write_text(
             "global: {scrape_interval: 15s}\nscrape_configs:\n"
             "  - job_name: gpu-exporter\n    static_configs:\n      - targets: ["
             + ", ".join(f'"127.0.0.1:{p}"' for p in exporters)
             + "]\n"
+            "  - job_name: kube-state-metrics\n    static_configs:\n"
+            f'      - targets: ["127.0.0.1:{labels_port}"]\n'
             "  - job_name: gpu-costsvc\n    static_configs:\n"
             f'      - targets: ["127.0.0.1:{api_port}"]\n'
+            # /metrics needs a metrics-role token (docs/security.md), written below
+            f"    authorization: {{credentials_file: {workdir / 'costsvc-token'}}}\n"
             f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
         )
         prom = stack.process(
@@ -155,19 +217,28 @@ def main(argv: list[str] | None = None) -> int:
 
         db_url = f"sqlite:///{workdir / 'gpu-costsvc.db'}"
         upgrade(db_url)
-        engine = create_engine(db_url)
+        engine = make_engine(db_url)
+        stack.stops.append(engine.dispose)
         model = load(ROOT / "examples" / "cost-model.yaml")
         reader = PrometheusReader(prom_url)
-        hours = complete_hours(day, today)
+        stack.stops.append(reader.close)
+        hours = complete_hours(day, now)
         for i, hour in enumerate(hours, 1):
             report = ingest(engine, reader, model, CLUSTER, [hour])
             if report.failed:
                 raise RuntimeError(f"ingest {hour:%H:00}: {report.failed[hour]}")
             print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
         print(flush=True)
-        reader.close()
         token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
-        engine.dispose()
+        scrape = f"demo-prometheus-{int(time.time())}"
+        (workdir / "costsvc-token").write_text(
+            create_token(engine, scrape, "metrics", None, "demo") + "\n"
+        )
+        live = threading.Thread(
+            target=_ingest_live, args=(engine, reader, model, stopping), name="ingest", daemon=True
+        )
+        live.start()
+        stack.stops.append(lambda: live.join(30))
 
         settings = Settings(
             database_url=db_url,
@@ -216,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         stopping.wait(args.duration)
         return 0
+    except PortBusy as exc:
+        _say(f"make demo: {exc}")
+        return 1
     finally:
+        stopping.set()
         stack.close()
         if args.workdir is None:
             shutil.rmtree(workdir, ignore_errors=True)

@@ -1,21 +1,31 @@
-"""A day of history for the demo: three simulated GPU nodes scraped on a simulated clock.
+"""History for the demo: three simulated GPU nodes scraped on a simulated clock, from the
+start of yesterday until the moment the demo starts.
 
 Each node's exporter is built exactly as ``gpu-exporter --simulate`` builds it
-(:func:`exporter.build.build`), on a clock the demo steps through the day; every collection's
-exposition is kept with its timestamp (what Prometheus would have scraped), together with
-kube-state-metrics' ``kube_pod_labels`` for the pods alive at that moment.
+(:func:`exporter.build.build`), on a clock the demo steps through the history; every
+collection's exposition is kept with its timestamp (what Prometheus would have scraped),
+together with kube-state-metrics' ``kube_pod_labels`` for the pods alive at that moment. The
+specs are given the history's start as their epoch (:func:`spec_with_epoch`), so the live
+exporters the demo then starts go on where the history stops, and :class:`PodLabels` serves
+``kube_pod_labels`` live, as kube-state-metrics would.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
+import threading
+import time
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO
 
+import yaml
+
 from exporter.build import Built, build
 from exporter.flags import parse_settings
+from exporter.simulate.spec import FleetSpec, load
 from kube.labels import sanitize_label
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,11 +94,10 @@ def simulated_node(spec_path: Path, clock: Clock) -> Built:
     return build(settings, clock=clock, monotonic=clock)
 
 
-def kube_pod_labels(built: Built, t: float) -> str:
+def kube_pod_labels(spec: FleetSpec, t: float) -> str:
     """kube-state-metrics' ``kube_pod_labels`` for the spec's pods alive at ``t`` (seconds)."""
-    assert built.spec is not None
     ksm = ["# TYPE kube_pod_labels gauge"]
-    for pod in built.spec.pods:
+    for pod in spec.pods:
         if not pod.alive(t):
             continue
         labels = "".join(f',{sanitize_label(k)}="{v}"' for k, v in sorted(pod.labels.items()))
@@ -96,24 +105,35 @@ def kube_pod_labels(built: Built, t: float) -> str:
     return "\n".join(ksm)
 
 
-def make_history(workdir: Path, day: datetime, step: int) -> tuple[Path, int]:
-    """A day of scrapes of the three nodes (and kube_pod_labels), as OpenMetrics."""
+def spec_with_epoch(name: str, epoch: datetime, workdir: Path) -> Path:
+    """A copy of the example spec ``name`` whose curves and pods start at ``epoch``."""
+    raw = yaml.safe_load((ROOT / "examples" / name).read_text())
+    raw["epoch"] = epoch.isoformat()
+    out = workdir / f"live-{name}"
+    out.write_text(yaml.safe_dump(raw, sort_keys=False))
+    return out
+
+
+def make_history(workdir: Path, day: datetime, step: int, end: datetime) -> tuple[Path, int]:
+    """Scrapes of the three nodes (and kube_pod_labels) from ``day`` until ``end``, as
+    OpenMetrics."""
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     families = FamilyFiles(workdir)
     clock = Clock(day.timestamp())
     nodes = []
     for i, name in enumerate(NODES):
-        built = simulated_node(ROOT / "examples" / name, clock)
+        built = simulated_node(spec_with_epoch(name, day, workdir), clock)
         nodes.append((built, f'job="gpu-exporter",instance="node-{i}:9400"'))
     try:
-        end = day.timestamp() + 86400
-        while clock.t < end:
+        stop = end.timestamp()
+        while clock.t < stop:
             stamp = int(clock.t)
             for built, extra in nodes:
+                assert built.spec is not None
                 exporter = built.exporter
                 exporter.collect_once()
                 families.add(exporter.exposition.body("openmetrics").decode(), stamp, extra)
-                ksm = kube_pod_labels(built, clock.t - day.timestamp())
+                ksm = kube_pod_labels(built.spec, clock.t - day.timestamp())
                 families.add(ksm, stamp, 'job="kube-state-metrics"')
             clock.t += step
     finally:
@@ -123,3 +143,36 @@ def make_history(workdir: Path, day: datetime, step: int) -> tuple[Path, int]:
     out = workdir / "history.om"
     families.write(out)
     return out, families.samples
+
+
+class PodLabels:
+    """A stand-in for kube-state-metrics while the demo runs: ``/metrics`` answers
+    ``kube_pod_labels`` for the pods of the live specs alive now (t since ``epoch``)."""
+
+    def __init__(self, specs: list[Path], epoch: datetime, port: int) -> None:
+        fleets = [load(p) for p in specs]
+        start = epoch.timestamp()
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                if self.path.split("?")[0] != "/metrics":
+                    self.send_error(404)
+                    return
+                t = time.time() - start
+                body = ("\n".join(kube_pod_labels(f, t) for f in fleets) + "\n").encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()

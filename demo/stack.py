@@ -1,5 +1,5 @@
-"""The demo's running parts: processes and servers stopped in reverse order, free ports, and
-waiting for an HTTP endpoint to answer."""
+"""The demo's running parts: processes and servers stopped in reverse order, the ports they
+listen on, and waiting for an HTTP endpoint to answer."""
 
 from __future__ import annotations
 
@@ -38,14 +38,42 @@ class Stack:
             stop()
 
 
-def pick_port(preferred: int) -> int:
-    """``preferred`` if it is free on 127.0.0.1, else any free port."""
+class PortBusy(RuntimeError):
+    """A port the demo needs is held by something else (the message names it)."""
+
+
+def port_free(port: int) -> bool:
+    """Whether a server can listen on 127.0.0.1:``port`` now. SO_REUSEADDR, as the servers
+    set it: a port left in TIME_WAIT by a demo just stopped is free."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind(("127.0.0.1", preferred))
+            s.bind(("127.0.0.1", port))
         except OSError:
-            s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+            return False
+        return True
+
+
+def claim_port(
+    port: int, what: str, wait: float, say: Callable[[str], None], flag: str = ""
+) -> int:
+    """``port``, once it is free: when it is busy, say so and wait up to ``wait`` seconds for
+    it; still busy, raise PortBusy naming it. Never another port in silence."""
+    if port_free(port):
+        return port
+    hint = f", or choose another with {flag}" if flag else ""
+    if wait <= 0:
+        raise PortBusy(f"port {port} ({what}) was taken while the demo started{hint}")
+    say(f"  port {port} ({what}) is busy: waiting up to {wait:g} s for it to be free ...")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(0.5)  # polling interval while waiting for the port
+        if port_free(port):
+            say(f"  port {port} ({what}) is free")
+            return port
+    raise PortBusy(
+        f"port {port} ({what}) is still busy after {wait:g} s: stop what listens on it{hint}"
+    )
 
 
 def wait_http(url: str, seconds: float, proc: subprocess.Popen[bytes] | None = None) -> None:

@@ -11,3 +11,16 @@ def sanitize_label(key: str) -> str:
     """A label key as kube-state-metrics writes it in ``kube_pod_labels``:
     ``app.kubernetes.io/team`` -> ``label_app_kubernetes_io_team``."""
     return "label_" + _NOT_A_NAME_CHAR.sub("_", key)
+
+
+# A label value as Kubernetes validates it (k8s.io/apimachinery pkg/util/validation
+# validation.go: labelValueFmt = "(" + qualifiedNameFmt + ")?", LabelValueMaxLength = 63):
+# empty, or alphanumerics, '-', '_', '.', starting and ending with an alphanumeric.
+LABEL_VALUE_MAX = 63
+LABEL_VALUE = r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
+_LABEL_VALUE = re.compile(LABEL_VALUE)
+
+
+def is_label_value(value: str) -> bool:
+    """Whether ``value`` is a valid Kubernetes label value (the empty string is)."""
+    return len(value) <= LABEL_VALUE_MAX and _LABEL_VALUE.fullmatch(value) is not None

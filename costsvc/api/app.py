@@ -1,16 +1,24 @@
-"""``create_app()``: the FastAPI application, its lifespan (one database engine) and routers."""
+"""``create_app()``: the FastAPI application, its lifespan (one database engine) and routers,
+the request limits (costsvc/api/limits.py), and the API docs served from packaged assets."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from importlib.resources import files
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
 from costsvc import __version__
+from costsvc.api.cache import AnswerCache
+from costsvc.api.errors import validation_problem
+from costsvc.api.limits import Limits
 from costsvc.api.routes import (
     allocation,
     budgets,
@@ -26,6 +34,9 @@ from costsvc.db.engine import make_engine, reachable
 from costsvc.settings import Settings
 
 Clock = Callable[[], datetime]
+# Swagger UI (Apache-2.0) and ReDoc (MIT) as the fastapi-offline package (MIT) ships them,
+# each with its licence notice: /docs and /redoc work with no network (docs/security.md)
+ASSETS = "/docs-assets"
 
 
 def _now() -> datetime:
@@ -50,16 +61,29 @@ def create_app(
         title="gpu-costsvc",
         version=__version__,
         description="GPU chargeback: costs per team, CSV and FOCUS reports, month close, "
-        "budgets. Money is a decimal string in the billing currency; times are UTC.",
+        "budgets. Money is a decimal string in the billing currency; times are UTC. "
+        "Every /v1 operation needs a bearer token (docs/security.md).",
         lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.engine = engine if engine is not None else make_engine(settings.database_url)
     app.state.settings = settings
     app.state.clock = clock
+    app.state.answers = AnswerCache(
+        settings.answer_cache_bytes, settings.answer_cache_max_answer_bytes
+    )
+    app.add_middleware(
+        Limits,
+        max_body_bytes=settings.max_body_bytes,
+        body_timeout_seconds=settings.body_timeout_seconds,
+    )
+    app.add_exception_handler(RequestValidationError, validation_problem)
     for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
+    _docs(app)
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:
@@ -68,3 +92,32 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     return app
+
+
+def _docs(app: FastAPI) -> None:
+    """``/docs`` (Swagger UI) and ``/redoc`` from the packaged assets, never a CDN."""
+    assets = files("fastapi_offline") / "static"
+    app.mount(ASSETS, StaticFiles(directory=str(assets)), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def swagger(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_swagger_ui_html(
+            openapi_url=f"{root}/openapi.json",
+            title="gpu-costsvc - Swagger UI",
+            swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{root}{ASSETS}/favicon.png",
+            swagger_ui_parameters={"persistAuthorization": False},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def redoc(request: Request) -> HTMLResponse:
+        root = request.scope.get("root_path", "")
+        return get_redoc_html(
+            openapi_url=f"{root}/openapi.json",
+            title="gpu-costsvc - ReDoc",
+            redoc_js_url=f"{root}{ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=f"{root}{ASSETS}/favicon.png",
+            with_google_fonts=False,
+        )

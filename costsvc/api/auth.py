@@ -2,8 +2,13 @@
 
 Roles: ``admin`` sees everything and manages budgets, tokens and the cost model; ``finance``
 sees every team, exports reports, closes months and manages budgets; ``team`` sees its own
-team only — also through ``group_by``, filters and CSV. Anything else is 401 (no or unknown
-token) or 403. Token storage: costsvc/db/tokens.py.
+team only — also through ``group_by``, filters and CSV; ``metrics`` (for Prometheus) reads
+``/metrics`` and nothing under ``/v1``. Anything else is 401 (no or unknown token) or 403.
+Token storage: costsvc/db/tokens.py; who sees what: docs/security.md.
+
+Every route that takes :data:`Caller`, :data:`Finance` or :data:`Admin` carries the bearer
+security scheme in the OpenAPI description (``bearer``), so a new route inherits both the
+check and its documentation by naming one of them.
 """
 
 from __future__ import annotations
@@ -13,11 +18,21 @@ import time
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
+from costsvc.api.errors import shown
 from costsvc.db.tokens import Principal, digest, principal_of
 
 CACHE_SECONDS = 5.0  # a revocation reaches other processes within this; this one at once
+MAX_TOKEN = 512  # longer is no token of ours: refused without a lookup
+
+BEARER = HTTPBearer(
+    auto_error=False,
+    scheme_name="bearer",
+    description="An API token (`gfo_…`): `gpu-costsvc token create` or `POST /v1/tokens`.",
+)
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
 
 
 class _TokenCache:
@@ -47,21 +62,33 @@ class _TokenCache:
 
 
 CACHE = _TokenCache()
+_UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
-def principal(request: Request) -> Principal:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
-    key = digest(token.strip())
+def optional_principal(request: Request, credentials: Credentials) -> Principal | None:
+    """The caller, or None when no bearer token was sent; 401 for an unknown token."""
+    if credentials is None:
+        return None
+    token = credentials.credentials.strip()
+    if not token or len(token) > MAX_TOKEN:
+        raise HTTPException(401, "unknown or revoked token", _UNAUTHORIZED)
+    key = digest(token)
     cached, who = CACHE.get(key)
     if not cached:
         engine: Engine = request.app.state.engine
         who = principal_of(engine, key)
         CACHE.put(key, who)
     if who is None:
-        raise HTTPException(401, "unknown or revoked token", {"WWW-Authenticate": "Bearer"})
+        raise HTTPException(401, "unknown or revoked token", _UNAUTHORIZED)
+    return who
+
+
+def principal(who: Annotated[Principal | None, Depends(optional_principal)]) -> Principal:
+    """A caller of ``/v1``: any role but ``metrics``."""
+    if who is None:
+        raise HTTPException(401, "missing bearer token", _UNAUTHORIZED)
+    if who.role not in ("admin", "finance", "team"):
+        raise HTTPException(403, f"a {who.role} token reads /metrics only")
     return who
 
 
@@ -80,9 +107,10 @@ def finance(who: Annotated[Principal, Depends(principal)]) -> Principal:
 Caller = Annotated[Principal, Depends(principal)]
 Admin = Annotated[Principal, Depends(admin)]
 Finance = Annotated[Principal, Depends(finance)]
+MaybeCaller = Annotated[Principal | None, Depends(optional_principal)]
 
 
 def check_team(who: Principal, team: str) -> None:
     """A team token asking about another team: 404, as if that team did not exist."""
     if not who.sees_all and team != who.team:
-        raise HTTPException(404, f"no team {team!r} visible to this token")
+        raise HTTPException(404, f"no team {shown(team)} visible to this token")

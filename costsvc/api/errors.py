@@ -1,10 +1,16 @@
-"""The error answers every /v1 endpoint may give, for the OpenAPI description."""
+"""The error answers of the API: their OpenAPI description, and the 422 answer, which names
+what is wrong without echoing the input (a 1 MB field is not sent back)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
+
+SHOWN = 64  # characters of an input a message may quote
 
 
 class Problem(BaseModel):
@@ -18,3 +24,22 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"model": Problem, "description": "not found, or not visible to this token"},
     409: {"model": Problem, "description": "conflicts with the current state"},
 }
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for a message: repr'd (no control character gets through) and cut."""
+    return repr(text[:SHOWN]) + ("…" if len(text) > SHOWN else "")
+
+
+async def validation_problem(request: Request, exc: Exception) -> JSONResponse:
+    """FastAPI's 422 (``{"detail": [{loc, msg, type}]}``) without ``input`` and ``ctx``."""
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {
+            "loc": [p if isinstance(p, int) else str(p)[:SHOWN] for p in e.get("loc", ())],
+            "msg": str(e.get("msg", ""))[: 4 * SHOWN],
+            "type": str(e.get("type", "")),
+        }
+        for e in exc.errors()[:20]
+    ]
+    return JSONResponse({"detail": errors}, status_code=422)

@@ -35,13 +35,17 @@ class Base(DeclarativeBase):
 
 class CostModelVersion(Base):
     """Every cost-model document that priced something, by content hash; each ingest run
-    names the one it used, so every hour's money can be traced to its prices and policies."""
+    names the one it used, so every hour's money can be traced to its prices and policies.
+    Where the cost model lives in the database (no ``COSTSVC_COST_MODEL`` file), the one in
+    force is the document activated last (``activated_at``; the audit log has each change)."""
 
     __tablename__ = "cost_model_versions"
     id: Mapped[int] = mapped_column(primary_key=True)
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
     document: Mapped[dict[str, Any]] = mapped_column(JSON)
     loaded_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    activated_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    activated_by: Mapped[str | None] = mapped_column(String(253))
 
 
 class PodLabels(Base):

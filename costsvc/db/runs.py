@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import zlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -103,7 +103,7 @@ def advance_watermark(conn: Connection, cluster: str, hour: datetime) -> None:
 
 
 def failed_hours(engine: Engine, cluster: str) -> list[datetime]:
-    """Hours whose latest ingest run failed (or never finished) and none succeeded since."""
+    """Hours whose ingest failed (or never finished) and has not succeeded since."""
     return [f.hour for f in failed_hour_states(engine, cluster)]
 
 
@@ -143,9 +143,16 @@ class FailedHour:
     cost_model_id: int | None  # the cost-model document the latest run priced with
 
 
+# a run still "running" this long after it started was killed (an hour takes seconds to
+# minutes); one younger may be in progress in another process, and is not a failure yet
+RUNNING_GRACE = timedelta(minutes=15)
+
+
 def failed_hour_states(source: Engine | Connection, cluster: str | None = None) -> list[FailedHour]:
-    """Every failed hour (of one cluster, or all), oldest first, with its failed attempts."""
+    """Every failed hour (of one cluster, or all), oldest first, with its failed attempts: a
+    run that failed, or that never finished (:data:`RUNNING_GRACE`)."""
     r = IngestRun
+    killed = and_(r.status == "running", r.started_at < datetime.now(UTC) - RUNNING_GRACE)
     done = (
         select(r.cluster, r.hour, func.max(r.id).label("done_id"))
         .where(r.kind == "ingest", r.status == "done")
@@ -155,7 +162,7 @@ def failed_hour_states(source: Engine | Connection, cluster: str | None = None) 
     query = (
         select(r.cluster, r.hour, r.started_at, r.error, r.cost_model_id)
         .outerjoin(done, and_(done.c.cluster == r.cluster, done.c.hour == r.hour))
-        .where(r.kind == "ingest", r.status != "done")
+        .where(r.kind == "ingest", or_(r.status == "failed", killed))
         .where(or_(done.c.done_id.is_(None), r.id > done.c.done_id))
         .order_by(r.id)
     )

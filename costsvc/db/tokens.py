@@ -1,5 +1,7 @@
 """API bearer tokens. A token is 256 random bits shown once; the database keeps its SHA-256
-(no salt needed at that entropy). Roles: ``admin``, ``finance``, ``team`` (docs/api.md)."""
+(no salt needed at that entropy). Roles: ``admin``, ``finance``, ``team``, ``metrics``
+(docs/security.md). Names and teams are Kubernetes label values, so every token can be named
+in a URL (and revoked through the API); the last live admin token cannot be revoked."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from sqlalchemy import Engine, insert, select, update
 
 from costsvc.db.audit import audit
 from costsvc.db.models import ApiToken
+from kube.labels import is_label_value
 
-ROLES = ("admin", "finance", "team")
+ROLES = ("admin", "finance", "team", "metrics")
 PREFIX = "gfo_"
 
 
@@ -27,7 +30,17 @@ class Principal:
 
     @property
     def sees_all(self) -> bool:
+        """Every team's data under /v1 and on /metrics."""
         return self.role in ("admin", "finance")
+
+    @property
+    def reads_all_metrics(self) -> bool:
+        """Every /metrics series, per team and per pod included."""
+        return self.role in ("admin", "finance", "metrics")
+
+
+class LastAdmin(Exception):
+    """Revoking this token would leave no live admin token."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,7 +61,14 @@ def create_token(engine: Engine, name: str, role: str, team: str | None, actor: 
     if role not in ROLES:
         raise ValueError(f"role {role!r}: use one of {', '.join(ROLES)}")
     if (role == "team") != bool(team):
-        raise ValueError("a team token needs --team; admin and finance tokens take none")
+        raise ValueError("a team token needs --team; admin, finance and metrics tokens take none")
+    if not name or not is_label_value(name):
+        raise ValueError(
+            "a token name is 1-63 letters, digits, '-', '_' or '.', "
+            "starting and ending with a letter or digit"
+        )
+    if team and not is_label_value(team):
+        raise ValueError("a team is a Kubernetes label value: 1-63 letters, digits, '-', '_', '.'")
     token = PREFIX + secrets.token_urlsafe(32)
     row = {
         "name": name,
@@ -66,9 +86,16 @@ def create_token(engine: Engine, name: str, role: str, team: str | None, actor: 
 
 
 def revoke_token(engine: Engine, name: str, actor: str) -> bool:
-    """Revoke the live token ``name``; False when there is none."""
-    live = update(ApiToken).where(ApiToken.name == name, ApiToken.revoked_at.is_(None))
+    """Revoke the live token ``name``; False when there is none. Raises :class:`LastAdmin`
+    rather than revoke the last live admin token (nobody could manage tokens any more)."""
+    t = ApiToken
+    live = update(t).where(t.name == name, t.revoked_at.is_(None))
     with engine.begin() as conn:
+        admins = conn.execute(  # locked on PostgreSQL: two revokes cannot both pass the check
+            select(t.name).where(t.role == "admin", t.revoked_at.is_(None)).with_for_update()
+        ).scalars()
+        if list(admins) == [name]:
+            raise LastAdmin(f"{name!r} is the last live admin token: create another first")
         done = conn.execute(live.values(revoked_at=datetime.now(UTC))).rowcount
         if done:
             audit(conn, actor, "token.revoke", name, {})

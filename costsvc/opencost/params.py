@@ -193,17 +193,23 @@ def parse_bool(text: str | None, default: bool = False) -> bool:
     return default
 
 
-def parse_accumulate(text: str | None) -> bool:
-    """``accumulate``: a bool, or ``all`` (sum every set into one)."""
+def parse_accumulate(text: str | None, by: str | None = None) -> bool:
+    """``accumulate``: a bool, or ``all`` (sum every set into one); ``accumulateBy``, when
+    given, decides instead: ``all`` or ``none`` (OpenCost's ``resolveAccumulateOption``)."""
+    for name, value in (("accumulateBy", by), ("accumulate", text)):
+        raw = (value or "").strip().lower()
+        if raw in ("hour", "day", "week", "month", "quarter"):
+            raise BadParameter(
+                f"Invalid '{name}' parameter: {raw}: gpu-costsvc accumulates all sets "
+                "(accumulate=true); for per-day sets use step=1d"
+            )
+    chosen = (by or "").strip().lower()
+    if chosen in ("all", "none"):
+        return chosen == "all"
+    if chosen:
+        raise BadParameter(f"Invalid 'accumulateBy' parameter: invalid accumulateBy option: {by}")
     raw = (text or "").strip()
-    if raw.lower() == "all":
-        return True
-    if raw.lower() in ("hour", "day", "week", "month", "quarter"):
-        raise BadParameter(
-            f"Invalid 'accumulate' parameter: {raw}: gpu-costsvc accumulates all sets "
-            "(accumulate=true); for per-day sets use step=1d"
-        )
-    return parse_bool(raw)
+    return raw.lower() == "all" or parse_bool(raw)
 
 
 def split_list(values: list[str] | None) -> list[str]:

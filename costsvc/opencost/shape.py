@@ -40,10 +40,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any
 
 from costsvc.chargeback import IDLE, UNALLOCATED
-from costsvc.money import MICRO, split
+from costsvc.money import MICRO, money, split
 from costsvc.opencost.filters import (
     KEPT_ALIASES,
     NOT_KEPT,
@@ -55,10 +56,11 @@ from costsvc.opencost.filters import (
     comparisons,
 )
 from costsvc.opencost.params import Window
-from costsvc.utc import iso_z
+from costsvc.utc import iso_z as _iso_z
 from kube.labels import sanitize_label
 
 HOUR = timedelta(hours=1)
+iso_z = lru_cache(maxsize=4096)(_iso_z)  # a few distinct hours per answer, many allocations
 SIX = Decimal("0.000001")
 # the properties an allocation can carry from the chargeback
 PROPERTY_COLUMNS = ("cluster", "node", "namespace", "pod")
@@ -330,16 +332,20 @@ def keep_row(row: Row, keep: Node, label_columns: Mapping[str, str]) -> bool:
     return keep.matches(lookup(row, label_columns))
 
 
-def _number(micro: int) -> Decimal:
-    return Decimal(micro).scaleb(-6).quantize(SIX)
+def _ratio(value: Decimal) -> str:
+    return format(value.quantize(SIX), "f")
 
 
-def _ratio(value: Decimal) -> Decimal:
-    return value.quantize(SIX)
+# the fields outside our scope, as JSON text once: 0, or null for the maps (pvs)
+ZEROS_BEFORE_GPU = ",".join(f'"{n}":0' for n in ZERO_BEFORE_GPU)
+ZEROS_AFTER_GPU = ",".join(f'"{n}":{"null" if n in NULL_FIELDS else "0"}' for n in ZERO_AFTER_GPU)
+NULL_MAPS = ("proportionalAssetResourceCosts", "lbAllocations", "sharedCostBreakdown")
+AFTER_TOTAL = ",".join(f'"{n}":null' for n in NULL_MAPS)
 
 
-def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> dict[str, Any]:
-    """One allocation, every field of OpenCost's ``AllocationJSON`` in its order."""
+def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> str:
+    """One allocation as JSON text: every field of OpenCost's ``AllocationJSON`` in its
+    order, numbers written from the exact micro-units (never through a float)."""
     first = acc.first or window.start
     end = acc.end or window.start
     minutes = Decimal(int((end - first).total_seconds())) / 60
@@ -350,52 +356,45 @@ def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> dict[
     efficiency: Decimal | None = Decimal(acc.used) / measured if measured else None
     if is_idle:
         efficiency = Decimal(0)
-    gpu_cost = acc.idle if is_idle else acc.allocated + acc.idle
+    gpu_cost = money(acc.idle if is_idle else acc.allocated + acc.idle)
     properties: dict[str, Any] = {k: v for k, v in acc.properties.items() if v}
     if acc.labels:
         properties["labels"] = dict(sorted(acc.labels.items()))
-    out: dict[str, Any] = {
-        "name": name,
-        "properties": properties,
-        "window": {"start": iso_z(window.start), "end": iso_z(window.end)},
-        "start": iso_z(first),
-        "end": iso_z(end),
-        "minutes": _ratio(minutes),
-    }
-    out.update(dict.fromkeys(ZERO_BEFORE_GPU, Decimal(0)))
-    out["gpuCount"] = _ratio(count)
-    out["gpuHours"] = _ratio(gpu_hours)
-    out["gpuCost"] = _number(gpu_cost)
-    out["gpuCostAdjustment"] = Decimal(0)
-    out["gpuCostIdle"] = _number(0 if is_idle else acc.idle)
-    out["gpuEfficiency"] = None if efficiency is None else _ratio(efficiency)
-    out.update(dict.fromkeys(ZERO_AFTER_GPU, Decimal(0)))
-    for key in NULL_FIELDS:
-        out[key] = None
-    out["totalCost"] = _number(gpu_cost)
-    out["totalEfficiency"] = Decimal(0)
-    out["proportionalAssetResourceCosts"] = None
-    out["lbAllocations"] = None
-    out["sharedCostBreakdown"] = None
     if is_idle:
-        out["gpuAllocation"] = None
+        gpu_allocation = "null"
     else:
-        out["gpuAllocation"] = {
-            "gpuRequestAverage": _ratio(count),
-            "gpuUsageAverage": None if efficiency is None else _ratio(count * efficiency),
-            "isGPUShared": acc.shared,
-        }
-    return out
+        usage = "null" if efficiency is None else _ratio(count * efficiency)
+        shared = "true" if acc.shared else "false"
+        gpu_allocation = (
+            f'{{"gpuRequestAverage":{_ratio(count)},"gpuUsageAverage":{usage},'
+            f'"isGPUShared":{shared}}}'
+        )
+    parts = [
+        f'"name":{_string(name)}',
+        f'"properties":{json.dumps(properties, ensure_ascii=False)}',
+        f'"window":{{"start":"{iso_z(window.start)}","end":"{iso_z(window.end)}"}}',
+        f'"start":"{iso_z(first)}","end":"{iso_z(end)}","minutes":{_ratio(minutes)}',
+        ZEROS_BEFORE_GPU,
+        f'"gpuCount":{_ratio(count)},"gpuHours":{_ratio(gpu_hours)},"gpuCost":{gpu_cost}',
+        f'"gpuCostAdjustment":0,"gpuCostIdle":{money(0 if is_idle else acc.idle)}',
+        f'"gpuEfficiency":{"null" if efficiency is None else _ratio(efficiency)}',
+        ZEROS_AFTER_GPU,
+        f'"totalCost":{gpu_cost},"totalEfficiency":0',
+        AFTER_TOTAL,
+        f'"gpuAllocation":{gpu_allocation}',
+    ]
+    return "{" + ",".join(parts) + "}"
 
 
-def allocation_sets(
+def response_json(
     rows: Iterable[Row],
     windows: Sequence[Window],
     options: Options,
     label_columns: Mapping[str, str],
     keep: Node | None = None,
-) -> list[dict[str, Any]]:
-    """``data``: one map per set (one in all when accumulating), names sorted."""
+) -> str:
+    """OpenCost's ``Response`` as JSON text: ``data`` one map per set (one in all when
+    accumulating), names sorted, ``__idle__`` last."""
     by_set: dict[int, list[Row]] = {}
     for r in rows:
         by_set.setdefault(r.set_index, []).append(r)
@@ -413,13 +412,16 @@ def allocation_sets(
                 idle_total.add(idle)
         shaped = [(total, idle_total)]
         windows = [Window(windows[0].start, windows[-1].end)]
-    out = []
+    sets = []
     for (allocations, idle), window in zip(shaped, windows, strict=True):
-        answer = {name: render(name, acc, window) for name, acc in sorted(allocations.items())}
+        items = [
+            f"{_string(name)}:{render(name, acc, window)}"
+            for name, acc in sorted(allocations.items())
+        ]
         if idle is not None:
-            answer[IDLE] = render(IDLE, idle, window, is_idle=True)
-        out.append(answer)
-    return out
+            items.append(f"{_string(IDLE)}:{render(IDLE, idle, window, is_idle=True)}")
+        sets.append("{" + ",".join(items) + "}")
+    return '{"code":200,"status":"success","data":[' + ",".join(sets) + "]}"
 
 
 def to_json(value: Any) -> str:

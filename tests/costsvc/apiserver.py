@@ -15,6 +15,7 @@ import uvicorn
 from sqlalchemy import create_engine
 
 from costsvc.api.app import create_app
+from costsvc.api.server import config as server_config
 from costsvc.db.tokens import create_token
 from costsvc.settings import Settings
 from tests.prom import free_port
@@ -48,24 +49,25 @@ def serve(
     clock: Clock,
     teams: list[str] = (),  # type: ignore[assignment]
     cost_model: Path | None = None,
+    prefix: str = "",
+    **settings_: Any,
 ) -> Iterator[Api]:
-    """Tokens: ``admin``, ``finance`` and ``team:<name>`` for each of ``teams``."""
+    """Tokens: ``admin``, ``finance``, ``metrics`` and ``team:<name>`` for each of ``teams``;
+    their names start with ``prefix`` (a second server on the same database);
+    ``settings_``: more ``Settings`` fields."""
     engine = create_engine(db_url)
     tokens = {
-        "admin": create_token(engine, "admin", "admin", None, "test"),
-        "finance": create_token(engine, "finance", "finance", None, "test"),
+        "admin": create_token(engine, f"{prefix}admin", "admin", None, "test"),
+        "finance": create_token(engine, f"{prefix}finance", "finance", None, "test"),
+        "metrics": create_token(engine, f"{prefix}prometheus", "metrics", None, "test"),
     }
     for team in teams:
-        tokens[f"team:{team}"] = create_token(engine, f"team-{team}", "team", team, "test")
+        tokens[f"team:{team}"] = create_token(engine, f"{prefix}team-{team}", "team", team, "test")
     engine.dispose()
-    settings = Settings(database_url=db_url, cost_model=cost_model)
+    settings = Settings(database_url=db_url, cost_model=cost_model, **settings_)
     port = free_port()
-    config = uvicorn.Config(
-        create_app(settings, clock=clock),
-        host="127.0.0.1",
-        port=port,
-        log_level="warning",
-        access_log=False,
+    config = server_config(
+        create_app(settings, clock=clock), settings, "127.0.0.1", port, log_level="warning"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

@@ -442,6 +442,7 @@ def test_team_tokens_see_their_team_only(api: Api) -> None:
         ({"window": "1d", "step": "0h"}, False, "whole number of hours"),
         ({"window": "90d", "step": "1h"}, False, "at most 1000"),
         ({"window": "1d", "accumulate": "week"}, False, "Invalid 'accumulate' parameter"),
+        ({"window": "1d", "accumulateBy": "often"}, False, "Invalid 'accumulateBy' parameter"),
         ({"window": "1d", "aggregate": "label:"}, True, "Invalid 'aggregate' parameter"),
         ({"window": "1d", "aggregate": "controller"}, True, "not kept"),
         ({"window": "1d", "aggregate": "annotation:owner"}, True, "not kept"),

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
 
+from costsvc.metrics import FLEET, OWNER_LABELS
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import ELEVENTH, HOUR, HOUR3, MODEL, ingest_with
 from tests.prom import Prometheus
@@ -176,23 +179,100 @@ def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path)
         ).status_code
         == 401
     )
-    # the cost model: a bad one is refused naming the field; a good one replaces the file
-    doc = MODEL.document()
-    broken = json.loads(json.dumps(doc))
-    broken["versions"][0]["prices"][0]["hourly"] = "0"
-    r = api.http.put("/v1/cost-model", json=broken, headers=h)
-    assert r.status_code == 400 and "prices" in r.text
-    doc["versions"].append({**doc["versions"][0], "effective_from": "2026-11-15T12:00:00Z"})
-    doc["versions"][1]["prices"] = [{**doc["versions"][0]["prices"][0], "hourly": "3.00"}]
-    r = api.http.put("/v1/cost-model", json=doc, headers=h)
-    assert r.status_code == 200, r.text
-    assert r.json()["sha256"] != MODEL.sha256()
+    # the cost model is the operator's file here: never rewritten, a clear 409
+    r = api.http.put("/v1/cost-model", json=MODEL.document(), headers=h)
+    assert r.status_code == 409 and "managed by the file" in r.text
     actions = [(e["actor"], e["action"]) for e in api.http.get("/v1/audit", headers=h).json()]
-    assert actions[:6] == [
-        ("admin", "cost_model.replace"),
+    assert actions[:5] == [
         ("admin", "token.revoke"),
         ("admin", "token.create"),
         ("admin", "budget.delete"),
         ("admin", "budget.update"),
         ("admin", "budget.create"),
     ]
+
+
+# ---- /metrics: who sees which series (costsvc/metrics.py, docs/security.md) ---------------
+
+SEES_ALL = ("admin", "finance", "metrics")
+
+
+def _exposition(api: Api, who: str | None) -> list[Metric]:
+    r = api.http.get("/metrics", headers=api.auth(who))
+    assert r.status_code == 200, (who, r.text)
+    return list(text_string_to_metric_families(r.text))
+
+
+def _samples(families: list[Metric]) -> set[tuple[str, tuple[tuple[str, str], ...], float]]:
+    return {(s.name, tuple(sorted(s.labels.items())), s.value) for f in families for s in f.samples}
+
+
+def test_metrics_without_a_token_is_401_and_per_team_series_need_the_right_token(
+    api: Api,
+) -> None:
+    assert api.http.get("/metrics").status_code == 401
+    assert api.http.get("/metrics", headers={"Authorization": "Bearer nope"}).status_code == 401
+    full = _exposition(api, "metrics")
+    per_team = {f.name for f in full if any("team" in s.labels for s in f.samples)}
+    assert {"costsvc_cost_month_to_date", "costsvc_pod_cost_month_to_date"} <= per_team
+    assert {s.labels["team"] for f in full for s in f.samples if "team" in s.labels} >= {
+        "a",
+        "b",
+        "nlp",
+        "__idle__",
+    }
+    for who in SEES_ALL:  # everything, the same
+        assert _samples(_exposition(api, who)) == _samples(full), who
+    for me in TEAMS:
+        mine = _exposition(api, f"team:{me}")
+        expected = {
+            s
+            for s in _samples(full)
+            if dict(s[1]).get("team") == me or s[0].removesuffix("_total") in FLEET or s[0] in FLEET
+        }
+        assert _samples(mine) == expected, me
+        for family in mine:
+            for s in family.samples:
+                assert family.name in FLEET or s.labels["team"] == me, (me, s)
+
+
+def test_fleet_families_carry_no_owner(api: Api) -> None:
+    for family in _exposition(api, "admin"):
+        if family.name in FLEET:
+            for s in family.samples:
+                assert not OWNER_LABELS & set(s.labels), s
+
+
+def test_public_metrics_are_fleet_level_only(api: Api) -> None:
+    """COSTSVC_METRICS_PUBLIC=true: a scrape without a token gets the FLEET families, and
+    not one sample naming a team, a project or a pod."""
+    with serve(api.db_url, Clock(NOV20), prefix="public-", metrics_public=True) as public:
+        open_ = _exposition(public, None)
+        assert {f.name for f in open_} == set(FLEET)
+        assert any(f.samples for f in open_)
+        for family in open_:
+            for s in family.samples:
+                assert not OWNER_LABELS & set(s.labels), s
+                assert not {"a", "b", "nlp"} & set(s.labels.values()), s
+        # a token still counts: a team sees its own series, a metrics token everything
+        assert len(_samples(_exposition(public, "metrics"))) > len(_samples(open_))
+
+
+def test_a_metrics_token_reads_metrics_only(api: Api) -> None:
+    spec = api.http.get("/openapi.json").json()
+    h = api.auth("metrics")
+    seen = 0
+    for path, ops in spec["paths"].items():
+        if not path.startswith("/v1"):
+            continue
+        concrete = (
+            path.replace("{team}", "a")
+            .replace("{budget_id}", "1")
+            .replace("{month}", "2026-11")
+            .replace("{name}", "admin")
+        )
+        for method in ops:
+            r = api.http.request(method.upper(), concrete, headers=h, params={"month": "2026-11"})
+            assert r.status_code == 403, (method, path, r.status_code, r.text)
+            seen += 1
+    assert seen >= 15

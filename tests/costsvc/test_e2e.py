@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import load
 from costsvc.db.models import PodLabels
+from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from exporter.simulate.spec import load as load_spec
@@ -91,6 +92,10 @@ def stack(
         ).scalar_one() < len(shared.pods):
             assert time.monotonic() < deadline, "the label watcher did not record the pods"
             time.sleep(0.1)
+        # Prometheus scrapes the cost service with a metrics token from a file, as the
+        # compose stack and the ServiceMonitor do (docs/security.md)
+        token_file = work / "costsvc-token"
+        token_file.write_text(create_token(engine, "prometheus", "metrics", None, "e2e") + "\n")
         engine.dispose()
         config = {
             "global": {
@@ -107,6 +112,7 @@ def stack(
                 {
                     "job_name": "gpu-costsvc",
                     "static_configs": [{"targets": [f"127.0.0.1:{api_port}"]}],
+                    "authorization": {"type": "Bearer", "credentials_file": str(token_file)},
                 },
             ],
         }

@@ -359,3 +359,21 @@ def test_the_failed_hours_gauge_is_zero_once_the_hour_is_done(
         assert 'costsvc_ingest_failed_hours{cluster="c9"} 0.0' in api.get("/metrics", "admin").text
     idle = {k[0]: v[3] for k, v in _money(db_url).items() if k[1] == "__idle__"}
     assert idle == {"west": 1_250_000, "east": 6_000_000}  # the B200 nobody held, at 6.00
+
+
+def test_a_run_in_progress_is_a_failure_only_once_it_is_stale(db_url: str) -> None:
+    """Another process's ingest of an hour is not a failed hour; a run killed mid-hour is,
+    once it has been running far longer than any hour takes."""
+    from sqlalchemy import update
+
+    from costsvc.db.runs import RUNNING_GRACE, record_cost_model, start_run
+
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    run = start_run(engine, "c9", H1, "ingest", record_cost_model(engine, MODEL))
+    assert failed_hour_states(engine) == []
+    long_ago = datetime.now(UTC) - RUNNING_GRACE - timedelta(minutes=1)
+    with engine.begin() as conn:
+        conn.execute(update(IngestRun).where(IngestRun.id == run).values(started_at=long_ago))
+    assert [(f.hour, f.attempts, f.error) for f in failed_hour_states(engine)] == [(H1, 1, None)]
+    engine.dispose()

@@ -23,17 +23,21 @@ from costsvc.opencost.params import (
     parse_window,
     set_windows,
 )
+from costsvc.opencost.podlabels import Labelled, with_labels
 from costsvc.opencost.shape import (
+    LABEL_PREFIX,
     Aggregate,
     Options,
     Row,
-    allocation_sets,
     check_filter,
     keep_row,
+    label_column,
+    response_json,
     to_json,
 )
 
 NOW = datetime(2026, 11, 18, 10, 37, 12, tzinfo=UTC)  # a Wednesday
+DAY_ = timedelta(days=1)
 
 
 def t(text: str) -> datetime:
@@ -130,6 +134,12 @@ def test_accumulate() -> None:
     assert not parse_accumulate("nope")  # GetBool: not a bool is the default
     with pytest.raises(BadParameter, match="step=1d"):
         parse_accumulate("day")
+    # accumulateBy, when given, decides (OpenCost's resolveAccumulateOption)
+    assert parse_accumulate("false", "all") and not parse_accumulate("true", "none")
+    with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter"):
+        parse_accumulate(None, "sometimes")
+    with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter: week"):
+        parse_accumulate(None, "week")
 
 
 # OpenCost's parser_test.go: inputs that parse, and inputs that must not
@@ -232,8 +242,17 @@ def idle_line(idle: int, node: str = "n1", cluster: str = "c1", hours: int = 0) 
     return Row(0, values, 0, 0, 0, idle, hours, H, H)
 
 
-def money(answer: dict[str, Any], field: str) -> dict[str, Decimal]:
-    return {name: a[field] for name, a in answer.items()}
+def allocation_sets(*args: Any) -> list[dict[str, Any]]:
+    """The answer's data, numbers as Decimal: exact, as written."""
+    text = response_json(*args)
+    parsed = json.loads(text, parse_float=Decimal, parse_int=Decimal)
+    assert list(parsed) == ["code", "status", "data"]
+    data: list[dict[str, Any]] = parsed["data"]
+    return data
+
+
+def money(one: dict[str, Any], field: str) -> dict[str, Decimal]:
+    return {name: a[field] for name, a in one.items()}
 
 
 POD = [Aggregate("pod", "pod")]
@@ -347,3 +366,32 @@ def test_json_numbers_are_exact_and_strings_safe() -> None:
     text = to_json({'a\n"b': [Decimal("0.000001"), 2, None, True, "=1+1"]})
     assert text == '{"a\\n\\"b":[0.000001,2,null,true,"=1+1"]}'
     assert json.loads(text) == {'a\n"b': [1e-06, 2, None, True, "=1+1"]}
+
+
+def test_pod_labels_from_history_latest_in_the_set_else_the_namespace() -> None:
+    """p: app=a until 05:30, then app=b; q: no app, its namespace app=ns; r: app=old closed at
+    04:00 (not in force in the sets); keys compare sanitised."""
+    h4, h5, h6 = t("2026-11-10 04:00"), t("2026-11-10 05:00"), t("2026-11-10 06:00")
+    history = [
+        Labelled("c", "ns", "p", {"app": "a"}, h4, h5 + timedelta(minutes=30)),
+        Labelled("c", "ns", "p", {"app": "b"}, h5 + timedelta(minutes=30), None),
+        Labelled("c", "ns", "q", {"x": "y"}, h4, None),
+        Labelled("c", "ns", "r", {"app": "old", "app.kubernetes.io/name": "n"}, h4 - DAY_, h4),
+        Labelled("c", "ns", None, {"app": "ns"}, h4, None),
+        Labelled("c", "other", "p", {"app": "elsewhere"}, h4, None),
+    ]
+    sets = [Window(h4, h5), Window(h5, h6)]
+
+    def r(pod: str, i: int) -> Row:
+        return Row(i, {"cluster": "c", "namespace": "ns", "pod": pod}, 0, 0, 0, 0, 0, h4, h4)
+
+    rows = [r("p", 0), r("p", 1), r("q", 1), r("r", 1)]
+    key = label_column("app").removeprefix(LABEL_PREFIX)
+    out = with_labels(rows, sets, [key], history)
+    assert [x.values[label_column("app")] for x in out] == ["a", "b", "ns", "ns"]
+    name = label_column("app_kubernetes_io_name")
+    assert name == label_column("app.kubernetes.io/name")
+    out = with_labels(
+        [r("r", 0)], [Window(h4 - DAY_, h4)], [name.removeprefix(LABEL_PREFIX)], history
+    )
+    assert out[0].values[name] == "n"

@@ -243,6 +243,11 @@ def test_promtool_check_config(tmp_path: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         for rule in host.glob(PurePosixPath(pattern).name):
             shutil.copy(rule, dest / rule.name)
+    for job in load_yaml(PROMETHEUS)["scrape_configs"]:  # token files come from a volume
+        if token := job.get("authorization", {}).get("credentials_file"):
+            assert not PurePosixPath(token).is_absolute()
+            (tmp_path / token).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / token).write_text("gfo_token\n")
     out = subprocess.run(
         [promtool, "check", "config", str(tmp_path / config.name)],
         check=False,

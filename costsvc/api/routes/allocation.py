@@ -16,7 +16,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, create_model
 
@@ -40,20 +40,20 @@ from costsvc.opencost.shape import (
     DEFAULT_AGGREGATE,
     LABEL_PREFIX,
     NULL_FIELDS,
+    NULL_MAPS,
     ZERO_AFTER_GPU,
     ZERO_BEFORE_GPU,
     Aggregate,
     Options,
-    allocation_sets,
     check_filter,
     label_column,
+    response_json,
     to_json,
 )
 from costsvc.queries import allocation_rows, label_history
 from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"])
-ANSWERS = AnswerCache()
 MAX_PARAMETER = 4096  # characters in any one parameter
 COLUMNS = ("cluster", "node", "namespace", "pod")
 # OpenCost aggregate properties the chargeback does not keep (ParseProperty's names)
@@ -104,9 +104,8 @@ def _allocation_model() -> type[BaseModel]:
     numbers += ["totalCost", "totalEfficiency"]
     fields.update({f: (float, ...) for f in numbers})
     fields["gpuEfficiency"] = (float | None, ...)
-    for f in (*NULL_FIELDS, "proportionalAssetResourceCosts", "lbAllocations"):
+    for f in (*NULL_FIELDS, *NULL_MAPS):
         fields[f] = (None, ...)
-    fields["sharedCostBreakdown"] = (None, ...)
     fields["gpuAllocation"] = (GpuAllocation | None, ...)
     model: type[BaseModel] = create_model("Allocation", **fields)
     return model
@@ -132,6 +131,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "content": {"text/plain": {"schema": {"type": "string"}}},
     },
     401: ERRORS[401],
+    403: ERRORS[403],
 }
 
 
@@ -211,6 +211,7 @@ def allocation(
     step: Text = None,
     aggregate: Annotated[list[str] | None, Query()] = None,
     accumulate: Text = None,
+    accumulate_by: Annotated[str | None, Query(alias="accumulateBy")] = None,
     include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
     share_idle: Annotated[str | None, Query(alias="shareIdle")] = None,
     idle_by_node: Annotated[str | None, Query(alias="idleByNode")] = None,
@@ -219,7 +220,8 @@ def allocation(
     ] = None,
     filter_text: Annotated[str | None, Query(alias="filter")] = None,
 ) -> Response:
-    given = [window, step, accumulate, include_idle, share_idle, idle_by_node, filter_text]
+    given = [window, step, accumulate, accumulate_by, include_idle, share_idle, idle_by_node]
+    given.append(filter_text)
     if (
         any(len(v) > MAX_PARAMETER for v in given if v)
         or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
@@ -235,7 +237,7 @@ def allocation(
             include_idle=parse_bool(include_idle),
             share_idle=parse_bool(share_idle),
             idle_by_node=parse_bool(idle_by_node),
-            accumulate=parse_accumulate(accumulate),
+            accumulate=parse_accumulate(accumulate, accumulate_by),
         )
         if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
             raise BadParameter(
@@ -258,6 +260,8 @@ def allocation(
     if from_history:  # pod labels from the history, by pod
         columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
     team = None if who.sees_all else who.team
+    if not who.sees_all and team is None:  # a role that is neither all-seeing nor a team's
+        raise HTTPException(403, f"a {who.role} token cannot read allocations")
 
     def compute() -> Response:
         step_of = sets[0].end - sets[0].start if sets else span.duration
@@ -277,8 +281,7 @@ def allocation(
                         f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
                     )
                 )
-        data = allocation_sets(rows, sets, options, labels, keep)
-        body = to_json({"code": 200, "status": "success", "data": data})
+        body = response_json(rows, sets, options, labels, keep)
         return Response(body, media_type="application/json")
 
     key = (
@@ -296,5 +299,6 @@ def allocation(
     )
     if from_history:  # the label watcher writes without a data version: never cached
         return compute()
-    answer: Response = ANSWERS.get(db, key, compute)
+    answers: AnswerCache = request.app.state.answers  # the app's, bounded in bytes
+    answer: Response = answers.get(db, key, compute)
     return answer

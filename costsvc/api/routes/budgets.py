@@ -18,15 +18,19 @@ from costsvc.db.budgets import BudgetExists, BudgetRow, BudgetValues
 from costsvc.db.tokens import Principal
 from costsvc.money import money
 from costsvc.queries import forecast
+from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
-Name = Annotated[str, Field(min_length=1, max_length=253)]
+# teams and projects are Kubernetes label values (kube/labels.py), as the pod labels they
+# come from; the empty project is the team's own budget
+Name = Annotated[str, Field(min_length=1, max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]
+Project = Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]
 BudgetId = Annotated[int, PathParam(ge=1, le=2_147_483_647)]
 
 
 class BudgetIn(BaseModel):
     team: Name
-    project: Annotated[str, Field(max_length=253)] = ""
+    project: Project = ""
     amount: Annotated[Decimal, Field(gt=0, le=Decimal("1e12"), decimal_places=6)]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
     thresholds: Annotated[list[float], Field(min_length=1, max_length=10)] = [0.8, 1.0]

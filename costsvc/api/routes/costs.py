@@ -8,12 +8,13 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import Path as PathParam
 from pydantic import BaseModel
 
 from costsvc.api.auth import Caller, check_team
-from costsvc.api.cache import AnswerCache, json_response
+from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, GroupBy, Now
-from costsvc.api.errors import ERRORS
+from costsvc.api.errors import ERRORS, shown
 from costsvc.chargeback import budget_state, month_of, parse_month
 from costsvc.db.budgets import budget_for
 from costsvc.money import money
@@ -21,9 +22,12 @@ from costsvc.queries import costs, forecast, top_wasters
 from costsvc.utc import iso_z
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
-ANSWERS = AnswerCache()
-WINDOW = re.compile(r"^(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))$")
+WINDOW = re.compile(r"(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))")  # fullmatch
 MAX_SPAN = timedelta(days=800)
+HOUR = timedelta(hours=1)
+YEARS = (1970, 2999)  # as billing months (costsvc/chargeback.py MONTH)
+MAX_VALUES = 100  # filter values per filter, after splitting at commas
+MAX_VALUE = 253  # characters of one filter value (a pod name's limit)
 
 
 class Step(StrEnum):
@@ -56,44 +60,94 @@ class CostsAnswer(BaseModel):
     rows: list[CostRow]
 
 
+def _hour_after(now: datetime) -> datetime:
+    """The end of the hour ``now`` is in: live windows end there, so an answer is the same
+    for the whole hour (and cached for it); the current hour has no rows until ingested."""
+    return now.replace(minute=0, second=0, microsecond=0) + HOUR
+
+
 def window_bounds(window: str, now: datetime) -> tuple[datetime, datetime]:
-    m = WINDOW.match(window)
+    """A named window as whole UTC hours [start, end) (docs/api.md)."""
+    m = WINDOW.fullmatch(window)
     if not m:
         raise HTTPException(
             400,
-            f"window {window!r}: use today, yesterday, week, month, "
+            f"window {shown(window)}: use today, yesterday, week, month, "
             "lastmonth or a span like 24h / 7d",
         )
+    end = _hour_after(now)
     day = now.replace(hour=0, minute=0, second=0, microsecond=0)
     if window == "today":
-        return day, now
+        return day, end
     if window == "yesterday":
         return day - timedelta(days=1), day
     if window == "week":
-        return day - timedelta(days=day.weekday()), now
+        return day - timedelta(days=day.weekday()), end
     if window == "month":
-        return parse_month(month_of(now))[0], now
+        return parse_month(month_of(now))[0], end
     if window == "lastmonth":
         start, _ = parse_month(month_of(now))
-        return parse_month(month_of(start - timedelta(hours=1)))[0], start
+        return parse_month(month_of(start - HOUR))[0], start
     n, unit = int(m[2]), m[3]
     span = timedelta(hours=n) if unit == "h" else timedelta(days=n)
     if n == 0 or span > MAX_SPAN:
-        raise HTTPException(400, f"window {window!r}: between 1h and {MAX_SPAN.days}d")
-    return now - span, now
+        raise HTTPException(400, f"window {shown(window)}: between 1h and {MAX_SPAN.days}d")
+    return end - span, end
 
 
-def _utc(value: datetime, name: str) -> datetime:
+def _utc_hour(value: datetime, name: str) -> datetime:
+    """A given ``start``/``end`` in UTC; it must have a zone, a year in :data:`YEARS` and fall
+    on a whole UTC hour (the data is hourly: a part of an hour is refused, never widened)."""
     if value.tzinfo is None:
         raise HTTPException(400, f"{name}: give a time zone, e.g. 2026-11-01T00:00:00Z")
-    return value.astimezone(UTC)
+    if not YEARS[0] <= value.year <= YEARS[1]:
+        raise HTTPException(400, f"{name}: a year from {YEARS[0]} to {YEARS[1]}")
+    try:
+        utc = value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise HTTPException(400, f"{name}: out of range") from None
+    if not YEARS[0] <= utc.year <= YEARS[1]:
+        raise HTTPException(400, f"{name}: a year from {YEARS[0]} to {YEARS[1]}")
+    if utc.minute or utc.second or utc.microsecond:
+        raise HTTPException(
+            400, f"{name}: costs are hourly; give a whole UTC hour, e.g. 2026-11-01T06:00:00Z"
+        )
+    return utc
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [v for item in values or [] for v in item.split(",") if v]
+def time_range(
+    now: datetime, start: datetime | None, end: datetime | None, window: str | None
+) -> tuple[datetime, datetime]:
+    """[start, end) in whole UTC hours from the parameters, or 400 (docs/api.md)."""
+    if window and (start or end):
+        raise HTTPException(400, "give either window or start/end, not both")
+    if end and not start:
+        raise HTTPException(400, "end needs a start (or use window)")
+    if window:
+        lo, hi = window_bounds(window, now)
+    elif start:
+        lo = _utc_hour(start, "start")
+        hi = _utc_hour(end, "end") if end else _hour_after(now)
+    else:
+        lo, hi = window_bounds("month", now)
+    if hi <= lo:
+        raise HTTPException(400, "end must be after start")
+    if hi - lo > MAX_SPAN:
+        raise HTTPException(400, f"the range is longer than {MAX_SPAN.days} days")
+    return lo, hi
 
 
-Filter = Annotated[list[str] | None, Query(max_length=64)]
+def _split(values: list[str] | None, name: str) -> list[str]:
+    """Repeated and comma-separated values, normalised (sorted, each once), bounded."""
+    found = {v for item in values or [] for v in item.split(",") if v}
+    if len(found) > MAX_VALUES:
+        raise HTTPException(400, f"{name}: at most {MAX_VALUES} values")
+    if any(len(v) > MAX_VALUE for v in found):
+        raise HTTPException(400, f"{name}: a value is longer than {MAX_VALUE} characters")
+    return sorted(found)
+
+
+Filter = Annotated[list[str] | None, Query(max_length=MAX_VALUE)]
 
 
 @router.get("/costs", response_model=CostsAnswer, summary="Costs by group over a time range")
@@ -102,8 +156,14 @@ def get_costs(
     db: Db,
     now: Now,
     groups: GroupBy,
-    start: Annotated[datetime | None, Query(description="first instant, ISO 8601 + zone")] = None,
-    end: Annotated[datetime | None, Query(description="end, exclusive (default: now)")] = None,
+    answers: Answers,
+    start: Annotated[
+        datetime | None, Query(description="first hour, ISO 8601 with a zone, a whole UTC hour")
+    ] = None,
+    end: Annotated[
+        datetime | None,
+        Query(description="end, exclusive, a whole UTC hour (default: the end of this hour)"),
+    ] = None,
     window: Annotated[
         str | None,
         Query(
@@ -122,18 +182,7 @@ def get_costs(
     gpu_model: Filter = None,
     mig_profile: Filter = None,
 ) -> Response:
-    if window and (start or end):
-        raise HTTPException(400, "give either window or start/end, not both")
-    if window:
-        lo, hi = window_bounds(window, now)
-    elif start:
-        lo, hi = _utc(start, "start"), _utc(end, "end") if end else now
-    else:
-        lo, hi = window_bounds("month", now)
-    if hi <= lo:
-        raise HTTPException(400, "end must be after start")
-    if hi - lo > MAX_SPAN:
-        raise HTTPException(400, f"the range is longer than {MAX_SPAN.days} days")
+    lo, hi = time_range(now, start, end, window)
     given = {
         "team": team,
         "project": project,
@@ -145,7 +194,7 @@ def get_costs(
         "gpu_model": gpu_model,
         "mig_profile": mig_profile,
     }
-    filters = {k: _split(v) for k, v in given.items() if _split(v)}
+    filters = {k: found for k, v in given.items() if (found := _split(v, k))}
     if not who.sees_all:
         assert who.team is not None
         if any(t != who.team for t in filters.get("team", [])):
@@ -166,16 +215,14 @@ def get_costs(
             }
         )
 
-    key = (
-        "costs",
-        lo,
-        hi,
-        tuple(groups),
-        step_name,
-        tuple(sorted((k, tuple(v)) for k, v in filters.items())),
-    )
-    answer: Response = ANSWERS.get(db, key, compute)
+    scope = tuple((k, tuple(v)) for k, v in sorted(filters.items()))  # normalised
+    key = ("costs", lo, hi, tuple(groups), step_name, scope)
+    answer: Response = answers.get(db, key, compute)
     return answer
+
+
+# a team as pod labels name it (a Kubernetes label value), or __idle__ / __unallocated__
+TeamPath = Annotated[str, PathParam(max_length=253, pattern=r"^[-A-Za-z0-9_.]+$")]
 
 
 class BudgetState(BaseModel):
@@ -205,11 +252,10 @@ class TeamSummary(BaseModel):
     response_model=TeamSummary,
     summary="A team's month to date, forecast, budget and top pods by waste",
 )
-def team_summary(team: str, who: Caller, db: Db, now: Now) -> Response:
+def team_summary(team: TeamPath, who: Caller, db: Db, now: Now, answers: Answers) -> Response:
     check_team(who, team)
-    return ANSWERS.get(
-        db, ("summary", team, month_of(now)), lambda: json_response(_summary(db, team, now))
-    )
+    hour = now.replace(minute=0, second=0, microsecond=0)  # the forecast counts whole hours
+    return answers.get(db, ("summary", team, hour), lambda: json_response(_summary(db, team, now)))
 
 
 def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """``/metrics``: the cost service's own series (costsvc/metrics.py) for Prometheus, read from
-the database on scrape at most every ``CACHE_SECONDS``. Documented in docs/costsvc-metrics.md."""
+the database on scrape at most every ``CACHE_SECONDS``, then cut to what the caller may see
+(``costsvc.metrics.scoped``: per-team and per-pod series only with a token allowed them).
+Documented in docs/costsvc-metrics.md and docs/security.md."""
 
 from __future__ import annotations
 
@@ -7,38 +9,50 @@ import threading
 import time
 from collections.abc import Iterator
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, HTTPException, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import Metric
 
-from costsvc.metrics import collect
+from costsvc.api.auth import MaybeCaller
+from costsvc.api.errors import ERRORS
+from costsvc.metrics import collect, scoped
 
 router = APIRouter(tags=["metrics"])
 CACHE_SECONDS = 15.0
 
 
 class _Collector:
-    def __init__(self, request: Request) -> None:
-        self.request = request
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
 
     def collect(self) -> Iterator[Metric]:
-        state = self.request.app.state
-        lock: threading.Lock = state.__dict__.setdefault("metrics_lock", threading.Lock())
-        with lock:
-            cached = getattr(state, "metrics_cache", None)
-            if cached is None or time.monotonic() - cached[0] > CACHE_SECONDS:
-                cached = (time.monotonic(), collect(state.engine, state.clock()))
-                state.metrics_cache = cached
-        yield from cached[1]
+        yield from self.families
+
+
+def _families(request: Request) -> list[Metric]:
+    state = request.app.state
+    lock: threading.Lock = state.__dict__.setdefault("metrics_lock", threading.Lock())
+    with lock:
+        cached = getattr(state, "metrics_cache", None)
+        if cached is None or time.monotonic() - cached[0] > CACHE_SECONDS:
+            cached = (time.monotonic(), collect(state.engine, state.clock()))
+            state.metrics_cache = cached
+    found: list[Metric] = cached[1]
+    return found
 
 
 @router.get(
     "/metrics",
     response_class=Response,
-    summary="Prometheus exposition",
-    responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    summary="Prometheus exposition: per-team series need a token (docs/security.md)",
+    responses={
+        200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+        401: ERRORS[401],
+    },
 )
-def metrics(request: Request) -> Response:
+def metrics(request: Request, who: MaybeCaller) -> Response:
+    if who is None and not request.app.state.settings.metrics_public:
+        raise HTTPException(401, "missing bearer token", {"WWW-Authenticate": "Bearer"})
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Collector(request))
+    registry.register(_Collector(scoped(_families(request), who)))
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
@@ -20,6 +22,16 @@ CSV = {"text/csv": {"schema": {"type": "string"}}}
 MonthParam = Annotated[str, Query(description="YYYY-MM", pattern=MONTH.pattern)]
 
 
+def attachment(name: str) -> str:
+    """``Content-Disposition`` for a download named ``name``, safe for any text (a team from
+    a pod label may hold quotes, ';', CR/LF or non-Latin-1): RFC 6266 section 4.3 — an ASCII
+    ``filename`` fallback with every other character as ``_``, and ``filename*`` with the
+    name in UTF-8, percent-encoded as RFC 8187 section 3.2 says (only attr-chars left bare)."""
+    fallback = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    encoded = quote(name, safe="!#$&+-.^_`|~")  # RFC 8187 attr-char, less ALPHA / DIGIT
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
+
+
 def _stream(pieces: Iterator[str], name: str, digest: str | None) -> StreamingResponse:
     first = next(pieces)  # errors (a bad month) surface before the response starts
 
@@ -28,7 +40,7 @@ def _stream(pieces: Iterator[str], name: str, digest: str | None) -> StreamingRe
         for piece in pieces:
             yield piece.encode()
 
-    headers = {"Content-Disposition": f'attachment; filename="{name}"'}
+    headers = {"Content-Disposition": attachment(name)}
     if digest:
         headers["X-Content-SHA256"] = digest  # recorded when the month was closed
     return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers=headers)

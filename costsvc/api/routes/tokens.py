@@ -5,23 +5,28 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import Path as PathParam
 from pydantic import BaseModel, Field
 
 from costsvc.api.auth import CACHE, Admin
 from costsvc.api.deps import Db
-from costsvc.api.errors import ERRORS
+from costsvc.api.errors import ERRORS, shown
 from costsvc.db.audit import recent
-from costsvc.db.tokens import TokenInfo, create_token, revoke_token, tokens
+from costsvc.db.tokens import LastAdmin, TokenInfo, create_token, revoke_token, tokens
 from costsvc.utc import iso_z
+from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
 
 router = APIRouter(responses=ERRORS)
-Name = Annotated[str, Field(min_length=1, max_length=253)]
+# names and teams are Kubernetes label values (kube/labels.py): every name fits in a URL
+LabelValue = Annotated[
+    str, Field(min_length=1, max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")
+]
 
 
 class TokenIn(BaseModel):
-    name: Name
-    role: Literal["admin", "finance", "team"]
-    team: Annotated[str | None, Field(max_length=253)] = None
+    name: LabelValue
+    role: Literal["admin", "finance", "team", "metrics"]
+    team: LabelValue | None = None
 
 
 class TokenOut(BaseModel):
@@ -68,12 +73,20 @@ def post_token(body: TokenIn, who: Admin, db: Db) -> dict[str, Any]:
     return {**_token_out(tokens(db, body.name)[0]), "token": token}
 
 
-@router.delete("/tokens/{name}", status_code=204, tags=["tokens"], summary="Revoke (admin)")
-def delete_token(name: str, who: Admin, db: Db) -> Response:
-    revoked = revoke_token(db, name, who.name)
+@router.delete(
+    "/tokens/{name}",
+    status_code=204,
+    tags=["tokens"],
+    summary="Revoke (admin); never the last live admin token (409)",
+)
+def delete_token(name: Annotated[str, PathParam(max_length=253)], who: Admin, db: Db) -> Response:
+    try:
+        revoked = revoke_token(db, name, who.name)
+    except LastAdmin as exc:
+        raise HTTPException(409, str(exc)) from None
     CACHE.clear()  # this process stops accepting it at once
     if not revoked:
-        raise HTTPException(404, f"no live token {name!r}")
+        raise HTTPException(404, f"no live token {shown(name)}")
     return Response(status_code=204)
 
 
