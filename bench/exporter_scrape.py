@@ -10,7 +10,9 @@ What it measures, per fleet spec (each run through the real exporter over the fa
   - scrape latency p50/p99 with 4 concurrent keep-alive clients, sending Prometheus's own
     Accept and Accept-Encoding headers (answered in text 0.0.4 + gzip, docs/metrics.md), and
     plain text without gzip;
-  - time per collection (in-process: NVML reads + attribution, and rendering), median and p99;
+  - time per collection (in-process: NVML reads + attribution, and rendering), median and p99
+    (the shared node also with 100 DRA claims: kubelet dynamic_resources + ResourceSlice
+    lookups; target <= 100 ms);
   - CPU seconds per hour and RSS of the exporter process at 5 s collection with a scrape every
     15 s over a window;
 and Debian's prometheus-node-exporter's scrape latency with the same clients, as the peer.
@@ -225,7 +227,13 @@ def collection_times(spec_path: Path, n: int) -> dict[str, float]:
             spec.hostname,
             frozenset(COLLECTORS) - OFF_BY_DEFAULT,
             5.0,
-            assignments=PodResourcesAssignments(client, lambda *_: None),
+            assignments=PodResourcesAssignments(
+                client,
+                lambda *_: None,
+                slices=node.slices,
+                pods=node.directory,
+                profiles=dict(spec.vgpu_profiles),
+            ),
             owner=ProcOwner(node.directory, node.proc_root),
         )
         exporter.collect_once()
@@ -298,6 +306,34 @@ def shared_spec(path: Path, gpus: int = 16, replicas: int = 10, processes: int =
     return path
 
 
+def dra_spec(path: Path, gpus: int = 20, claims_per_gpu: int = 5) -> Path:
+    """The shared node of :func:`shared_spec` plus ``gpus`` H100s handed out through DRA:
+    ``claims_per_gpu`` claims on each (devices shared between claims), one pod per claim —
+    100 DRA claims by default."""
+    shared_spec(path)
+    raw = yaml.safe_load(path.read_text())
+    raw["hostname"] = "bench-dra"
+    base = len(raw["gpus"])
+    for g in range(gpus):
+        raw["gpus"].append(
+            {"model": "NVIDIA H100 80GB HBM3", "memory_total_mib": 81559, "power_w": 400}
+        )
+        for c in range(claims_per_gpu):
+            name = f"claim-{g}-{c}"
+            raw["pods"].append(
+                {
+                    "namespace": f"dra-{c}",
+                    "name": name,
+                    "labels": {"team": f"team-{c}"},
+                    "containers": [
+                        {"name": "main", "claims": [{"name": name, "devices": [f"gpu{base + g}"]}]}
+                    ],
+                }
+            )
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 def node_exporter_latency(total: int) -> dict[str, Any]:
     binary = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
     if binary is None:
@@ -334,6 +370,7 @@ def main() -> int:
         "8xH100 (examples/fleet-h100x8.yaml)": ROOT / "examples" / "fleet-h100x8.yaml",
         "64 GPUs (bench/fleet-64gpu.yaml)": ROOT / "bench" / "fleet-64gpu.yaml",
         "16 GPUs x 10 replicas, 160 pods, 1000 processes": shared_spec(tmp / "shared.yaml"),
+        "the shared node + 20 GPUs through 100 DRA claims": dra_spec(tmp / "dra.yaml"),
     }
     report: dict[str, Any] = {"machine": machine(), "requests": requests, "specs": {}}
     m = report["machine"]

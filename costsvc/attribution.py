@@ -6,6 +6,10 @@ Per physical GPU and hour (docs/cost-model.md):
 - a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
   GPU 1, MIG instance compute slices / 7 — or memory slices / 8 on request — time-slice replica
   1 / replicas);
+- a DRA claim or a fractional holding (HAMi, memory-profile vGPU) is a share like any other: by
+  ``gpu_allocation_share`` (compute) by default, ``gpu_allocation_memory_share`` or the larger
+  of the two on request (``fractional_share_basis``); holdings adding up to more than the GPU
+  (over-subscription) are scaled down to it (at each instant, by the ingest);
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
@@ -79,6 +83,9 @@ class Holding:
     memory_slices: int | None = None
     gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
     mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
+    # ∫ gpu_allocation_memory_share dt; None where the exporter publishes none (dcgm-exporter,
+    # older exporters): the memory basis then falls back to the compute share
+    memory_share_seconds: Decimal | None = None
     cluster: str = field(kw_only=True)  # the GPU's cluster
 
     @property
@@ -203,6 +210,7 @@ def attribute_hour(
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
     basis = model.policies.mig_share_basis
+    fractional_basis = model.policies.fractional_share_basis
     usage_policy = model.policies.shared_gpu_policy == "usage"
 
     result = HourResult(hour)
@@ -216,8 +224,11 @@ def attribute_hour(
         result.gpu_price[g.key] = price
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
-        weights = [_weight(h, basis) for h in held]
+        weights = [_weight(h, basis, fractional_basis) for h in held]
         priced = _by_usage(held, weights) if usage_policy else weights
+        # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
+        # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
+        # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), cost)
         parts = split(allocated_total, priced) if held else []
         lost = min(g.lost_seconds, present)
@@ -228,7 +239,7 @@ def attribute_hour(
         lost_hours = round_micro(lost * MICRO / HOUR)
         present_hours = round_micro(present * MICRO / HOUR)
         idle.unavailable_hours += lost_hours
-        # GPU-hours on the MIG basis in force, split so that they add up to the GPU's held total
+        # GPU-hours on the basis in force, split so that they add up to the GPU's held total
         held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
         held_parts = split(held_hours, weights) if held else []
         for h, allocated, gpu_hours in zip(held, parts, held_parts, strict=True):
@@ -299,11 +310,20 @@ def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
     return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
-def _weight(h: Holding, basis: str) -> Decimal:
-    """∫ share dt, in GPU-seconds of the physical GPU, on the chosen MIG basis."""
-    if basis == "memory" and h.compute_slices and h.memory_slices is not None:
-        return h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
-    return h.share_seconds
+def _weight(h: Holding, basis: str, fractional_basis: str = "compute") -> Decimal:
+    """∫ share dt, in GPU-seconds of the physical GPU: a MIG instance on the chosen MIG basis,
+    anything else (whole GPU, replica, DRA claim, HAMi or vGPU fraction) on the fractional
+    basis — compute, memory, or the larger of the two hour integrals."""
+    if h.compute_slices and h.memory_slices is not None:
+        if basis == "memory":
+            return (
+                h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
+            )
+        return h.share_seconds
+    memory = h.memory_share_seconds
+    if memory is None or fractional_basis == "compute":
+        return h.share_seconds
+    return memory if fractional_basis == "memory" else max(memory, h.share_seconds)
 
 
 def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:

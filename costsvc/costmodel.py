@@ -108,6 +108,9 @@ class Version(_Model):
 
 class Policies(_Model):
     mig_share_basis: Literal["compute", "memory"] = "compute"
+    # DRA and fractional holdings (HAMi, memory-profile vGPU; anything not MIG): priced by
+    # gpu_allocation_share (compute), gpu_allocation_memory_share (memory) or the larger
+    fractional_share_basis: Literal["compute", "memory", "max"] = "compute"
     shared_gpu_policy: Literal["equal", "usage"] = "equal"
     idle_policy: Literal["separate", "weighted", "even"] = "separate"
 

@@ -1,24 +1,25 @@
 """``make demo``: the whole product on one machine, no GPU and no external server.
 
-1. **History, honestly made.** Three simulated GPU nodes (examples/fleet-h100x8.yaml: whole
+1. **History, honestly made.** Five simulated GPU nodes (examples/fleet-h100x8.yaml: whole
    H100s; fleet-shared.yaml: MIG, time-sliced and whole GPUs, several teams and an unlabelled
-   pod; fleet-mixed.yaml: A100/L4/T4) run the real exporter — fake NVML, real kubelet
-   pod-resources gRPC server, real /proc attribution — on a simulated clock stepped from the
-   start of yesterday (UTC) until now. Every collection's exposition is kept with its
-   timestamp (what Prometheus would have scraped), plus kube-state-metrics'
-   ``kube_pod_labels`` for the pods, and loaded into a real Prometheus with
-   ``promtool tsdb create-blocks-from openmetrics``.
+   pod; fleet-mixed.yaml: A100/L4/T4; fleet-dra.yaml: GPUs held through DRA claims, one
+   shared by three pods; fleet-hami.yaml: HAMi fractions and memory-profile vGPUs) run the
+   real exporter — fake NVML, real kubelet pod-resources gRPC server, real /proc
+   attribution — on a simulated clock stepped from the start of yesterday (UTC) until now.
+   Every collection's exposition is kept with its timestamp (what Prometheus would have
+   scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded into a real
+   Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
 2. **Chargeback through the production path.** The cost service ingests each complete hour
    of it — yesterday's 24 and today's so far — from that Prometheus into SQLite
    (examples/cost-model.yaml).
-3. **Left running:** live exporters for the three nodes (going on where the history stops),
+3. **Left running:** live exporters for the five nodes (going on where the history stops),
    ``kube_pod_labels`` for their pods, Prometheus scraping them, and the cost-service API with
    its /docs; the cost service ingests each new hour a minute after it ends. An admin token
    is printed with a per-team cost table read from the API. Ctrl-C stops everything.
 
-Ports (flags): the API 8080, Prometheus 9090, the exporters 9400-9402, ``kube_pod_labels``
-9408. A busy port is reported and waited for (``--port-wait`` seconds), then the demo exits
-naming it — it never moves to another port in silence.
+Ports (flags): the API 8080, Prometheus 9090, the exporters from 9400 (one per node),
+``kube_pod_labels`` 9408. A busy port is reported and waited for (``--port-wait`` seconds),
+then the demo exits naming it — it never moves to another port in silence.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
 """

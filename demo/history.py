@@ -29,7 +29,13 @@ from exporter.simulate.spec import FleetSpec, load
 from kube.labels import sanitize_label
 
 ROOT = Path(__file__).resolve().parents[1]
-NODES = ("fleet-h100x8.yaml", "fleet-shared.yaml", "fleet-mixed.yaml")
+NODES = (
+    "fleet-h100x8.yaml",
+    "fleet-shared.yaml",
+    "fleet-mixed.yaml",
+    "fleet-dra.yaml",  # GPUs handed out through DRA claims (one shared by three pods)
+    "fleet-hami.yaml",  # HAMi fractions (cores % and MiB) and memory-profile vGPUs
+)
 
 
 class Clock:
@@ -115,7 +121,7 @@ def spec_with_epoch(name: str, epoch: datetime, workdir: Path) -> Path:
 
 
 def make_history(workdir: Path, day: datetime, step: int, end: datetime) -> tuple[Path, int]:
-    """Scrapes of the three nodes (and kube_pod_labels) from ``day`` until ``end``, as
+    """Scrapes of the simulated nodes (and kube_pod_labels) from ``day`` until ``end``, as
     OpenMetrics."""
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     families = FamilyFiles(workdir)

@@ -22,15 +22,18 @@ from exporter.nvml.boundary import Nvml
 from exporter.pods.assignments import PodResourcesAssignments
 from exporter.pods.device_ids import DEFAULT_RESOURCES
 from exporter.pods.directory import PodDirectory
+from exporter.pods.fractional import parse_profiles
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
+from exporter.pods.slice_watch import SliceWatcher
+from exporter.pods.slices import SliceDirectory
 from exporter.pods.watch import PodWatcher
 from exporter.render.labels import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode
 from exporter.simulate.spec import FleetSpec, SpecError, load
-from kube.client import core_api
+from kube.client import core_api, resource_api
 
 
 @dataclass
@@ -39,9 +42,11 @@ class Built:
 
     exporter: Exporter
     directory: PodDirectory
+    slices: SliceDirectory = field(default_factory=SliceDirectory)
     spec: FleetSpec | None = None  # simulate mode: the fleet spec
     node: SimulatedNode | None = None  # simulate mode: its kubelet server and /proc tree
     watcher: PodWatcher | None = None  # the pod watch on the Kubernetes API, where enabled
+    slice_watcher: SliceWatcher | None = None  # the ResourceSlice watch, where enabled
     stops: list[Callable[[], None]] = field(default_factory=list)
 
     def stop(self) -> None:
@@ -57,14 +62,20 @@ def build(
 ) -> Built:
     """Everything ``gpu-exporter`` runs, built from its settings; the collection loop is not
     started yet. A broken spec or kubeconfig raises :class:`UsageError`."""
+    try:
+        profiles = parse_profiles(settings.vgpu_profiles)
+    except ValueError as exc:  # (before anything is started)
+        raise UsageError(f"--pod-resources.vgpu-profiles: {exc}") from None
     library: Any = None
     hostname = settings.hostname
     mode = "nvml"
     socket_path, procfs = settings.pod_resources_socket, settings.procfs
     directory = PodDirectory()
+    slices = SliceDirectory()
     spec: FleetSpec | None = None
     node: SimulatedNode | None = None
     watcher: PodWatcher | None = None
+    slice_watcher: SliceWatcher | None = None
     stops: list[Callable[[], None]] = []
     if settings.simulate is not None:
         try:
@@ -77,15 +88,21 @@ def build(
         node = SimulatedNode(spec, library)
         socket_path, procfs = node.socket_path, str(node.proc_root)
         directory = node.directory
+        slices = node.slices
         stops.append(node.stop)
     hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
 
     nvml = Nvml(library)
     stats = SelfMetrics(nvml.bindings_version(), mode)
+    if spec is not None:
+        profiles = {**spec.vgpu_profiles, **profiles}
     assignments = PodResourcesAssignments(
         PodResourcesClient(socket_path, settings.pod_resources_timeout),
         stats.count_error,
         DEFAULT_RESOURCES + settings.resource_names,
+        slices=slices,
+        pods=directory,
+        profiles=profiles,
     )
     in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
     if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
@@ -97,6 +114,9 @@ def build(
         watcher = PodWatcher(directory, node_name, api, stats.count_error)
         watcher.start()
         stops.append(watcher.stop)
+        slice_watcher = SliceWatcher(slices, node_name, resource_api(api), stats.count_error)
+        slice_watcher.start()
+        stops.append(slice_watcher.stop)
     pod_labels = pod_label_renderer(directory, settings.pod_labels) if settings.pod_labels else None
     exporter = Exporter(
         nvml,
@@ -112,5 +132,6 @@ def build(
         pod_labels=pod_labels,
         finished_pod=directory.finished,
         hostname_label=settings.hostname_label,
+        pod_uid=lambda namespace, name: getattr(directory.by_name(namespace, name), "uid", None),
     )
-    return Built(exporter, directory, spec, node, watcher, stops)
+    return Built(exporter, directory, slices, spec, node, watcher, slice_watcher, stops)

@@ -230,9 +230,30 @@ ALLOCATION_SHARE = Series(
     "gauge",
     "ratio",
     "Share of the physical GPU a container holds: whole GPU 1, MIG instance compute slices/7, "
-    "time-slice replica 1/replicas of that device.",
+    "time-slice replica 1/replicas of that device, DRA claim the device's share / its holders, "
+    "HAMi cores/100.",
     "processes",
-    "kubelet pod-resources List + GetAllocatableResources",
+    "kubelet pod-resources List (devices, dynamic_resources) + GetAllocatableResources, "
+    "ResourceSlices, HAMi annotations",
+)
+ALLOCATION_MEMORY_SHARE = Series(
+    "gpu_allocation_memory_share",
+    "gauge",
+    "ratio",
+    "Share of the physical GPU's memory a container holds: whole GPU 1, MIG instance memory "
+    "slices/8, time-slice replica 1/replicas, DRA claim the device's share / its holders, "
+    "HAMi or vGPU profile MiB / the GPU's memory.",
+    "processes",
+    "kubelet pod-resources List (devices, dynamic_resources), ResourceSlices, HAMi annotations",
+)
+ALLOCATION_OVERSUBSCRIBED = Series(
+    "gpu_allocation_oversubscribed",
+    "gauge",
+    "bool",
+    "1 when the shares held of this GPU add up to more than 1 on the named basis (compute or "
+    "memory; HAMi can over-subscribe a GPU), else 0; per GPU with holdings.",
+    "processes",
+    "gpu_allocation_share, gpu_allocation_memory_share",
 )
 CONTAINER_SM = Series(
     "gpu_container_sm_utilization_ratio",

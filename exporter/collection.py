@@ -49,6 +49,7 @@ class Exporter:
         finished_pod: Callable[[str, str], bool] | None = None,
         read_wait: float | None = None,
         hostname_label: str = "Hostname",
+        pod_uid: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self.nvml = nvml
         self.collectors = frozenset(collectors)
@@ -62,7 +63,7 @@ class Exporter:
             read_wait=interval / 2 if read_wait is None else read_wait,
             monotonic=monotonic,
         )
-        self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label)
+        self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label, pod_uid)
         self._clock = clock
         self._monotonic = monotonic
         self._backoff_min, self._backoff_max = init_backoff
@@ -105,6 +106,8 @@ class Exporter:
                     states, current.claims, current.replicas, self._owner, self._finished_pod
                 )
             )
+            if current is not None:
+                self.stats.dra_devices = current.dra_devices
             if attribution is not None:
                 self.stats.unknown_device_ids = attribution.unknown_device_ids
                 self.stats.finished_pod_device_ids = attribution.finished_pod_device_ids

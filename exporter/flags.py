@@ -48,6 +48,7 @@ class Settings:
     pod_resources_socket: str = DEFAULT_SOCKET
     pod_resources_timeout: float = 2.0
     resource_names: tuple[str, ...] = ()
+    vgpu_profiles: tuple[str, ...] = ()  # RESOURCE=MiB (memory-profile vGPU resources)
     procfs: str = "/proc"
     pod_labels: tuple[str, ...] = ()
     kube_node_name: str | None = None
@@ -144,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         "GPUs, besides nvidia.com/gpu, nvidia.com/gpu.shared, nvidia.com/mig-*",
     )
     p.add_argument(
+        "--pod-resources.vgpu-profiles",
+        dest="vgpu_profiles",
+        default="",
+        help="memory-profile vGPU resources as RESOURCE=MiB (comma-separated, e.g. "
+        "nvidia.com/vgpu-8g=8192): a device of that resource holds that much of its GPU",
+    )
+    p.add_argument(
         "--path.procfs",
         dest="procfs",
         default="/proc",
@@ -206,6 +214,7 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         ("pod-resources-socket", "pod_resources_socket"),
         ("pod-resources-timeout", "pod_resources_timeout"),
         ("pod-resources.resource-names", "resource_names"),
+        ("pod-resources.vgpu-profiles", "vgpu_profiles"),
         ("path.procfs", "procfs"),
         ("kubernetes.pod-labels", "pod_labels"),
         ("kubernetes.node-name", "kube_node_name"),
@@ -254,6 +263,7 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         pod_resources_socket=args.pod_resources_socket,
         pod_resources_timeout=pr_timeout,
         resource_names=tuple(n.strip() for n in args.resource_names.split(",") if n.strip()),
+        vgpu_profiles=tuple(n.strip() for n in args.vgpu_profiles.split(",") if n.strip()),
         procfs=args.procfs,
         pod_labels=tuple(k.strip() for k in args.pod_labels.split(",") if k.strip()),
         kube_node_name=args.kube_node_name,

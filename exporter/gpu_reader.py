@@ -172,7 +172,13 @@ class GpuReader:
             log.info("GPU %d: MIG mode is %s", self.index, "on" if enabled else "off")
             self._mig_enabled = enabled
             self._forget_gpm()  # whole-GPU and per-instance samples do not mix
-        state = GpuState(self.identity, up=True, values=values, mig_enabled=self._mig_enabled)
+        state = GpuState(
+            self.identity,
+            up=True,
+            values=values,
+            mig_enabled=self._mig_enabled,
+            memory_bytes=self._total_bytes,
+        )
         if "utilization" in on:
             util = ok(nvml.utilization(dev))
             if util is not None:

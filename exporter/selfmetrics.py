@@ -22,6 +22,8 @@ ERROR_KINDS: dict[str, tuple[str, ...]] = {
     "proc": ("read", "missing", "not_found"),
     "exporter": ("internal",),
 }
+# what became of each device the kubelet reported held through a DRA claim
+DRA_OUTCOMES = ("gpu", "other_driver", "not_in_slice", "no_uuid")
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
@@ -38,6 +40,7 @@ class SelfMetrics:
         self.gpus = 0
         self.unknown_device_ids = 0
         self.finished_pod_device_ids = 0
+        self.dra_devices: dict[str, int] = {}
         self._build = label_pairs(
             (
                 ("version", __version__),
@@ -118,6 +121,16 @@ class SelfMetrics:
             "(kubernetes#119423); never attributed.",
         )
         finished.add("", self.finished_pod_device_ids)
+        dra = Family(
+            "gpu_exporter_dra_devices",
+            "gauge",
+            "Devices the kubelet reported held through DRA resource claims, by outcome: gpu "
+            "(a GPU driver's device, found in a ResourceSlice), other_driver (not a GPU: "
+            "ignored), not_in_slice (in no ResourceSlice of this node: never guessed), "
+            "no_uuid (in a slice without a uuid, or a GPU and MIG profile to match it by).",
+        )
+        for outcome in DRA_OUTCOMES:
+            dra.add(f'outcome="{outcome}"', self.dra_devices.get(outcome, 0))
         errors = Family(
             "gpu_exporter_errors_total", "counter", "Errors by source and kind since start."
         )
@@ -135,6 +148,7 @@ class SelfMetrics:
             gpus,
             unknown,
             finished,
+            dra,
             errors,
             *process,
         ]

@@ -48,6 +48,7 @@ class GpuState:
     down_reason: str = ""  # why it is down: "lost" (off the bus) or "hung" (NVML does not answer)
     values: dict[str, float] = field(default_factory=dict)
     mig_enabled: bool = False
+    memory_bytes: int = 0  # the framebuffer's size (from discovery); 0 when unknown
     instances: list[MigState] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)
 

@@ -18,3 +18,10 @@ def core_api(kubeconfig: str | None = None, host: str | None = None) -> Any:
     else:
         config.load_incluster_config()
     return client.CoreV1Api()
+
+
+def resource_api(core: Any) -> Any:
+    """A ResourceV1Api (``resource.k8s.io/v1``: ResourceSlices) with ``core``'s connection."""
+    from kubernetes import client
+
+    return client.ResourceV1Api(core.api_client)

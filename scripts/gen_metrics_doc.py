@@ -42,6 +42,11 @@ SELF = [
     ("gpu_exporter_finished_pod_device_ids", "gauge", "1", "",
      "Device ids the kubelet listed at the last collection for pods whose phase is Succeeded "
      "or Failed (kubernetes#119423); never attributed."),
+    ("gpu_exporter_dra_devices", "gauge", "1", "`outcome`",
+     "Devices the kubelet reported held through DRA claims, by outcome: `gpu` (found in a "
+     "ResourceSlice of a GPU driver), `other_driver` (ignored), `not_in_slice` (never "
+     "guessed), `no_uuid` (slice device without a `uuid`, or a GPU and MIG profile to match "
+     "it by)."),
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
      "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
      "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
@@ -100,6 +105,58 @@ def row(*cells: str) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |\n"
 
 
+ALLOCATION_PATHS = """
+## Every way a GPU is handed out
+
+The exporter reads one kubelet pod-resources `List` answer per collection and finds holdings
+three ways, side by side; each gives `gpu_allocation_share` (compute basis) and
+`gpu_allocation_memory_share` (memory basis) per (device unit, container):
+
+| Path | Where it is read | `resource` label | compute share | memory share |
+|---|---|---|---|---|
+| device plugin, whole GPU / MIG / time-slice | `ContainerResources.devices` | the extended resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) | 1 · compute slices/7 · 1/replicas | 1 · memory slices/8 · 1/replicas |
+| DRA resource claim | `ContainerResources.dynamic_resources` (field 5: claim → driver, pool, device), the device looked up in this node's `ResourceSlice`s (`resource.k8s.io/v1`: attributes `type`, `uuid`, `parentUUID`, `profile` of NVIDIA's `gpu.nvidia.com` driver) | the DRA driver (`gpu.nvidia.com`) | the device's share (GPU 1, MIG compute slices/7) / the containers holding it through claims | the same on memory (MIG memory slices/8) |
+| HAMi | the pod annotation `hami.io/vgpu-devices-allocated` (`UUID,NVIDIA,MiB,cores:` per device, `;` between containers) of a container the kubelet lists | `nvidia.com/gpu` | cores/100; no core limit (cores 0): the memory share | MiB / the GPU's memory |
+| memory-profile vGPU | `devices` of a resource named in `--pod-resources.vgpu-profiles RESOURCE=MiB` | that resource | the memory share | profile MiB / the GPU's memory |
+
+Side by side (GPU labels shortened to `…`):
+
+```
+# a device plugin's whole GPU
+gpu_allocation_share{…,namespace="ml",pod="train-0",container="main",resource="nvidia.com/gpu"} 1
+# one DRA claim shared by three pods: a third each
+gpu_allocation_share{…,namespace="ml-serving",pod="chat-a",container="server",resource="gpu.nvidia.com",claim_namespace="ml-serving",claim="shared-gpu",pod_uid="63b9b237-…"} 0.3333333333333333
+# HAMi: 30 % of the cores and 16000 of 81559 MiB
+gpu_allocation_share{…,namespace="vision",pod="ocr-30",container="server",resource="nvidia.com/gpu"} 0.3
+gpu_allocation_memory_share{…,namespace="vision",pod="ocr-30",container="server",resource="nvidia.com/gpu"} 0.19617699088022167
+```
+
+A DRA holding also carries `claim_namespace`, `claim` and (where the pod is known to the pod
+watch) `pod_uid`, on `gpu_allocation_share`, `gpu_allocation_memory_share` and the
+per-container usage series. A claim shared by several pods (or containers) is one device split
+equally among them — three pods on one claim hold 1/3 each, never 1 each and never "the last
+pod wins"; their SM usage is published per container, so the cost service's `usage` policy can
+re-split it as for a time-sliced GPU. A MIG device allocated through DRA is a MIG holding
+(`GPU_I_ID`, compute slices/7); a partitionable (dynamic-MIG) device, which its slice lists
+without a UUID until the driver creates it, is matched by its `parentUUID` and `profile` to
+the GPU's one MIG instance of that profile (with several, it is counted as an unknown device
+id, never guessed). A device of a driver that is not a GPU driver is ignored and a
+device in no ResourceSlice of this node is not guessed; both are counted in
+`gpu_exporter_dra_devices`. A kubelet that sends no DRA fields (before 1.27, or with
+`KubeletPodResourcesDynamicResources` off) simply gives no DRA holdings. The ResourceSlices
+(and HAMi's annotations) come from the Kubernetes API: they are watched where the pod watch
+runs (in a cluster, or with `--kubernetes.kubeconfig` / `--kubernetes.api-url`), with RBAC to
+`get/list/watch` `resourceslices`; without it every DRA device counts as `not_in_slice`.
+
+Shares held of one GPU add up to at most 1 on each basis, except where HAMi over-subscribes a
+GPU (its memory or core totals scaled past the device): the shares are published as they are
+and `gpu_allocation_oversubscribed{basis="compute"|"memory"}` is 1 for that GPU. The cost
+service then scales the GPU's holdings so their money adds up to the GPU's cost
+(docs/cost-model.md). A device held only fractionally never puts a pod's labels on the GPU's
+own series.
+"""  # noqa: E501 (the table's rows are one line each)
+
+
 def render() -> str:
     out = [HEAD]
     for s in cat.SCALAR_SERIES:
@@ -137,21 +194,26 @@ def render() -> str:
     )
     holder = "`namespace`, `pod`, `container`"
     mig = "`GPU_I_PROFILE`, `GPU_I_ID` on MIG instances; "
+    claim = "`claim_namespace`, `claim`, `pod_uid` (where the pod is known) on DRA holdings"
     extra = {
         cat.XID_COUNTER.name: "`xid`",
         cat.CLOCK_EVENT_ACTIVE.name: "`reason`",
         cat.DEVICE_INFO.name: "`serial`, `vbios_version`",
         cat.MIG_INSTANCE_INFO.name: "`GPU_I_PROFILE`, `GPU_I_ID`, `GPU_CI_ID`, `mig_uuid`, "
         "`compute_slices`, `memory_slices`",
-        cat.ALLOCATION_SHARE.name: mig + holder + ", `resource`",
-        cat.CONTAINER_SM.name: mig + holder,
-        cat.CONTAINER_MEMORY.name: mig + holder,
+        cat.ALLOCATION_SHARE.name: mig + holder + ", `resource`; " + claim,
+        cat.ALLOCATION_MEMORY_SHARE.name: mig + holder + ", `resource`; " + claim,
+        cat.ALLOCATION_OVERSUBSCRIBED.name: "`basis` (`compute`, `memory`)",
+        cat.CONTAINER_SM.name: mig + holder + "; " + claim,
+        cat.CONTAINER_MEMORY.name: mig + holder + "; " + claim,
     }
     for s in (
         cat.DEVICE_UP,
         cat.DEVICE_INFO,
         cat.MIG_INSTANCE_INFO,
         cat.ALLOCATION_SHARE,
+        cat.ALLOCATION_MEMORY_SHARE,
+        cat.ALLOCATION_OVERSUBSCRIBED,
         cat.CONTAINER_SM,
         cat.CONTAINER_MEMORY,
         cat.UNATTRIBUTED,
@@ -214,6 +276,7 @@ def render() -> str:
         "cannot be known then. Add `SYS_ADMIN` and `NVIDIA_MIG_MONITOR_DEVICES=all` in an "
         "overlay of your own to get NVML's own names and no such errors.\n"
     )
+    out.append(ALLOCATION_PATHS)
     out.append(
         "\n## Exporter self-metrics\n\n| Series | Type | Unit | Labels | Help |\n"
         "|---|---|---|---|---|\n"

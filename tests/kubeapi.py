@@ -1,5 +1,6 @@
 """A loopback HTTP server speaking enough of the Kubernetes API for the official client:
-``GET /api/v1/pods`` and ``/api/v1/namespaces`` as a list (with
+``GET /api/v1/pods``, ``/api/v1/namespaces`` and ``/apis/resource.k8s.io/v1/resourceslices``
+as a list (with
 ``fieldSelector=spec.nodeName=…``) and as a watch stream (one JSON event per chunk), resumed
 from a resourceVersion like the real server's: the events since then, or 410 Gone where that
 version is compacted away. Tests change objects, break watches, refuse requests, take the
@@ -38,6 +39,7 @@ def pod_json(
     labels: dict[str, str],
     containers: dict[str, str],
     version: int = 1,
+    annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """``containers``: container name -> container id (containerd://… is added)."""
     image = "nvcr.io/nvidia/pytorch:24.05-py3"
@@ -61,10 +63,28 @@ def pod_json(
             "namespace": namespace,
             "uid": uid,
             "labels": labels,
+            "annotations": dict(annotations or {}),
             "resourceVersion": str(version),
         },
         "spec": {"nodeName": node, "containers": [{"name": c, "image": image} for c in containers]},
         "status": {"phase": "Running", "containerStatuses": statuses},
+    }
+
+
+def slice_json(
+    name: str, node: str, driver: str, pool: str, devices: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A ``resource.k8s.io/v1`` ResourceSlice; ``devices``: {"name": …, "attributes": {…}}."""
+    return {
+        "kind": "ResourceSlice",
+        "apiVersion": "resource.k8s.io/v1",
+        "metadata": {"name": name, "uid": f"slice-{name}"},
+        "spec": {
+            "driver": driver,
+            "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1},
+            "nodeName": node,
+            "devices": devices,
+        },
     }
 
 
@@ -85,6 +105,7 @@ class KubeApi:
     def __init__(self) -> None:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
         self.namespaces: dict[str, dict[str, Any]] = {}  # uid -> namespace
+        self.slices: dict[str, dict[str, Any]] = {}  # uid -> ResourceSlice
         self.version = 100
         self.requests: list[dict[str, list[str]]] = []
         self.watch_lifetime: float | None = None  # end every watch after this many seconds
@@ -134,6 +155,16 @@ class KubeApi:
             kind = "MODIFIED" if ns["metadata"]["uid"] in self.namespaces else "ADDED"
             self.namespaces[ns["metadata"]["uid"]] = ns
             self._publish(self.namespaces, {"type": kind, "object": ns})
+
+    def put_slice(self, resource_slice: dict[str, Any]) -> None:
+        """Create or update a ResourceSlice, and tell the watchers."""
+        with self._lock:
+            self.version += 1
+            resource_slice["metadata"]["resourceVersion"] = str(self.version)
+            uid = resource_slice["metadata"]["uid"]
+            kind = "MODIFIED" if uid in self.slices else "ADDED"
+            self.slices[uid] = resource_slice
+            self._publish(self.slices, {"type": kind, "object": resource_slice})
 
     def delete(self, uid: str) -> None:
         with self._lock:
@@ -204,6 +235,7 @@ def _handler(api: KubeApi) -> type[BaseHTTPRequestHandler]:
     kinds = {
         "/api/v1/pods": (api.pods, "PodList"),
         "/api/v1/namespaces": (api.namespaces, "NamespaceList"),
+        "/apis/resource.k8s.io/v1/resourceslices": (api.slices, "ResourceSliceList"),
     }
 
     class Handler(BaseHTTPRequestHandler):

@@ -98,7 +98,7 @@ UNMEASURED = -1
 
 
 def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
-    b = h.busy_share_seconds
+    b, m = h.busy_share_seconds, h.memory_share_seconds
     return {
         "hour": facts.start,
         "cluster": h.cluster,
@@ -115,6 +115,7 @@ def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
         "compute_slices": h.compute_slices,
         "memory_slices": h.memory_slices,
         "mig_profile": h.mig_profile,
+        "memory_share_us": None if m is None else int(m * US),
     }
 
 
@@ -149,6 +150,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
             u.memory_slices,
             u.gi_id,
             u.mig_profile,
+            u.memory_share_us,
         ).where(u.hour == hour)
     )
     for f in fact_rows:
@@ -166,6 +168,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
                 f.memory_slices,
                 None if f.gi_id < 0 else f.gi_id,
                 f.mig_profile,
+                None if f.memory_share_us is None else Decimal(f.memory_share_us) / US,
                 cluster=f.cluster,
             )
         )

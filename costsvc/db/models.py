@@ -139,6 +139,8 @@ class UsageFact(Base):
     compute_slices: Mapped[int | None] = mapped_column()
     memory_slices: Mapped[int | None] = mapped_column()
     mig_profile: Mapped[str] = mapped_column(String(32), server_default="")
+    # ∫ gpu_allocation_memory_share dt, micro-GPU-seconds; NULL: not published
+    memory_share_us: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class Chargeback(Base):

@@ -18,7 +18,7 @@ from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
 from costsvc.ingest import dcgm_source
-from costsvc.ingest.integrate import Piece
+from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.window import (
     MAX_GAP,
@@ -34,6 +34,9 @@ from costsvc.ingest.window import (
 )
 
 log = logging.getLogger(__name__)
+FULL = Decimal("1.000000001")  # a GPU's shares add up to more than this: over-subscribed
+# (not 1: shares such as 3/7 + 2/7 + 2 x 1/7 are written as decimal text and may add up to a
+# hair above 1)
 
 READS = (
     ("gpu_device_up", PRESENCE_GAP),
@@ -41,6 +44,7 @@ READS = (
     ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", MAX_GAP),
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
+    ("gpu_allocation_memory_share", MAX_GAP),
 )
 
 
@@ -140,14 +144,29 @@ def _collect(w: Window, start: datetime) -> HourFacts:
             lab.get("container", ""),
         )
 
+    def function(samples: list[list[Sample]]) -> list[Piece]:
+        return summed(w.pieces(one) for one in samples)
+
+    # the time a GPU was lost is cut out of memory shares too (as out of shares, in measure)
+    memory_share = {
+        key: us(total(without(function(found), lost.get((key[0], key[1]), []))))
+        for key, found in _within_gpu(
+            grouped(w, "gpu_allocation_memory_share", holding_key)
+        ).items()
+    }
+    shares = grouped(w, "gpu_allocation_share", holding_key)
+    within = _within_gpu(shares)
     unseen: dict[tuple[str, str], list[Series]] = {}
-    for key, group in grouped(w, "gpu_allocation_share", holding_key).items():
+    for key, group in shares.items():
         cluster, uuid, gi, ns, pod, container = key
         own_sm = sm.get((cluster, uuid, ns, pod, container))
         if own_sm is None and (cluster, uuid) in sm_gpus:
             own_sm = []  # the GPU's processes are known: none of them is this holder's
         seconds, used_ratio, sm_seconds = measure(
-            w.function(group), lost.get((cluster, uuid), []), util.get((cluster, uuid, gi)), own_sm
+            function(within[key]),
+            lost.get((cluster, uuid), []),
+            util.get((cluster, uuid, gi)),
+            own_sm,
         )
         share = us(seconds)
         if share <= 0:
@@ -175,6 +194,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
                 memory if compute else None,
                 int(gi) if gi else None,
                 profile,
+                memory_share.get(key),
                 cluster=cluster,
             )
         )
@@ -186,3 +206,27 @@ def _collect(w: Window, start: datetime) -> HourFacts:
 
     pod_and_namespace_labels(w, facts)
     return facts
+
+
+def _within_gpu(
+    groups: dict[tuple[str, ...], list[Series]],
+) -> dict[tuple[str, ...], list[list[Sample]]]:
+    """Each holding's samples, scaled where its GPU is over-subscribed: at an instant where the
+    shares held of one GPU (cluster, UUID) add up to more than 1 (HAMi can hand out more than
+    a GPU has; the exporter flags it), each is divided by that sum, so the holders split the
+    GPU at that instant and never pay for more than it. Elsewhere the samples are untouched."""
+    totals: dict[tuple[str, str], dict[Decimal, Decimal]] = {}
+    for key, group in groups.items():
+        at = totals.setdefault((key[0], key[1]), {})
+        for t, v in merged(group):
+            at[t] = at.get(t, Decimal(0)) + v
+    out: dict[tuple[str, ...], list[list[Sample]]] = {}
+    for key, group in groups.items():
+        at = totals[(key[0], key[1])]
+        if max(at.values(), default=Decimal(0)) <= FULL:
+            out[key] = [s.samples for s in group]
+        else:
+            out[key] = [
+                [(t, v / at[t] if at[t] > FULL else v) for t, v in s.samples] for s in group
+            ]
+    return out

@@ -77,8 +77,17 @@ def _floor(now: datetime, unit: timedelta) -> datetime:
 
 
 def parse_window(text: str, now: datetime) -> Window:
-    """OpenCost's ``parseWindow`` in UTC. Raises :class:`BadParameter` as OpenCost does."""
-    now = now.astimezone(UTC)
+    """OpenCost's ``parseWindow`` in UTC. Raises :class:`BadParameter` as OpenCost does; a
+    window outside the years 1970-2999 (or past what a clock can hold) is illegal too."""
+    try:
+        return _checked(_parse_window(text, now.astimezone(UTC)), text)
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, BadParameter):
+            raise
+        raise _illegal(text) from None
+
+
+def _parse_window(text: str, now: datetime) -> Window:
     day = _midnight(now)
     if text == "today":
         return Window(day, day + DAY)
@@ -105,22 +114,17 @@ def parse_window(text: str, now: datetime) -> Window:
         else:
             end = _floor(now, unit) + unit
             start = end - n * unit
-        return _checked(Window(start, end), text)
+        return Window(start, end)
     m = DURATION_OFFSET.match(text)
     if m:
         end = now - int(m[3]) * UNITS[m[4]]
-        return _checked(Window(end - int(m[1]) * UNITS[m[2]], end), text)
+        return Window(end - int(m[1]) * UNITS[m[2]], end)
     m = UNIX_PAIR.match(text)
     if m:
-        start, end = (_unix(m[1], text), _unix(m[2], text))
-        return _checked(Window(start, end), text)
+        return Window(_unix(m[1], text), _unix(m[2], text))
     m = RFC_PAIR.search(text)  # OpenCost's pattern is not anchored
     if m:
-        try:
-            start, end = (_rfc3339(m[1]), _rfc3339(m[2]))
-        except ValueError:
-            raise _illegal(text) from None
-        return _checked(Window(start, end), text)
+        return Window(_rfc3339(m[1]), _rfc3339(m[2]))
     raise _illegal(text)
 
 
@@ -140,6 +144,8 @@ def _rfc3339(text: str) -> datetime:
 
 def _checked(window: Window, text: str) -> Window:
     if window.end < window.start:  # OpenCost: "illegal window" (window.IsNegative)
+        raise _illegal(text)
+    if window.start.year < 1970 or window.end.year > 2999:
         raise _illegal(text)
     if window.duration > MAX_SPAN:
         raise BadParameter(
@@ -164,6 +170,8 @@ def parse_step(text: str | None, window: Window) -> timedelta:
         ns = sum(Decimal(number) * NS[unit] for number, unit in GO_PART.findall(raw))
         if ns <= 0 or ns % HOUR_NS:
             raise _not_hours(raw)
+        if ns > int(MAX_SPAN.total_seconds()) * NS["s"]:
+            raise BadParameter(f"Invalid step parameter: {raw}: longer than {MAX_SPAN.days} days")
         step = HOUR * int(ns // HOUR_NS)
     if step <= timedelta(0):  # an empty window
         return HOUR

@@ -14,6 +14,11 @@ GKE's forms are those of its device plugin (GoogleCloudPlatform/container-engine
 pkg/gpu/nvidia/mig/mig.go names a partition ``nvidia<N>/gi<M>``; pkg/gpu/nvidia/manager.go
 appends ``/vgpu<K>`` to a device id for each time-sharing client).
 
+A DRA device of a partitionable GPU that the driver has not created yet has no UUID in its
+ResourceSlice, only its GPU and MIG profile: its key is ``GPU-<uuid>/mig-profile/<profile>``,
+which matches the GPU's one MIG instance of that profile (none when there are several: never
+guessed).
+
 Keys are what :mod:`exporter.pods.shares` matches against the GPUs and MIG instances NVML
 reports. An id in none of these forms is :data:`UNKNOWN` — counted, never guessed.
 """
@@ -64,3 +69,8 @@ def parse_device_id(device_id: str) -> DeviceRef:
 
 def is_gpu_resource(resource: str, patterns: tuple[str, ...] = DEFAULT_RESOURCES) -> bool:
     return any(fnmatchcase(resource, p) for p in patterns)
+
+
+def mig_profile_key(gpu_uuid: str, profile: str) -> str:
+    """The key of the one MIG instance of ``profile`` on that GPU (see above)."""
+    return f"{gpu_uuid}/mig-profile/{profile}"

@@ -1,13 +1,16 @@
 """What the exporter knows about the pods on its node: pod UID -> namespace, name, labels and
 phase, and container id -> container name. The Kubernetes API (watch) fills it in production;
 a fleet spec fills it in simulate mode. PID attribution is cgroup (pod UID, container id) ->
-here; a pod whose phase is Succeeded or Failed holds no GPU, whatever the kubelet still lists."""
+here; a pod whose phase is Succeeded or Failed holds no GPU, whatever the kubelet still lists.
+HAMi's allocation annotation is kept parsed per container (what the pod holds of which GPU)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+from exporter.pods.fractional import FractionalDevice
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +21,8 @@ class PodInfo:
     labels: dict[str, str] = field(default_factory=dict)
     containers: dict[str, str] = field(default_factory=dict)  # container id -> name
     phase: str = ""  # Pending, Running, Succeeded, Failed, Unknown; "" when not known
+    # container name -> the fractional GPUs HAMi allocated it (exporter.pods.fractional)
+    fractional: dict[str, tuple[FractionalDevice, ...]] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:

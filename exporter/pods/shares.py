@@ -6,20 +6,31 @@ device claims (from the kubelet's pod-resources API), the time-slice replica cou
 
 Shares follow the default rule (``gpu_allocation_share`` in docs/metrics.md): a whole GPU = 1;
 a MIG instance = its compute slices / 7; a time-slice replica = 1 / the replicas advertised for
-that GPU (or MIG instance). Device-wide values are never copied under a pod's labels unless
-exactly one container holds the device. A claim of a pod whose phase is Succeeded or Failed is
-never attributed: kubelets before the fix of kubernetes#119423 keep listing the devices of
-finished pods, which the device manager has already handed to someone else; such claims are
-counted instead.
+that GPU (or MIG instance); a device held through a DRA claim = the unit's share split equally
+over every container holding it through a claim (a claim used by three pods: a third each,
+never duplicated); a fractional allocation (HAMi, memory-profile vGPU) = cores / 100 (compute)
+and MiB / the GPU's memory (memory), see :mod:`exporter.pods.fractional`. Each holding has a
+memory share too (whole GPU 1, MIG instance memory slices / 8, replica 1 / replicas). A GPU
+whose holdings add up to more than 1 on either basis (HAMi allows over-subscription) is
+published as it is and flagged. Device-wide values are never copied under a pod's labels
+unless exactly one container holds the whole device. A claim of a pod whose phase is Succeeded
+or Failed is never attributed: kubelets before the fix of kubernetes#119423 keep listing the
+devices of finished pods, which the device manager has already handed to someone else; such
+claims are counted instead.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from exporter.pods.claims import Claim, Holder
+from exporter.pods.claims import Claim, ClaimRef, Holder
+from exporter.pods.device_ids import mig_profile_key
 from exporter.snapshot import GpuState
+
+_MIB = 1 << 20
+_EPSILON = 1e-9  # float sums of exact thirds and sevenths
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +43,16 @@ class Unit:
 
 @dataclass(slots=True)
 class Attribution:
-    # (unit, holder, resource) -> share of the physical GPU
+    # (unit, holder, resource) -> share of the physical GPU (compute basis)
     shares: dict[tuple[Unit, Holder, str], float] = field(default_factory=dict)
+    # the same keys -> share of the physical GPU's memory
+    memory_shares: dict[tuple[Unit, Holder, str], float] = field(default_factory=dict)
+    # the same keys -> the DRA claim the holding is through
+    claims: dict[tuple[Unit, Holder, str], ClaimRef] = field(default_factory=dict)
+    # (unit, holder) -> the DRA claim, for the per-container usage series
+    usage_claims: dict[tuple[Unit, Holder], ClaimRef] = field(default_factory=dict)
+    # gpu index -> (Σ compute shares > 1, Σ memory shares > 1), for every GPU with holdings
+    oversubscribed: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     # units held by exactly one container: their series may carry that container's labels
     exclusive: dict[Unit, Holder] = field(default_factory=dict)
     # (unit, holder) -> (SM utilisation 0..1 or None, memory bytes)
@@ -46,30 +65,41 @@ class Attribution:
 def attribute(
     states: Iterable[GpuState],
     claims: Iterable[Claim],
-    replicas: dict[str, int],
+    replicas_of: dict[str, int],
     owner: Callable[[int], Holder | None],
     finished: Callable[[str, str], bool] | None = None,
 ) -> Attribution:
     """``finished(namespace, pod)``: the pod's phase is Succeeded or Failed."""
     states = list(states)
     # device key (see exporter.pods.device_ids) -> (unit, share of the physical GPU)
-    units: dict[str, tuple[Unit, float]] = {}
+    units: dict[str, tuple[Unit, float, float]] = {}  # -> (unit, compute, memory share)
+    memory_of: dict[int, int] = {}  # gpu index -> framebuffer bytes
+    unit_shares: dict[Unit, tuple[float, float]] = {}
     for s in states:
         index, gpu_uuid = s.identity.index, s.identity.uuid
-        whole = (Unit(index, None), 1.0)
+        memory_of[index] = s.memory_bytes
+        whole = (Unit(index, None), 1.0, 1.0)
         units[s.identity.device] = whole  # GKE: nvidia<N>
+        unit_shares[whole[0]] = whole[1:]
         if gpu_uuid:
             units[gpu_uuid] = whole
+        profiles = Counter(inst.instance.profile for inst in s.instances)
         for inst in s.instances:
             i = inst.instance
-            part = (Unit(index, i.gi_id), i.compute_slices / 7)
+            part = (Unit(index, i.gi_id), i.compute_slices / 7, i.memory_slices / 8)
             units[i.uuid] = part
+            unit_shares[part[0]] = part[1:]
             units[f"{s.identity.device}/gi{i.gi_id}"] = part  # GKE: nvidia<N>/gi<M>
             if gpu_uuid:
                 units[f"{gpu_uuid}/gi{i.gi_id}"] = part  # legacy MIG-GPU-<uuid>/<gi>/<ci>
+                if profiles[i.profile] == 1:  # DRA: a partition named by GPU and profile
+                    units[mig_profile_key(gpu_uuid, i.profile)] = part
 
     out = Attribution()
     holders: dict[Unit, set[Holder]] = {}
+    fractional_units: set[Unit] = set()
+    # DRA: unit -> the (holder, resource, claim) holding it, split equally afterwards
+    claimed: dict[Unit, dict[tuple[Holder, str], ClaimRef]] = {}
     for claim in claims:
         if finished is not None and finished(claim.holder.namespace, claim.holder.pod):
             out.finished_pod_device_ids += 1
@@ -78,15 +108,48 @@ def attribute(
         if found is None:
             out.unknown_device_ids += 1
             continue
-        unit, share = found
-        if claim.replica is not None:
-            share /= max(replicas.get(claim.base, 1), 1)
-        key = (unit, claim.holder, claim.resource)
-        out.shares[key] = out.shares.get(key, 0.0) + share
+        unit, share, memory = found
         holders.setdefault(unit, set()).add(claim.holder)
+        key = (unit, claim.holder, claim.resource)
+        if claim.claim is not None:
+            claimed.setdefault(unit, {}).setdefault((claim.holder, claim.resource), claim.claim)
+            continue
+        if claim.memory_mib is not None:
+            fractional_units.add(unit)
+            total = memory_of.get(unit.gpu_index, 0)
+            memory = min(claim.memory_mib * _MIB / total, 1.0) if total else 0.0
+            share = claim.cores / 100 * share if claim.cores is not None else memory
+        elif claim.replica is not None:
+            replicas = max(replicas_of.get(claim.base, 1), 1)
+            share /= replicas
+            memory /= replicas
+        out.shares[key] = out.shares.get(key, 0.0) + share
+        out.memory_shares[key] = out.memory_shares.get(key, 0.0) + memory
+
+    for unit, held in claimed.items():
+        share, memory = unit_shares[unit]
+        n = len(held)
+        for (claimant, resource), ref in held.items():
+            key = (unit, claimant, resource)
+            out.shares[key] = out.shares.get(key, 0.0) + share / n
+            out.memory_shares[key] = out.memory_shares.get(key, 0.0) + memory / n
+            out.claims[key] = ref
+            out.usage_claims.setdefault((unit, claimant), ref)
+
+    compute_sum: dict[int, float] = {}
+    memory_sum: dict[int, float] = {}
+    for key, held_share in out.shares.items():
+        index = key[0].gpu_index
+        compute_sum[index] = compute_sum.get(index, 0.0) + held_share
+        memory_sum[index] = memory_sum.get(index, 0.0) + out.memory_shares.get(key, 0.0)
+    for index, compute_total in compute_sum.items():
+        out.oversubscribed[index] = (
+            compute_total > 1 + _EPSILON,
+            memory_sum[index] > 1 + _EPSILON,
+        )
 
     for unit, held_by in holders.items():
-        if len(held_by) == 1:
+        if len(held_by) == 1 and unit not in fractional_units:
             out.exclusive[unit] = next(iter(held_by))
 
     for s in states:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from exporter.pods.directory import PodDirectory, PodInfo
+from exporter.pods.fractional import HAMI_ALLOCATED, parse_hami
 from kube.watch import ListWatch
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,17 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
             cid = c.get("containerID") or ""
             if cid:
                 containers[_RUNTIME_PREFIX.sub("", cid)] = c.get("name", "")
+    fractional = {}
+    hami = (meta.get("annotations") or {}).get(HAMI_ALLOCATED)
+    if isinstance(hami, str) and hami:
+        spec = raw.get("spec") or {}
+        names = [
+            str(c.get("name", ""))
+            for key in ("initContainers", "containers")
+            for c in spec.get(key) or []
+            if isinstance(c, dict)
+        ]
+        fractional = parse_hami(hami, names)
     return PodInfo(
         uid=meta.get("uid", ""),
         namespace=meta.get("namespace", ""),
@@ -37,6 +49,7 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
         labels=dict(meta.get("labels") or {}),
         containers=containers,
         phase=str(status.get("phase") or ""),
+        fractional=fractional,
     )
 
 

@@ -7,11 +7,11 @@ holds the device (a whole GPU, or a MIG instance).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from exporter import catalogue as cat
-from exporter.pods.claims import Holder
+from exporter.pods.claims import ClaimRef, Holder
 from exporter.pods.shares import Attribution, Unit
 from exporter.render.exposition import Family, label_pairs
 from exporter.render.labels import GpuLabels, LabelCache, MigLabels, PodLabels
@@ -35,9 +35,11 @@ class GpuRenderer:
         collectors: Iterable[str],
         pod_labels: PodLabels | None = None,
         hostname_label: str = "Hostname",
+        pod_uid: Callable[[str, str], str | None] | None = None,
     ) -> None:
         self._on = frozenset(collectors)
         self.labels = LabelCache(hostname, pod_labels, hostname_label)
+        self._pod_uid = pod_uid
 
     def families(self, states: list[GpuState], attribution: Attribution | None) -> list[Family]:
         on = self._on
@@ -137,11 +139,27 @@ class GpuRenderer:
         who = self.labels.container
 
         share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
-        for (unit, holder, resource), value in sorted(a.shares.items(), key=_share_order):
+        memory = Family(cat.ALLOCATION_MEMORY_SHARE.name, "gauge", cat.ALLOCATION_MEMORY_SHARE.help)
+        for key, value in sorted(a.shares.items(), key=_share_order):
+            unit, holder, resource = key
             base = units.get(unit)
-            if base is not None:
-                extra = label_pairs((("resource", resource),))
-                share.add(f"{base},{who(holder)},{extra}", value)
+            if base is None:
+                continue
+            pairs = [("resource", resource)]
+            claim = a.claims.get(key)
+            if claim is not None:
+                pairs.extend(self._claim_pairs(holder, claim))
+            labels = f"{base},{who(holder)},{label_pairs(pairs)}"
+            share.add(labels, value)
+            memory.add(labels, a.memory_shares.get(key, value))
+        over = Family(
+            cat.ALLOCATION_OVERSUBSCRIBED.name, "gauge", cat.ALLOCATION_OVERSUBSCRIBED.help
+        )
+        for g in gpus:
+            flags = a.oversubscribed.get(g.state.identity.index)
+            if flags is not None:
+                over.add(f'{g.labels.base},basis="compute"', int(flags[0]))
+                over.add(f'{g.labels.base},basis="memory"', int(flags[1]))
         sm = Family(cat.CONTAINER_SM.name, "gauge", cat.CONTAINER_SM.help)
         mem = Family(cat.CONTAINER_MEMORY.name, "gauge", cat.CONTAINER_MEMORY.help)
         for (unit, holder), (util, used) in a.usage.items():
@@ -149,6 +167,9 @@ class GpuRenderer:
             if base is None:
                 continue
             labels = f"{base},{who(holder)}"
+            claim = a.usage_claims.get((unit, holder))
+            if claim is not None:
+                labels = f"{labels},{label_pairs(self._claim_pairs(holder, claim))}"
             if util is not None:
                 sm.add(labels, util)
             mem.add(labels, used)
@@ -157,7 +178,15 @@ class GpuRenderer:
             s = g.state
             if s.up and s.processes:
                 unmapped.add(g.labels.base, a.unattributed_processes.get(s.identity.index, 0))
-        return [share, sm, mem, unmapped]
+        return [share, memory, over, sm, mem, unmapped]
+
+    def _claim_pairs(self, holder: Holder, claim: ClaimRef) -> list[tuple[str, str]]:
+        """``claim_namespace``, ``claim`` and, where the pod directory knows it, ``pod_uid``."""
+        pairs = [("claim_namespace", claim.namespace), ("claim", claim.name)]
+        uid = self._pod_uid(holder.namespace, holder.pod) if self._pod_uid else None
+        if uid:
+            pairs.append(("pod_uid", uid))
+        return pairs
 
 
 def _share_order(item: tuple[tuple[Unit, Holder, str], float]) -> tuple[int, int, Holder]:

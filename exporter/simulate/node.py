@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from exporter.pods.directory import PodDirectory, PodInfo
+from exporter.pods.fractional import parse_hami
+from exporter.pods.slices import SliceDevice, SliceDirectory
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.kubelet import KubeletServicer, serve, spec_answer
-from exporter.simulate.pods import container_id
+from exporter.simulate.pods import container_id, hami_annotation
 from exporter.simulate.proc_tree import write_proc_tree
-from exporter.simulate.spec import FleetSpec
+from exporter.simulate.spec import FleetSpec, SimGpu
 
 
 class SimulatedNode:
@@ -35,13 +37,24 @@ class SimulatedNode:
                 dict(pod.labels),
                 {container_id(pod, c): c.name for c in pod.containers},
                 pod.phase,
+                parse_hami(
+                    hami_annotation(pod, [g.uuid for g in fake.gpus]),
+                    [c.name for c in pod.containers],
+                )
+                if any(c.hami for c in pod.containers)
+                else {},
             )
             for pod in spec.pods
+        )
+        self.slices = SliceDirectory(
+            [(f"{spec.hostname}-gpu.nvidia.com", slice_of(fake.gpus, spec.hostname))]
         )
         # unix socket paths are limited to ~107 bytes: keep it short, whatever the workdir
         self._socket_dir = Path(tempfile.mkdtemp(prefix="kl-"))
         self.socket_path = str(self._socket_dir / "kubelet.sock")
-        self.servicer = KubeletServicer(lambda: spec_answer(spec.pods, fake.gpus, fake.sim_time))
+        self.servicer = KubeletServicer(
+            lambda: spec_answer(spec.pods, fake.gpus, fake.sim_time, spec.hostname)
+        )
         self._server: Any = serve(self.socket_path, self.servicer)
 
     def stop(self) -> None:
@@ -49,3 +62,25 @@ class SimulatedNode:
         shutil.rmtree(self._socket_dir, ignore_errors=True)
         if self._own_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def slice_of(gpus: list[SimGpu], node: str) -> list[SliceDevice]:
+    """The ResourceSlice NVIDIA's DRA driver would publish for these GPUs (pool: the node):
+    ``gpu-<i>`` (type gpu, uuid) and, for each MIG instance, ``gpu-<i>-mig-<gi>`` (type mig,
+    uuid, parentUUID, profile)."""
+    out = []
+    for g in gpus:
+        out.append(SliceDevice("gpu.nvidia.com", node, f"gpu-{g.index}", "gpu", g.uuid))
+        for m in g.migs:
+            out.append(
+                SliceDevice(
+                    "gpu.nvidia.com",
+                    node,
+                    f"gpu-{g.index}-mig-{m.gi_id}",
+                    "mig",
+                    m.uuid,
+                    g.uuid,
+                    m.profile_name,
+                )
+            )
+    return out

@@ -44,12 +44,35 @@ class DeviceClaim(_Model):
     ids: list[str]
 
 
+class ClaimUse(_Model):
+    """A DRA resource claim the container uses. Several containers (of one pod or several)
+    naming the same claim share its devices. ``devices``: spec references (``gpu0``: the
+    simulated driver's device ``gpu-0``; ``gpu0/gi3``: its MIG device ``gpu-0-mig-3``) or
+    literal device names (of another driver, or missing from every ResourceSlice)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    namespace: str | None = None  # default: the pod's
+    driver: str = "gpu.nvidia.com"
+    pool: str | None = None  # default: the node's name (as NVIDIA's driver names its pool)
+    devices: Annotated[list[str], Field(min_length=1)]
+
+
+class HamiDevice(_Model):
+    """What HAMi's scheduler gave the container of one GPU (its allocation annotation)."""
+
+    gpu: Annotated[str, Field(pattern=r"^gpu\d+$")]
+    memory_mib: Annotated[int, Field(ge=0)]
+    cores: Annotated[int, Field(ge=0, le=100)] = 0  # 0: no core limit
+
+
 class ContainerSpec(_Model):
     name: Annotated[str, Field(min_length=1)]
     id: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
     runtime: Runtime = "containerd"
     cgroup: CgroupLayout = "v2-systemd"
     devices: list[DeviceClaim] = []
+    claims: list[ClaimUse] = []  # DRA
+    hami: list[HamiDevice] = []  # HAMi: served as HAMi's annotation and virtual device ids
     pids: list[Annotated[int, Field(ge=1)]] = []
 
 
@@ -107,3 +130,25 @@ def referenced_gpu(ref: str) -> int | None:
     """The GPU index a spec reference points at (``gpu1::2`` -> 1), None for literal ids."""
     m = _REF.match(ref)
     return int(m.group(1)) if m else None
+
+
+def dra_device_name(ref: str) -> str:
+    """A spec reference as the simulated DRA driver's device name (``gpu0`` -> ``gpu-0``,
+    ``gpu0/gi3`` -> ``gpu-0-mig-3``); anything else as written."""
+    m = _REF.match(ref)
+    if m is None or m.group(3) is not None:
+        return ref
+    index, gi = int(m.group(1)), m.group(2)
+    return f"gpu-{index}" if gi is None else f"gpu-{index}-mig-{int(gi)}"
+
+
+def hami_annotation(pod: PodSpec, gpu_uuids: list[str]) -> str:
+    """HAMi's ``hami.io/vgpu-devices-allocated`` for the pod: ``UUID,NVIDIA,MiB,cores:`` per
+    device, ``;`` after each container (Project-HAMi/HAMi pkg/device/devices.go)."""
+    out = []
+    for c in pod.containers:
+        devices = "".join(
+            f"{gpu_uuids[int(d.gpu[3:])]},NVIDIA,{d.memory_mib},{d.cores}:" for d in c.hami
+        )
+        out.append(devices + ";")
+    return "".join(out)

@@ -294,6 +294,8 @@ class FleetSpec(_Model):
     nvml_init_fails_until: NonNegative = 0.0
     gpus: list[GpuSpec] = []
     pods: list[PodSpec] = []
+    # memory-profile vGPU resources served by the node: resource -> profile MiB
+    vgpu_profiles: dict[str, Annotated[int, Field(gt=0)]] = {}
 
     @model_validator(mode="after")
     def _pods_reference_real_devices(self) -> FleetSpec:
@@ -310,6 +312,9 @@ class FleetSpec(_Model):
                             raise ValueError(
                                 f"pods[{p}].containers[{c}].devices[{d}]: {exc}"
                             ) from None
+                for h, hami in enumerate(container.hami):
+                    if int(hami.gpu[3:]) >= len(gpus):
+                        raise ValueError(f"pods[{p}].containers[{c}].hami[{h}]: no {hami.gpu}")
         return self
 
 

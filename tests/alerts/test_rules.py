@@ -58,6 +58,8 @@ EXPORTER_METRICS = frozenset(
         "gpu_device_info",
         "gpu_mig_instance_info",
         "gpu_allocation_share",
+        "gpu_allocation_oversubscribed",
+        "gpu_exporter_dra_devices",
         "gpu_container_sm_utilization_ratio",
         "gpu_container_memory_used_bytes",
         "gpu_xid_errors_total",

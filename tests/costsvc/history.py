@@ -46,6 +46,7 @@ from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, CostHour, GpuPresence, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
+from tests.costsvc.history_fractional import add_history as add_fractional_history
 
 HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
 T0 = int(HOUR.timestamp())
@@ -370,6 +371,7 @@ def history() -> str:
             T11,
             T11 + 3600,
         )
+    add_fractional_history(add)  # 2026-11-16 10:00: DRA and HAMi (history_fractional.py)
     out = []
     for name, lines in fam.items():
         out.append(f"# TYPE {name} gauge")

@@ -436,7 +436,12 @@ def test_team_tokens_see_their_team_only(api: Api) -> None:
         ({}, True, "Invalid 'window' parameter: illegal window: "),
         ({"window": "fortnight"}, True, "Invalid 'window' parameter: illegal window: fortnight"),
         ({"window": "1700000000,1600000000"}, True, "illegal window"),
-        ({"window": "99999d"}, True, "longer than"),
+        ({"window": "900d"}, True, "longer than"),
+        ({"window": "99999d"}, True, "illegal window"),  # before 1970
+        ({"window": "99999999999999w"}, True, "illegal window"),  # past any clock
+        ({"window": "1d offset 99999999999w"}, True, "illegal window"),
+        ({"window": "0001-01-01T00:00:00Z,0001-01-02T00:00:00Z"}, True, "illegal window"),
+        ({"window": "1d", "step": "99999999999h"}, False, "longer than"),
         ({"window": "1d", "step": "bogus"}, False, "Invalid step parameter: invalid step"),
         ({"window": "1d", "step": "30m"}, False, "whole number of hours"),
         ({"window": "1d", "step": "0h"}, False, "whole number of hours"),
@@ -475,3 +480,25 @@ def test_bad_parameters_are_400_as_opencost_answers_them(
         body = r.json()
         assert body["code"] == 400 and body["message"].startswith("Error: ")
         assert says in body["message"], body
+
+
+def test_the_opencost_ui_s_own_request(api: Api) -> None:
+    """OpenCost's UI (opencost-ui ``src/services/allocation.js``) asks ``/allocation/compute``
+    with ``window``, ``aggregate``, ``includeIdle=true``, ``step=1d``, ``accumulate`` and its
+    filters joined by an encoded ``+`` (``src/util.js`` ``parseFilters``)."""
+    query = (
+        "window=6d&aggregate=namespace&includeIdle=true&step=1d&accumulate=false"
+        "&filter=" + 'namespace:"finance"%2Bcluster:"c1"'
+    )
+    r = api.http.get(f"/allocation/compute?{query}", headers=api.auth("finance"))
+    assert r.status_code == 200, r.text
+    answer = decimals(r.text)
+    check_shape(answer)
+    # the clock is 2026-11-20 12:00: 6d is the 15th to the 20th, one set a day
+    # finance/q holds GPU-Q all its hours: no idle that day
+    assert [sorted(s) for s in answer["data"]] == [["finance"], [], [], [], [], []]
+    finance = answer["data"][0]["finance"]
+    assert finance["window"] == {"start": "2026-11-15T00:00:00Z", "end": "2026-11-16T00:00:00Z"}
+    start, end = datetime(2026, 11, 15, tzinfo=UTC), datetime(2026, 11, 16, tzinfo=UTC)
+    allocated = sums(api.db_url, Chargeback.namespace, start, end)["finance"][0]
+    assert micro(finance["gpuCost"]) == allocated

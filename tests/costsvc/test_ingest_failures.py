@@ -357,6 +357,14 @@ def test_the_failed_hours_gauge_is_zero_once_the_hour_is_done(
     with serve(db_url, Clock(OCT2)) as api:
         assert api.get("/v1/ingest/failed-hours", "finance").json() == []
         assert 'costsvc_ingest_failed_hours{cluster="c9"} 0.0' in api.get("/metrics", "admin").text
+    status = subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", "ingest", "--status"],
+        env={**os.environ, "COSTSVC_DATABASE_URL": db_url},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.returncode == 0 and "no failed hours" in status.stdout, status.stderr
     idle = {k[0]: v[3] for k, v in _money(db_url).items() if k[1] == "__idle__"}
     assert idle == {"west": 1_250_000, "east": 6_000_000}  # the B200 nobody held, at 6.00
 

@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.opencost.filters import Everything, FilterError, parse
@@ -80,6 +82,9 @@ def test_windows_as_opencost_parses_them(window: str, start: str, end: str) -> N
         "1600000000,1500000000",  # negative
         "999999999999999,1",
         "100000d",
+        "99999999999999w",  # past what a clock holds: illegal, never an overflow
+        "1d offset 99999999999w",
+        "0001-01-01T00:00:00Z,0001-01-02T00:00:00Z",  # before 1970
     ],
 )
 def test_illegal_windows(window: str) -> None:
@@ -395,3 +400,45 @@ def test_pod_labels_from_history_latest_in_the_set_else_the_namespace() -> None:
         [r("r", 0)], [Window(h4 - DAY_, h4)], [name.removeprefix(LABEL_PREFIX)], history
     )
     assert out[0].values[name] == "n"
+
+
+WINDOWISH = st.one_of(
+    st.text(max_size=60),
+    st.from_regex(r"\A\d{1,30}[mhdw]( offset \d{1,30}[mhdw])?\Z"),
+    st.from_regex(r"\A\d{1,20}[,|-]\d{1,20}\Z"),
+    st.from_regex(r"\A\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ,\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\Z"),
+)
+FILTERISH = st.one_of(
+    st.text(max_size=80),
+    st.lists(
+        st.sampled_from(
+            [
+                *("(", ")", "+", "|", ",", ":", "!:", "~:", "<~:", "~>:", "!~>:", "[", "]"),
+                *('"a"', '"é"', "namespace", "label", "label[app]", "pod", "team", "node", "x"),
+            ]
+        ),
+        max_size=20,
+    ).map(" ".join),
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(window=WINDOWISH, step=st.one_of(st.none(), st.text(max_size=20), WINDOWISH))
+def test_any_window_and_step_is_an_answer_or_a_400(window: str, step: str | None) -> None:
+    try:
+        span = parse_window(window, NOW)
+        assert span.start <= span.end
+        assert set_windows(span, parse_step(step, span)) is not None
+    except BadParameter:
+        pass
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(text=FILTERISH)
+def test_any_filter_is_a_tree_or_a_400(text: str) -> None:
+    try:
+        node = parse(text)
+        check_filter(node, {"team": "team"})
+        keep_row(row(), node, {"team": "team"})
+    except FilterError:
+        pass

@@ -99,10 +99,12 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
         token = re.search(r"admin token: (gfo_\S+)", out)
         api = re.search(r"cost API:\s+(http://\S+)/docs", out)
         exporters = re.findall(r"(http://127\.0\.0\.1:\d+/metrics)", out)
-        assert token and api and len(exporters) == 3, out
+        assert token and api and len(exporters) == 5, out
         table = {m[1]: Decimal(m[2]) for m in map(ROW.match, lines) if m}
         assert {"__idle__", "__unallocated__"} <= set(table), out  # an unlabelled pod
         assert len(set(table) - {"__idle__", "__unallocated__"}) >= 3, out  # several teams
+        # the DRA node's teams (one claim shared by chat and docs-ai) and the HAMi node's
+        assert {"recsys", "chat", "docs-ai", "research", "vision", "search"} <= set(table), out
 
         auth = {"Authorization": f"Bearer {token[1]}"}
         answer = httpx.get(
@@ -131,6 +133,7 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
         for url in exporters:
             assert "DCGM_FI_DEV_GPU_UTIL" in httpx.get(url, timeout=10).text
     finally:
+        held.close()
         proc.send_signal(signal.SIGINT)
         try:
             rest, _ = proc.communicate(timeout=30)

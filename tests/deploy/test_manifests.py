@@ -299,14 +299,15 @@ def test_non_root_where_possible() -> None:
             assert sc.get("runAsNonRoot") is True and sc.get("runAsUser", 0) != 0
 
 
-def test_rbac_is_read_only_pods_and_namespaces() -> None:
+def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
     roles = {r["metadata"]["name"]: r for r in objects("ClusterRole") + objects("Role")}
     assert not objects("Role") and not objects("RoleBinding")
+    allowed = {"": {"pods", "namespaces"}, "resource.k8s.io": {"resourceslices"}}
     for role in roles.values():
         for rule in role["rules"]:
-            assert rule["apiGroups"] == [""]
+            (group,) = rule["apiGroups"]  # one API group per rule: each can be dropped alone
             assert set(rule["verbs"]) <= {"get", "list", "watch"}
-            assert set(rule["resources"]) <= {"pods", "namespaces"}
+            assert set(rule["resources"]) <= allowed[group]
             assert "resourceNames" not in rule and "nonResourceURLs" not in rule
     granted: dict[str, set[str]] = {}
     for binding in objects("ClusterRoleBinding"):
@@ -317,8 +318,12 @@ def test_rbac_is_read_only_pods_and_namespaces() -> None:
             granted.setdefault(subject["name"], set()).update(
                 res for rule in role["rules"] for res in rule["resources"]
             )
-    # the exporter watches its node's pods; the cost service pods and namespaces
-    assert granted == {"gpu-exporter": {"pods"}, "gpu-costsvc": {"pods", "namespaces"}}
+    # the exporter watches its node's pods and ResourceSlices (DRA); the cost service pods and
+    # namespaces
+    assert granted == {
+        "gpu-exporter": {"pods", "resourceslices"},
+        "gpu-costsvc": {"pods", "namespaces"},
+    }
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
     for kind in WORKLOADS:
         for workload in objects(kind):

@@ -70,6 +70,7 @@ class Node:
 PER_INSTANCE = MIG_INSTANCE_SERIES | {
     "gpu_mig_instance_info",
     "gpu_allocation_share",
+    "gpu_allocation_memory_share",
     "gpu_container_sm_utilization_ratio",
     "gpu_container_memory_used_bytes",
 }

@@ -32,6 +32,28 @@ class ContainerDevices:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerClaimDevice:
+    """One device a container holds through a DRA resource claim (``dynamic_resources``)."""
+
+    namespace: str
+    pod: str
+    container: str
+    claim_namespace: str
+    claim: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One List answer: device-plugin devices and DRA claim devices of every container."""
+
+    devices: list[ContainerDevices]
+    claimed: list[ContainerClaimDevice]
+
+
+@dataclass(frozen=True, slots=True)
 class CallFailure:
     kind: str  # "unavailable" | "timeout" | "unimplemented" | "other"
     detail: str
@@ -68,15 +90,39 @@ class PodResourcesClient:
 
     def containers(self) -> list[ContainerDevices] | CallFailure:
         """Every container's GPU-or-other device ids (the List call)."""
+        listed = self.listing()
+        return listed if isinstance(listed, CallFailure) else listed.devices
+
+    def listing(self) -> Listing | CallFailure:
+        """Every container's device-plugin devices and DRA claim devices (one List call; a
+        kubelet that sends no ``dynamic_resources`` gives none)."""
         answer = self._call("List", api_pb2.ListPodResourcesRequest())
         if isinstance(answer, CallFailure):
             return answer
-        return [
-            ContainerDevices(pod.namespace, pod.name, c.name, d.resource_name, tuple(d.device_ids))
-            for pod in answer.pod_resources
-            for c in pod.containers
-            for d in c.devices
-        ]
+        devices, claimed = [], []
+        for pod in answer.pod_resources:
+            for c in pod.containers:
+                for d in c.devices:
+                    devices.append(
+                        ContainerDevices(
+                            pod.namespace, pod.name, c.name, d.resource_name, tuple(d.device_ids)
+                        )
+                    )
+                for dyn in c.dynamic_resources:
+                    for r in dyn.claim_resources:
+                        claimed.append(
+                            ContainerClaimDevice(
+                                pod.namespace,
+                                pod.name,
+                                c.name,
+                                dyn.claim_namespace or pod.namespace,
+                                dyn.claim_name,
+                                r.driver_name,
+                                r.pool_name,
+                                r.device_name,
+                            )
+                        )
+        return Listing(devices, claimed)
 
     def allocatable(self) -> list[tuple[str, tuple[str, ...]]] | CallFailure:
         """(resource, device ids) of every device the kubelet can hand out."""
