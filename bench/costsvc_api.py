@@ -64,6 +64,7 @@ from datetime import datetime
 sys.path.insert(0, sys.argv[1])
 import uvicorn
 from costsvc.api.app import create_app
+from costsvc.api.server import config
 from costsvc.settings import Settings
 now = datetime.fromisoformat(sys.argv[4])
 workers = int(sys.argv[5])
@@ -71,11 +72,12 @@ if workers > 1:  # as `gpu-costsvc serve --workers N` runs it (bench/api_app.py:
     import os
     os.environ.update(BENCH_NOW=sys.argv[4], BENCH_DATABASE_URL=sys.argv[2])
     uvicorn.run("bench.api_app:app", factory=True, workers=workers, host="127.0.0.1",
-                port=int(sys.argv[3]), log_level="warning", access_log=False)
-else:
-    app = create_app(Settings(database_url=sys.argv[2]), clock=lambda: now)
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning",
-                access_log=False)
+                port=int(sys.argv[3]), log_level="warning", access_log=False,
+                http="costsvc.api.server:HeaderTimeoutProtocol")
+else:  # as `gpu-costsvc serve` runs it: the header time-out, the request limits
+    settings = Settings(database_url=sys.argv[2])
+    app = create_app(settings, clock=lambda: now)
+    uvicorn.Server(config(app, settings, "127.0.0.1", int(sys.argv[3]), log_level="warning")).run()
 """
 
 LINES = """

@@ -41,6 +41,16 @@ from operator import attrgetter
 
 from costsvc.chargeback import IDLE, KEY, UNALLOCATED
 from costsvc.costmodel import CostModel
+from costsvc.energy import (
+    MJ_PER_KWH,
+    Draw,
+    Measured,
+    carbon_mg,
+    idle_baseline,
+    split_by_energy,
+    split_carbon,
+    split_energy,
+)
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
@@ -59,7 +69,12 @@ class GpuHour:
     model: str
     node_pool: str | None
     present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
-    lost_seconds: Decimal = Decimal(0)  # of which reported lost (gpu_device_up 0)
+    # its energy (costsvc/energy.py): drawn in the hour, of it during gaps, the time measured
+    energy_mj: int = 0
+    gap_mj: int = 0
+    energy_seconds: Decimal = Decimal(0)
+    min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
+    lost_seconds: Decimal = Decimal(0)  # of present_seconds, reported lost (gpu_device_up 0)
 
     @property
     def key(self) -> GpuKey:
@@ -117,9 +132,15 @@ class Line:
     used: int = 0
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
     idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
-    gpu_hours: int = 0  # micro GPU-hours held (on the MIG basis), or an __idle__ line's unheld
+    gpu_hours: int = 0  # micro GPU-hours held (on the basis in force), or an __idle__ line's unheld
     unavailable: int = 0  # of an __idle__ line's idle: the cost of time its GPUs were lost
     unavailable_gpu_hours: int = 0  # micro GPU-hours its GPUs were lost
+    # energy (mJ) and carbon (mg CO2e) like allocated / idle: attributed, and idle spread
+    # onto the line (weighted / even) or an __idle__ line's own
+    energy_mj: int = 0
+    idle_energy_mj: int = 0
+    co2e_mg: int = 0
+    idle_co2e_mg: int = 0
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -152,12 +173,11 @@ def busy_seconds(
     sm_seconds: Decimal | None,
     utilisation: Decimal | None,
 ) -> Decimal | None:
-    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time while
-    it held (at most its share); otherwise its share x ``utilisation``, the device's (GPU or
-    MIG instance) utilisation over the samples it held (costsvc/ingest/window.py), capped at
-    1. None (unknown) where there is no series to tell: ``sm_seconds`` None means no
-    per-container data for the GPU, ``utilisation`` None no utilisation series for the
-    device while it was held."""
+    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time (at
+    most its share); otherwise its share x the device's (GPU or MIG instance) mean
+    utilisation over the hour, capped at 1. None (unknown) where there is no series to tell:
+    ``sm_seconds`` None means no per-container data for the GPU, ``utilisation`` None no
+    utilisation series for the device."""
     if shared and sm_seconds is not None:
         return min(share_seconds, sm_seconds)
     if utilisation is None:
@@ -174,6 +194,11 @@ class HourResult:
     fleet_cost: int = 0
     gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
     gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
+    gpu_kwh_price: dict[GpuKey, int] = field(default_factory=dict)  # per measured kWh, or 0
+    gpu_carbon: dict[GpuKey, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
+    gpu_co2e: dict[GpuKey, int] = field(default_factory=dict)  # mg CO2e per GPU
+    fleet_energy: int = 0  # mJ
+    fleet_co2e: int = 0  # mg
 
     def total(self) -> int:
         return sum(line.allocated + line.idle for line in self.lines)
@@ -183,10 +208,16 @@ class HourResult:
 class Idle:
     """The idle part of the GPUs of one node and model (or one cluster) in an hour."""
 
-    cost: int = 0  # unheld, available capacity
+    cost: int = 0  # unheld, available capacity (and the idle energy's money)
     gpu_hours: int = 0  # micro GPU-hours of it
     unavailable: int = 0  # lost GPU time (gpu_device_up 0)
     unavailable_hours: int = 0
+    energy_mj: int = 0
+    co2e_mg: int = 0
+
+    def amounts(self) -> tuple[int, int, int]:
+        """What the idle policy spreads: available idle cost, energy, carbon."""
+        return (self.cost, self.energy_mj, self.co2e_mg)
 
 
 class InvariantBroken(AssertionError):
@@ -209,6 +240,7 @@ def attribute_hour(
         by_gpu.setdefault(h.gpu, []).append(h)
     # raises MissingPrices naming every unpriced model
     prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
+    entries = {pair: model.price_at(hour, *pair) for pair in prices}
     basis = model.policies.mig_share_basis
     fractional_basis = model.policies.fractional_share_basis
     usage_policy = model.policies.shared_gpu_policy == "usage"
@@ -218,10 +250,17 @@ def attribute_hour(
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
+        entry = entries[(g.model, g.node_pool)]
+        assert entry is not None
+        kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
         present = min(g.present_seconds, HOUR)
-        cost = round_micro(price * present / HOUR)
+        capital = round_micro(price * present / HOUR)
+        # measured power: the energy drawn x its price, charged as the energy is split
+        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
+        cost = capital + energy_money
         result.gpu_cost[g.key] = cost
         result.gpu_price[g.key] = price
+        result.gpu_kwh_price[g.key] = kwh_price
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis, fractional_basis) for h in held]
@@ -229,20 +268,34 @@ def attribute_hour(
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
         # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
-        allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), cost)
+        allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, priced) if held else []
+        # lost time (the ingest cut it out of the holders' shares) is idle, and unavailable
         lost = min(g.lost_seconds, present)
+        unavailable = min(round_micro(price * lost / HOUR), capital - allocated_total)
+        energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
+        if energy_money:
+            *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
+            parts = [p + m for p, m in zip(parts, drawn, strict=True)]
+            allocated_total += sum(drawn)
+        result.gpu_carbon[g.key] = model.carbon_at(hour, g.cluster, g.node_pool)
+        result.fleet_energy += g.energy_mj
+        result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
+        result.fleet_co2e += sum(co2e) + idle_co2e
         idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
-        unavailable = min(round_micro(price * lost / HOUR), cost - allocated_total)
         idle.unavailable += unavailable
         idle.cost += cost - allocated_total - unavailable
+        idle.energy_mj += idle_energy
+        idle.co2e_mg += idle_co2e
         lost_hours = round_micro(lost * MICRO / HOUR)
         present_hours = round_micro(present * MICRO / HOUR)
         idle.unavailable_hours += lost_hours
         # GPU-hours on the basis in force, split so that they add up to the GPU's held total
         held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
         held_parts = split(held_hours, weights) if held else []
-        for h, allocated, gpu_hours in zip(held, parts, held_parts, strict=True):
+        for h, allocated, gpu_hours, mj, mg in zip(
+            held, parts, held_parts, energy, co2e, strict=True
+        ):
             busy = h.busy_share_seconds
             if busy is None:  # unknown: neither used nor waste (unmeasured)
                 used = waste = 0
@@ -271,38 +324,89 @@ def attribute_hour(
             line.used += used
             line.waste += waste
             line.gpu_hours += gpu_hours
+            line.energy_mj += mj
+            line.co2e_mg += mg
         # the unheld GPU-hours: present - held, of which lost_hours were lost
         idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
+    separate = policy == "separate"
     for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
         # an __idle__ line per node and GPU model: where the idle GPUs are. Under ``weighted``
-        # and ``even`` the free capacity's cost moves onto the teams' lines; lost GPU time
-        # stays here, whatever the policy: broken hardware is nobody's usage
-        separate = policy == "separate"
+        # and ``even`` the free capacity's cost, energy and carbon move onto the teams' lines;
+        # lost GPU time stays here, whatever the policy: broken hardware is nobody's usage
         money = idle.cost + idle.unavailable if separate else idle.unavailable
         hours = idle.gpu_hours + idle.unavailable_hours if separate else idle.unavailable_hours
-        if money or hours:
-            line = Line(cluster, IDLE, IDLE, IDLE, "", "", node, gpu_model, idle=money)
+        mj, mg = (idle.energy_mj, idle.co2e_mg) if separate else (0, 0)
+        if money or hours or mj or mg:
+            line = Line(
+                cluster,
+                IDLE,
+                IDLE,
+                IDLE,
+                "",
+                "",
+                node,
+                gpu_model,
+                idle=money,
+                idle_energy_mj=mj,
+                idle_co2e_mg=mg,
+            )
             line.gpu_hours = hours
             line.unavailable = idle.unavailable
             line.unavailable_gpu_hours = idle.unavailable_hours
             result.lines.append(line)
-    if policy != "separate":
+    if not separate:
         by_cluster: dict[str, Idle] = {}
         for (cluster, _, _), idle in idle_by_gpu.items():
             mine = by_cluster.setdefault(cluster, Idle())
             mine.cost += idle.cost
             mine.gpu_hours += idle.gpu_hours
+            mine.energy_mj += idle.energy_mj
+            mine.co2e_mg += idle.co2e_mg
         for cluster, idle in sorted(by_cluster.items()):
-            _place_idle(result, cluster, idle, policy)
-    if result.total() != result.fleet_cost:
-        raise InvariantBroken(
-            f"{hour:%Y-%m-%d %H:00}: attributed + idle = {result.total()} "
-            f"!= fleet cost {result.fleet_cost}"
-        )
+            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours)
+    _check(result)
     return result
+
+
+def _check(result: HourResult) -> None:
+    """Σ attributed + idle = the fleet's, for money, energy and carbon alike."""
+    lines = result.lines
+    for what, fleet, got in (
+        ("cost", result.fleet_cost, result.total()),
+        ("energy", result.fleet_energy, sum(ln.energy_mj + ln.idle_energy_mj for ln in lines)),
+        ("CO2e", result.fleet_co2e, sum(ln.co2e_mg + ln.idle_co2e_mg for ln in lines)),
+    ):
+        if got != fleet:
+            raise InvariantBroken(
+                f"{result.hour:%Y-%m-%d %H:00}: attributed + idle {what} = {got} != fleet {fleet}"
+            )
+
+
+def activity(h: Holding) -> Decimal | None:
+    """A holding's measured activity, GPU-seconds: a replica's own SM time, else ∫ share x
+    utilisation dt (None: unknown)."""
+    if h.shared:
+        return None if h.busy_share_seconds is None else h.sm_seconds
+    return h.busy_share_seconds
+
+
+def _energy(
+    hour: datetime, g: GpuHour, held: list[Holding], idle_watts: Decimal | None, model: CostModel
+) -> tuple[list[int], list[int], int, int]:
+    """A GPU's energy and carbon split over its holdings (in order) and idle."""
+    if idle_watts is None and g.min_power_mw is not None:
+        idle_watts = Decimal(g.min_power_mw) / 1000  # the lowest power it drew this hour
+    measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
+    idle_mj = idle_baseline(measured, idle_watts)
+    basis, fractional = model.policies.mig_share_basis, model.policies.fractional_share_basis
+    draws = [Draw(_weight(h, basis, fractional), activity(h)) for h in held]
+    energy = split_energy(measured, idle_mj, draws)
+    total = carbon_mg(g.energy_mj, model.carbon_at(hour, g.cluster, g.node_pool))
+    *co2e, idle_co2e = split_carbon(total, [*energy.parts, energy.idle])
+    return energy.parts, co2e, energy.idle, idle_co2e
 
 
 def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
@@ -340,22 +444,33 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
     return out
 
 
-def _place_idle(result: HourResult, cluster: str, idle: Idle, policy: str) -> None:
+IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
+
+
+def _place_idle(
+    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str, hours: int = 0
+) -> None:
+    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
+    (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
     lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
-    if idle.cost == 0:
+    if not any(amounts):
         return
     if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
-        line = Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle.cost)
-        line.gpu_hours = idle.gpu_hours
+        idle, mj, mg = amounts
+        line = Line(
+            cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
+        )
+        line.gpu_hours = hours
         result.lines.append(line)
         return
-    if policy == "weighted":
-        parts = split(idle.cost, [line.allocated for line in lines])
-        for line, part in zip(lines, parts, strict=True):
-            line.idle += part
-        return
-    teams = sorted({line.team for line in lines})  # even: an equal part per team, then by cost
-    for team, part in zip(teams, split(idle.cost, [1] * len(teams)), strict=True):
-        mine = [line for line in lines if line.team == team]
-        for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
-            line.idle += p
+    for name, amount in zip(IDLE_FIELDS, amounts, strict=True):
+        if policy == "weighted":
+            weights = [line.allocated for line in lines]
+            for line, part in zip(lines, split(amount, weights), strict=True):
+                setattr(line, name, getattr(line, name) + part)
+            continue
+        teams = sorted({line.team for line in lines})  # even: equal per team, then by cost
+        for team, part in zip(teams, split(amount, [1] * len(teams)), strict=True):
+            mine = [line for line in lines if line.team == team]
+            for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
+                setattr(line, name, getattr(line, name) + p)

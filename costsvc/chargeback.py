@@ -22,6 +22,9 @@ OWNER = ("team", "project", "stage")
 # a chargeback line's key, in the order of the tables and the CSV's columns
 KEY = ("cluster", *OWNER, "namespace", "pod", "node", "gpu_model", "mig_profile")
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours", "unavailable", "unavailable_gpu_hours")
+# energy (mJ) and carbon (mg CO2e) of a line, kept like allocated and idle (costsvc/energy.py)
+ENERGY = ("energy_mj", "idle_energy_mj", "co2e_mg", "idle_co2e_mg")
+AMOUNTS = (*MONEY, *ENERGY)  # every summed column of a line
 # what ``group_by`` and the filters may name, in the order the API documents them
 DIMENSIONS = (*OWNER, "namespace", "pod", "cluster", "node", "gpu_model", "mig_profile")
 OWNER_DIMENSIONS = frozenset({*OWNER, "cluster"})  # what the per-owner rollup keeps
@@ -63,7 +66,7 @@ def parse_group_by(values: Iterable[str] | None) -> list[str]:
     groups = [v for item in values or () for v in item.split(",") if v]
     for g in groups:
         if g not in DIMENSIONS:
-            raise ValueError(f"group_by {g!r}: use any of {', '.join(DIMENSIONS)}")
+            raise ValueError(f"group_by {g[:64]!r}: use any of {', '.join(DIMENSIONS)}")
     if len(set(groups)) != len(groups):
         raise ValueError("group_by names a dimension twice")
     return groups

@@ -4,7 +4,8 @@ Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py)
 ``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range),
 ``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
 ``close`` (freeze a month), ``cost-model`` (import, show: where the cost model lives in the
-database) and ``token`` (create, revoke, list API tokens).
+database), ``recommend`` (GPU rightsizing: compute, store, print the top savings) and ``token``
+(create, revoke, list API tokens).
 """
 
 from __future__ import annotations
@@ -92,6 +93,16 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("action", choices=["import", "show"])
     model.add_argument("file", nargs="?", help="import: the YAML file to put in force")
     model.add_argument("--as", dest="actor", default="cli", help="who imports it (audit log)")
+    rec = sub.add_parser(
+        "recommend", help="GPU rightsizing: compute, store and print the recommendations"
+    )
+    rec.add_argument("--window", type=float, default=7.0, help="look-back in days (default 7)")
+    rec.add_argument(
+        "--min-hours", type=float, default=24.0, help="hours of data before recommending (24)"
+    )
+    rec.add_argument("--end", help="end of the window (ISO 8601, UTC); default: now")
+    rec.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
+    rec.add_argument("--team", help="only this team's recommendations")
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
@@ -248,13 +259,77 @@ def _ingest_status(settings: Settings) -> int:
     return 1
 
 
+def _advise(
+    settings: Settings,
+    window_days: float = 7.0,
+    min_hours: float = 24.0,
+    end: str | None = None,
+) -> None:
+    """Compute and store recommendations and quota usage (costsvc/advise.py)."""
+    from decimal import Decimal
+
+    from costsvc.advise import Options, run
+    from costsvc.costmodel import CostModelError, load, utc
+    from costsvc.db.engine import make_engine
+    from costsvc.rightsizing import Rules
+
+    if settings.cost_model is None:
+        raise UsageError("COSTSVC_COST_MODEL: set it to the cost model file")
+    if not 1 / 24 <= window_days <= 90 or not 0 <= min_hours <= 24 * 90:
+        raise UsageError("--window: 1 hour to 90 days; --min-hours: 0 to the window")
+    try:
+        model = load(settings.cost_model)
+        stop = utc(end) if end else datetime.now(UTC)
+    except CostModelError as exc:
+        raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(f"--end: {exc}") from None
+    options = Options(
+        window=timedelta(days=window_days), rules=Rules(min_hours=Decimal(str(min_hours)))
+    )
+    reader = _reader(settings)
+    engine = make_engine(settings.database_url)
+    try:
+        run(engine, reader, model, settings.cluster, stop, options)
+    finally:
+        reader.close()
+        engine.dispose()
+
+
+def _recommend(settings: Settings, args: argparse.Namespace) -> int:
+    from costsvc.advise import table
+    from costsvc.db.advice import recommendations
+    from costsvc.db.engine import make_engine
+    from costsvc.ingest.prom import PrometheusError
+    from costsvc.rightsizing import ACTIONABLE
+
+    try:
+        _advise(settings, args.window, args.min_hours, args.end)
+    except PrometheusError as exc:
+        print(f"{PROG}: Prometheus: {exc}", file=sys.stderr)
+        return 1
+    engine = make_engine(settings.database_url)
+    try:
+        filters = {"team": [args.team]} if args.team else None
+        rows = recommendations(engine, filters, ACTIONABLE, args.top)
+    finally:
+        engine.dispose()
+    print(table(rows) if rows else f"{PROG}: no recommendations")
+    return 0
+
+
 def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
-    """Ingest every hour, ``delay`` seconds past it, until ``stop``."""
+    """Ingest every hour, ``delay`` seconds past it, until ``stop``; then recompute the
+    rightsizing recommendations and quota usage."""
     while not stop.is_set():
         try:
             _ingest(settings, None, None)
         except Exception as exc:  # e.g. the database is down: try again next hour
             log.exception("ingest failed: %s", exc)
+        try:
+            _advise(settings)
+        except Exception as exc:
+            log.exception("recommendations failed: %s", exc)
         now = datetime.now(UTC)
         next_run = now.replace(minute=0, second=0, microsecond=0) + timedelta(
             hours=1, seconds=delay
@@ -474,10 +549,32 @@ def _label_watcher(settings: Settings) -> Any:
         api = core_api(kubeconfig, settings.kube_api_url)
     except Exception as exc:
         raise UsageError(f"COSTSVC_KUBECONFIG: {exc}") from None
-    history = LabelHistory(make_engine(settings.database_url), settings.cluster)
+    from costsvc.db.advice import OwnerHistory, QuotaStore
+    from costsvc.k8sowners import OwnerWatcher
+
+    engine = make_engine(settings.database_url)
+    history = LabelHistory(engine, settings.cluster)
     watcher = LabelWatcher(history, api, lambda kind: None)
+    owners = OwnerWatcher(
+        OwnerHistory(engine, settings.cluster),
+        QuotaStore(engine, settings.cluster),
+        api,
+        lambda kind: None,
+    )
     watcher.start()
-    return watcher
+    owners.start()
+    return _Watchers(watcher, owners)
+
+
+class _Watchers:
+    """The label and the owner watchers, stopped together."""
+
+    def __init__(self, *watchers: Any) -> None:
+        self._watchers = watchers
+
+    def stop(self) -> None:
+        for w in self._watchers:
+            w.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -515,6 +612,8 @@ def main(argv: list[str] | None = None) -> int:
             return _close(settings, args.month, args.actor, args.force)
         if args.command == "cost-model":
             return _cost_model_command(settings, args.action, args.file, args.actor)
+        if args.command == "recommend":
+            return _recommend(settings, args)
         return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

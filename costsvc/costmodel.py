@@ -56,11 +56,29 @@ class Amortised(_Model):
     power_watts: Annotated[Decimal, Field(ge=0)] = Decimal(0)
     kwh_price: Annotated[Decimal, Field(ge=0)] = Decimal(0)
     overhead_factor: Annotated[Decimal, Field(ge=1)] = Decimal(1)
+    # nameplate: the power part of the price is power_watts x kWh price every hour; measured:
+    # it is the energy the GPU actually drew that hour x kWh price (costsvc/energy.py)
+    power_from: Literal["nameplate", "measured"] = "nameplate"
+
+    @model_validator(mode="after")
+    def _measured_needs_price(self) -> Amortised:
+        if self.power_from == "measured" and not self.kwh_price:
+            raise ValueError("power_from measured needs a kwh_price")
+        return self
 
     def hourly(self) -> Decimal:
+        """The price per GPU-hour; without the power part when it is measured."""
         capital = self.purchase_price / (self.depreciation_months * HOURS_PER_MONTH)
         energy = self.power_watts / 1000 * self.kwh_price
+        if self.power_from == "measured":
+            energy = Decimal(0)
         return (capital + energy) * self.overhead_factor
+
+    def kwh(self) -> Decimal:
+        """The price of each kWh the GPU drew (measured power), overhead included."""
+        if self.power_from != "measured":
+            return Decimal(0)
+        return self.kwh_price * self.overhead_factor
 
 
 class Price(_Model):
@@ -70,6 +88,7 @@ class Price(_Model):
     hourly: Positive | None = None
     discount: Fraction = Decimal(0)
     amortised: Amortised | None = None
+    idle_watts: Annotated[Decimal, Field(ge=0)] | None = None  # the GPU's idle power draw
 
     @model_validator(mode="after")
     def _one_source(self) -> Price:
@@ -84,6 +103,10 @@ class Price(_Model):
             return to_micro(self.amortised.hourly())
         assert self.hourly is not None
         return to_micro(self.hourly * (1 - self.discount))
+
+    def micro_per_kwh(self) -> int:
+        """Micro-units per measured kWh (amortised, ``power_from: measured``), else 0."""
+        return to_micro(self.amortised.kwh()) if self.amortised is not None else 0
 
     def specificity(self, model: str) -> tuple[int, int]:
         return (self.model == model, self.node_pool is not None)
@@ -104,6 +127,42 @@ class Version(_Model):
             if p.micro_per_hour() <= 0:
                 raise ValueError(f"prices[{i}] ({p.model}): the price rounds to 0")
         return self
+
+
+class Carbon(_Model):
+    """Grid carbon intensity for a cluster (``*`` glob) and optionally a node pool, in force
+    from ``effective_from`` until the next entry for the same place; ``pue``: the site's
+    power usage effectiveness (facility energy / IT energy)."""
+
+    effective_from: datetime
+    cluster: Annotated[str, Field(min_length=1)] = "*"
+    node_pool: str | None = None
+    grams_per_kwh: Annotated[Decimal, Field(ge=0, le=10_000, decimal_places=3)]
+    pue: Annotated[Decimal, Field(ge=1, le=10, decimal_places=3)] = Decimal(1)
+
+    @model_validator(mode="after")
+    def _on_the_hour(self) -> Carbon:
+        _check_hour(self.effective_from)
+        return self
+
+    def ug_per_kwh(self) -> int:
+        """Micro-grams of CO2e per kWh the GPU drew: intensity x PUE, exact."""
+        return int(self.grams_per_kwh * self.pue * 1_000_000)
+
+    def specificity(self, cluster: str) -> tuple[int, int]:
+        """An exact cluster over a glob over ``*``; a node-pool entry over a pool-less one."""
+        return (
+            2 if self.cluster == cluster else int(self.cluster != "*"),
+            self.node_pool is not None,
+        )
+
+
+def _check_hour(at: datetime) -> None:
+    if at.tzinfo is None:
+        raise ValueError("effective_from needs a time zone, e.g. 2026-11-01T00:00:00Z")
+    at = at.astimezone(UTC)
+    if (at.minute, at.second, at.microsecond) != (0, 0, 0):
+        raise ValueError("effective_from must be on a whole hour (UTC): prices apply per hour")
 
 
 class Policies(_Model):
@@ -127,6 +186,7 @@ class CostModel(_Model):
     policies: Policies = Policies()
     labels: LabelKeys = LabelKeys()
     versions: Annotated[list[Version], Field(min_length=1)]
+    carbon: list[Carbon] = []
 
     @model_validator(mode="after")
     def _distinct_dates(self) -> CostModel:
@@ -170,6 +230,19 @@ class CostModel(_Model):
         if missing:
             raise MissingPrices(missing)
         return out
+
+    def carbon_at(self, at: datetime, cluster: str, node_pool: str | None = None) -> int:
+        """CO2e per kWh (micro-grams, PUE included) at ``at`` for a GPU of this cluster and
+        node pool: the most specific matching entry, the latest in force; 0 when none is."""
+        found = [
+            c
+            for c in self.carbon
+            if c.effective_from <= at
+            and fnmatchcase(cluster, c.cluster)
+            and (c.node_pool is None or c.node_pool == node_pool)
+        ]
+        best = max(found, key=lambda c: (c.specificity(cluster), c.effective_from), default=None)
+        return best.ug_per_kwh() if best is not None else 0
 
     def document(self) -> dict[str, Any]:
         """The model as plain JSON data (what is stored with the hours it priced)."""

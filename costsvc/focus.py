@@ -31,6 +31,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from costsvc.attribution import Line
 from costsvc.chargeback import parse_month
 from costsvc.csvtext import CsvLines, csv_line, safe_cell
+from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.utc import iso_z
 
@@ -106,6 +107,9 @@ CUSTOM_COLUMNS: tuple[str, ...] = (
     "x_UsedCost",
     "x_WasteCost",
     "x_IdleCost",
+    "x_EnergyKWh",
+    "x_IdleEnergyKWh",
+    "x_CarbonKgCO2e",
 )
 
 COLUMNS: tuple[str, ...] = FOCUS_COLUMNS + CUSTOM_COLUMNS
@@ -129,6 +133,9 @@ NUMERIC_COLUMNS: frozenset[str] = frozenset(
         "x_UsedCost",
         "x_WasteCost",
         "x_IdleCost",
+        "x_EnergyKWh",
+        "x_IdleEnergyKWh",
+        "x_CarbonKgCO2e",
     }
 )
 
@@ -276,6 +283,9 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "x_UsedCost": money(row.used),
         "x_WasteCost": money(row.waste),
         "x_IdleCost": money(row.idle),
+        "x_EnergyKWh": kwh(row.energy_mj + row.idle_energy_mj),
+        "x_IdleEnergyKWh": kwh(row.idle_energy_mj),
+        "x_CarbonKgCO2e": kg(row.co2e_mg + row.idle_co2e_mg),
     }
     return cells
 

@@ -25,6 +25,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from sqlalchemy import Engine
 
 from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
+from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.budgets import budgets
 from costsvc.db.runs import failed_hour_counts
 from costsvc.db.tokens import Principal
@@ -35,13 +36,52 @@ from costsvc.queries import (
     idle_by_currency,
     ingest_state,
     last_hour,
+    model_energy,
     owner_money,
     pod_money,
 )
 
 TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and waste)
+TOP_WORKLOADS = 10  # per team: the recommendations with the biggest saving
 _POD = ["team", "project", "namespace", "pod"]
-FAMILIES = (
+_QUOTA = ["team", "namespace", "resource"]
+ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
+    (
+        "costsvc_recommendation_savings_monthly",
+        "Monthly saving of all the team's GPU rightsizing recommendations (docs/rightsizing.md)",
+        ["team", "currency"],
+    ),
+    (
+        "costsvc_recommendations",
+        "GPU rightsizing recommendations of the team, by action",
+        ["team", "action"],
+    ),
+    (
+        "costsvc_workload_savings_monthly",
+        f"Monthly saving of each team's top {TOP_WORKLOADS} recommendations",
+        ["team", "namespace", "workload_kind", "workload", "gpu_model", "action", "target",
+         "currency"],
+    ),
+    ("costsvc_quota_hard_units", "ResourceQuota hard limit of a GPU resource", _QUOTA),
+    ("costsvc_quota_used_units", "ResourceQuota use of a GPU resource (the API's count)", _QUOTA),
+    ("costsvc_quota_used_ratio", "ResourceQuota used / hard", _QUOTA),
+    ("costsvc_quota_held_units", "Mean units of the resource held over the look-back window",
+     _QUOTA),
+    ("costsvc_quota_active_units", "Mean units held and in use over the look-back window",
+     _QUOTA),
+    ("costsvc_quota_held_ratio", "Mean units held / hard, over the look-back window", _QUOTA),
+    (
+        "costsvc_quota_unused_cost_monthly",
+        "Monthly cost of the quota nobody held (hard - held) at the resource's unit price",
+        [*_QUOTA, "currency"],
+    ),
+    (
+        "costsvc_quota_held_idle_cost_monthly",
+        "Monthly cost of the units held but idle",
+        [*_QUOTA, "currency"],
+    ),
+)  # fmt: skip
+FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_cost_month_to_date",
         "Cost this month so far (allocated + idle spread onto the line)",
@@ -87,6 +127,42 @@ FAMILIES = (
         "A pod's month-to-date cost / its share of the team budget (budget / pods the team ran "
         "this month), for the top pods by cost",
         _POD,
+    ),
+    (
+        "costsvc_energy_month_to_date_joules",
+        "Energy the team's GPUs drew this month so far (attributed + idle spread onto it)",
+        list(OWNER),
+    ),
+    (
+        "costsvc_carbon_month_to_date_grams",
+        "CO2e of that energy this month (x PUE x the grid intensity in force)",
+        list(OWNER),
+    ),
+    (
+        "costsvc_idle_energy_month_to_date_joules",
+        "Energy of GPUs (or slices) nobody held, and drawn during scrape gaps, this month",
+        [],
+    ),
+    (
+        "costsvc_gpu_model_energy_month_to_date_joules",
+        "Energy the fleet's GPUs drew this month, per GPU model",
+        ["gpu_model"],
+    ),
+    (
+        "costsvc_gpu_model_carbon_month_to_date_grams",
+        "CO2e of the fleet's GPUs this month, per GPU model",
+        ["gpu_model"],
+    ),
+    ("costsvc_budget_energy_joules", "Monthly energy budget", ["team", "project"]),
+    (
+        "costsvc_budget_energy_used_ratio",
+        "Energy month to date / energy budget",
+        ["team", "project"],
+    ),
+    (
+        "costsvc_budget_energy_forecast_ratio",
+        "Month-end energy forecast / energy budget",
+        ["team", "project"],
     ),
     (
         "costsvc_last_ingest_success_timestamp_seconds",
@@ -140,23 +216,38 @@ def _units(micro: int) -> float:
     return float(Decimal(micro).scaleb(-6))
 
 
+def _joules(mj: int) -> float:
+    return float(Decimal(mj).scaleb(-3))
+
+
+def _grams(mg: int) -> float:
+    return float(Decimal(mg).scaleb(-3))
+
+
 def _ratio(a: int, b: int) -> float:
     return float(Decimal(a) / Decimal(b)) if b else 0.0
 
 
 def collect(engine: Engine, now: datetime) -> list[Metric]:
     start, end = parse_month(month_of(now))
-    g = {name: GaugeMetricFamily(name, doc, labels=labels) for name, doc, labels in FAMILIES}
+    g = {
+        name: GaugeMetricFamily(name, doc, labels=labels)
+        for name, doc, labels in (*FAMILIES, *ADVICE_FAMILIES)
+    }
     errors = CounterMetricFamily(
         "costsvc_ingest_errors", "Failed hour ingests (and reprices)", labels=["cluster"]
     )
     with engine.connect() as conn:
         last = last_hour(conn)
+        idle_energy = 0
         for r in owner_money(conn, start, end):
             labels = [r.team, r.project, r.stage]
             g["costsvc_cost_month_to_date"].add_metric(
                 [*labels, r.currency], _units(r.allocated + r.idle)
             )
+            g["costsvc_energy_month_to_date_joules"].add_metric(labels, _joules(r.energy_mj))
+            g["costsvc_carbon_month_to_date_grams"].add_metric(labels, _grams(r.co2e_mg))
+            idle_energy += r.idle_energy_mj
             if r.team == IDLE:
                 continue
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
@@ -165,6 +256,10 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
         for currency, idle, lost in idle_by_currency(conn, start, end):
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
             g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
+        g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
+        for gpu_model, mj, mg in model_energy(conn, start, end):
+            g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))
+            g["costsvc_gpu_model_carbon_month_to_date_grams"].add_metric([gpu_model], _grams(mg))
         if last is not None:
             for r in owner_money(conn, last, None):
                 labels = [r.team, r.project, r.stage]
@@ -183,11 +278,21 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             g["costsvc_budget_forecast_ratio"].add_metric(
                 [b.team, b.project], _ratio(f.forecast, b.amount)
             )
+            if b.energy_mj is not None:
+                who = [b.team, b.project]
+                g["costsvc_budget_energy_joules"].add_metric(who, _joules(b.energy_mj))
+                g["costsvc_budget_energy_used_ratio"].add_metric(
+                    who, _ratio(f.energy_month_to_date, b.energy_mj)
+                )
+                g["costsvc_budget_energy_forecast_ratio"].add_metric(
+                    who, _ratio(f.energy_forecast, b.energy_mj)
+                )
         per_pod = pod_money(conn, start, end)
         states, failed = ingest_state(conn)
         failing = failed_hour_counts(conn)
     team_budget = {b.team: b.amount for b in all_budgets if not b.project}
     _top_pods(g, per_pod, team_budget)
+    _advice(g, engine)
     for s in states:
         if s.last_success is not None:
             g["costsvc_last_ingest_success_timestamp_seconds"].add_metric(
@@ -222,4 +327,53 @@ def _top_pods(
         for r in sorted(rows, key=lambda r: (-r.waste, r.namespace, r.pod))[:TOP_PODS]:
             g["costsvc_pod_waste_month_to_date"].add_metric(
                 [r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
+            )
+
+
+def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:
+    """Rightsizing savings and quota figures of the last advice run (costsvc/advise.py)."""
+    from costsvc.rightsizing import ACTIONABLE
+
+    savings: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
+    shown: dict[str, int] = {}
+    for r in recommendations(engine, actions=ACTIONABLE):  # biggest saving first
+        key = (r["team"], r["currency"])
+        savings[key] = savings.get(key, 0) + r["saving_monthly"]
+        counts[(r["team"], r["action"])] = counts.get((r["team"], r["action"]), 0) + 1
+        if shown.get(r["team"], 0) < TOP_WORKLOADS:
+            shown[r["team"]] = shown.get(r["team"], 0) + 1
+            labels = [r["team"], r["namespace"], r["workload_kind"], r["workload"]]
+            g["costsvc_workload_savings_monthly"].add_metric(
+                [*labels, r["gpu_model"], r["action"], r["target"], r["currency"]],
+                _units(r["saving_monthly"]),
+            )
+    for (team, currency), micro in sorted(savings.items()):
+        g["costsvc_recommendation_savings_monthly"].add_metric([team, currency], _units(micro))
+    for (team, action), n in sorted(counts.items()):
+        g["costsvc_recommendations"].add_metric([team, action], float(n))
+    for q in quota_usage(engine):
+        labels = [q["team"], q["namespace"], q["resource"]]
+        held = float(Decimal(q["held_milli"]) / 1000)
+        g["costsvc_quota_held_units"].add_metric(labels, held)
+        g["costsvc_quota_active_units"].add_metric(labels, float(Decimal(q["active_milli"]) / 1000))
+        if q["hard_milli"] is not None:
+            g["costsvc_quota_hard_units"].add_metric(labels, float(Decimal(q["hard_milli"]) / 1000))
+            g["costsvc_quota_held_ratio"].add_metric(
+                labels, _ratio(q["held_milli"], q["hard_milli"])
+            )
+            if q["used_milli"] is not None:
+                g["costsvc_quota_used_units"].add_metric(
+                    labels, float(Decimal(q["used_milli"]) / 1000)
+                )
+                g["costsvc_quota_used_ratio"].add_metric(
+                    labels, _ratio(q["used_milli"], q["hard_milli"])
+                )
+        if q["unused_monthly"] is not None:
+            g["costsvc_quota_unused_cost_monthly"].add_metric(
+                [*labels, q["currency"]], _units(q["unused_monthly"])
+            )
+        if q["idle_monthly"] is not None:
+            g["costsvc_quota_held_idle_cost_monthly"].add_metric(
+                [*labels, q["currency"]], _units(q["idle_monthly"])
             )

@@ -32,12 +32,14 @@ from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month
 from costsvc.db.models import (
     Chargeback,
     CostHour,
+    GpuPresence,
     IngestRun,
     NamespaceLabels,
     PodLabels,
     UsageFact,
     Watermark,
 )
+from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
@@ -79,10 +81,22 @@ class Totals:
     gpu_hours: int = 0
     unavailable: int = 0  # of idle: lost GPU time (docs/cost-model.md)
     unavailable_gpu_hours: int = 0
+    energy_mj: int = 0  # attributed energy
+    idle_energy_mj: int = 0  # idle energy spread onto the line, or an __idle__ line's own
+    co2e_mg: int = 0
+    idle_co2e_mg: int = 0
 
     @property
     def total(self) -> int:
         return self.allocated + self.idle
+
+    @property
+    def energy(self) -> int:
+        return self.energy_mj + self.idle_energy_mj
+
+    @property
+    def co2e(self) -> int:
+        return self.co2e_mg + self.idle_co2e_mg
 
     @property
     def unmeasured(self) -> int:
@@ -102,6 +116,9 @@ class Totals:
             "unavailable_cost": money(self.unavailable),
             "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
             "efficiency": None if eff is None else str(eff.quantize(ONE)),
+            "energy_kwh": kwh(self.energy),
+            "idle_energy_kwh": kwh(self.idle_energy_mj),
+            "co2e_kg": kg(self.co2e),
         }
 
 
@@ -121,6 +138,10 @@ def sums(t: Any) -> tuple[Any, ...]:
         func.sum(t.gpu_hours),
         func.sum(t.unavailable),
         func.sum(t.unavailable_gpu_hours),
+        func.sum(t.energy_mj),
+        func.sum(t.idle_energy_mj),
+        func.sum(t.co2e_mg),
+        func.sum(t.idle_co2e_mg),
     )
 
 
@@ -190,25 +211,48 @@ class Forecast:
     burn_rate: int  # micro-units per hour
     forecast: int
     hours_left: int
+    # the same for energy (mJ) and CO2e (mg), by the same method
+    energy_month_to_date: int = 0
+    energy_forecast: int = 0
+    co2e_month_to_date: int = 0
+    co2e_forecast: int = 0
 
 
 def forecast(conn: Connection, now: datetime, team: str, project: str | None = None) -> Forecast:
     month = month_of(now)
     start, end = parse_month(month)
-    mtd = team_total(conn, start, end, team, project).total
+    mtd = team_total(conn, start, end, team, project)
     last = last_hour(conn)
     if last is None or last < start - FORECAST_WINDOW:
-        return Forecast(month, mtd, 0, mtd, int((end - start).total_seconds() // 3600))
+        hours = int((end - start).total_seconds() // 3600)
+        return Forecast(
+            month, mtd.total, 0, mtd.total, hours, *(2 * [mtd.energy]), *(2 * [mtd.co2e])
+        )
     upto = min(last + timedelta(hours=1), end)
     since = upto - FORECAST_WINDOW
     first = conn.execute(select(func.min(CostHour.hour))).scalar()
     if first is not None:
         since = max(since, as_utc(first))
     hours = max(1, int((upto - since).total_seconds() // 3600))
-    spent = team_total(conn, since, upto, team, project).total
-    rate = int((Decimal(spent) / hours).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    spent = team_total(conn, since, upto, team, project)
     left = max(0, int((end - upto).total_seconds() // 3600))
-    return Forecast(month, mtd, rate, mtd + rate * left, left)
+
+    def ahead(so_far: int, recent: int) -> tuple[int, int]:
+        rate = int((Decimal(recent) / hours).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+        return rate, so_far + rate * left
+
+    rate, money_forecast = ahead(mtd.total, spent.total)
+    return Forecast(
+        month,
+        mtd.total,
+        rate,
+        money_forecast,
+        left,
+        mtd.energy,
+        ahead(mtd.energy, spent.energy)[1],
+        mtd.co2e,
+        ahead(mtd.co2e, spent.co2e)[1],
+    )
 
 
 def top_wasters(
@@ -251,14 +295,25 @@ class OwnerMoney:
     used: int
     waste: int
     idle: int
+    energy_mj: int = 0  # attributed + idle spread onto the owner (or __idle__'s own)
+    idle_energy_mj: int = 0
+    co2e_mg: int = 0  # attributed + idle spread
 
 
 def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list[OwnerMoney]:
-    """Money per owner and currency over the hours in [start, end), or of the hour ``start``
-    when ``end`` is None."""
+    """Money (and energy, CO2e) per owner and currency over the hours in [start, end), or of
+    the hour ``start`` when ``end`` is None."""
     o = CostHour
     owners = (o.team, o.project, o.stage, o.currency)
-    money_sums = (func.sum(o.allocated), func.sum(o.used), func.sum(o.waste), func.sum(o.idle))
+    money_sums = (
+        func.sum(o.allocated),
+        func.sum(o.used),
+        func.sum(o.waste),
+        func.sum(o.idle),
+        func.sum(o.energy_mj + o.idle_energy_mj),
+        func.sum(o.idle_energy_mj),
+        func.sum(o.co2e_mg + o.idle_co2e_mg),
+    )
     hours = (o.hour == start,) if end is None else (o.hour >= start, o.hour < end)
     query = select(*owners, *money_sums).where(*hours).group_by(*owners)
     return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
@@ -275,6 +330,17 @@ def idle_by_currency(
         .group_by(o.currency)
     )
     return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
+
+
+def model_energy(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int, int]]:
+    """(GPU model, energy mJ, CO2e mg) the fleet's GPUs drew over [start, end)."""
+    g = GpuPresence
+    query = (
+        select(g.model, func.sum(g.energy_mj), func.sum(g.co2e_mg))
+        .where(g.hour >= start, g.hour < end)
+        .group_by(g.model)
+    )
+    return [(m, int(e or 0), int(c or 0)) for m, e, c in conn.execute(query)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ month is closed.
 CSV columns, in order (``group_by`` replaces the owner/placement columns by the chosen ones):
 billing_month, charge_period_start, charge_period_end, charge_class (regular | correction),
 cluster, team, project, stage, namespace, pod, node, gpu_model, mig_profile, currency,
-gpu_hours, allocated_cost, used_cost, allocated_idle_cost, idle_cost, total_cost.
+gpu_hours, allocated_cost, used_cost, allocated_idle_cost, idle_cost, total_cost, energy_kwh
+(idle energy spread onto the row included), idle_energy_kwh (of it), co2e_kg.
 Text cells from labels are spreadsheet-safe: one starting with ``=``, ``+``, ``-``, ``@``, tab
 or CR gets a leading ``'``; the numeric columns are never altered.
 """
@@ -25,6 +26,7 @@ from sqlalchemy import Engine, Select, String, case, cast, func, literal, litera
 from costsvc.chargeback import KEY, parse_group_by, parse_month
 from costsvc.csvtext import DANGEROUS_FIRST, CsvLines, csv_line, safe_cell
 from costsvc.db.models import Chargeback
+from costsvc.energy import kg, kwh, kwh_sql
 from costsvc.focus import ChargeRow, focus_lines
 from costsvc.money import money, money_sql
 from costsvc.utc import as_utc, iso_z
@@ -36,6 +38,9 @@ AMOUNTS = (
     "allocated_idle_cost",
     "idle_cost",
     "total_cost",
+    "energy_kwh",
+    "idle_energy_kwh",
+    "co2e_kg",
 )
 CHUNK = 2000  # rows per database fetch and per streamed piece
 ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
@@ -69,7 +74,7 @@ def chargeback_csv(
     yield csv_line(csv_columns(group_by))
     out = CsvLines()
     c = Chargeback
-    money_columns = (c.gpu_hours, c.allocated, c.used, c.waste, c.idle)
+    money_columns = (c.gpu_hours, c.allocated, c.used, c.waste, c.idle, *_energy_columns())
     if group_by:
         cols = [getattr(c, g) for g in group_by]
         q = (
@@ -92,7 +97,8 @@ def chargeback_csv(
         for part in result.partitions():
             rows: list[Sequence[object]] = []
             for r in part:
-                gpu_h, alloc, used, waste, idle = map(int, r[-5:])  # sums are Decimal on PG
+                # sums are Decimal on PG
+                gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = map(int, r[-9:])
                 amounts = (
                     money(gpu_h),
                     money(alloc),
@@ -100,6 +106,9 @@ def chargeback_csv(
                     money(waste),
                     money(idle),
                     money(alloc + idle),
+                    kwh(mj + idle_mj),
+                    kwh(idle_mj),
+                    kg(mg + idle_mg),
                 )
                 if group_by:
                     labels = [safe_cell(str(v)) for v in r[1 : 1 + n_groups]]
@@ -131,7 +140,7 @@ def _copy_csv(
     millions of rows), and byte for byte what the Python path writes."""
     sub = q.order_by(None).subquery()
     cols = list(sub.c)
-    gpu_h, alloc, used, waste, idle = cols[-5:]  # the query's last five columns, as above
+    gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = cols[-9:]  # as above
 
     def label(col: Any) -> Any:
         value = cast(col, String)
@@ -169,6 +178,9 @@ def _copy_csv(
         money_sql(waste),
         money_sql(idle),
         money_sql(alloc + idle),
+        kwh_sql(mj + idle_mj),
+        kwh_sql(idle_mj),
+        money_sql(mg + idle_mg),  # mg as kg: six places, like micro-units
     ]
     outer = select(*fields).select_from(sub).order_by(*order)
     sql = str(outer.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
@@ -193,6 +205,11 @@ def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[s
     yield from focus_lines(_charge_rows(engine, month, team), CHUNK)
 
 
+def _energy_columns() -> tuple[Any, ...]:
+    c = Chargeback
+    return (c.energy_mj, c.idle_energy_mj, c.co2e_mg, c.idle_co2e_mg)
+
+
 def _key() -> list[Any]:
     return [getattr(Chargeback, k) for k in KEY]
 
@@ -208,7 +225,7 @@ def _month_rows(month: str, team: str | None, *columns: Any) -> Select[Any]:
 
 def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:
     c = Chargeback
-    amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours)
+    amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours, *_energy_columns())
     q = _month_rows(
         month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
     )
@@ -226,6 +243,10 @@ def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[Charg
                 waste=int(r[15]),
                 idle=int(r[16]),
                 gpu_hours=int(r[17]),
+                energy_mj=int(r[18]),
+                idle_energy_mj=int(r[19]),
+                co2e_mg=int(r[20]),
+                idle_co2e_mg=int(r[21]),
             )
 
 

@@ -30,6 +30,7 @@ from dashboards.selectors import (
     COST_LINES,
     CURRENCY,
     EFFICIENCY_LINES,
+    ENERGY_LINES,
     PER_LINE,
     POD_COSTS,
     TEAMS_ONLY,
@@ -98,6 +99,7 @@ def finops(currency: str) -> models.Dashboard:
     add_row(b, "Idle and waste", idle_and_waste(money))
     add_row(b, "Efficiency", efficiency())
     add_row(b, "Budgets", budgets(money))
+    add_row(b, "Energy and carbon", energy())
     b.with_row(collapsed_row("Cost service health", health()))
     return finish(b)
 
@@ -340,6 +342,118 @@ def efficiency() -> list[Panel]:
             .thresholds(thresholds(*USED_RATIO_STEPS))
             .span(24)
         ),
+    ]
+
+
+ENERGY = f"costsvc_energy_month_to_date_joules{{{ENERGY_LINES}}}"
+CARBON = f"costsvc_carbon_month_to_date_grams{{{ENERGY_LINES}}}"
+J_PER_KWH = "3600000"
+
+
+def energy() -> list[Panel]:
+    """kWh and CO2e per team and GPU model, idle energy, energy budgets (costsvc/energy.py)."""
+    return [
+        stat_panel(
+            "Energy month to date",
+            "costsvc_energy_month_to_date_joules of the selection, in kWh: what the GPUs drew "
+            "for it, idle energy spread onto it included.",
+            target(f"sum({ENERGY}) / {J_PER_KWH}"),
+        )
+        .unit(units.KiloWattHour)
+        .decimals(1)
+        .span(6)
+        .height(4),
+        stat_panel(
+            "CO2e month to date",
+            "costsvc_carbon_month_to_date_grams of the selection, in kg: energy x PUE x the "
+            "grid carbon intensity in force.",
+            target(f"sum({CARBON}) / 1000"),
+        )
+        .unit(units.Kilogram)
+        .decimals(1)
+        .span(6)
+        .height(4),
+        stat_panel(
+            "Idle energy",
+            "costsvc_idle_energy_month_to_date_joules in kWh: energy of GPUs and slices nobody "
+            "held, and drawn during scrape gaps, this month (all teams).",
+            target(f"sum(costsvc_idle_energy_month_to_date_joules) / {J_PER_KWH}"),
+        )
+        .unit(units.KiloWattHour)
+        .decimals(1)
+        .thresholds(thresholds((1, "orange")))
+        .span(6)
+        .height(4),
+        stat_panel(
+            "Energy budgets exceeded",
+            "Energy budgets whose month to date (costsvc_budget_energy_used_ratio) is past 100 %.",
+            target(f"count(costsvc_budget_energy_used_ratio{{{BUDGETS}}} >= 1) or vector(0)"),
+        )
+        .thresholds(thresholds((1, "red")))
+        .span(6)
+        .height(4),
+        basic_bars(
+            bargauge_panel(
+                "Energy by team",
+                "Month-to-date kWh per team (costsvc_energy_month_to_date_joules).",
+                target(f"sum by (team) ({ENERGY}) / {J_PER_KWH}", "{{team}}", instant=True),
+            )
+        )
+        .unit(units.KiloWattHour)
+        .decimals(2)
+        .span(6),
+        basic_bars(
+            bargauge_panel(
+                "CO2e by team",
+                "Month-to-date kg CO2e per team (costsvc_carbon_month_to_date_grams).",
+                target(f"sum by (team) ({CARBON}) / 1000", "{{team}}", instant=True),
+            )
+        )
+        .unit(units.Kilogram)
+        .decimals(2)
+        .span(6),
+        basic_bars(
+            bargauge_panel(
+                "Energy by GPU model",
+                "Month-to-date kWh the fleet's GPUs of each model drew "
+                "(costsvc_gpu_model_energy_month_to_date_joules).",
+                target(
+                    "sum by (gpu_model) (costsvc_gpu_model_energy_month_to_date_joules) "
+                    f"/ {J_PER_KWH}",
+                    "{{gpu_model}}",
+                    instant=True,
+                ),
+            )
+        )
+        .unit(units.KiloWattHour)
+        .decimals(2)
+        .span(6),
+        basic_bars(
+            bargauge_panel(
+                "CO2e by GPU model",
+                "Month-to-date kg CO2e per GPU model "
+                "(costsvc_gpu_model_carbon_month_to_date_grams).",
+                target(
+                    "sum by (gpu_model) (costsvc_gpu_model_carbon_month_to_date_grams) / 1000",
+                    "{{gpu_model}}",
+                    instant=True,
+                ),
+            )
+        )
+        .unit(units.Kilogram)
+        .decimals(2)
+        .span(6),
+        bargauge_panel(
+            "Energy budget used",
+            "costsvc_budget_energy_used_ratio: month-to-date energy over the monthly energy "
+            "budget (budgets with an energy amount).",
+            target(per_budget("costsvc_budget_energy_used_ratio"), PROJECT_LEGEND, instant=True),
+        )
+        .unit(units.PercentUnit)
+        .min(0)
+        .max(1.2)
+        .thresholds(thresholds((0.8, "orange"), (1, "red")))
+        .span(24),
     ]
 
 

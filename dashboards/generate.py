@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Generate the Grafana dashboards in this folder with grafana-foundation-sdk.
 
-    python dashboards/generate.py                 # write the four dashboards
+    python dashboards/generate.py                 # write the five dashboards
     python dashboards/generate.py --check         # exit 1 when a committed file differs
     python dashboards/generate.py --currency EUR  # currency unit of the FinOps panels
 
-The dashboards are built in fleet.py, mig.py, workloads.py and finops.py.
+The dashboards are built in fleet.py, mig.py, workloads.py, finops.py and rightsizing.py.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from grafana_foundation_sdk.models.dashboard import Dashboard
 from dashboards.finops import finops
 from dashboards.fleet import fleet
 from dashboards.mig import mig
+from dashboards.rightsizing import rightsizing
 from dashboards.workloads import workloads
 
 
@@ -35,6 +36,7 @@ def build(currency: str = "USD") -> dict[str, Dashboard]:
         "gpu-mig.json": mig(),
         "gpu-workloads.json": workloads(),
         "gpu-finops.json": finops(currency),
+        "gpu-rightsizing.json": rightsizing(currency),
     }
 
 

@@ -29,6 +29,8 @@ COST_LINES = 'team=~"$team", project=~"$project", stage=~"$stage", currency=~"$c
 EFFICIENCY_LINES = 'team=~"$team", project=~"$project", stage=~"$stage"'
 # per-pod cost series (no stage label)
 POD_COSTS = 'team=~"$team", project=~"$project", currency=~"$currency"'
+# energy and carbon of the selected lines (no currency label)
+ENERGY_LINES = 'team=~"$team", project=~"$project", stage=~"$stage"'
 # budgets, set per team and project
 BUDGETS = 'team=~"$team", project=~"$project"'
 # fleet-wide series in the selected currency
@@ -37,3 +39,12 @@ CURRENCY = 'currency=~"$currency"'
 TEAMS_ONLY = 'team!~"__idle__|__unallocated__"'
 # one series per cost line
 PER_LINE = "team, project, stage"
+
+# rightsizing series of the selected teams in the selected currency
+SAVINGS = 'team=~"$team", currency=~"$currency"'
+# quota series of the selected teams and namespaces
+QUOTAS = 'team=~"$team", namespace=~"$namespace"'
+# one series per team and GPU resource
+PER_TEAM_RESOURCE = "team, resource"
+# one recommendation: a workload on one GPU model
+PER_RECOMMENDATION = "team, namespace, workload_kind, workload, gpu_model, action, target"

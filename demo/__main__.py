@@ -11,11 +11,13 @@
    Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
 2. **Chargeback through the production path.** The cost service ingests each complete hour
    of it — yesterday's 24 and today's so far — from that Prometheus into SQLite
-   (examples/cost-model.yaml).
+   (examples/cost-model.yaml), then computes the GPU rightsizing recommendations over those
+   hours (docs/rightsizing.md).
 3. **Left running:** live exporters for the five nodes (going on where the history stops),
    ``kube_pod_labels`` for their pods, Prometheus scraping them, and the cost-service API with
    its /docs; the cost service ingests each new hour a minute after it ends. An admin token
-   is printed with a per-team cost table read from the API. Ctrl-C stops everything.
+   is printed with a per-team cost table read from the API and the top three rightsizing
+   savings. Ctrl-C stops everything.
 
 Ports (flags): the API 8080, Prometheus 9090, the exporters from 9400 (one per node),
 ``kube_pod_labels`` 9408. A busy port is reported and waited for (``--port-wait`` seconds),
@@ -34,6 +36,7 @@ import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -42,13 +45,18 @@ import httpx
 import uvicorn
 from sqlalchemy import Engine
 
+from costsvc.advise import Options
+from costsvc.advise import run as advise
+from costsvc.advise import table as advice_table
 from costsvc.api.app import create_app
 from costsvc.costmodel import CostModel, load
+from costsvc.db.advice import recommendations
 from costsvc.db.engine import make_engine
 from costsvc.db.migrate import upgrade
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
+from costsvc.rightsizing import ACTIONABLE, Rules
 from costsvc.settings import Settings
 from demo.history import NODES, ROOT, PodLabels, make_history, spec_with_epoch
 from demo.stack import PortBusy, Stack, claim_port, wait_http
@@ -60,6 +68,10 @@ CHECK_EVERY = 30.0  # seconds between looks for a new hour to ingest
 
 def _say(text: str) -> None:
     print(text, flush=True)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
 
 
 def _table(rows: list[dict[str, Any]], currency: str) -> str:
@@ -230,6 +242,21 @@ def main(argv: list[str] | None = None) -> int:
                 raise RuntimeError(f"ingest {hour:%H:00}: {report.failed[hour]}")
             print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
         print(flush=True)
+        # rightsizing over the simulated hours (the product's default: 7 days, 24 hours)
+        advised_until = hours[-1] + timedelta(hours=1)
+        advise(
+            engine,
+            reader,
+            model,
+            CLUSTER,
+            advised_until,
+            Options(
+                window=advised_until - day,
+                step_s=max(300, args.step),
+                rules=Rules(min_hours=Decimal(6)),
+            ),
+        )
+        top = recommendations(engine, actions=ACTIONABLE, limit=3)
         token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
         scrape = f"demo-prometheus-{int(time.time())}"
         (workdir / "costsvc-token").write_text(
@@ -273,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
         _say(
             f"\nGPU cost per team on {day:%Y-%m-%d} (from {api}/v1/costs):\n"
             f"{_table(answer['rows'], currency)}\n\n"
+            f"Top {len(top)} GPU savings (rightsizing over {day:%Y-%m-%d %H:00} to "
+            f"{advised_until:%Y-%m-%d %H:00}, {api}/v1/recommendations):\n"
+            + (_indent(advice_table(top)) if top else "  none")
+            + "\n\n"
             f"ready in {took:.0f} s. Look at:\n"
             f"  exporters:   "
             + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in exporters)

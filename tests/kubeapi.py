@@ -106,6 +106,8 @@ class KubeApi:
         self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
         self.namespaces: dict[str, dict[str, Any]] = {}  # uid -> namespace
         self.slices: dict[str, dict[str, Any]] = {}  # uid -> ResourceSlice
+        # path -> uid -> object: ReplicaSets, Jobs, ResourceQuotas (put_object)
+        self.objects: dict[str, dict[str, dict[str, Any]]] = {p: {} for p in OTHER_KINDS}
         self.version = 100
         self.requests: list[dict[str, list[str]]] = []
         self.watch_lifetime: float | None = None  # end every watch after this many seconds
@@ -155,6 +157,24 @@ class KubeApi:
             kind = "MODIFIED" if ns["metadata"]["uid"] in self.namespaces else "ADDED"
             self.namespaces[ns["metadata"]["uid"]] = ns
             self._publish(self.namespaces, {"type": kind, "object": ns})
+
+    def put_object(self, path: str, obj: dict[str, Any]) -> None:
+        """Create or update an object served at ``path`` (a key of ``OTHER_KINDS``)."""
+        with self._lock:
+            self.version += 1
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            store = self.objects[path]
+            uid = obj["metadata"]["uid"]
+            kind = "MODIFIED" if uid in store else "ADDED"
+            store[uid] = obj
+            self._publish(store, {"type": kind, "object": obj})
+
+    def delete_object(self, path: str, uid: str) -> None:
+        with self._lock:
+            self.version += 1
+            obj = self.objects[path].pop(uid)
+            obj["metadata"]["resourceVersion"] = str(self.version)
+            self._publish(self.objects[path], {"type": "DELETED", "object": obj})
 
     def put_slice(self, resource_slice: dict[str, Any]) -> None:
         """Create or update a ResourceSlice, and tell the watchers."""
@@ -231,11 +251,19 @@ class KubeApi:
             return len(self._watchers)
 
 
+OTHER_KINDS = {  # path -> (list kind, apiVersion)
+    "/apis/apps/v1/replicasets": ("ReplicaSetList", "apps/v1"),
+    "/apis/batch/v1/jobs": ("JobList", "batch/v1"),
+    "/api/v1/resourcequotas": ("ResourceQuotaList", "v1"),
+}
+
+
 def _handler(api: KubeApi) -> type[BaseHTTPRequestHandler]:
     kinds = {
         "/api/v1/pods": (api.pods, "PodList"),
         "/api/v1/namespaces": (api.namespaces, "NamespaceList"),
         "/apis/resource.k8s.io/v1/resourceslices": (api.slices, "ResourceSliceList"),
+        **{path: (api.objects[path], kind) for path, (kind, _) in OTHER_KINDS.items()},
     }
 
     class Handler(BaseHTTPRequestHandler):
@@ -277,7 +305,7 @@ def _handler(api: KubeApi) -> type[BaseHTTPRequestHandler]:
                     items = [p for p in store.values() if _on(p, node)]
                     body = {
                         "kind": list_kind,
-                        "apiVersion": "v1",
+                        "apiVersion": OTHER_KINDS.get(url.path, ("", "v1"))[1],
                         "metadata": {"resourceVersion": str(api.version)},
                         "items": items,
                     }

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from importlib.resources import files
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -20,6 +21,7 @@ from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
 from costsvc.api.limits import Limits
 from costsvc.api.routes import (
+    advice,
     allocation,
     budgets,
     cost_model,
@@ -79,11 +81,13 @@ def create_app(
         body_timeout_seconds=settings.body_timeout_seconds,
     )
     app.add_exception_handler(RequestValidationError, validation_problem)
-    for module in (costs, reports, months, budgets, tokens, cost_model, ingest):
+    for module in (costs, reports, months, budgets, tokens, cost_model, ingest, advice):
         app.include_router(module.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
     _docs(app)
+    if settings.metrics_public:
+        _metrics_auth_optional(app)
 
     @app.get("/healthz", tags=["health"], summary="Liveness and database reachability")
     def healthz(request: Request) -> JSONResponse:
@@ -92,6 +96,19 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     return app
+
+
+def _metrics_auth_optional(app: FastAPI) -> None:
+    """With ``COSTSVC_METRICS_PUBLIC``, the description says /metrics answers without a token
+    too (OpenAPI: an empty requirement among the alternatives)."""
+    described = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        schema = described()
+        schema["paths"]["/metrics"]["get"]["security"] = [{}, {"bearer": []}]
+        return schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _docs(app: FastAPI) -> None:

@@ -3,8 +3,9 @@
 uvicorn times out an idle keep-alive connection but not a client that sends its headers a
 byte at a time (slowloris): each such connection would be held for ever. Here a connection
 that has not finished a request's headers within ``header_timeout_seconds`` of connecting,
-or of starting that request, is closed. The body's own time-out and size limit are in
-costsvc/api/limits.py.
+or of starting that request, is closed; and a request line and headers longer than
+``MAX_HEADER_BYTES`` together are a 400 (httptools itself sets no limit). The body's own
+time-out and size limit are in costsvc/api/limits.py.
 """
 
 from __future__ import annotations
@@ -18,6 +19,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from costsvc.settings import Settings
 
+MAX_HEADER_BYTES = 64 * 1024
+
+
+class HeadersTooLarge(Exception):
+    pass
+
 
 class HeaderTimeoutProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, closing connections whose headers are late. The
@@ -26,6 +33,7 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     header_timeout = float(os.environ.get("COSTSVC_HEADER_TIMEOUT_SECONDS", "10"))
     _header_timer: asyncio.TimerHandle | None = None
+    _header_bytes = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -33,7 +41,22 @@ class HeaderTimeoutProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self._header_bytes = 0
         self._arm()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def _count(self, n: int) -> None:
+        """Raised in a parser callback, this ends as uvicorn's 400 and a closed connection."""
+        self._header_bytes += n
+        if self._header_bytes > MAX_HEADER_BYTES:
+            raise HeadersTooLarge
 
     def on_headers_complete(self) -> None:
         self._disarm()

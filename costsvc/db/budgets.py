@@ -25,6 +25,7 @@ class BudgetRow:
     amount: int  # micro-units per month
     currency: str
     thresholds: list[float]
+    energy_mj: int | None = None  # optional energy budget per month
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,7 @@ class BudgetValues:
     amount: int
     currency: str
     thresholds: list[float]
+    energy_mj: int | None = None
 
 
 _COLUMNS = (
@@ -43,11 +45,17 @@ _COLUMNS = (
     Budget.amount,
     Budget.currency,
     Budget.thresholds,
+    Budget.energy_mj,
 )
 
 
 def _rows(conn: Connection, query: Any) -> list[BudgetRow]:
-    return [BudgetRow(r[0], r[1], r[2], int(r[3]), r[4], list(r[5])) for r in conn.execute(query)]
+    return [
+        BudgetRow(
+            r[0], r[1], r[2], int(r[3]), r[4], list(r[5]), None if r[6] is None else int(r[6])
+        )
+        for r in conn.execute(query)
+    ]
 
 
 def budgets(engine: Engine, team: str | None = None, by_name: bool = True) -> list[BudgetRow]:
@@ -125,4 +133,5 @@ def _values(v: BudgetValues) -> dict[str, Any]:
         "amount": v.amount,
         "currency": v.currency,
         "thresholds": v.thresholds,
+        "energy_mj": v.energy_mj,
     }

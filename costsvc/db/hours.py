@@ -84,6 +84,7 @@ def replace_hour(
                 "price": result.gpu_price[g.key],
                 "cost": result.gpu_cost[g.key],
                 "lost_us": int(g.lost_seconds * US),
+                **_energy_row(g, result),
             }
             for g in facts.gpus
         ]
@@ -91,6 +92,18 @@ def replace_hour(
     if usage and facts.holdings:
         conn.execute(insert(UsageFact), [_fact_row(facts, h) for h in facts.holdings])
     write_lines(conn, hour, clusters, result.lines, currency)
+
+
+def _energy_row(g: GpuHour, result: HourResult) -> dict[str, object]:
+    return {
+        "energy_mj": g.energy_mj,
+        "gap_mj": g.gap_mj,
+        "energy_us": int(g.energy_seconds * US),
+        "min_power_mw": g.min_power_mw,
+        "kwh_price": result.gpu_kwh_price.get(g.key, 0),
+        "carbon_ug_per_kwh": result.gpu_carbon.get(g.key, 0),
+        "co2e_mg": result.gpu_co2e.get(g.key, 0),
+    }
 
 
 # busy_share_us of a holding with no utilisation series (its efficiency is unknown)
@@ -124,15 +137,37 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
     facts = HourFacts(hour)
     g, u, c = GpuPresence, UsageFact, Chargeback
     gpu_rows = conn.execute(
-        select(g.cluster, g.node, g.gpu_uuid, g.model, g.node_pool, g.present_us, g.lost_us)
+        select(
+            g.cluster,
+            g.node,
+            g.gpu_uuid,
+            g.model,
+            g.node_pool,
+            g.present_us,
+            g.energy_mj,
+            g.gap_mj,
+            g.energy_us,
+            g.min_power_mw,
+            g.lost_us,
+        )
         .where(g.hour == hour)
         .order_by(g.cluster, g.gpu_uuid)
     )
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
         lost = Decimal(r.lost_us) / US
+        energy = (int(r.energy_mj), int(r.gap_mj), Decimal(r.energy_us) / US, r.min_power_mw)
         facts.gpus.append(
-            GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present, lost)
+            GpuHour(
+                r.cluster,
+                r.node,
+                r.gpu_uuid,
+                r.model,
+                r.node_pool,
+                present,
+                *energy,
+                lost_seconds=lost,
+            )
         )
         facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
     fact_rows = conn.execute(
@@ -189,3 +224,17 @@ def charged_prices(engine: Engine) -> list[tuple[datetime, str, str | None, int]
     )
     with engine.connect() as conn:
         return [(as_utc(r[0]), r[1], r[2], int(r[3])) for r in conn.execute(query)]
+
+
+def charged_energy_rates(
+    engine: Engine,
+) -> list[tuple[datetime, str, str, str | None, int, int]]:
+    """Every (hour, cluster, GPU model, node pool, price per measured kWh, µg CO2e per kWh)
+    an ingested hour was charged at."""
+    g = GpuPresence
+    cols = (g.hour, g.cluster, g.model, g.node_pool, g.kwh_price, g.carbon_ug_per_kwh)
+    with engine.connect() as conn:
+        return [
+            (as_utc(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]))
+            for r in conn.execute(select(*cols).group_by(*cols))
+        ]

@@ -18,10 +18,10 @@ from operator import attrgetter
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
-from costsvc.chargeback import KEY, MONEY, OWNER, billing_month_for, month_of
+from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 
-_MONEY_OF = attrgetter(*MONEY)
+_AMOUNTS_OF = attrgetter(*AMOUNTS)
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -46,12 +46,12 @@ def write_lines(
     target = billing_month_for(own, closed)
     billed: dict[tuple[str, ...], list[int]] = {}
     cols = [getattr(Chargeback, c) for c in KEY]
-    sums = [func.sum(getattr(Chargeback, c)) for c in MONEY]
+    sums = [func.sum(getattr(Chargeback, c)) for c in AMOUNTS]
     for r in conn.execute(select(*cols, *sums).where(*where).group_by(*cols)):
         billed[tuple(r[: len(KEY)])] = [int(v or 0) for v in r[len(KEY) :]]
-    wanted = {ln.key: [getattr(ln, c) for c in MONEY] for ln in lines}
+    wanted = {ln.key: [getattr(ln, c) for c in AMOUNTS] for ln in lines}
     for key in sorted(set(billed) | set(wanted)):
-        new, old = wanted.get(key, [0] * len(MONEY)), billed.get(key, [0] * len(MONEY))
+        new, old = wanted.get(key, [0] * len(AMOUNTS)), billed.get(key, [0] * len(AMOUNTS))
         delta = [a - b for a, b in zip(new, old, strict=True)]
         if not any(delta):
             continue
@@ -63,11 +63,11 @@ def write_lines(
         existing = conn.execute(select(Chargeback.id).where(*match)).scalar()
         if existing is None:
             line = Line(*key)  # type: ignore[arg-type]
-            for c, v in zip(MONEY, delta, strict=True):
+            for c, v in zip(AMOUNTS, delta, strict=True):
                 setattr(line, c, v)
             conn.execute(insert(Chargeback), [_row(hour, line, currency, target, True)])
         else:
-            added = {c: getattr(Chargeback, c) + d for c, d in zip(MONEY, delta, strict=True)}
+            added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
     refresh_cost_hours(conn, hour, clusters)
 
@@ -77,9 +77,9 @@ def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> 
     c = Chargeback
     conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
     owner = (c.hour, c.cluster, *(getattr(c, o) for o in OWNER), c.currency)
-    sums = select(*owner, *(func.sum(getattr(c, m)) for m in MONEY))
+    sums = select(*owner, *(func.sum(getattr(c, m)) for m in AMOUNTS))
     rollup = sums.where(c.hour == hour, c.cluster.in_(clusters)).group_by(*owner)
-    columns = ["hour", "cluster", *OWNER, "currency", *MONEY]
+    columns = ["hour", "cluster", *OWNER, "currency", *AMOUNTS]
     conn.execute(insert(CostHour).from_select(columns, rollup))
 
 
@@ -88,5 +88,5 @@ def _row(
 ) -> dict[str, object]:
     row: dict[str, object] = dict(zip(KEY, ln.key, strict=True))
     row.update(hour=hour, billing_month=month, correction=correction, currency=currency)
-    row.update(zip(MONEY, _MONEY_OF(ln), strict=True))
+    row.update(zip(AMOUNTS, _AMOUNTS_OF(ln), strict=True))
     return row

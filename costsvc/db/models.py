@@ -114,6 +114,16 @@ class GpuPresence(Base):
     price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
     cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
     lost_us: Mapped[int] = mapped_column(BigInteger, server_default="0")  # gpu_device_up 0
+    # measured energy (costsvc/energy.py): mJ drawn in the hour, of it during scrape gaps, the
+    # micro-seconds the reading covers, the lowest power drawn (mW); and, as charged, the price
+    # per measured kWh (0: nameplate power) and the CO2e per kWh (µg, PUE included)
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    gap_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    energy_us: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    min_power_mw: Mapped[int | None] = mapped_column(BigInteger)
+    kwh_price: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    carbon_ug_per_kwh: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")  # the GPU's CO2e
 
 
 class UsageFact(Base):
@@ -190,6 +200,10 @@ class Chargeback(Base):
     # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
     unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
     unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class CostHour(Base):
@@ -218,6 +232,10 @@ class CostHour(Base):
     # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
     unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
     unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
 class MonthClose(Base):
@@ -242,6 +260,7 @@ class Budget(Base):
     amount: Mapped[int] = mapped_column(BigInteger)  # micro-units per month
     currency: Mapped[str] = mapped_column(String(3))
     thresholds: Mapped[list[float]] = mapped_column(JSON)  # alert at these used ratios
+    energy_mj: Mapped[int | None] = mapped_column(BigInteger)  # optional energy per month
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
@@ -271,3 +290,117 @@ class AuditEntry(Base):
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(253))
     detail: Mapped[dict[str, Any]] = mapped_column(JSON)
+
+
+class PodOwner(Base):
+    """A pod's controller (``ownerReferences``) over time, valid [valid_from, valid_to); kept
+    like its labels, so a pod deleted last week still belongs to its workload."""
+
+    __tablename__ = "pod_owners"
+    __table_args__ = (
+        UniqueConstraint("cluster", "uid", "valid_from"),
+        Index("ix_pod_owners_lookup", "cluster", "namespace", "name"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    uid: Mapped[str] = mapped_column(String(64))
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    owner_kind: Mapped[str] = mapped_column(String(253))  # "" = no owner
+    owner_name: Mapped[str] = mapped_column(String(253))
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class ControllerOwner(Base):
+    """The controller of a ReplicaSet or Job (a Deployment, a CronJob; "" = none), as the API
+    last reported it; kept after the object is deleted (its pods' history needs it)."""
+
+    __tablename__ = "controller_owners"
+    __table_args__ = (UniqueConstraint("cluster", "namespace", "kind", "name"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    kind: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(253))
+    owner_kind: Mapped[str] = mapped_column(String(253))
+    owner_name: Mapped[str] = mapped_column(String(253))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class ResourceQuotaLimit(Base):
+    """A ResourceQuota's hard limit and use of one GPU resource, as the API reports it now
+    (quantities as the API writes them, e.g. ``4``)."""
+
+    __tablename__ = "resource_quotas"
+    __table_args__ = (UniqueConstraint("cluster", "namespace", "name", "resource"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    name: Mapped[str] = mapped_column(String(253))
+    resource: Mapped[str] = mapped_column(String(253))
+    hard: Mapped[str] = mapped_column(String(64))
+    used: Mapped[str | None] = mapped_column(String(64))
+    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Recommendation(Base):
+    """The latest rightsizing advice per workload and GPU model (costsvc/rightsizing.py),
+    replaced as a whole by each run. Ratios in parts per million, money in micro-units per
+    month, hours in micro-hours."""
+
+    __tablename__ = "recommendations"
+    __table_args__ = (Index("ix_recommendations_team", "team"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    team: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    workload_kind: Mapped[str] = mapped_column(String(64))
+    workload: Mapped[str] = mapped_column(String(253))
+    gpu_model: Mapped[str] = mapped_column(String(128))
+    pods: Mapped[int] = mapped_column()
+    action: Mapped[str] = mapped_column(String(16))
+    target: Mapped[str] = mapped_column(String(128))
+    reason: Mapped[str] = mapped_column(String(500))
+    device_hours: Mapped[int] = mapped_column(BigInteger)  # micro-hours: the confidence
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    memory_p95_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    memory_peak_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    activity_p95_ppm: Mapped[int | None] = mapped_column(BigInteger)
+    activity_source: Mapped[str] = mapped_column(String(32))
+    idle_ppm: Mapped[int | None] = mapped_column(BigInteger)
+    current_share_ppm: Mapped[int] = mapped_column(BigInteger)
+    target_share_ppm: Mapped[int] = mapped_column(BigInteger)
+    currency: Mapped[str] = mapped_column(String(3))
+    current_monthly: Mapped[int] = mapped_column(BigInteger)
+    recommended_monthly: Mapped[int] = mapped_column(BigInteger)
+    saving_monthly: Mapped[int] = mapped_column(BigInteger)
+
+
+class QuotaUsage(Base):
+    """GPU quota against GPUs held and used, per namespace and resource, over the last window
+    (costsvc/quotas.py), replaced as a whole by each run. Units (GPUs, MIG instances, shared
+    replicas) in milli-units; money in micro-units per month."""
+
+    __tablename__ = "quota_usage"
+    __table_args__ = (Index("ix_quota_usage_team", "team"),)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253))
+    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    team: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    resource: Mapped[str] = mapped_column(String(253))
+    source: Mapped[str] = mapped_column(String(32))  # kubernetes | kube-state-metrics | none
+    hard_milli: Mapped[int | None] = mapped_column(BigInteger)
+    used_milli: Mapped[int | None] = mapped_column(BigInteger)
+    held_milli: Mapped[int] = mapped_column(BigInteger)  # mean units held over the window
+    active_milli: Mapped[int] = mapped_column(BigInteger)  # ... of them, in use
+    currency: Mapped[str] = mapped_column(String(3))
+    unit_price: Mapped[int | None] = mapped_column(BigInteger)  # micro-units per unit-hour
+    unused_monthly: Mapped[int | None] = mapped_column(BigInteger)  # quota nobody held
+    idle_monthly: Mapped[int | None] = mapped_column(BigInteger)  # held but idle

@@ -64,11 +64,13 @@ from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts
 from costsvc.ingest.integrate import Piece, overlap, summed
+from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import Series
 from costsvc.ingest.window import (
     MAX_GAP,
     PRESENCE_GAP,
     Window,
+    add_energy,
     add_gpu,
     grouped,
     measure,
@@ -83,6 +85,7 @@ RUNNING = 'kube_pod_status_phase{phase="Running"}'
 CAPACITY = 'kube_node_status_capacity{resource=~"nvidia_com_.+"}'
 READS = (
     *((name, PRESENCE_GAP) for name in PRESENCE),
+    (ENERGY, MAX_GAP),
     (REQUESTS, MAX_GAP),
     (RUNNING, MAX_GAP),
 )
@@ -202,6 +205,7 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
     labelled = _from_labels(w, devices, nodes, capacity, held)
     _from_requests(w, nodes, capacity, labelled, held)
     facts.holdings.extend(h for h in held.values() if h.share_seconds > 0)
+    add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
 
 

@@ -19,12 +19,14 @@ from decimal import Decimal
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
 from costsvc.ingest import dcgm_source
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
+from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.window import (
     MAX_GAP,
     PRESENCE_GAP,
     Holes,
     Window,
+    add_energy,
     add_gpu,
     grouped,
     measure,
@@ -45,6 +47,7 @@ READS = (
     ("gpu_container_sm_utilization_ratio", MAX_GAP),
     ("gpu_allocation_share", MAX_GAP),
     ("gpu_allocation_memory_share", MAX_GAP),
+    (ENERGY, MAX_GAP),
 )
 
 
@@ -204,6 +207,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
         add_gpu(facts, cluster, uuid, group[-1].labels, us(w.present(merged(group))))
 
+    add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
     return facts
 

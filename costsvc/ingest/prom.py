@@ -74,6 +74,16 @@ class PrometheusReader:
                 out.append(Series(dict(r["metric"]), samples))
         return out
 
+    def instant(self, expr: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
+        """Each series of an instant query's answer and its value (NaN/infinite left out)."""
+        body = self._get({"query": expr, "time": f"{at.timestamp():.3f}"}, expr)
+        out = []
+        for r in body["data"]["result"]:
+            value = Decimal(r["value"][1])
+            if value.is_finite():
+                out.append((dict(r["metric"]), value))
+        return out
+
     def latest(self, selector: str, at: datetime, seconds: int) -> list[dict[str, str]]:
         """The label sets of ``selector`` that had a sample in (at - seconds, at] (one answer
         per series, via last_over_time: for label and info series)."""
@@ -82,6 +92,17 @@ class PrometheusReader:
             selector,
         )
         return [dict(r["metric"]) for r in body["data"]["result"]]
+
+    def vector(self, query: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
+        """An instant query's answer: (labels, value) per series (NaN and infinities left
+        out). For reads that aggregate in PromQL (rightsizing, quotas); never for money."""
+        body = self._get({"query": query, "time": f"{at.timestamp():.3f}"}, query[:80])
+        out = []
+        for r in body["data"]["result"]:
+            value = Decimal(r["value"][1])
+            if value.is_finite():
+                out.append((dict(r["metric"]), value))
+        return out
 
     def _get(self, params: dict[str, str], what: str) -> Any:
         try:

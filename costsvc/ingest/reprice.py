@@ -19,7 +19,7 @@ from sqlalchemy import Engine
 from costsvc.attribution import HourFacts, HourResult, attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
-from costsvc.db.hours import Owners, charged_prices, restore_hour
+from costsvc.db.hours import Owners, charged_energy_rates, charged_prices, restore_hour
 from costsvc.ingest.run import RETRYABLE, Report, record_failure
 
 log = logging.getLogger(__name__)
@@ -35,6 +35,12 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
         except MissingPrices:
             now = None
         if now != charged:
+            stale.add(hour)
+    for hour, cluster, gpu_model, pool, kwh_price, carbon in charged_energy_rates(engine):
+        # a measured-energy price or a carbon intensity (or PUE) now given differently
+        price = model.price_at(hour, gpu_model, pool)
+        now_kwh = price.micro_per_kwh() if price is not None else None
+        if now_kwh != kwh_price or model.carbon_at(hour, cluster, pool) != carbon:
             stale.add(hour)
     return sorted(stale)
 

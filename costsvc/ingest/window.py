@@ -19,12 +19,14 @@ series into facts with :func:`measure`, so the two apply one rule:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, HourFacts
+from costsvc.energy import NOTHING
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -36,6 +38,14 @@ from costsvc.ingest.integrate import (
     summed,
     total,
     without,
+)
+from costsvc.ingest.power import (
+    ENERGY,
+    LOWEST_POWER,
+    POWER,
+    counter_readings,
+    lowest_power,
+    power_readings,
 )
 from costsvc.ingest.prom import PrometheusReader, Series
 
@@ -187,7 +197,7 @@ def add_gpu(
             lab.get("modelName", ""),
             lab.get("node_pool") or None,
             present,
-            lost,
+            lost_seconds=lost,
         )
     )
     facts.node_of[(cluster, uuid)] = node
@@ -224,3 +234,25 @@ def _latest_labels(
 
 def _label_values(labels: dict[str, str]) -> dict[str, str]:
     return {n: v for n, v in labels.items() if n.startswith("label_")}
+
+
+def add_energy(w: Window, facts: HourFacts) -> None:
+    """Each GPU's measured energy in the hour (costsvc/ingest/power.py): dcgm-exporter's
+    series names, so both sources read it the same way."""
+    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
+    energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
+        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
+    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
+    for i, g in enumerate(facts.gpus):
+        m = energy.get(g.key)
+        low = lowest.get(g.key)
+        if m is not None or low is not None:
+            m = m or NOTHING
+            facts.gpus[i] = dataclasses.replace(
+                g,
+                energy_mj=m.energy_mj,
+                gap_mj=m.gap_mj,
+                energy_seconds=us(m.seconds),
+                min_power_mw=low,
+            )

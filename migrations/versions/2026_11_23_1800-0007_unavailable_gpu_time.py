@@ -1,7 +1,7 @@
 """lost GPU time: gpu_hours.lost_us; unavailable cost and GPU-hours on chargeback, cost_hours
 
 Revision ID: 0007
-Revises: 0009
+Revises: 0006
 Create Date: 2026-11-23 16:30:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0007"
-down_revision: str | None = "0009"
+down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

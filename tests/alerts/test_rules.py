@@ -75,10 +75,15 @@ COSTSVC_METRICS = frozenset(
         "costsvc_hourly_efficiency_ratio",
         "costsvc_budget_used_ratio",
         "costsvc_budget_forecast_ratio",
+        "costsvc_budget_energy_used_ratio",
         "costsvc_pod_budget_share_ratio",
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors_total",
         "costsvc_ingest_failed_hours",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
     }
 )
 KUBE_STATE_METRICS = frozenset(

@@ -46,6 +46,7 @@ from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, CostHour, GpuPresence, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
+from tests.costsvc.energy_history import assert_energy_adds_up
 from tests.costsvc.history_fractional import add_history as add_fractional_history
 
 HOUR = datetime(2026, 11, 10, 5, tzinfo=UTC)
@@ -444,6 +445,7 @@ def assert_every_hour_adds_up(url: str) -> int:
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
+    assert_energy_adds_up(url)  # and the same for energy and CO2e
     return len(fleet)
 
 

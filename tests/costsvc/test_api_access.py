@@ -256,6 +256,10 @@ def test_public_metrics_are_fleet_level_only(api: Api) -> None:
                 assert not {"a", "b", "nlp"} & set(s.labels.values()), s
         # a token still counts: a team sees its own series, a metrics token everything
         assert len(_samples(_exposition(public, "metrics"))) > len(_samples(open_))
+        spec = public.http.get("/openapi.json").json()
+        assert spec["paths"]["/metrics"]["get"]["security"] == [{}, {"bearer": []}]
+    spec = api.http.get("/openapi.json").json()
+    assert spec["paths"]["/metrics"]["get"]["security"] == [{"bearer": []}]
 
 
 def test_a_metrics_token_reads_metrics_only(api: Api) -> None:

@@ -301,7 +301,7 @@ def test_lost_gpu_time_stays_idle_and_unavailable_whatever_the_policy(policy: st
     # GPU-1 lost 20 minutes while p held it: p charged 40 minutes (the ingest cut the lost time
     # out of its share): 2.50 x 2400/3600 = 1.666667; the lost 20 minutes: 0.833333, 1/3 h.
     # GPU-2 unheld for the hour: 2.50 of free idle capacity, which the policy may spread
-    lost = GpuHour("c1", "node-1", "GPU-1", H100, None, D(3600), D(1200))
+    lost = GpuHour("c1", "node-1", "GPU-1", H100, None, D(3600), lost_seconds=D(1200))
     r = attribute_hour(
         HOUR,
         [lost, gpu("GPU-2")],

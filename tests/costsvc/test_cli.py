@@ -115,3 +115,35 @@ def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path)
         assert proc.proc.wait(30) == 0, proc.output()
     finally:
         proc.stop()
+
+
+def test_token_file_for_a_scraper_is_made_once_and_the_last_admin_stays(tmp_path: Path) -> None:
+    """`token create --output` (the compose stack's Prometheus token) writes the token to a
+    file readable by another user and does nothing while that token is live; `token revoke`
+    refuses the last admin token."""
+    env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
+    assert run("db", "upgrade", env=env).returncode == 0
+    out = tmp_path / "token"
+    made = run(
+        "token", "create", "--name", "prom", "--role", "metrics", "--output", str(out), env=env
+    )
+    assert made.returncode == 0, made.stderr
+    token = out.read_text().strip()
+    assert token.startswith("gfo_") and token not in made.stdout
+    assert out.stat().st_mode & 0o777 == 0o644
+    again = run(
+        "token", "create", "--name", "prom", "--role", "metrics", "--output", str(out), env=env
+    )
+    assert again.returncode == 0, again.stderr
+    assert out.read_text().strip() == token  # kept: still live
+    assert run("token", "revoke", "--name", "prom", env=env).returncode == 0
+    # revoked: a new token is needed, and the name is taken by the revoked one
+    renamed = run(
+        "token", "create", "--name", "prom2", "--role", "metrics", "--output", str(out), env=env
+    )
+    assert renamed.returncode == 0 and out.read_text().strip() != token
+    assert run("token", "create", "--name", "ops", "--role", "admin", env=env).returncode == 0
+    last = run("token", "revoke", "--name", "ops", env=env)
+    assert last.returncode == 2 and "last live admin" in last.stderr
+    bad = run("token", "create", "--name", "ops/ci", "--role", "admin", env=env)
+    assert bad.returncode == 2 and "token name" in bad.stderr

@@ -5,12 +5,15 @@ Prometheus — none may fail, and every dashboard query whose metrics exist must
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 import sys
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -28,7 +31,7 @@ from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import assert_every_hour_adds_up
 from tests.dashboards.exprs import all_expressions
-from tests.dashboards.test_dashboards import metric_names
+from tests.dashboards.test_dashboards import expr_of, metric_names
 from tests.kubeapi import KubeApi, pod_json
 from tests.procs import ROOT, Process, start_exporter
 from tests.prom import Prometheus, free_port
@@ -219,3 +222,83 @@ def test_every_alert_rule_evaluates(stack: dict[str, Any]) -> None:
         if r.get("health") != "ok"
     ]
     assert not bad, bad
+
+
+def test_energy_and_carbon_are_the_same_everywhere(stack: dict[str, Any]) -> None:
+    """The same kWh and CO2e for a team in /v1/costs, the chargeback CSV, FOCUS, the cost
+    service's /metrics as scraped by Prometheus, and the FinOps dashboard's panels evaluated
+    by that Prometheus (energy from the simulated exporters' energy counters)."""
+    engine = create_engine(stack["db_url"])
+    token = create_token(engine, "e2e-energy", "admin", None, "test")
+    engine.dispose()
+    http = httpx.Client(base_url=stack["api"], headers={"Authorization": f"Bearer {token}"})
+    month = datetime.now(UTC).strftime("%Y-%m")
+    answer = http.get("/v1/costs", params={"window": "month", "group_by": "team"}).json()
+    api = {r["group"]["team"]: (r["energy_kwh"], r["co2e_kg"]) for r in answer["rows"]}
+    assert Decimal(api["nlp"][0]) > 0 and Decimal(api["nlp"][1]) > 0, api
+    # the team summary, and an energy budget: its status and its /metrics ratio
+    summary = http.get("/v1/teams/nlp/summary").json()["energy"]
+    assert (summary["month_to_date_kwh"], summary["month_to_date_co2e_kg"]) == api["nlp"]
+    budget_kwh = (Decimal(api["nlp"][0]) * 2).quantize(Decimal("0.000001"))  # about half used
+    made = http.post(
+        "/v1/budgets", json={"team": "nlp", "amount": "1000", "energy_kwh": str(budget_kwh)}
+    )
+    assert made.status_code == 201, made.text
+    assert made.json()["energy_kwh"] == f"{budget_kwh:.9f}"
+    status = http.get(f"/v1/budgets/{made.json()['id']}/status").json()["energy"]
+    assert status["month_to_date_kwh"] == api["nlp"][0]
+    used = Decimal(api["nlp"][0]) / budget_kwh
+    assert abs(Decimal(status["used_ratio"]) - used) < Decimal("0.00001")
+    exposed_ratio = stack["prom"].until(
+        lambda: stack["prom"].query('costsvc_budget_energy_used_ratio{team="nlp"}'),
+        30,
+        "the energy budget's ratio scraped",
+    )
+    assert abs(Decimal(exposed_ratio[0]["value"][1]) - used) < Decimal("0.00001")
+    csv_rows = list(
+        csv.DictReader(
+            io.StringIO(
+                http.get(
+                    "/v1/reports/chargeback.csv", params={"month": month, "group_by": "team"}
+                ).text
+            )
+        )
+    )
+    assert {r["team"]: (r["energy_kwh"], r["co2e_kg"]) for r in csv_rows} == api
+    focus_rows = list(
+        csv.DictReader(io.StringIO(http.get("/v1/reports/focus.csv", params={"month": month}).text))
+    )
+    http.close()
+    prom: Prometheus = stack["prom"]
+    exposed = {
+        r["metric"]["team"]: Decimal(r["value"][1])
+        for r in prom.query("sum by (team) (costsvc_energy_month_to_date_joules) / 3600000")
+    }
+    carbon = {
+        r["metric"]["team"]: Decimal(r["value"][1])
+        for r in prom.query("sum by (team) (costsvc_carbon_month_to_date_grams) / 1000")
+    }
+    energy_panel = {
+        r["metric"]["team"]: Decimal(r["value"][1])
+        for r in prom.query(expr_of("gpu-finops.json", "Energy by team"))
+    }
+    carbon_panel = {
+        r["metric"]["team"]: Decimal(r["value"][1])
+        for r in prom.query(expr_of("gpu-finops.json", "CO2e by team"))
+    }
+    for team, (kwh, kg) in api.items():
+        mine = [r for r in focus_rows if r["x_Team"] == team]
+        # FOCUS rows are per hour and line, each rounded to 9 places of a kWh
+        slack = Decimal("1e-9") * len(mine)
+        assert abs(sum(Decimal(r["x_EnergyKWh"]) for r in mine) - Decimal(kwh)) <= slack
+        assert sum(Decimal(r["x_CarbonKgCO2e"]) for r in mine) == Decimal(kg)  # mg: exact
+        # the exposition is a float: the same figure to its precision
+        for shown, exact in (
+            (exposed[team], kwh),
+            (energy_panel[team], kwh),
+            (carbon[team], kg),
+            (carbon_panel[team], kg),
+        ):
+            assert abs(shown - Decimal(exact)) <= Decimal("1e-9") + Decimal(exact) * Decimal(
+                "1e-12"
+            ), (team, shown, exact)

@@ -14,6 +14,7 @@ TABLES = {
     "audit_log",
     "budgets",
     "chargeback",
+    "controller_owners",
     "cost_hours",
     "cost_model_versions",
     "gpu_hours",
@@ -21,6 +22,10 @@ TABLES = {
     "month_closes",
     "namespace_labels",
     "pod_labels",
+    "pod_owners",
+    "quota_usage",
+    "recommendations",
+    "resource_quotas",
     "usage_facts",
     "watermarks",
 }

@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import Any
 
 DASHBOARDS_DIR = Path(__file__).resolve().parents[2] / "dashboards"
-DASHBOARD_FILES = ("gpu-fleet.json", "gpu-mig.json", "gpu-workloads.json", "gpu-finops.json")
+DASHBOARD_FILES = (
+    "gpu-fleet.json",
+    "gpu-mig.json",
+    "gpu-workloads.json",
+    "gpu-finops.json",
+    "gpu-rightsizing.json",
+)
 
 # Grafana's global variables: durations a test Prometheus (scraping every second or so) can fill.
 BUILTINS = {

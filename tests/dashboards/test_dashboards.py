@@ -117,6 +117,20 @@ COSTSVC_METRICS = frozenset(
         "costsvc_pod_waste_month_to_date",
         "costsvc_ingest_lag_seconds",
         "costsvc_last_ingest_success_timestamp_seconds",
+        "costsvc_energy_month_to_date_joules",
+        "costsvc_carbon_month_to_date_grams",
+        "costsvc_idle_energy_month_to_date_joules",
+        "costsvc_gpu_model_energy_month_to_date_joules",
+        "costsvc_gpu_model_carbon_month_to_date_grams",
+        "costsvc_budget_energy_used_ratio",
+        "costsvc_recommendation_savings_monthly",
+        "costsvc_workload_savings_monthly",
+        "costsvc_quota_hard_units",
+        "costsvc_quota_held_units",
+        "costsvc_quota_active_units",
+        "costsvc_quota_used_ratio",
+        "costsvc_quota_unused_cost_monthly",
+        "costsvc_quota_held_idle_cost_monthly",
     }
 )
 KUBE_STATE_METRICS = frozenset(
@@ -523,6 +537,9 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
         'costsvc_cost_month_to_date{team="__idle__", project="", stage="", currency="USD"}': "100",
         'costsvc_cost_rate_per_hour{team="nlp", project="x", stage="prod", currency="USD"}': "2",
         'costsvc_efficiency_ratio{team="nlp", project="x", stage="prod"}': "0.5",
+        'costsvc_energy_month_to_date_joules{team="nlp", project="x", stage="prod"}': "5400000",
+        'costsvc_energy_month_to_date_joules{team="nlp", project="y", stage="dev"}': "1800000",
+        'costsvc_carbon_month_to_date_grams{team="nlp", project="x", stage="prod"}': "750",
     }
     w = "gpu-workloads.json"
     cases = [
@@ -550,6 +567,9 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
         # 1970-01-01T00:00Z: 744 hours left in January
         (expr_of("gpu-finops.json", "Projected month end"), [("{}", 400 + 2 * 744)]),
         (expr_of("gpu-finops.json", "Cost-weighted efficiency"), [("{}", 0.5)]),
+        # 5.4 MJ + 1.8 MJ = 2 kWh; 750 g = 0.75 kg
+        (expr_of("gpu-finops.json", "Energy by team"), [('{team="nlp"}', 2)]),
+        (expr_of("gpu-finops.json", "CO2e by team"), [('{team="nlp"}', 0.75)]),
     ]
     tests = {
         "interval": "1m",

@@ -121,6 +121,13 @@ def test_make_demo_comes_up_answers_and_stops_cleanly() -> None:
             params={"window": "yesterday", "step": "hour"},
         ).json()
         assert len(per_hour["rows"]) == 24  # a full simulated day, every hour
+        # the top three rightsizing savings, after the cost table, as the API has them
+        top = out.index("GPU savings (rightsizing")
+        assert top > out.index("total (USD)"), out
+        printed = re.findall(r"(\d+\.\d{6}) USD", out[top:])
+        recs = httpx.get(f"{api[1]}/v1/recommendations", headers=auth, timeout=30).json()
+        assert len(printed) == 3, out
+        assert printed == [r["saving_monthly"] for r in recs["rows"][:3]], out
         today = httpx.get(
             f"{api[1]}/v1/costs",
             headers=auth,

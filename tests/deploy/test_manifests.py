@@ -302,7 +302,12 @@ def test_non_root_where_possible() -> None:
 def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
     roles = {r["metadata"]["name"]: r for r in objects("ClusterRole") + objects("Role")}
     assert not objects("Role") and not objects("RoleBinding")
-    allowed = {"": {"pods", "namespaces"}, "resource.k8s.io": {"resourceslices"}}
+    allowed = {
+        "": {"pods", "namespaces", "resourcequotas"},
+        "resource.k8s.io": {"resourceslices"},
+        "apps": {"replicasets"},  # workloads and quotas: docs/rightsizing.md
+        "batch": {"jobs"},
+    }
     for role in roles.values():
         for rule in role["rules"]:
             (group,) = rule["apiGroups"]  # one API group per rule: each can be dropped alone
@@ -319,10 +324,11 @@ def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
                 res for rule in role["rules"] for res in rule["resources"]
             )
     # the exporter watches its node's pods and ResourceSlices (DRA); the cost service pods and
-    # namespaces
+    # namespaces (labels), ReplicaSets and Jobs (workloads) and ResourceQuotas
+    # (docs/rightsizing.md)
     assert granted == {
         "gpu-exporter": {"pods", "resourceslices"},
-        "gpu-costsvc": {"pods", "namespaces"},
+        "gpu-costsvc": {"pods", "namespaces", "resourcequotas", "replicasets", "jobs"},
     }
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
     for kind in WORKLOADS:

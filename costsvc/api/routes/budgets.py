@@ -12,10 +12,11 @@ from pydantic import BaseModel, Field, field_validator
 from costsvc.api.auth import Caller, Finance
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.chargeback import budget_state
+from costsvc.chargeback import budget_state, ratio
 from costsvc.db import budgets as store
 from costsvc.db.budgets import BudgetExists, BudgetRow, BudgetValues
 from costsvc.db.tokens import Principal
+from costsvc.energy import MJ_PER_KWH, kwh
 from costsvc.money import money
 from costsvc.queries import forecast
 from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
@@ -34,6 +35,8 @@ class BudgetIn(BaseModel):
     amount: Annotated[Decimal, Field(gt=0, le=Decimal("1e12"), decimal_places=6)]
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
     thresholds: Annotated[list[float], Field(min_length=1, max_length=10)] = [0.8, 1.0]
+    # optional: the team's energy per month, kWh (costsvc_budget_energy_used_ratio)
+    energy_kwh: Annotated[Decimal, Field(gt=0, le=Decimal("1e9"), decimal_places=6)] | None = None
 
     @field_validator("thresholds")
     @classmethod
@@ -44,7 +47,8 @@ class BudgetIn(BaseModel):
 
     def values(self) -> BudgetValues:
         micro = int(self.amount.scaleb(6))
-        return BudgetValues(self.team, self.project, micro, self.currency, self.thresholds)
+        mj = None if self.energy_kwh is None else int(self.energy_kwh * MJ_PER_KWH)
+        return BudgetValues(self.team, self.project, micro, self.currency, self.thresholds, mj)
 
 
 class BudgetOut(BaseModel):
@@ -54,6 +58,14 @@ class BudgetOut(BaseModel):
     amount: str
     currency: str
     thresholds: list[float]
+    energy_kwh: str | None = None
+
+
+class EnergyStatus(BaseModel):
+    month_to_date_kwh: str
+    used_ratio: str
+    forecast_kwh: str
+    forecast_ratio: str
 
 
 class BudgetStatus(BudgetOut):
@@ -65,6 +77,7 @@ class BudgetStatus(BudgetOut):
     forecast_ratio: str
     crossed: list[float]
     method: str
+    energy: EnergyStatus | None = None  # when the budget has an energy amount
 
 
 def _budget_out(b: BudgetRow) -> dict[str, Any]:
@@ -75,6 +88,7 @@ def _budget_out(b: BudgetRow) -> dict[str, Any]:
         "amount": money(b.amount),
         "currency": b.currency,
         "thresholds": list(b.thresholds),
+        "energy_kwh": None if b.energy_mj is None else kwh(b.energy_mj),
     }
 
 
@@ -163,4 +177,12 @@ def budget_status(budget_id: BudgetId, who: Caller, db: Db, now: Now) -> dict[st
         "forecast_ratio": state.forecast_ratio,
         "crossed": state.crossed,
         "method": "month to date + mean hourly cost of the last 7 days x hours left",
+        "energy": None
+        if b.energy_mj is None
+        else {
+            "month_to_date_kwh": kwh(f.energy_month_to_date),
+            "used_ratio": ratio(f.energy_month_to_date, b.energy_mj),
+            "forecast_kwh": kwh(f.energy_forecast),
+            "forecast_ratio": ratio(f.energy_forecast, b.energy_mj),
+        },
     }

@@ -17,6 +17,7 @@ from costsvc.api.deps import Db, GroupBy, Now
 from costsvc.api.errors import ERRORS, shown
 from costsvc.chargeback import budget_state, month_of, parse_month
 from costsvc.db.budgets import budget_for
+from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.queries import costs, forecast, top_wasters
 from costsvc.utc import iso_z
@@ -50,6 +51,9 @@ class CostRow(BaseModel):
     unavailable_cost: str  # of idle_cost: GPU time lost to broken hardware (gpu_device_up 0)
     unavailable_gpu_hours: str
     efficiency: str | None  # used / (used + allocated_idle); null when nothing was measured
+    energy_kwh: str  # energy drawn, idle energy spread onto the row included (9 places)
+    idle_energy_kwh: str  # of it: idle (an __idle__ row's own, or spread onto the row)
+    co2e_kg: str  # CO2e of that energy: x PUE x the grid intensity in force (6 places)
 
 
 class CostsAnswer(BaseModel):
@@ -147,7 +151,7 @@ def _split(values: list[str] | None, name: str) -> list[str]:
     return sorted(found)
 
 
-Filter = Annotated[list[str] | None, Query(max_length=MAX_VALUE)]
+Filter = Annotated[list[str] | None, Query(max_length=MAX_VALUES)]  # repeats; values: _split
 
 
 @router.get("/costs", response_model=CostsAnswer, summary="Costs by group over a time range")
@@ -221,8 +225,8 @@ def get_costs(
     return answer
 
 
-# a team as pod labels name it (a Kubernetes label value), or __idle__ / __unallocated__
-TeamPath = Annotated[str, PathParam(max_length=253, pattern=r"^[-A-Za-z0-9_.]+$")]
+# a team as pod labels name it (control characters never get this far: costsvc/api/limits.py)
+TeamPath = Annotated[str, PathParam(min_length=1, max_length=253)]
 
 
 class BudgetState(BaseModel):
@@ -235,6 +239,13 @@ class BudgetState(BaseModel):
     crossed: list[float]
 
 
+class EnergySummary(BaseModel):
+    month_to_date_kwh: str
+    forecast_kwh: str
+    month_to_date_co2e_kg: str
+    forecast_co2e_kg: str
+
+
 class TeamSummary(BaseModel):
     team: str
     month: str
@@ -245,6 +256,7 @@ class TeamSummary(BaseModel):
     hours_left: int
     budget: BudgetState | None
     top_pods_by_waste: list[dict[str, Any]]
+    energy: EnergySummary
 
 
 @router.get(
@@ -287,4 +299,10 @@ def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:
         "hours_left": f.hours_left,
         "budget": budget,
         "top_pods_by_waste": wasters,
+        "energy": {
+            "month_to_date_kwh": kwh(f.energy_month_to_date),
+            "forecast_kwh": kwh(f.energy_forecast),
+            "month_to_date_co2e_kg": kg(f.co2e_month_to_date),
+            "forecast_co2e_kg": kg(f.co2e_forecast),
+        },
     }

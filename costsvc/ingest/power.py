@@ -1,0 +1,97 @@
+"""Each GPU's measured energy in one hour, from its energy counter or, without one, its power.
+
+dcgm-exporter's ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` is a counter of the GPU's total energy
+in mJ (its etc/default-counters.csv: "counter, Total energy consumption since boot (in mJ)";
+DCGM's field table, DcgmFields.cpp: INT64, device scope, DCGM_FIELD_UNIT_MILLIJOULES, read from
+NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION), so it restarts when the driver reloads; it is a device
+field, emitted once per physical GPU also in MIG mode. ``DCGM_FI_DEV_POWER_USAGE`` is the
+power draw in W. What the numbers mean and how they are split: costsvc/energy.py and
+docs/cost-model.md.
+
+The counter's raw samples are read for every GPU; power's raw samples only when a GPU of the
+hour has no counter reading (an older GPU, an exporter without the field), and the lowest
+power of each GPU (the idle estimate where the cost model gives no ``idle_watts``) as one
+``min_over_time`` value per series.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from costsvc.energy import Measured, counter_energy, power_energy
+from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for
+from costsvc.ingest.prom import Series
+
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+POWER = "DCGM_FI_DEV_POWER_USAGE"
+LOWEST_POWER = f"min_over_time({POWER}[3600s])"  # at the hour's last instant
+GpuKey = tuple[str, str]  # (cluster, GPU UUID)
+ClusterOf = Callable[[dict[str, str]], str]
+
+
+def _device(labels: dict[str, str]) -> bool:
+    return not labels.get("GPU_I_ID")  # device fields are per GPU, never per MIG instance
+
+
+def _by_gpu(series: Iterable[Series], cluster_of: ClusterOf) -> dict[GpuKey, list[Sample]]:
+    """Samples per GPU, the series of one GPU merged (a driver upgrade starts a new series)."""
+    found: dict[GpuKey, list[list[Sample]]] = {}
+    for s in series:
+        if _device(s.labels):
+            key = (cluster_of(s.labels), s.labels.get("UUID", ""))
+            found.setdefault(key, []).append(s.samples)
+    return {
+        key: parts[0] if len(parts) == 1 else sorted({t: v for p in parts for t, v in p}.items())
+        for key, parts in found.items()
+    }
+
+
+def counter_readings(
+    energy: Iterable[Series],
+    t0: Decimal,
+    t1: Decimal,
+    cluster_of: ClusterOf,
+    floor: Decimal,
+    ceiling: Decimal,
+) -> dict[GpuKey, Measured]:
+    """Per GPU with a counter reading in [t0, t1): its energy. ``floor``/``ceiling`` bound the
+    gap limit as for every series (costsvc/ingest/hour.py)."""
+    out = {}
+    for key, samples in _by_gpu(energy, cluster_of).items():
+        m = counter_energy(samples, t0, t1, max_gap_for(samples, floor, ceiling))
+        if m.seconds or m.energy_mj:
+            out[key] = m
+    return out
+
+
+def power_readings(
+    power: Iterable[Series],
+    t0: Decimal,
+    t1: Decimal,
+    cluster_of: ClusterOf,
+    floor: Decimal,
+    ceiling: Decimal,
+) -> dict[GpuKey, Measured]:
+    """Per GPU with power samples in [t0, t1): ∫ power dt (gaps unmeasured)."""
+    out = {}
+    for key, p in _by_gpu(power, cluster_of).items():
+        step = interval(p)
+        gap = max_gap_for(p, floor, ceiling, step)
+        seconds = covered(p, t0, t1, gap)
+        if seconds:
+            out[key] = power_energy(integral(p, t0, t1, gap, step), seconds)
+    return out
+
+
+def lowest_power(
+    answer: Iterable[tuple[dict[str, str], Decimal]], cluster_of: ClusterOf
+) -> dict[GpuKey, int]:
+    """Per GPU, the lowest power it drew (mW), from ``min_over_time`` values per series."""
+    out: dict[GpuKey, int] = {}
+    for labels, watts in answer:
+        if _device(labels):
+            key = (cluster_of(labels), labels.get("UUID", ""))
+            mw = int((watts * 1000).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+            out[key] = min(out.get(key, mw), mw)
+    return out

@@ -1,0 +1,127 @@
+"""Pod owners and ResourceQuotas from the Kubernetes API, for rightsizing and quotas.
+
+Four :class:`kube.watch.ListWatch` loops, the pattern of costsvc/k8slabels.py: pods (their
+controller from ``metadata.ownerReferences``, into :class:`costsvc.db.advice.OwnerHistory`
+like labels: a new pod's owner dates from its creation, a deleted pod's row is closed),
+ReplicaSets (``apps/v1``) and Jobs (``batch/v1``) (their own controller: the Deployment, the
+CronJob), and ResourceQuotas (``status.hard`` / ``status.used`` of the GPU resources, e.g.
+``requests.nvidia.com/gpu``, ``requests.nvidia.com/mig-1g.10gb``; ``spec.hard`` until the
+quota controller has written a status) into :class:`costsvc.db.advice.QuotaStore`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from costsvc.db.advice import OwnerHistory, QuotaStore
+from costsvc.k8slabels import _time
+from costsvc.workloads import controller_of
+from kube.watch import ListWatch
+
+log = logging.getLogger(__name__)
+CONTROLLED = {"replicasets": "ReplicaSet", "jobs": "Job"}
+
+
+def gpu_resource(name: str) -> bool:
+    """A quota resource that limits GPUs: NVIDIA's device-plugin names (whole GPUs, MIG
+    profiles, shared replicas), with or without the ``requests.``/``limits.`` prefix."""
+    return "nvidia.com/" in name
+
+
+def quota_limits(obj: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    spec = (obj.get("spec") or {}).get("hard") or {}
+    status = obj.get("status") or {}
+    hard = status.get("hard") or spec
+    used = status.get("used") or {}
+    return {
+        str(r): (str(v), None if used.get(r) is None else str(used[r]))
+        for r, v in hard.items()
+        if gpu_resource(str(r))
+    }
+
+
+class OwnerWatcher:
+    """List + watch pods, ReplicaSets, Jobs and ResourceQuotas; ``on_error(kind)`` counts
+    failures. ``api``: a CoreV1Api (the apps and batch APIs use its client)."""
+
+    def __init__(
+        self,
+        owners: OwnerHistory,
+        quotas: QuotaStore,
+        api: Any,
+        on_error: Callable[[str], None],
+        retry_delay: float = 5.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        from kubernetes import client
+
+        self._owners = owners
+        self._quotas = quotas
+        self._on_error = on_error
+        apps = client.AppsV1Api(api.api_client)
+        batch = client.BatchV1Api(api.api_client)
+        lists = {
+            "pods": api.list_pod_for_all_namespaces,
+            "replicasets": apps.list_replica_set_for_all_namespaces,
+            "jobs": batch.list_job_for_all_namespaces,
+            "resourcequotas": api.list_resource_quota_for_all_namespaces,
+        }
+        self._loops = {
+            kind: ListWatch(
+                fn,
+                partial(self._listed, kind),
+                partial(self._apply, kind),
+                partial(self._failed, kind),
+                name=f"owners-{kind}",
+                watch_timeout=watch_timeout,
+                retry_delay=retry_delay,
+            )
+            for kind, fn in lists.items()
+        }
+        self.synced = {kind: loop.synced for kind, loop in self._loops.items()}
+
+    def start(self) -> None:
+        for loop in self._loops.values():
+            loop.start()
+
+    def stop(self) -> None:
+        for loop in self._loops.values():
+            loop.stop()
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        now = datetime.now(UTC)
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        if kind == "resourcequotas":
+            limits = {} if event_type == "DELETED" else quota_limits(obj)
+            self._quotas.replace(namespace, name, limits, now)
+            return
+        owner = controller_of(meta.get("ownerReferences"))
+        if kind in CONTROLLED:
+            if event_type != "DELETED":  # kept: the pods it had still belong to its owner
+                self._owners.observe_controller(namespace, CONTROLLED[kind], name, owner, now)
+            return
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            gone = _time(meta.get("deletionTimestamp")) or now
+            self._owners.close_pod(uid, min(gone, now))
+            return
+        created = _time(meta.get("creationTimestamp"))
+        self._owners.observe_pod(uid, namespace, name, owner, now, created)
+
+    def _listed(self, kind: str, items: list[dict[str, Any]]) -> None:
+        for item in items:
+            self._apply(kind, "ADDED", item)
+        metas = [i.get("metadata") or {} for i in items]
+        if kind == "pods":
+            self._owners.close_missing_pods({m.get("uid", "") for m in metas}, datetime.now(UTC))
+        elif kind == "resourcequotas":
+            self._quotas.keep_only({(m.get("namespace", ""), m.get("name", "")) for m in metas})
+
+    def _failed(self, kind: str, stage: str, exc: Exception) -> None:
+        self._on_error(kind)
+        log.warning("kubernetes API (%s): %s", kind, exc)

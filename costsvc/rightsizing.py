@@ -1,0 +1,189 @@
+"""GPU rightsizing: the smallest GPU option a workload fits, and what it saves. Pure.
+
+Input, per workload and GPU model, over a look-back window (:class:`Evidence`): the
+device-hours it held (the confidence), the GPU-hours those devices were (its share of physical
+GPUs), p95 and peak GPU memory used per device, p95 activity per device as a share of the whole
+GPU, and the share of held time it was idle. Output (:class:`Advice`): one action —
+
+- ``release``: idle at least ``release_idle_ratio`` of the time it held GPUs;
+- ``mig``: the smallest MIG profile of the same GPU model (costsvc/migprofiles.py) whose memory
+  holds the peak plus ``memory_headroom`` and whose compute share holds p95 activity plus
+  ``activity_headroom``;
+- ``timeslice``: a 1/k share of a time-sliced GPU of the same model (k in ``timeslice_ways``),
+  where its 1/k of memory and of compute hold the same;
+- ``model``: a whole GPU of a cheaper model present in the fleet and priced by the cost model,
+  whose memory holds the peak, and only for p95 activity (plus headroom) at most
+  ``cheaper_model_max_activity`` of a GPU (we cannot know how much slower it is);
+- ``keep``: nothing smaller fits; ``insufficient``: too few hours or missing series —
+  never a recommendation without the data for it.
+
+The cheapest fitting option wins (ties: MIG, then time-slice, then model). Money: the cost of
+a device-hour of each option at the cost model's price per GPU-hour (a MIG profile is its
+compute or memory slices, as the cost model's ``mig_share_basis`` bills it; a 1/k time slice
+1/k), so the monthly saving = (current - option) cost per device-hour x device-hours per
+month, device-hours per month = device-hours in the window x 730 / window hours. Integer
+micro-units, rounded half to even once at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from costsvc.costmodel import HOURS_PER_MONTH
+from costsvc.migprofiles import mig_table
+from costsvc.money import round_micro
+
+Action = Literal["release", "mig", "timeslice", "model", "keep", "insufficient"]
+ACTIONABLE = ("release", "mig", "timeslice", "model")
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One workload on one GPU model over the window."""
+
+    gpu_model: str
+    device_hours: Decimal  # Σ devices held x time: the hours observed
+    gpu_hours: Decimal  # Σ share of physical GPUs held x time
+    memory_p95_bytes: int | None  # per device
+    memory_peak_bytes: int | None
+    activity_p95: Decimal | None  # per device, as a share of a whole GPU (0-1)
+    activity_source: str  # "profiling" (DCGM_FI_PROF_GR_ENGINE_ACTIVE), "utilisation", ...
+    idle_ratio: Decimal | None  # share of the held time with activity below the idle line
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """What the options may be: price per GPU-hour (micro-units) and memory per GPU (bytes)
+    of each GPU model present in the fleet."""
+
+    prices: Mapping[str, int]
+    memory_bytes: Mapping[str, int]
+    mig_share_basis: Literal["compute", "memory"] = "compute"
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    min_hours: Decimal = Decimal(24)
+    memory_headroom: Decimal = Decimal("0.10")
+    activity_headroom: Decimal = Decimal("0.15")
+    release_idle_ratio: Decimal = Decimal("0.80")
+    idle_activity: Decimal = Decimal("0.05")  # below this a sample counts as idle
+    timeslice_ways: tuple[int, ...] = (2, 4)
+    cheaper_model_max_activity: Decimal = Decimal("0.50")
+
+
+@dataclass(frozen=True, slots=True)
+class Advice:
+    action: Action
+    target: str  # a MIG profile, "1/4", a GPU model; "" for release, keep, insufficient
+    reason: str
+    current_share: Decimal  # share of a physical GPU per device held now
+    target_share: Decimal  # ... with the option (of the target model for ``model``)
+    current_monthly: int  # micro-units per month at the current use
+    recommended_monthly: int
+    saving_monthly: int
+
+
+def advise(ev: Evidence, fleet: Fleet, rules: Rules, window_hours: Decimal) -> Advice:
+    price = fleet.prices.get(ev.gpu_model)
+    share = ev.gpu_hours / ev.device_hours if ev.device_hours > 0 else Decimal(0)
+    monthly_hours = (
+        ev.device_hours * HOURS_PER_MONTH / window_hours if window_hours > 0 else Decimal(0)
+    )
+
+    def nothing(action: Action, reason: str) -> Advice:
+        current = round_micro(share * (price or 0) * monthly_hours)
+        return Advice(action, "", reason, share, share, current, current, 0)
+
+    if ev.device_hours < rules.min_hours:
+        return nothing(
+            "insufficient", f"{ev.device_hours:.1f} h of data, {rules.min_hours} h needed"
+        )
+    if price is None:
+        return nothing("insufficient", f"the cost model has no price for {ev.gpu_model}")
+    missing = [
+        name
+        for name, value in (
+            ("GPU memory", ev.memory_peak_bytes),
+            ("activity", ev.activity_p95),
+            ("idle time", ev.idle_ratio),
+        )
+        if value is None
+    ]
+    if missing:
+        return nothing("insufficient", "no series for " + ", ".join(missing))
+    assert ev.memory_peak_bytes is not None
+    assert ev.activity_p95 is not None
+    assert ev.idle_ratio is not None
+    current_rate = share * price  # micro-units per device-hour
+
+    def option(action: Action, target: str, new_share: Decimal, rate: Decimal, why: str) -> Advice:
+        return Advice(
+            action,
+            target,
+            why,
+            share,
+            new_share,
+            round_micro(current_rate * monthly_hours),
+            round_micro(rate * monthly_hours),
+            round_micro((current_rate - rate) * monthly_hours),
+        )
+
+    if ev.idle_ratio >= rules.release_idle_ratio:
+        return option(
+            "release", "", Decimal(0), Decimal(0), f"idle {ev.idle_ratio:.0%} of the time held"
+        )
+    peak = f"peak {_gib(ev.memory_peak_bytes)}"
+    need_memory = Decimal(ev.memory_peak_bytes) * (1 + rules.memory_headroom)
+    need_activity = ev.activity_p95 * (1 + rules.activity_headroom)
+    candidates: list[tuple[Decimal, int, Advice]] = []
+    table = mig_table(ev.gpu_model)
+    if table is not None:
+        for p in table.profiles:
+            compute = Decimal(p.compute_slices) / table.compute_slices
+            billed = (
+                compute
+                if fleet.mig_share_basis == "compute"
+                else Decimal(p.memory_slices) / table.memory_slices
+            )
+            if p.memory_bytes >= need_memory and compute >= need_activity and billed < share:
+                why = f"{peak} and p95 activity {ev.activity_p95:.0%} fit {p.name}"
+                candidates.append(
+                    (billed * price, 0, option("mig", p.name, billed, billed * price, why))
+                )
+    capacity = fleet.memory_bytes.get(ev.gpu_model)
+    if capacity:
+        for k in sorted(rules.timeslice_ways, reverse=True):
+            part = Decimal(1) / k
+            if Decimal(capacity) * part >= need_memory and part >= need_activity and part < share:
+                why = f"{peak} and p95 activity {ev.activity_p95:.0%} fit 1/{k} of a GPU"
+                candidates.append(
+                    (part * price, 1, option("timeslice", f"1/{k}", part, part * price, why))
+                )
+                break
+    if need_activity <= rules.cheaper_model_max_activity:
+        for other, other_price in sorted(fleet.prices.items()):
+            other_memory = fleet.memory_bytes.get(other)
+            rate = Decimal(other_price)
+            if other == ev.gpu_model or not other_memory or rate >= current_rate:
+                continue
+            if Decimal(other_memory) >= need_memory:
+                why = f"peak {_gib(ev.memory_peak_bytes)} fits a whole {other}"
+                candidates.append((rate, 2, option("model", other, Decimal(1), rate, why)))
+    if not candidates:
+        return option(
+            "keep",
+            "",
+            share,
+            current_rate,
+            f"peak {_gib(ev.memory_peak_bytes)}, p95 activity {ev.activity_p95:.0%}: "
+            "no smaller option fits",
+        )
+    return min(candidates, key=lambda c: (c[0], c[1]))[2]
+
+
+def _gib(n: int) -> str:
+    return f"{Decimal(n) / (1 << 30):.1f} GiB"

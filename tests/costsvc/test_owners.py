@@ -1,0 +1,130 @@
+"""Pod owners and ResourceQuotas from a real loopback Kubernetes API into their history and
+store (costsvc/k8sowners.py, costsvc/db/advice.py), on SQLite and PostgreSQL; hostile names in
+the stored advice stay inert in the CSV and the command's table."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+
+from costsvc.advise import table
+from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
+from costsvc.db.migrate import upgrade
+from costsvc.k8sowners import OwnerWatcher, quota_limits
+from kube.client import core_api
+from tests.costsvc.apiserver import Clock, serve
+from tests.kubeapi import KubeApi, pod_json, wait_until
+
+RQ = "/api/v1/resourcequotas"
+RS = "/apis/apps/v1/replicasets"
+
+
+@pytest.fixture
+def api() -> Iterator[KubeApi]:
+    server = KubeApi()
+    yield server
+    server.stop()
+
+
+def _owned(pod: dict[str, Any], kind: str, name: str) -> dict[str, Any]:
+    pod["metadata"]["ownerReferences"] = [
+        {"apiVersion": "apps/v1", "kind": kind, "name": name, "uid": "u", "controller": True}
+    ]
+    return pod
+
+
+def _quota(ns: str, hard: dict[str, str], used: dict[str, str]) -> dict[str, Any]:
+    return {
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpus", "namespace": ns, "uid": f"rq-{ns}"},
+        "spec": {"hard": hard},
+        "status": {"hard": hard, "used": used},
+    }
+
+
+def test_owners_and_quotas_follow_the_api(api: KubeApi, db_url: str) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    owners, quotas = OwnerHistory(engine, "c1"), QuotaStore(engine, "c1")
+    pod = _owned(pod_json("ml", "web-6d5f7b9c8d-x2k9p", "uid-w", "n1", {}, {"m": "a" * 64}),
+                 "ReplicaSet", "web-6d5f7b9c8d")  # fmt: skip
+    api.put(pod)
+    api.put_object(RS, _owned({"kind": "ReplicaSet", "metadata": {"name": "web-6d5f7b9c8d",
+                   "namespace": "ml", "uid": "rs-1"}}, "Deployment", "web"))  # fmt: skip
+    api.put_object(RQ, _quota("ml", {"requests.nvidia.com/gpu": "4", "pods": "10"},
+                              {"requests.nvidia.com/gpu": "1"}))  # fmt: skip
+    watcher = OwnerWatcher(owners, quotas, core_api(host=api.url), lambda k: None, retry_delay=0.05)
+    watcher.start()
+    try:
+        assert all(s.wait(10) for s in watcher.synced.values())
+        now = datetime.now(UTC)
+        pods, parents = owners.owners_during(now - timedelta(minutes=1), now + timedelta(hours=1))
+        assert pods[("ml", "web-6d5f7b9c8d-x2k9p")] == ("ReplicaSet", "web-6d5f7b9c8d")
+        assert parents[("ml", ("ReplicaSet", "web-6d5f7b9c8d"))] == ("Deployment", "web")
+        # only GPU resources are kept
+        assert [(q.resource, q.hard, q.used) for q in quotas.limits()] == [
+            ("requests.nvidia.com/gpu", "4", "1")
+        ]
+        api.put_object(RQ, _quota("ml", {"requests.nvidia.com/mig-1g.10gb": "7"}, {}))
+        wait_until(lambda: [q.resource for q in quotas.limits()] == [
+            "requests.nvidia.com/mig-1g.10gb"])  # fmt: skip
+        api.delete_object(RQ, "rq-ml")
+        wait_until(lambda: quotas.limits() == [])
+        api.delete("uid-w")
+        wait_until(
+            lambda: (
+                ("ml", "web-6d5f7b9c8d-x2k9p")
+                not in owners.owners_during(now + timedelta(hours=2), now + timedelta(hours=3))[0]
+            )
+        )
+    finally:
+        watcher.stop()
+    # the pod deleted now still had its owner while it ran
+    pods, _ = owners.owners_during(now - timedelta(minutes=1), now)
+    assert pods[("ml", "web-6d5f7b9c8d-x2k9p")] == ("ReplicaSet", "web-6d5f7b9c8d")
+    engine.dispose()
+
+
+def test_quota_limits_of_a_quota_without_status() -> None:
+    obj = {"spec": {"hard": {"requests.nvidia.com/gpu": "2", "cpu": "8"}}}
+    assert quota_limits(obj) == {"requests.nvidia.com/gpu": ("2", None)}
+
+
+HOSTILE = '=HYPERLINK("http://x","y")'
+
+
+def test_hostile_names_stay_inert(db_url: str) -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    row = {
+        "computed_at": at, "window_start": at - timedelta(days=7), "window_end": at,
+        "team": HOSTILE, "namespace": "+cmd", "workload_kind": "Deployment",
+        "workload": "@SUM(1)\nx\x1b[31m", "gpu_model": "-2+3", "pods": 1, "action": "release",
+        "target": "", "reason": "idle", "device_hours": 168_000_000, "gpu_hours": 168_000_000,
+        "memory_p95_bytes": 1, "memory_peak_bytes": 1, "activity_p95_ppm": 0,
+        "activity_source": "profiling", "idle_ppm": 1_000_000, "current_share_ppm": 1_000_000,
+        "target_share_ppm": 0, "currency": "USD", "current_monthly": 1,
+        "recommended_monthly": 0, "saving_monthly": 1,
+    }  # fmt: skip
+    save_advice(engine, "c1", [row], [])
+    text = table([{**row, "cluster": "c1"}])
+    assert "\x1b" not in text and "\\x1b" in text and "\\n" in text
+    engine.dispose()
+    with serve(db_url, Clock(at), teams=["other"]) as api:
+        got = api.get("/v1/recommendations.csv").text
+        own = api.get("/v1/recommendations").json()["rows"]
+        none = api.get("/v1/recommendations", who="team:other").json()["rows"]
+    cells = next(csv.DictReader(io.StringIO(got)))
+    assert cells["team"] == "'" + HOSTILE
+    assert cells["namespace"] == "'+cmd"
+    assert cells["workload"].startswith("'@SUM(1)")
+    assert cells["gpu_model"] == "'-2+3"
+    assert [r["team"] for r in own] == [HOSTILE]
+    assert none == []
