@@ -321,8 +321,6 @@ def test_recommend_command(
     advised: str, week: Prometheus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
-    if not advised.startswith("sqlite"):
-        pytest.skip("the command's database access is the API's (tested on both)")
     model = tmp_path / "model.yaml"
     model.write_text(json.dumps(MODEL_DOC))
     monkeypatch.setenv("COSTSVC_DATABASE_URL", advised)
@@ -342,8 +340,6 @@ def test_recommend_command(
 def test_dashboard_queries_agree_with_the_api(advised: str, tmp_path: Path) -> None:
     """A real Prometheus scrapes the cost service's /metrics; every query of the rightsizing
     dashboard runs there, and the top-savings table and quota-by-team figures are the API's."""
-    if not advised.startswith("sqlite"):
-        pytest.skip("one database is enough for the scrape")
     binary = require_binary("prometheus")
     with serve(advised, Clock(END), teams=["search"]) as api:
         rows = api.get("/v1/recommendations").json()["rows"]

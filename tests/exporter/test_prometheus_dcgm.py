@@ -64,7 +64,9 @@ def test_violation_time_is_in_nanoseconds(prometheus: Prometheus) -> None:
     # GPU 0 of the units node has been power capped all along: 1 s of violation per second
     rate = prometheus.query('irate(DCGM_FI_DEV_POWER_VIOLATION{hostname="units-node"}[10s])')
     by_gpu = {r["metric"]["gpu"]: float(r["value"][1]) for r in rate}
-    assert by_gpu["0"] == pytest.approx(1e9, rel=0.05)
+    # the unit is what is tested (µs would give 1e6): the value is read at collection time and
+    # stamped at scrape time, so on a loaded machine one interval's rate can be several % off
+    assert by_gpu["0"] == pytest.approx(1e9, rel=0.2)
     assert by_gpu["1"] == 0
     # the power-throttling alert's own arithmetic: the capped fraction of the time
     capped = prometheus.query(
