@@ -13,10 +13,17 @@ Per physical GPU and hour (docs/cost-model.md):
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
-- **used** = allocated x utilisation; **waste** = allocated - used; a holding with no
+- **used** = allocated x the utilisation of what the holder held (costsvc/ingest/window.py
+  measures it at sample resolution: ``busy_share_seconds`` / ``share_seconds``); **waste** =
+  allocated - used; a holding with no
   utilisation series at all (an A100 MIG instance: no device utilisation in MIG mode, no GPM
   before Hopper) is neither used nor waste: its efficiency is unknown, never 0 % or 100 %, and
   its allocated cost stays *unmeasured* (allocated - used - waste);
+- **lost** GPU time (``lost_seconds``: the ingest already cut it out of the holders' shares)
+  is idle, counted as ``unavailable`` on the ``__idle__`` line of its node and model whatever
+  the idle policy;
+- **GPU-hours** follow the MIG basis in force, split per GPU so they add up; ``__idle__``
+  lines carry the GPU-hours nobody held;
 - **idle** = the GPU's cost - allocated: its own ``__idle__`` line (``separate``), or spread over
   the hour's lines by allocated cost (``weighted``) or equally over teams (``even``).
 
@@ -67,6 +74,7 @@ class GpuHour:
     gap_mj: int = 0
     energy_seconds: Decimal = Decimal(0)
     min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
+    lost_seconds: Decimal = Decimal(0)  # of present_seconds, reported lost (gpu_device_up 0)
 
     @property
     def key(self) -> GpuKey:
@@ -124,7 +132,9 @@ class Line:
     used: int = 0
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
     idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
-    gpu_hours: int = 0  # micro GPU-hours held
+    gpu_hours: int = 0  # micro GPU-hours held (on the basis in force), or an __idle__ line's unheld
+    unavailable: int = 0  # of an __idle__ line's idle: the cost of time its GPUs were lost
+    unavailable_gpu_hours: int = 0  # micro GPU-hours its GPUs were lost
     # energy (mJ) and carbon (mg CO2e) like allocated / idle: attributed, and idle spread
     # onto the line (weighted / even) or an __idle__ line's own
     energy_mj: int = 0
@@ -194,6 +204,22 @@ class HourResult:
         return sum(line.allocated + line.idle for line in self.lines)
 
 
+@dataclass(slots=True)
+class Idle:
+    """The idle part of the GPUs of one node and model (or one cluster) in an hour."""
+
+    cost: int = 0  # unheld, available capacity (and the idle energy's money)
+    gpu_hours: int = 0  # micro GPU-hours of it
+    unavailable: int = 0  # lost GPU time (gpu_device_up 0)
+    unavailable_hours: int = 0
+    energy_mj: int = 0
+    co2e_mg: int = 0
+
+    def amounts(self) -> tuple[int, int, int]:
+        """What the idle policy spreads: available idle cost, energy, carbon."""
+        return (self.cost, self.energy_mj, self.co2e_mg)
+
+
 class InvariantBroken(AssertionError):
     pass
 
@@ -221,14 +247,14 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    # (cluster, node, model) -> idle cost, idle energy, idle carbon
-    idle_by_gpu: dict[tuple[str, str, str], tuple[int, int, int]] = {}
+    idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
         entry = entries[(g.model, g.node_pool)]
         assert entry is not None
         kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
-        capital = round_micro(price * min(g.present_seconds, HOUR) / HOUR)
+        present = min(g.present_seconds, HOUR)
+        capital = round_micro(price * present / HOUR)
         # measured power: the energy drawn x its price, charged as the energy is split
         energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
         cost = capital + energy_money
@@ -238,13 +264,15 @@ def attribute_hour(
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
         weights = [_weight(h, basis, fractional_basis) for h in held]
-        if usage_policy:
-            weights = _by_usage(held, weights)
+        priced = _by_usage(held, weights) if usage_policy else weights
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
         # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
-        allocated_total = min(round_micro(sum(weights, Decimal(0)) * price / HOUR), capital)
-        parts = split(allocated_total, weights) if held else []
+        allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
+        parts = split(allocated_total, priced) if held else []
+        # lost time (the ingest cut it out of the holders' shares) is idle, and unavailable
+        lost = min(g.lost_seconds, present)
+        unavailable = min(round_micro(price * lost / HOUR), capital - allocated_total)
         energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
         if energy_money:
             *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
@@ -254,14 +282,20 @@ def attribute_hour(
         result.fleet_energy += g.energy_mj
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
-        where = (g.cluster, g.node, g.model)
-        was = idle_by_gpu.get(where, (0, 0, 0))
-        idle_by_gpu[where] = (
-            was[0] + cost - allocated_total,
-            was[1] + idle_energy,
-            was[2] + idle_co2e,
-        )
-        for h, allocated, mj, mg in zip(held, parts, energy, co2e, strict=True):
+        idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        idle.unavailable += unavailable
+        idle.cost += cost - allocated_total - unavailable
+        idle.energy_mj += idle_energy
+        idle.co2e_mg += idle_co2e
+        lost_hours = round_micro(lost * MICRO / HOUR)
+        present_hours = round_micro(present * MICRO / HOUR)
+        idle.unavailable_hours += lost_hours
+        # GPU-hours on the basis in force, split so that they add up to the GPU's held total
+        held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
+        held_parts = split(held_hours, weights) if held else []
+        for h, allocated, gpu_hours, mj, mg in zip(
+            held, parts, held_parts, energy, co2e, strict=True
+        ):
             busy = h.busy_share_seconds
             if busy is None:  # unknown: neither used nor waste (unmeasured)
                 used = waste = 0
@@ -289,37 +323,50 @@ def attribute_hour(
             line.allocated += allocated
             line.used += used
             line.waste += waste
-            line.gpu_hours += round_micro(h.share_seconds * MICRO / HOUR)
+            line.gpu_hours += gpu_hours
             line.energy_mj += mj
             line.co2e_mg += mg
+        # the unheld GPU-hours: present - held, of which lost_hours were lost
+        idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
-    if policy == "separate":  # an __idle__ line per node and GPU model: where the idle GPUs are
-        for (cluster, node, gpu_model), (idle, mj, mg) in sorted(idle_by_gpu.items()):
-            if idle or mj or mg:
-                result.lines.append(
-                    Line(
-                        cluster,
-                        IDLE,
-                        IDLE,
-                        IDLE,
-                        "",
-                        "",
-                        node,
-                        gpu_model,
-                        idle=idle,
-                        idle_energy_mj=mj,
-                        idle_co2e_mg=mg,
-                    )
-                )
-    else:
-        by_cluster: dict[str, tuple[int, int, int]] = {}
-        for (cluster, _, _), amounts in idle_by_gpu.items():
-            was = by_cluster.get(cluster, (0, 0, 0))
-            by_cluster[cluster] = (was[0] + amounts[0], was[1] + amounts[1], was[2] + amounts[2])
-        for cluster, amounts in sorted(by_cluster.items()):
-            _place_idle(result, cluster, amounts, policy)
+    separate = policy == "separate"
+    for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
+        # an __idle__ line per node and GPU model: where the idle GPUs are. Under ``weighted``
+        # and ``even`` the free capacity's cost, energy and carbon move onto the teams' lines;
+        # lost GPU time stays here, whatever the policy: broken hardware is nobody's usage
+        money = idle.cost + idle.unavailable if separate else idle.unavailable
+        hours = idle.gpu_hours + idle.unavailable_hours if separate else idle.unavailable_hours
+        mj, mg = (idle.energy_mj, idle.co2e_mg) if separate else (0, 0)
+        if money or hours or mj or mg:
+            line = Line(
+                cluster,
+                IDLE,
+                IDLE,
+                IDLE,
+                "",
+                "",
+                node,
+                gpu_model,
+                idle=money,
+                idle_energy_mj=mj,
+                idle_co2e_mg=mg,
+            )
+            line.gpu_hours = hours
+            line.unavailable = idle.unavailable
+            line.unavailable_gpu_hours = idle.unavailable_hours
+            result.lines.append(line)
+    if not separate:
+        by_cluster: dict[str, Idle] = {}
+        for (cluster, _, _), idle in idle_by_gpu.items():
+            mine = by_cluster.setdefault(cluster, Idle())
+            mine.cost += idle.cost
+            mine.gpu_hours += idle.gpu_hours
+            mine.energy_mj += idle.energy_mj
+            mine.co2e_mg += idle.co2e_mg
+        for cluster, idle in sorted(by_cluster.items()):
+            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours)
     _check(result)
     return result
 
@@ -401,17 +448,20 @@ IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
 
 
 def _place_idle(
-    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str
+    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str, hours: int = 0
 ) -> None:
-    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost."""
+    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
+    (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
     lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
     if not any(amounts):
         return
     if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
         idle, mj, mg = amounts
-        result.lines.append(
-            Line(cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg)
+        line = Line(
+            cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
         )
+        line.gpu_hours = hours
+        result.lines.append(line)
         return
     for name, amount in zip(IDLE_FIELDS, amounts, strict=True):
         if policy == "weighted":

@@ -21,7 +21,7 @@ UNALLOCATED = "__unallocated__"
 OWNER = ("team", "project", "stage")
 # a chargeback line's key, in the order of the tables and the CSV's columns
 KEY = ("cluster", *OWNER, "namespace", "pod", "node", "gpu_model", "mig_profile")
-MONEY = ("allocated", "used", "waste", "idle", "gpu_hours")
+MONEY = ("allocated", "used", "waste", "idle", "gpu_hours", "unavailable", "unavailable_gpu_hours")
 # energy (mJ) and carbon (mg CO2e) of a line, kept like allocated and idle (costsvc/energy.py)
 ENERGY = ("energy_mj", "idle_energy_mj", "co2e_mg", "idle_co2e_mg")
 AMOUNTS = (*MONEY, *ENERGY)  # every summed column of a line

@@ -224,7 +224,7 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
                     file=sys.stderr,
                 )
 
-        ingest(engine, reader, model, settings.cluster, hours, progress)
+        ingest(engine, reader, model, settings.cluster, hours, progress, settings.source)
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
     finally:

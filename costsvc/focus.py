@@ -10,8 +10,9 @@ custom ``x_`` columns. docs/focus.md has the column-by-column mapping; in short:
   contracted, effective and billed are the same amount.
 - Pod lines are priced per GPU-hour: PricingQuantity = ConsumedQuantity = the GPU-hours held,
   unit price = cost / GPU-hours (exact to 12 decimal places). Idle lines (``__idle__``, no pod)
-  are capacity nobody held: ConsumedQuantity 0 GPU-Hours, priced as 1 Hours of that node's idle
-  capacity of the GPU model, so unit price x quantity = cost holds for every row.
+  are capacity nobody held, priced the same way per idle GPU-hour (lost GPU time included);
+  one without GPU-hours (a correction's, or one from before idle lines carried them) is priced
+  as 1 Hours of that node's idle capacity, so unit price x quantity = cost holds for every row.
 - A correction (``ChargeClass`` = "Correction": a change to an hour of a month already closed,
   reported in a later month) has no unit prices (FOCUS allows null there), and its amounts may
   be negative.
@@ -189,7 +190,10 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
 
     if idle_line:
-        quantity, pricing_unit = 1_000_000, HOURS  # one hour of the idle capacity
+        if row.gpu_hours:  # the idle GPU-hours, at the GPUs' price
+            quantity, pricing_unit = row.gpu_hours, GPU_HOURS
+        else:  # an idle line without GPU-hours: one hour of the node's idle capacity
+            quantity, pricing_unit = 1_000_000, HOURS
         sku = f"gpu-idle/{model}" if model else "gpu-idle"
         meter = "Idle GPU capacity"
         where = f" on {row.node}" if row.node else ""

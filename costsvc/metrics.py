@@ -98,6 +98,11 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         "Cost of GPUs (or slices) nobody held, this month",
         ["currency"],
     ),
+    (
+        "costsvc_unavailable_cost_month_to_date",
+        "Of the idle cost: GPU time lost to broken hardware (gpu_device_up 0), this month",
+        ["currency"],
+    ),
     ("costsvc_efficiency_ratio", "Used / allocated cost, this month", list(OWNER)),
     (
         "costsvc_hourly_efficiency_ratio",
@@ -178,6 +183,7 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
 FLEET = frozenset(
     {
         "costsvc_idle_cost_month_to_date",
+        "costsvc_unavailable_cost_month_to_date",
         "costsvc_last_ingest_success_timestamp_seconds",
         "costsvc_ingest_lag_seconds",
         "costsvc_ingest_errors",
@@ -247,8 +253,9 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
             if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
                 g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
-        for currency, idle in idle_by_currency(conn, start, end):
+        for currency, idle, lost in idle_by_currency(conn, start, end):
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
+            g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
         g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
         for gpu_model, mj, mg in model_energy(conn, start, end):
             g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))

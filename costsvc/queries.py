@@ -79,6 +79,8 @@ class Totals:
     waste: int = 0
     idle: int = 0
     gpu_hours: int = 0
+    unavailable: int = 0  # of idle: lost GPU time (docs/cost-model.md)
+    unavailable_gpu_hours: int = 0
     energy_mj: int = 0  # attributed energy
     idle_energy_mj: int = 0  # idle energy spread onto the line, or an __idle__ line's own
     co2e_mg: int = 0
@@ -111,6 +113,8 @@ class Totals:
             "unmeasured_cost": money(self.unmeasured),
             "idle_cost": money(self.idle),
             "gpu_hours": money(self.gpu_hours),
+            "unavailable_cost": money(self.unavailable),
+            "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
             "efficiency": None if eff is None else str(eff.quantize(ONE)),
             "energy_kwh": kwh(self.energy),
             "idle_energy_kwh": kwh(self.idle_energy_mj),
@@ -132,6 +136,8 @@ def sums(t: Any) -> tuple[Any, ...]:
         func.sum(t.waste),
         func.sum(t.idle),
         func.sum(t.gpu_hours),
+        func.sum(t.unavailable),
+        func.sum(t.unavailable_gpu_hours),
         func.sum(t.energy_mj),
         func.sum(t.idle_energy_mj),
         func.sum(t.co2e_mg),
@@ -313,14 +319,17 @@ def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list
     return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
 
 
-def idle_by_currency(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int]]:
+def idle_by_currency(
+    conn: Connection, start: datetime, end: datetime
+) -> list[tuple[str, int, int]]:
+    """(currency, idle, of it unavailable: lost GPU time) over [start, end)."""
     o = CostHour
     query = (
-        select(o.currency, func.sum(o.idle))
+        select(o.currency, func.sum(o.idle), func.sum(o.unavailable))
         .where(o.hour >= start, o.hour < end)
         .group_by(o.currency)
     )
-    return [(cur, int(idle or 0)) for cur, idle in conn.execute(query)]
+    return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
 
 
 def model_energy(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int, int]]:

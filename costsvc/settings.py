@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -40,6 +41,11 @@ class Settings(BaseSettings):
     )
     cost_model: Path | None = None
     cluster: str = "default"
+    source: Literal["auto", "gpu-exporter", "dcgm-exporter"] = Field(
+        default="auto",
+        description="whose series to read: our exporter's, NVIDIA dcgm-exporter's plus "
+        "kube-state-metrics', or (auto) ours in an hour that has them, else dcgm-exporter's",
+    )
     listen_address: str = Field(
         default="0.0.0.0:8080",
         pattern=r"^(\[[0-9a-fA-F:]+\]|[^:]*):\d{1,5}$",

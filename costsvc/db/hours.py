@@ -83,6 +83,7 @@ def replace_hour(
                 "present_us": int(g.present_seconds * US),
                 "price": result.gpu_price[g.key],
                 "cost": result.gpu_cost[g.key],
+                "lost_us": int(g.lost_seconds * US),
                 **_energy_row(g, result),
             }
             for g in facts.gpus
@@ -147,15 +148,26 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
             g.gap_mj,
             g.energy_us,
             g.min_power_mw,
+            g.lost_us,
         )
         .where(g.hour == hour)
         .order_by(g.cluster, g.gpu_uuid)
     )
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
+        lost = Decimal(r.lost_us) / US
         energy = (int(r.energy_mj), int(r.gap_mj), Decimal(r.energy_us) / US, r.min_power_mw)
         facts.gpus.append(
-            GpuHour(r.cluster, r.node, r.gpu_uuid, r.model, r.node_pool, present, *energy)
+            GpuHour(
+                r.cluster,
+                r.node,
+                r.gpu_uuid,
+                r.model,
+                r.node_pool,
+                present,
+                *energy,
+                lost_seconds=lost,
+            )
         )
         facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
     fact_rows = conn.execute(

@@ -113,6 +113,7 @@ class GpuPresence(Base):
     present_us: Mapped[int] = mapped_column(BigInteger)
     price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
     cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
+    lost_us: Mapped[int] = mapped_column(BigInteger, server_default="0")  # gpu_device_up 0
     # measured energy (costsvc/energy.py): mJ drawn in the hour, of it during scrape gaps, the
     # micro-seconds the reading covers, the lowest power drawn (mW); and, as charged, the price
     # per measured kWh (0: nameplate power) and the CO2e per kWh (µg, PUE included)
@@ -196,6 +197,9 @@ class Chargeback(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
+    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
+    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
     energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
@@ -225,6 +229,9 @@ class CostHour(Base):
     waste: Mapped[int] = mapped_column(BigInteger)
     idle: Mapped[int] = mapped_column(BigInteger)
     gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
+    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
     energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")

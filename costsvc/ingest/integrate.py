@@ -11,10 +11,11 @@ value into the window. Time is in seconds, values are Decimal, results are exact
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
+Piece = tuple[Decimal, Decimal, Decimal]  # [since, until) seconds, value
 
 
 def interval(samples: Sequence[Sample]) -> Decimal | None:
@@ -33,16 +34,17 @@ def max_gap_for(
     return floor if step is None else min(max(floor, 2 * step), ceiling)
 
 
-def integral(
+def pieces(
     samples: Sequence[Sample],
     start: Decimal,
     end: Decimal,
     max_gap: Decimal,
     step: Decimal | None = None,
-) -> Decimal:
-    """∫ value dt over [start, end) with the holding rule above; samples sorted by time.
+) -> list[Piece]:
+    """The series as a step function over [start, end): (since, until, value) pieces in time
+    order, none overlapping, with the holding rule above; samples sorted by time.
     ``step``: the series' scrape interval when the caller has it (else it is measured)."""
-    total = Decimal(0)
+    out: list[Piece] = []
     if step is None:
         step = interval(samples)
     last_hold = max_gap if step is None else min(step, max_gap)
@@ -57,8 +59,90 @@ def integral(
         until = nxt if nxt < end else end
         since = t if t > start else start
         if until > since:
-            total += v * (until - since)
-    return total
+            out.append((since, until, v))
+    return out
+
+
+def integral(
+    samples: Sequence[Sample],
+    start: Decimal,
+    end: Decimal,
+    max_gap: Decimal,
+    step: Decimal | None = None,
+) -> Decimal:
+    """∫ value dt over [start, end) with the holding rule above; samples sorted by time.
+    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
+    return total(pieces(samples, start, end, max_gap, step))
+
+
+def total(ps: Iterable[Piece]) -> Decimal:
+    """∫ of a step function."""
+    return sum((v * (until - since) for since, until, v in ps), Decimal(0))
+
+
+def summed(functions: Iterable[Sequence[Piece]]) -> list[Piece]:
+    """The sum of several step functions (e.g. the series of one holding across a label change),
+    as non-overlapping pieces; where none is defined, the sum is undefined (no piece)."""
+    functions = list(functions)
+    if len(functions) == 1:  # the common case: one series, already non-overlapping
+        return list(functions[0])
+    edges: dict[Decimal, Decimal] = {}  # time -> change of the value there
+    count: dict[Decimal, int] = {}  # time -> change of how many functions are defined
+    for f in functions:
+        for since, until, v in f:
+            edges[since] = edges.get(since, Decimal(0)) + v
+            edges[until] = edges.get(until, Decimal(0)) - v
+            count[since] = count.get(since, 0) + 1
+            count[until] = count.get(until, 0) - 1
+    out: list[Piece] = []
+    value, defined = Decimal(0), 0
+    times = sorted(edges)
+    for a, b in itertools.pairwise(times):
+        value += edges[a]
+        defined += count[a]
+        if defined > 0:
+            out.append((a, b, value))
+    return out
+
+
+def overlap(
+    a: Sequence[Piece], b: Sequence[Piece]
+) -> list[tuple[Decimal, Decimal, Decimal, Decimal]]:
+    """(since, until, value of a, value of b) wherever both step functions are defined; each
+    sorted and non-overlapping (as :func:`pieces` and :func:`summed` give them)."""
+    out = []
+    i = j = 0
+    na, nb = len(a), len(b)
+    while i < na and j < nb:
+        a0, a1, va = a[i]
+        b0, b1, vb = b[j]
+        since = a0 if a0 > b0 else b0
+        until = a1 if a1 < b1 else b1
+        if until > since:
+            out.append((since, until, va, vb))
+        if a1 <= b1:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def without(ps: Sequence[Piece], holes: Sequence[tuple[Decimal, Decimal]]) -> list[Piece]:
+    """The step function with the intervals ``holes`` (sorted, non-overlapping) cut out."""
+    out: list[Piece] = []
+    j = 0
+    for since, until, v in ps:
+        while j < len(holes) and holes[j][1] <= since:
+            j += 1
+        k, t = j, since
+        while k < len(holes) and holes[k][0] < until:
+            if holes[k][0] > t:
+                out.append((t, holes[k][0], v))
+            t = max(t, holes[k][1])
+            k += 1
+        if t < until:
+            out.append((t, until, v))
+    return out
 
 
 def covered(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Decimal:

@@ -107,11 +107,13 @@ def ingest(
     cluster: str,
     hours: list[datetime],
     progress: Callable[[datetime, str | None], None] | None = None,
+    source: str = "auto",
 ) -> Report:
     """Ingest ``hours`` in the order given. An hour that fails is recorded and the next is
     tried; only when the source looks down (:data:`SOURCE_DOWN_AFTER` failures of
     Prometheus or the database in a row) does the run stop. ``progress(hour, error)`` is
-    called after each hour (error None: done)."""
+    called after each hour (error None: done). ``source``: whose series to read
+    (costsvc/ingest/hour.py: ``collect_hour``)."""
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
@@ -119,7 +121,7 @@ def ingest(
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
         try:
-            facts = collect_hour(prom, hour, cluster)
+            facts = collect_hour(prom, hour, cluster, source)
             merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
             owners = OwnerLookup(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)

@@ -19,6 +19,7 @@ from sqlalchemy import create_engine, text
 
 from tests.conftest import require_binary
 from tests.costsvc.history import T0, history
+from tests.costsvc.history14 import TS, history14
 from tests.prom import Prometheus
 
 
@@ -126,9 +127,21 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """A real Prometheus on loopback holding the synthetic history of history.py."""
+    yield from _loaded_prometheus(tmp_path_factory, "history", history(), T0)
+
+
+@pytest.fixture(scope="session")
+def prometheus14(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A real Prometheus on loopback holding the synthetic history of history14.py."""
+    yield from _loaded_prometheus(tmp_path_factory, "history14", history14(), TS)
+
+
+def _loaded_prometheus(
+    tmp_path_factory: pytest.TempPathFactory, name: str, text: str, probe: int
+) -> Iterator[Prometheus]:
     promtool, binary = require_binary("promtool"), require_binary("prometheus")
-    work = tmp_path_factory.mktemp("history")
-    (work / "history.om").write_text(history())
+    work = tmp_path_factory.mktemp(name)
+    (work / "history.om").write_text(text)
     subprocess.run(
         [
             promtool,
@@ -145,7 +158,7 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]
     prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
     try:
         prom.wait_ready()
-        prom.until(lambda: prom.query(f"gpu_device_up @ {T0 + 60}"), 30, "blocks loaded")
+        prom.until(lambda: prom.query(f"{{__name__=~'.+'}} @ {probe + 60}"), 30, "blocks loaded")
         yield prom
     finally:
         prom.stop()

@@ -468,13 +468,18 @@ def tables(url: str) -> list[Any]:
 
 
 def ingest_with(
-    prom_url: str, db_url: str, cost_model: CostModel, hours: list[datetime], cluster: str = "c1"
+    prom_url: str,
+    db_url: str,
+    cost_model: CostModel,
+    hours: list[datetime],
+    cluster: str = "c1",
+    source: str = "auto",
 ) -> None:
     upgrade(db_url)
     engine = create_engine(db_url)
     reader = PrometheusReader(prom_url)
     try:
-        report = ingest(engine, reader, cost_model, cluster, hours)
+        report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
     finally:
         reader.close()

@@ -294,3 +294,46 @@ def test_attributed_plus_idle_is_fleet_cost_every_hour(
             assert line.used + line.waste == line.allocated
         if line.pod and (line.namespace, line.pod) not in measured:
             assert line.used == line.waste == 0
+
+
+@pytest.mark.parametrize("policy", ["separate", "weighted", "even"])
+def test_lost_gpu_time_stays_idle_and_unavailable_whatever_the_policy(policy: str) -> None:
+    # GPU-1 lost 20 minutes while p held it: p charged 40 minutes (the ingest cut the lost time
+    # out of its share): 2.50 x 2400/3600 = 1.666667; the lost 20 minutes: 0.833333, 1/3 h.
+    # GPU-2 unheld for the hour: 2.50 of free idle capacity, which the policy may spread
+    lost = GpuHour("c1", "node-1", "GPU-1", H100, None, D(3600), lost_seconds=D(1200))
+    r = attribute_hour(
+        HOUR,
+        [lost, gpu("GPU-2")],
+        [hold("p", 2400, busy=1200)],
+        owners({"p": "a"}),
+        cost_model(idle_policy=policy),
+    )
+    idle = [line for line in r.lines if line.team == IDLE]
+    team = [line for line in r.lines if line.team == "a"]
+    assert [(line.unavailable, line.unavailable_gpu_hours) for line in idle] == [(833_333, 333_333)]
+    assert team[0].allocated == 1_666_667
+    if policy == "separate":  # one __idle__ line for node-1: lost time + GPU-2's free hour
+        assert [(line.idle, line.gpu_hours) for line in idle] == [(3_333_333, 1_333_333)]
+        assert team[0].idle == 0
+    else:  # the free hour moves onto the team's line; the lost time does not
+        assert [(line.idle, line.gpu_hours) for line in idle] == [(833_333, 333_333)]
+        assert team[0].idle == 2_500_000
+    assert r.total() == r.fleet_cost == 5_000_000
+
+
+def test_gpu_hours_follow_the_mig_basis_and_add_up() -> None:
+    # 3g.40gb (3 of 7 compute, 4 of 8 memory slices) held all hour at 2.80: compute basis
+    # 0.428571 GPU-hours, memory basis 0.5 (1.40 / 0.5 = 2.80 per GPU-hour, not 3.266670);
+    # the idle line carries the rest of the GPU's hour
+    for basis, held, cost in (("compute", 428_571, 1_200_000), ("memory", 500_000, 1_400_000)):
+        r = attribute_hour(
+            HOUR,
+            [gpu()],
+            [hold("m", D(3600) * 3 / 7, compute_slices=3, memory_slices=4, gi_id=1)],
+            owners({"m": "a"}),
+            cost_model("2.80", mig_share_basis=basis),
+        )
+        line = next(line for line in r.lines if line.team == "a")
+        assert (line.gpu_hours, line.allocated) == (held, cost)
+        assert sum(line.gpu_hours for line in r.lines) == 1_000_000

@@ -452,3 +452,24 @@ def test_csv_line_quotes_cr_and_lf() -> None:
     assert list(csv.reader(io.StringIO(line, newline=""))) == [
         ["a", "x\ry", "p\nq", 'say "hi"', "1,2", "-1.5"]
     ]
+
+
+def test_idle_line_with_gpu_hours_is_priced_per_gpu_hour() -> None:
+    # 0.5 idle GPU-hours of a 2.80/h GPU cost 1.40: unit price 2.80 per GPU-hour
+    idle = _row(
+        team="__idle__",
+        project="__idle__",
+        stage="__idle__",
+        namespace="",
+        pod="",
+        allocated=0,
+        used=0,
+        waste=0,
+        idle=1_400_000,
+        gpu_hours=500_000,
+    )
+    cells = dict(zip(COLUMNS, focus_row(idle), strict=True))
+    assert (cells["PricingQuantity"], cells["PricingUnit"]) == ("0.500000", "GPU-Hours")
+    assert cells["ConsumedQuantity"] == "0.500000"
+    assert cells["ListUnitPrice"] == "2.800000"
+    assert cells["BilledCost"] == "1.400000"

@@ -3,8 +3,21 @@ from __future__ import annotations
 from decimal import Decimal as D
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from costsvc.ingest.integrate import covered, integral, max_gap_for, mean
+from costsvc.ingest.integrate import (
+    covered,
+    integral,
+    max_gap_for,
+    mean,
+    overlap,
+    pieces,
+    summed,
+    total,
+    without,
+)
+from costsvc.ingest.window import measure
 
 GAP = D(60)  # a sample holds at most a minute
 
@@ -61,3 +74,48 @@ def test_one_missed_scrape_at_60s_is_held_but_20_minutes_are_not() -> None:
     assert integral(samples, D(0), D(3600), gap) == D(3600)
     gappy = every(60, -60, 1200) + every(60, 2400, 3600)
     assert integral(gappy, D(0), D(3600), max_gap_for(gappy, D(60), D(300))) == D(2400)
+
+
+def test_summed_adds_where_any_is_defined() -> None:
+    a = [(D(0), D(10), D(1)), (D(10), D(20), D(2))]
+    b = [(D(5), D(15), D("0.5"))]
+    assert summed([a, b]) == [
+        (D(0), D(5), D(1)),
+        (D(5), D(10), D("1.5")),
+        (D(10), D(15), D("2.5")),
+        (D(15), D(20), D(2)),
+    ]
+    assert summed([[(D(0), D(5), D(1))], [(D(10), D(15), D(1))]]) == [
+        (D(0), D(5), D(1)),
+        (D(10), D(15), D(1)),  # undefined in between: no piece
+    ]
+
+
+def test_overlap_and_without() -> None:
+    share = [(D(0), D(1800), D(1))]
+    util = [(D(0), D(900), D("0.8")), (D(900), D(3600), D(0))]
+    assert overlap(share, util) == [
+        (D(0), D(900), D(1), D("0.8")),
+        (D(900), D(1800), D(1), D(0)),
+    ]
+    holes = [(D(100), D(200)), (D(1700), D(4000))]
+    assert without(share, holes) == [(D(0), D(100), D(1)), (D(200), D(1700), D(1))]
+
+
+def test_measure_is_the_utilisation_of_what_was_held() -> None:
+    # held 0-1800 at share 1; utilisation 0.8 while held, 0 after; lost 600-900
+    share = [(D(0), D(1800), D(1))]
+    util = [(D(0), D(1800), D("0.8")), (D(1800), D(3600), D(0))]
+    seconds, ratio, own = measure(share, [(D(600), D(900))], util, None)
+    assert (seconds, ratio, own) == (D(1500), D("0.8"), None)
+    # utilisation unknown for the whole held time: unknown, not 0
+    assert measure(share, [], [(D(1800), D(3600), D(1))], None)[1] is None
+    # own SM time counts only while held
+    sm = [(D(0), D(3600), D("0.2"))]
+    assert measure(share, [], None, sm)[2] == D(360)
+
+
+@given(st.lists(st.integers(0, 3600), min_size=1, max_size=40, unique=True))
+def test_integral_is_the_total_of_the_pieces(times: list[int]) -> None:
+    samples = [(D(t), D(t % 7)) for t in sorted(times)]
+    assert total(pieces(samples, D(0), D(3600), GAP)) == integral(samples, D(0), D(3600), GAP)

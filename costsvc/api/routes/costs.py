@@ -48,6 +48,8 @@ class CostRow(BaseModel):
     unmeasured_cost: str  # allocated cost with no utilisation series: neither used nor waste
     idle_cost: str
     gpu_hours: str
+    unavailable_cost: str  # of idle_cost: GPU time lost to broken hardware (gpu_device_up 0)
+    unavailable_gpu_hours: str
     efficiency: str | None  # used / (used + allocated_idle); null when nothing was measured
     energy_kwh: str  # energy drawn, idle energy spread onto the row included (9 places)
     idle_energy_kwh: str  # of it: idle (an __idle__ row's own, or spread onto the row)

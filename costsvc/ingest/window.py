@@ -1,0 +1,258 @@
+"""One hour's reads from Prometheus, and what a holding measured in it, at sample resolution.
+
+Both sources (our exporter: costsvc/ingest/hour.py; dcgm-exporter + kube-state-metrics:
+costsvc/ingest/dcgm_source.py) read their series through :class:`Window` and turn a holding's
+series into facts with :func:`measure`, so the two apply one rule:
+
+- a holding's share is a step function of time (:func:`costsvc.ingest.integrate.pieces`);
+  time its GPU is reported lost (``gpu_device_up`` 0) is cut out of it — never charged to the
+  holder, it is idle, and counted as the GPU's ``lost_seconds``;
+- **used** is ∫ share(t) x utilisation(t) dt over the samples the holder actually held, not
+  its share x the GPU's hour average: a pod that held a GPU 10:00-10:30 at 80 % and left is
+  80 % efficient whatever the GPU did after. Where utilisation is unknown for part of the
+  held time (a scrape gap in the utilisation series only), the efficiency of the part that
+  was measured stands for the rest; where it is unknown for all of it, the holding's
+  efficiency is unknown (None), never 0 % or 100 %;
+- on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
+  replica and the GPU was available, capped at its share (costsvc/attribution.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
+from decimal import ROUND_HALF_EVEN, Decimal
+
+from costsvc.attribution import GpuHour, HourFacts
+from costsvc.energy import NOTHING
+from costsvc.ingest.integrate import (
+    Piece,
+    Sample,
+    covered,
+    interval,
+    max_gap_for,
+    overlap,
+    pieces,
+    summed,
+    total,
+    without,
+)
+from costsvc.ingest.power import (
+    ENERGY,
+    LOWEST_POWER,
+    POWER,
+    counter_readings,
+    lowest_power,
+    power_readings,
+)
+from costsvc.ingest.prom import PrometheusReader, Series
+
+SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
+MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
+PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
+MICROSECOND = Decimal("0.000001")
+Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
+
+
+def us(seconds: Decimal) -> Decimal:
+    """Seconds rounded to micro-seconds: what is stored is exactly what was priced."""
+    return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
+
+
+def merged(series: Iterable[Series]) -> list[Sample]:
+    """The samples of several series of one thing, in time order (one per instant)."""
+    by_time = {t: v for s in series for t, v in s.samples}
+    return sorted(by_time.items())
+
+
+class Window:
+    """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
+
+    def __init__(self, prom: PrometheusReader, start: datetime, cluster: str) -> None:
+        self.prom, self.cluster = prom, cluster
+        self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
+        self.t0 = Decimal(str(start.timestamp()))
+        self.t1 = self.t0 + 3600
+        self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
+
+    def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
+        """Ask for these reads now: Prometheus answers the next while this one is integrated."""
+        for selector, look_back in reads:
+            self._pending[(selector, int(look_back))] = pool.submit(
+                self.prom.raw, selector, self.at, 3600 + int(look_back)
+            )
+
+    def cancel(self) -> None:
+        for f in self._pending.values():
+            f.cancel()
+
+    def cluster_of(self, labels: dict[str, str]) -> str:
+        return labels.get("cluster") or self.cluster
+
+    def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
+        pending = self._pending.pop((selector, int(look_back)), None)
+        if pending is not None:
+            return pending.result()
+        return self.prom.raw(selector, self.at, 3600 + int(look_back))
+
+    def latest(self, selector: str) -> list[dict[str, str]]:
+        return self.prom.latest(selector, self.at, 3600)
+
+    def pieces(self, samples: list[Sample]) -> list[Piece]:
+        """The series as a step function over the hour, with the honest gap rule."""
+        step = interval(samples)
+        gap = max_gap_for(samples, SCRAPE_GAP, MAX_GAP, step)
+        return pieces(samples, self.t0, self.t1, gap, step)
+
+    def function(self, group: Iterable[Series]) -> list[Piece]:
+        """The sum of several series of one thing (each with its own gaps) over the hour."""
+        return summed(self.pieces(s.samples) for s in group)
+
+    def present(self, samples: list[Sample]) -> Decimal:
+        return covered(samples, self.t0, self.t1, PRESENCE_GAP)
+
+    def lost(self, up: list[Sample]) -> Holes:
+        """When ``gpu_device_up`` said 0 (the GPU lost), as intervals of the hour."""
+        out: Holes = []
+        for since, until, v in self.pieces(up):
+            if v != 0:
+                continue
+            if out and out[-1][1] == since:
+                out[-1] = (out[-1][0], until)
+            else:
+                out.append((since, until))
+        return out
+
+
+def measure(
+    share: Sequence[Piece],
+    lost: Holes,
+    utilisation: Sequence[Piece] | None,
+    sm: Sequence[Piece] | None,
+) -> tuple[Decimal, Decimal | None, Decimal | None]:
+    """A holding's (share seconds, utilisation of what it held, own SM seconds while held).
+
+    ``share``: its share of the physical GPU over the hour; ``lost``: when the GPU was lost
+    (cut out); ``utilisation``: the device's (GPU or MIG instance) utilisation 0..1, None when
+    it has no series; ``sm``: the holder's own SM utilisation of the GPU, None when unknown.
+    The utilisation is None (unknown) when no utilisation sample falls in the held time."""
+    held = [p for p in without(share, lost) if p[2] > 0]
+    seconds = total(held)
+    util: Decimal | None = None
+    one = Decimal(1)
+    if utilisation is not None:
+        busy = measured = Decimal(0)
+        for since, until, s, u in overlap(held, utilisation):
+            part = s * (until - since)
+            measured += part
+            busy += part * (u if u < one else one)
+        util = busy / measured if measured else None
+    own: Decimal | None = None
+    if sm is not None:
+        own = Decimal(0)
+        for since, until, _, v in overlap(held, sm):
+            own += v * (until - since)
+    return seconds, util, own
+
+
+def grouped(
+    w: Window,
+    selector: str,
+    key: Callable[[dict[str, str]], tuple[str, ...]],
+    look_back: Decimal = MAX_GAP,
+) -> dict[tuple[str, ...], list[Series]]:
+    """The series of ``selector`` grouped by what they describe (``key`` of their labels)."""
+    out: dict[tuple[str, ...], list[Series]] = {}
+    for s in w.raw(selector, look_back):
+        out.setdefault(key(s.labels), []).append(s)
+    return out
+
+
+def pod_and_namespace_labels(w: Window, facts: HourFacts) -> None:
+    """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
+    for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
+        facts.pod_labels[(cluster, ns, pod)] = labels
+    for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
+        facts.namespace_labels[(cluster, ns)] = labels
+
+
+def add_gpu(
+    facts: HourFacts,
+    cluster: str,
+    uuid: str,
+    lab: dict[str, str],
+    present: Decimal,
+    lost: Decimal = Decimal(0),
+) -> None:
+    # dcgm-exporter's releases (and our exporter by default) write Hostname, its main branch
+    # hostname (NVIDIA/dcgm-exporter#655; gpu-exporter --hostname-label hostname)
+    node = lab.get("Hostname") or lab.get("hostname", "")
+    facts.gpus.append(
+        GpuHour(
+            cluster,
+            node,
+            uuid,
+            lab.get("modelName", ""),
+            lab.get("node_pool") or None,
+            present,
+            lost_seconds=lost,
+        )
+    )
+    facts.node_of[(cluster, uuid)] = node
+
+
+def _latest_labels(
+    w: Window, metric: str, names: tuple[str, ...]
+) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
+    for the rare object relabelled within the hour (several series), its raw samples decide."""
+    found: dict[tuple[str, ...], list[dict[str, str]]] = {}
+    for lab in w.latest(metric):
+        found.setdefault((w.cluster_of(lab), *(lab.get(n, "") for n in names)), []).append(lab)
+    out = []
+    for key, sets in sorted(found.items()):
+        if len(sets) == 1:
+            out.append((key, _label_values(sets[0])))
+            continue
+        match = ",".join(
+            f'{n}="{v}"'
+            for n, v in zip(names, key[1:], strict=True)
+            if '"' not in v and "\\" not in v
+        )
+        newest: tuple[Decimal, dict[str, str]] | None = None
+        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
+            if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
+                continue
+            stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
+            if stamp is not None and (newest is None or stamp >= newest[0]):
+                newest = (stamp, _label_values(s.labels))
+        out.append((key, newest[1] if newest else _label_values(sorted(sets, key=str)[-1])))
+    return out
+
+
+def _label_values(labels: dict[str, str]) -> dict[str, str]:
+    return {n: v for n, v in labels.items() if n.startswith("label_")}
+
+
+def add_energy(w: Window, facts: HourFacts) -> None:
+    """Each GPU's measured energy in the hour (costsvc/ingest/power.py): dcgm-exporter's
+    series names, so both sources read it the same way."""
+    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
+    energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
+        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
+    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
+    for i, g in enumerate(facts.gpus):
+        m = energy.get(g.key)
+        low = lowest.get(g.key)
+        if m is not None or low is not None:
+            m = m or NOTHING
+            facts.gpus[i] = dataclasses.replace(
+                g,
+                energy_mj=m.energy_mj,
+                gap_mj=m.gap_mj,
+                energy_seconds=us(m.seconds),
+                min_power_mw=low,
+            )
