@@ -166,6 +166,13 @@ COPY_SELECT = (
         f"(({m}) / 1e6)::numeric(24, 6)"
         for m in ("gpu_hours", "allocated", "used", "waste", "idle", "allocated + idle")
     )
+    # energy (mJ -> kWh, 9 places) and CO2e (mg -> kg) as costsvc/energy.py writes them
+    + ", "
+    + ", ".join(
+        f"round(({m})::numeric / 3600000000, 9)"
+        for m in ("energy_mj + idle_energy_mj", "idle_energy_mj")
+    )
+    + ", ((co2e_mg + idle_co2e_mg) / 1e6)::numeric(24, 6)"
     + " FROM chargeback WHERE billing_month = {month} ORDER BY hour, "
     + ", ".join(PLACEMENT)
     + ", correction"
