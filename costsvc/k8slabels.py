@@ -7,16 +7,12 @@ created; a change to a known pod dates from when it is seen; a deleted pod's row
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from costsvc.db.labels import LabelHistory
-from kube.watch import ListWatch
-
-log = logging.getLogger(__name__)
+from kube.watch import KindWatches
 
 
 def _time(text: str | None) -> datetime | None:
@@ -25,7 +21,7 @@ def _time(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
-class LabelWatcher:
+class LabelWatcher(KindWatches):
     """List + watch pods and namespaces into a :class:`LabelHistory` (two
     :class:`kube.watch.ListWatch` loops); ``on_error("pods" | "namespaces")`` counts failures."""
 
@@ -38,32 +34,13 @@ class LabelWatcher:
         watch_timeout: int = 300,
     ) -> None:
         self._history = history
-        self._on_error = on_error
         lists = {  # api: a kubernetes.client.CoreV1Api
             "pods": api.list_pod_for_all_namespaces,
             "namespaces": api.list_namespace,
         }
-        self._loops = {
-            kind: ListWatch(
-                fn,
-                partial(self._listed, kind),
-                partial(self._apply, kind),
-                partial(self._failed, kind),
-                name=f"labels-{kind}",
-                watch_timeout=watch_timeout,
-                retry_delay=retry_delay,
-            )
-            for kind, fn in lists.items()
-        }
-        self.synced = {kind: loop.synced for kind, loop in self._loops.items()}
-
-    def start(self) -> None:
-        for loop in self._loops.values():
-            loop.start()
-
-    def stop(self) -> None:
-        for loop in self._loops.values():
-            loop.stop()
+        super().__init__(
+            lists, on_error, name="labels", retry_delay=retry_delay, watch_timeout=watch_timeout
+        )
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -97,7 +74,3 @@ class LabelWatcher:
         if kind == "pods":
             present = {(i.get("metadata") or {}).get("uid", "") for i in items}
             self._history.close_missing_pods(present, datetime.now(UTC))
-
-    def _failed(self, kind: str, stage: str, exc: Exception) -> None:
-        self._on_error(kind)
-        log.warning("kubernetes API (%s): %s", kind, exc)

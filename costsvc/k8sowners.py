@@ -11,18 +11,15 @@ quota controller has written a status) into :class:`costsvc.db.advice.QuotaStore
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from functools import partial
 from typing import Any
 
 from costsvc.db.advice import OwnerHistory, QuotaStore
 from costsvc.k8slabels import _time
 from costsvc.workloads import controller_of
-from kube.watch import ListWatch
+from kube.watch import KindWatches
 
-log = logging.getLogger(__name__)
 CONTROLLED = {"replicasets": "ReplicaSet", "jobs": "Job"}
 
 
@@ -44,7 +41,7 @@ def quota_limits(obj: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     }
 
 
-class OwnerWatcher:
+class OwnerWatcher(KindWatches):
     """List + watch pods, ReplicaSets, Jobs and ResourceQuotas; ``on_error(kind)`` counts
     failures. ``api``: a CoreV1Api (the apps and batch APIs use its client)."""
 
@@ -61,7 +58,6 @@ class OwnerWatcher:
 
         self._owners = owners
         self._quotas = quotas
-        self._on_error = on_error
         apps = client.AppsV1Api(api.api_client)
         batch = client.BatchV1Api(api.api_client)
         lists = {
@@ -70,27 +66,9 @@ class OwnerWatcher:
             "jobs": batch.list_job_for_all_namespaces,
             "resourcequotas": api.list_resource_quota_for_all_namespaces,
         }
-        self._loops = {
-            kind: ListWatch(
-                fn,
-                partial(self._listed, kind),
-                partial(self._apply, kind),
-                partial(self._failed, kind),
-                name=f"owners-{kind}",
-                watch_timeout=watch_timeout,
-                retry_delay=retry_delay,
-            )
-            for kind, fn in lists.items()
-        }
-        self.synced = {kind: loop.synced for kind, loop in self._loops.items()}
-
-    def start(self) -> None:
-        for loop in self._loops.values():
-            loop.start()
-
-    def stop(self) -> None:
-        for loop in self._loops.values():
-            loop.stop()
+        super().__init__(
+            lists, on_error, name="owners", retry_delay=retry_delay, watch_timeout=watch_timeout
+        )
 
     def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
@@ -121,7 +99,3 @@ class OwnerWatcher:
             self._owners.close_missing_pods({m.get("uid", "") for m in metas}, datetime.now(UTC))
         elif kind == "resourcequotas":
             self._quotas.keep_only({(m.get("namespace", ""), m.get("name", "")) for m in metas})
-
-    def _failed(self, kind: str, stage: str, exc: Exception) -> None:
-        self._on_error(kind)
-        log.warning("kubernetes API (%s): %s", kind, exc)

@@ -20,11 +20,14 @@ ends it. The ``kubernetes`` client is imported only when a loop runs.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
+log = logging.getLogger(__name__)
 GONE = 410
 CHANGES = frozenset({"ADDED", "MODIFIED", "DELETED"})  # (BOOKMARK only moves the version on)
 
@@ -139,3 +142,51 @@ class ListWatch:
     def _failed(self, exc: Exception) -> None:
         self._on_error("watch" if self._version else "list", exc)
         self._stopping.wait(self._retry_delay)
+
+
+class KindWatches:
+    """One :class:`ListWatch` loop per kind of object, sharing their handlers: a subclass says
+    what a listed set and an event mean (``_listed(kind, items)``, ``_apply(kind, event_type,
+    obj)``); a failure is counted through ``on_error(kind)`` and logged."""
+
+    def __init__(
+        self,
+        lists: Mapping[str, Callable[..., Any]],
+        on_error: Callable[[str], None],
+        *,
+        name: str,
+        retry_delay: float = 5.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._on_error = on_error
+        self._loops = {
+            kind: ListWatch(
+                fn,
+                partial(self._listed, kind),
+                partial(self._apply, kind),
+                partial(self._failed, kind),
+                name=f"{name}-{kind}",
+                watch_timeout=watch_timeout,
+                retry_delay=retry_delay,
+            )
+            for kind, fn in lists.items()
+        }
+        self.synced = {kind: loop.synced for kind, loop in self._loops.items()}
+
+    def start(self) -> None:
+        for loop in self._loops.values():
+            loop.start()
+
+    def stop(self) -> None:
+        for loop in self._loops.values():
+            loop.stop()
+
+    def _listed(self, kind: str, items: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _failed(self, kind: str, stage: str, exc: Exception) -> None:
+        self._on_error(kind)
+        log.warning("kubernetes API (%s %s): %s", kind, stage, exc)
