@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Engine, delete, insert, or_, select, update
 
+from costsvc.db.labels import next_period
 from costsvc.db.models import (
     ControllerOwner,
     PodOwner,
@@ -42,23 +43,16 @@ class OwnerHistory:
         kind, owner_name = owner or ("", "")
         t = PodOwner
         with self._engine.begin() as conn:
-            row = conn.execute(
-                select(t.id, t.owner_kind, t.owner_name, t.valid_from).where(
-                    t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None)
-                )
-            ).first()
-            start = at
-            if row is not None:
-                if (row.owner_kind, row.owner_name) == (kind, owner_name):
-                    return
-                start = max(at, as_utc(row.valid_from) + timedelta(microseconds=1))
-                conn.execute(update(t).where(t.id == row.id).values(valid_to=start))
-            elif since is not None:
-                known = conn.execute(
-                    select(t.id).where(t.cluster == self._cluster, t.uid == uid).limit(1)
-                ).first()
-                if known is None:
-                    start = min(since, at)
+            start = next_period(
+                conn,
+                t,
+                (t.cluster == self._cluster, t.uid == uid),
+                lambda row: (row.owner_kind, row.owner_name) == (kind, owner_name),
+                at,
+                since,
+            )
+            if start is None:
+                return
             conn.execute(
                 insert(t).values(
                     cluster=self._cluster,

@@ -7,10 +7,11 @@ watcher (costsvc/k8slabels.py) writes them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine, func, insert, or_, select, update
+from sqlalchemy import Connection, Engine, func, insert, or_, select, update
 
 from costsvc.db.models import NamespaceLabels, PodLabels
 from costsvc.utc import as_utc
@@ -20,6 +21,31 @@ def _aware(value: datetime | None) -> datetime | None:
     if value is None:
         return None
     return as_utc(value)
+
+
+def next_period(
+    conn: Connection,
+    t: Any,
+    key: Sequence[Any],
+    unchanged: Callable[[Any], bool],
+    at: datetime,
+    since: datetime | None,
+) -> datetime | None:
+    """When a new row of the pod history ``t`` (rows valid in [valid_from, valid_to), open while
+    ``valid_to`` is NULL) starts for what is observed at ``at``: None when the open row of
+    ``key`` already holds it (``unchanged(row)``); else the open row is closed at the start
+    returned — never before that row opened. A pod never seen before dates from ``since``
+    (its creation)."""
+    row = conn.execute(select(*t.__table__.c).where(*key, t.valid_to.is_(None))).first()
+    if row is not None:
+        if unchanged(row):
+            return None
+        start = max(at, as_utc(row.valid_from) + timedelta(microseconds=1))
+        conn.execute(update(t).where(t.id == row.id).values(valid_to=start))
+        return start
+    if since is not None and conn.execute(select(t.id).where(*key).limit(1)).first() is None:
+        return min(since, at)
+    return at
 
 
 class LabelHistory:
@@ -42,27 +68,16 @@ class LabelHistory:
         (its creation); a change to a pod we know takes effect at ``at``."""
         t = PodLabels
         with self._engine.begin() as conn:
-            query = select(t.id, t.labels, t.namespace, t.name, t.valid_from).where(
-                t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None)
+            start = next_period(
+                conn,
+                t,
+                (t.cluster == self._cluster, t.uid == uid),
+                lambda row: (row.labels, row.namespace, row.name) == (labels, namespace, name),
+                at,
+                since,
             )
-            open_row = conn.execute(query).first()
-            start = at
-            if open_row is not None:
-                if open_row.labels == labels and (open_row.namespace, open_row.name) == (
-                    namespace,
-                    name,
-                ):
-                    return
-                opened = _aware(open_row.valid_from)
-                assert opened is not None
-                start = max(at, opened + timedelta(microseconds=1))  # never before its last row
-                conn.execute(update(t).where(t.id == open_row.id).values(valid_to=start))
-            else:
-                known = conn.execute(
-                    select(t.id).where(t.cluster == self._cluster, t.uid == uid).limit(1)
-                ).first()
-                if known is None and since is not None:
-                    start = min(since, at)
+            if start is None:
+                return
             conn.execute(
                 insert(t).values(
                     cluster=self._cluster,
