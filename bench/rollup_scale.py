@@ -333,6 +333,68 @@ def scale(
     return 0
 
 
+def write_only(facts: int, repeat: int) -> int:
+    """``usage_facts`` rows of one hour into PostgreSQL: SQLAlchemy's executemany INSERT
+    against costsvc/db/bulk.py's COPY, alternated, in one transaction each (rolled back)."""
+    from sqlalchemy import insert
+
+    from bench.costsvc_rollup import START
+    from bench.pgcluster import start_postgres
+    from costsvc.db import bulk
+    from costsvc.db.engine import make_engine
+    from costsvc.db.migrate import upgrade
+    from costsvc.db.models import UsageFact
+
+    rows = [
+        {
+            "hour": START,
+            "cluster": "bench",
+            "node": f"node-{i // 40}",
+            "gpu_uuid": f"GPU-{i // 5:05d}",
+            "gi_id": -1,
+            "namespace": f"team-{i % 40}",
+            "pod": f"pod-{i}",
+            "container": "main",
+            "share_us": 3_600_000_000 // 5,
+            "busy_share_us": 1_000_000_000 + i,
+            "sm_us": 500_000_000 + i,
+            "shared": True,
+            "compute_slices": None,
+            "memory_slices": None,
+            "mig_profile": "",
+            "memory_share_us": None,
+        }
+        for i in range(facts)
+    ]
+    base = Path(tempfile.mkdtemp(prefix="pg-"))
+    pg_url, _, stop = start_postgres(base)
+    try:
+        upgrade(pg_url)
+        engine = make_engine(pg_url)
+        times: dict[str, list[float]] = {"executemany INSERT": [], "COPY": []}
+        for _ in range(repeat):
+            for name, took in times.items():
+                with engine.connect() as conn:
+                    t = time.perf_counter()
+                    if name == "COPY":
+                        bulk.insert_rows(conn, UsageFact, rows)
+                    else:
+                        conn.execute(insert(UsageFact), rows)
+                    took.append(time.perf_counter() - t)
+                    conn.rollback()
+        engine.dispose()
+    finally:
+        subprocess.run(stop, check=False, capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"machine: {os.cpu_count()} cores, {_memory()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    for name, ts in times.items():
+        print(
+            f"{facts:,} usage_facts rows, {name:20s}: median {statistics.median(ts):.2f} s "
+            f"over {repeat}"
+        )
+    return 0
+
+
 def _memory() -> str:
     try:
         kb = next(
@@ -354,6 +416,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-vm", action="store_true", help="Prometheus only")
     ap.add_argument("--no-cache", action="store_true", help="build the blocks in a temp dir")
     ap.add_argument("--profile", action="store_true", help="one more ingest under cProfile")
+    ap.add_argument(
+        "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
+    )
     ap.add_argument("--child", nargs=3, metavar=("URL", "PG_URL", "HOUR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -361,6 +426,8 @@ def main(argv: list[str] | None = None) -> int:
         found = child(url, pg_url, datetime.fromisoformat(hour), args.profile)
         print(json.dumps(found))
         return 0
+    if args.write_only:
+        return write_only(args.write_only, args.repeat)
     return scale(
         args.gpus,
         args.pods,

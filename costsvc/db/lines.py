@@ -19,6 +19,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
+from costsvc.db.bulk import insert_rows
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
@@ -37,9 +38,7 @@ def write_lines(
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
-        rows = [_row(hour, ln, currency, own, correction=False) for ln in lines]
-        if rows:
-            conn.execute(insert(Chargeback), rows)
+        insert_rows(conn, Chargeback, [_row(hour, ln, currency, own, False) for ln in lines])
         refresh_cost_hours(conn, hour, clusters)
         return
     # a closed month: bill the difference as corrections in the first open month after it
