@@ -39,6 +39,7 @@ from costsvc.db.models import (
     UsageFact,
     Watermark,
 )
+from costsvc.db.rollup import owner_rows
 from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.opencost.podlabels import Labelled
@@ -67,8 +68,9 @@ def bucket(conn: Connection, step: str, h: Any = Chargeback.hour) -> ColumnEleme
 
 
 def source(dimensions: set[str]) -> Any:
-    """The table to aggregate: the per-owner hourly rollup when it has every dimension asked
-    for (same sums, a few thousand rows a month instead of millions), else the chargeback."""
+    """The table to aggregate: the per-owner rollups when they have every dimension asked
+    for (same sums; a month by team reads ~30 days x owners from ``cost_days``, the
+    partial-day edges from ``cost_hours``: costsvc/db/rollup.py), else the chargeback."""
     return CostHour if dimensions <= OWNER_DIMENSIONS else Chargeback
 
 
@@ -157,12 +159,17 @@ def costs(
     filters: dict[str, list[str]],
 ) -> list[dict[str, Any]]:
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
-    t = source(set(group_by) | set(filters))
+    if source(set(group_by) | set(filters)) is CostHour:  # whole days from cost_days
+        t: Any = owner_rows(start, end, hourly=step == "hour").c
+        where: tuple[Any, ...] = ()
+    else:
+        t = Chargeback
+        where = (t.hour >= start, t.hour < end)
     cols: list[Any] = [getattr(t, d) for d in group_by]
     cols.append(t.currency)
     if step:
         cols.insert(0, bucket(conn, step, t.hour).label("start"))
-    q = select(*cols, *sums(t)).where(t.hour >= start, t.hour < end)
+    q = select(*cols, *sums(t)).where(*where)
     for name, values in filters.items():
         q = q.where(getattr(t, name).in_(values))
     q = q.group_by(*cols).order_by(*cols)
@@ -183,8 +190,8 @@ def costs(
 def team_total(
     conn: Connection, start: datetime, end: datetime, team: str, project: str | None = None
 ) -> Totals:
-    t = CostHour
-    q = select(*sums(t)).where(t.hour >= start, t.hour < end, t.team == team)
+    t = owner_rows(start, end).c
+    q = select(*sums(t)).where(t.team == team)
     if project:
         q = q.where(t.project == project)
     r = conn.execute(q).one()
@@ -303,7 +310,7 @@ class OwnerMoney:
 def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list[OwnerMoney]:
     """Money (and energy, CO2e) per owner and currency over the hours in [start, end), or of
     the hour ``start`` when ``end`` is None."""
-    o = CostHour
+    o: Any = CostHour if end is None else owner_rows(start, end).c
     owners = (o.team, o.project, o.stage, o.currency)
     money_sums = (
         func.sum(o.allocated),
@@ -314,7 +321,7 @@ def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list
         func.sum(o.idle_energy_mj),
         func.sum(o.co2e_mg + o.idle_co2e_mg),
     )
-    hours = (o.hour == start,) if end is None else (o.hour >= start, o.hour < end)
+    hours = (o.hour == start,) if end is None else ()
     query = select(*owners, *money_sums).where(*hours).group_by(*owners)
     return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
 
@@ -323,12 +330,8 @@ def idle_by_currency(
     conn: Connection, start: datetime, end: datetime
 ) -> list[tuple[str, int, int]]:
     """(currency, idle, of it unavailable: lost GPU time) over [start, end)."""
-    o = CostHour
-    query = (
-        select(o.currency, func.sum(o.idle), func.sum(o.unavailable))
-        .where(o.hour >= start, o.hour < end)
-        .group_by(o.currency)
-    )
+    o = owner_rows(start, end).c
+    query = select(o.currency, func.sum(o.idle), func.sum(o.unavailable)).group_by(o.currency)
     return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
 
 

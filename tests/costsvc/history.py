@@ -43,7 +43,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, CostHour, GpuPresence, UsageFact
+from costsvc.db.models import Chargeback, CostDay, CostHour, GpuPresence, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from tests.costsvc.energy_history import assert_energy_adds_up
@@ -442,11 +442,38 @@ def assert_every_hour_adds_up(url: str) -> int:
                 )
             )
         }
+        # and the daily rollup is Σ of its UTC day's hours, owner by owner, every amount
+        days = rollup_days(conn)
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
+    assert days[0] == days[1]
     assert_energy_adds_up(url)  # and the same for energy and CO2e
     return len(fleet)
+
+
+def rollup_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    """(Σ cost_hours per UTC day and owner, computed here; cost_days as stored)."""
+    o, d = CostHour, CostDay
+    owner = ("cluster", "team", "project", "stage", "currency")
+    want: dict[tuple[Any, ...], list[int]] = {}
+    for r in conn.execute(select(o.hour, *(getattr(o, k) for k in owner), *_amounts(o))):
+        h = as_utc(r[0])
+        key = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1:6])
+        got = want.setdefault(key, [0] * (len(r) - 6))
+        for i, v in enumerate(r[6:]):
+            got[i] += int(v)
+    stored = {
+        (as_utc(r[0]), *r[1:6]): [int(v) for v in r[6:]]
+        for r in conn.execute(select(d.day, *(getattr(d, k) for k in owner), *_amounts(d)))
+    }
+    return want, stored
+
+
+def _amounts(t: Any) -> list[Any]:
+    from costsvc.chargeback import AMOUNTS
+
+    return [getattr(t, a) for a in AMOUNTS]
 
 
 def as_utc(value: Any) -> Any:

@@ -15,6 +15,7 @@ TABLES = {
     "budgets",
     "chargeback",
     "controller_owners",
+    "cost_days",
     "cost_hours",
     "cost_model_versions",
     "gpu_hours",
