@@ -64,9 +64,11 @@ def owner_rows(start: datetime, end: datetime, hourly: bool = False) -> Any:
     cols = ("cluster", *OWNER, "currency", *AMOUNTS)
     d0, d1 = _ceil_day(start), day_of(end)
     if hourly or not USE_DAYS or d0 >= d1:
-        return select(h.hour, *(getattr(h, c) for c in cols)).where(
-            h.hour >= start, h.hour < end
-        ).subquery("owner_rows")
+        return (
+            select(h.hour, *(getattr(h, c) for c in cols))
+            .where(h.hour >= start, h.hour < end)
+            .subquery("owner_rows")
+        )
     days = select(d.day.label("hour"), *(getattr(d, c) for c in cols)).where(
         d.day >= d0, d.day < d1
     )

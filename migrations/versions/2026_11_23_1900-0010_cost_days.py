@@ -60,7 +60,7 @@ def upgrade() -> None:
     sums = ", ".join(f"sum({a})" for a in AMOUNTS)
     op.execute(
         f"INSERT INTO cost_days (day, {OWNER}, {', '.join(AMOUNTS)}) "
-        f"SELECT {day}, {OWNER}, {sums} FROM cost_hours GROUP BY {day}, {OWNER}"
+        f"SELECT {day}, {OWNER}, {sums} FROM cost_hours GROUP BY {day}, {OWNER}"  # noqa: S608 (constants)
     )
 
 
