@@ -52,25 +52,83 @@ def json_response(answer: Any) -> Response:
     )
 
 
+class SharedVersion:
+    """The data version, read once for all the requests waiting on it.
+
+    A request may use a read only if the read *started after the request arrived*: then
+    every write committed before the request is in it, exactly as if the request had read
+    the version itself. Under load (50 clients) one read serves the dozens of requests that
+    arrived while the previous one ran, instead of a database round trip each."""
+
+    def __init__(self, read: Callable[[Engine], tuple[int, int]] = data_version) -> None:
+        self._read = read
+        self._cond = threading.Condition()
+        self._started = 0  # reads started so far (the latest one's number)
+        self._done = 0  # the number of the latest read that finished
+        self._value: tuple[int, int] | None = None
+        self._reading = False
+
+    def get(self, engine: Engine) -> tuple[int, int]:
+        with self._cond:
+            arrived = self._started  # a read numbered above this started after we came
+            while True:
+                if self._done > arrived and self._value is not None:
+                    return self._value
+                if not self._reading:
+                    self._reading = True
+                    self._started += 1
+                    mine = self._started
+                    break
+                self._cond.wait()
+        value: tuple[int, int] | None = None
+        try:
+            value = self._read(engine)
+            return value
+        finally:
+            with self._cond:
+                self._reading = False
+                if value is not None:  # a failed read: the waiters try themselves
+                    self._value, self._done = value, mine
+                self._cond.notify_all()
+
+
 class AnswerCache:
     def __init__(self, max_bytes: int = 64 * 2**20, max_answer_bytes: int = 2**20) -> None:
         self.max_bytes = max_bytes
         self.max_answer = max_answer_bytes
         self._lock = threading.Lock()
         self._answers: OrderedDict[Hashable, tuple[Response, int]] = OrderedDict()
+        self._computing: dict[Hashable, threading.Event] = {}
+        self.version = SharedVersion()
         self.bytes = 0
 
     def __len__(self) -> int:
         return len(self._answers)
 
     def get(self, engine: Engine, key: Hashable, compute: Callable[[], Response]) -> Response:
-        full = (data_version(engine), key)
-        with self._lock:
-            hit = self._answers.get(full)
-            if hit is not None:
-                self._answers.move_to_end(full)
-                return hit[0]
-        answer = compute()
+        """The answer to ``key`` at the current data version: kept, or computed — once, when
+        several requests ask the same question at the same time (the others wait for it)."""
+        full = (self.version.get(engine), key)
+        while True:
+            with self._lock:
+                hit = self._answers.get(full)
+                if hit is not None:
+                    self._answers.move_to_end(full)
+                    return hit[0]
+                running = self._computing.get(full)
+                if running is None:
+                    self._computing[full] = threading.Event()
+                    break
+            running.wait()  # then kept (a hit), or not (too large, failed): ours to compute
+        try:
+            return self._keep(full, compute())
+        finally:
+            with self._lock:
+                done = self._computing.pop(full, None)
+            if done is not None:
+                done.set()
+
+    def _keep(self, full: Hashable, answer: Response) -> Response:
         cost = sys.getsizeof(answer.body) + size_of(full) + OVERHEAD
         if len(answer.body) > self.max_answer or cost > self.max_bytes:
             return answer
