@@ -11,7 +11,8 @@ month per statement): ``--hours`` hourly rows ending with 2026-11 (8,760: 2025-1
 3 stages, 2 clusters, 8 pods a node, a quarter of the nodes A100 and the rest H100, every
 10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; the
 rollups the writer keeps beside them (``cost_hours`` per hour and owner, ``cost_days`` per UTC
-day and owner: costsvc/db/lines.py, costsvc/db/rollup.py) by the same sums in SQL; then
+day and owner, ``cost_pod_days`` per UTC day and pod: costsvc/db/lines.py,
+costsvc/db/rollup.py) by the same sums in SQL; then
 VACUUM ANALYZE (as autovacuum would, and so that it does not start in the middle of a
 measurement). The API runs as its own process (``create_app`` + uvicorn, as ``gpu-costsvc
 serve`` runs it, clock fixed at 2026-11-30T23:59:59Z), so its RSS can be read from /proc and
@@ -150,6 +151,11 @@ INSERT INTO cost_hours (hour, {owner}, {amounts})
 SELECT hour, {owner}, {sums} FROM chargeback WHERE hour >= %(a)s AND hour < %(b)s
 GROUP BY hour, {owner}
 """
+COST_POD_DAYS = """
+INSERT INTO cost_pod_days (day, {pod}, {amounts})
+SELECT date_trunc('day', hour, 'UTC'), {pod}, {sums} FROM chargeback
+WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {pod}
+"""
 COST_DAYS = """
 INSERT INTO cost_days (day, {owner}, {amounts})
 SELECT date_trunc('day', hour, 'UTC'), {owner}, {sums} FROM cost_hours
@@ -261,6 +267,7 @@ def rollup_sql(template: str) -> str:
 
     return template.format(
         owner=OWNER_COLS,
+        pod="cluster, team, project, stage, namespace, pod, currency",
         amounts=", ".join(AMOUNTS),
         sums=", ".join(f"sum({a})" for a in AMOUNTS),
     )
@@ -285,6 +292,7 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
     t = time.perf_counter()
     conn.execute(LINES, params)
     hours_sql, days_sql = rollup_sql(COST_HOURS), rollup_sql(COST_DAYS)
+    pod_days_sql = rollup_sql(COST_POD_DAYS)
     t_rollup = 0.0
     for a, b in months_of(t0, END):
         h0, h1 = (int((x - t0).total_seconds()) // 3600 for x in (a, b))
@@ -292,12 +300,13 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
         r = time.perf_counter()
         conn.execute(hours_sql, {"a": a, "b": b})
         conn.execute(days_sql, {"a": a, "b": b})
+        conn.execute(pod_days_sql, {"a": a, "b": b})
         t_rollup += time.perf_counter() - r
         print(f"   loaded {a:%Y-%m} ({time.perf_counter() - t:.0f} s)", flush=True)
     t_insert = time.perf_counter() - t
     conn.execute("DROP TABLE bench_lines")
     t = time.perf_counter()
-    for table in ("chargeback", "cost_hours", "cost_days"):
+    for table in ("chargeback", "cost_hours", "cost_days", "cost_pod_days"):
         conn.execute(f"VACUUM (ANALYZE) {table}")
     t_vacuum = time.perf_counter() - t
     rows, idle = conn.execute(
@@ -306,14 +315,16 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
     heap, total = conn.execute(
         "SELECT pg_relation_size('chargeback'), pg_total_relation_size('chargeback')"
     ).fetchone()
-    n_hours, n_days = (
-        conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("cost_hours", "cost_days")
+    n_hours, n_days, n_pod_days = (
+        conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("cost_hours", "cost_days", "cost_pod_days")
     )
     return {
         "rows": rows,
         "idle_rows": idle,
         "cost_hours_rows": n_hours,
         "cost_days_rows": n_days,
+        "cost_pod_days_rows": n_pod_days,
         "insert_s": t_insert,
         "rollups_s": t_rollup,
         "vacuum_analyze_s": t_vacuum,
@@ -794,7 +805,8 @@ def main() -> int:
             f"to {END:%Y-%m-%d} x {pods:,} pods over {TEAMS} teams + {f['idle_rows']:,} "
             f"__idle__ lines); INSERT ... SELECT {f['insert_s']:.1f} s "
             f"({f['rows'] / f['insert_s']:,.0f} rows/s, of it the rollups {f['rollups_s']:.1f} "
-            f"s: {f['cost_hours_rows']:,} cost_hours, {f['cost_days_rows']:,} cost_days rows), "
+            f"s: {f['cost_hours_rows']:,} cost_hours, {f['cost_days_rows']:,} cost_days, "
+            f"{f['cost_pod_days_rows']:,} cost_pod_days rows), "
             f"VACUUM ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
             f"with indexes {f['total_mib']:,.0f} MiB"
         )

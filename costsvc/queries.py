@@ -39,7 +39,7 @@ from costsvc.db.models import (
     UsageFact,
     Watermark,
 )
-from costsvc.db.rollup import owner_rows
+from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.opencost.podlabels import Labelled
@@ -265,10 +265,10 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
 def top_wasters(
     conn: Connection, start: datetime, end: datetime, team: str, limit: int = 10
 ) -> list[dict[str, Any]]:
-    c = Chargeback
+    c = pod_rows(start, end).c  # whole days from cost_pod_days
     q = (
-        select(c.cluster, c.namespace, c.pod, c.project, c.currency, *SUMS)
-        .where(c.hour >= start, c.hour < end, c.team == team, c.team != IDLE, c.pod != "")
+        select(c.cluster, c.namespace, c.pod, c.project, c.currency, *sums(c))
+        .where(c.team == team, c.team != IDLE, c.pod != "")
         .group_by(c.cluster, c.namespace, c.pod, c.project, c.currency)
         .order_by(func.sum(c.waste).desc(), c.cluster, c.namespace, c.pod)
         .limit(limit)
@@ -359,11 +359,11 @@ class PodMoney:
 
 def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney]:
     """Cost and waste per pod (of a team, not idle capacity) over [start, end)."""
-    c = Chargeback
+    c = pod_rows(start, end).c  # whole days from cost_pod_days
     pods = (c.team, c.project, c.namespace, c.pod, c.currency)
     query = (
         select(*pods, func.sum(c.allocated + c.idle), func.sum(c.waste))
-        .where(c.hour >= start, c.hour < end, c.team != IDLE, c.pod != "")
+        .where(c.team != IDLE, c.pod != "")
         .group_by(*pods)
     )
     return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]

@@ -144,7 +144,7 @@ class AnswerCache:
         return answer
 
 
-def answers(request: Request) -> AnswerCache:
+async def answers(request: Request) -> AnswerCache:
     found: AnswerCache = request.app.state.answers
     return found
 

@@ -6,8 +6,8 @@ left as they are and the difference — new minus everything already billed for 
 owner — is written as **correction** rows billed in the next open month. Σ over every row of
 an hour (originals and corrections) is always that hour's current fleet cost; a closed month's
 own rows, and so its reports, never change. ``cost_hours`` (per hour, cluster and owner) is
-recomputed from the hour's rows in the same transaction, and ``cost_days`` (its UTC day) from
-``cost_hours`` (costsvc/db/rollup.py).
+recomputed from the hour's rows in the same transaction, and the daily rollups of its UTC day
+(costsvc/db/rollup.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
 from costsvc.db.models import Chargeback, CostHour, MonthClose
-from costsvc.db.rollup import refresh_cost_days
+from costsvc.db.rollup import refresh_rollups
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 
@@ -43,7 +43,7 @@ def write_lines(
         if rows:
             conn.execute(insert(Chargeback), rows)
         refresh_cost_hours(conn, hour, clusters)
-        refresh_cost_days(conn, hour, clusters)
+        refresh_rollups(conn, hour, clusters)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -73,7 +73,7 @@ def write_lines(
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
     refresh_cost_hours(conn, hour, clusters)
-    refresh_cost_days(conn, hour, clusters)
+    refresh_rollups(conn, hour, clusters)
 
 
 def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:

@@ -1,4 +1,4 @@
-"""cost_days: the per-owner daily rollup of cost_hours (whole UTC days), backfilled
+"""cost_days, cost_pod_days: the per-owner and per-pod daily rollups (UTC days), backfilled
 
 Revision ID: 0010
 Revises: 0007
@@ -31,6 +31,7 @@ AMOUNTS = (
     "idle_co2e_mg",
 )
 OWNER = "cluster, team, project, stage, currency"
+POD = "cluster, team, project, stage, namespace, pod, currency"
 
 
 def upgrade() -> None:
@@ -50,6 +51,33 @@ def upgrade() -> None:
         ),
     )
     op.create_index("ix_cost_days_team_day", "cost_days", ["team", "day"], unique=False)
+    op.create_table(
+        "cost_pod_days",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("day", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("cluster", sa.String(length=253), nullable=False),
+        sa.Column("team", sa.String(length=253), nullable=False),
+        sa.Column("project", sa.String(length=253), nullable=False),
+        sa.Column("stage", sa.String(length=253), nullable=False),
+        sa.Column("namespace", sa.String(length=253), nullable=False),
+        sa.Column("pod", sa.String(length=253), nullable=False),
+        sa.Column("currency", sa.String(length=3), nullable=False),
+        *(sa.Column(a, sa.BigInteger(), nullable=False) for a in AMOUNTS),
+        sa.PrimaryKeyConstraint("id", name=op.f("pk_cost_pod_days")),
+        sa.UniqueConstraint(
+            "day",
+            "cluster",
+            "team",
+            "project",
+            "stage",
+            "namespace",
+            "pod",
+            "currency",
+            name=op.f("uq_cost_pod_days_day"),
+        ),
+    )
+    op.create_index("ix_cost_pod_days_team_day", "cost_pod_days", ["team", "day"], unique=False)
+    op.create_index("ix_cost_pod_days_day", "cost_pod_days", ["day"], unique=False)
     # the hours written before this revision. The day is the hour's UTC day, stored as the
     # models store a time: timestamptz on PostgreSQL; SQLAlchemy's 'YYYY-MM-DD HH:MM:SS.ffffff'
     # text on SQLite (its DateTime storage format).
@@ -62,8 +90,15 @@ def upgrade() -> None:
         f"INSERT INTO cost_days (day, {OWNER}, {', '.join(AMOUNTS)}) "
         f"SELECT {day}, {OWNER}, {sums} FROM cost_hours GROUP BY {day}, {OWNER}"  # noqa: S608 (constants)
     )
+    op.execute(
+        f"INSERT INTO cost_pod_days (day, {POD}, {', '.join(AMOUNTS)}) "
+        f"SELECT {day}, {POD}, {sums} FROM chargeback GROUP BY {day}, {POD}"  # noqa: S608 (constants)
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("ix_cost_pod_days_day", table_name="cost_pod_days")
+    op.drop_index("ix_cost_pod_days_team_day", table_name="cost_pod_days")
+    op.drop_table("cost_pod_days")
     op.drop_index("ix_cost_days_team_day", table_name="cost_days")
     op.drop_table("cost_days")

@@ -43,7 +43,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, CostDay, CostHour, GpuPresence, UsageFact
+from costsvc.db.models import Chargeback, CostDay, CostHour, CostPodDay, GpuPresence, UsageFact
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from tests.costsvc.energy_history import assert_energy_adds_up
@@ -444,10 +444,12 @@ def assert_every_hour_adds_up(url: str) -> int:
         }
         # and the daily rollup is Σ of its UTC day's hours, owner by owner, every amount
         days = rollup_days(conn)
+        pod_days = rollup_pod_days(conn)
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
     assert days[0] == days[1]
+    assert pod_days[0] == pod_days[1]
     assert_energy_adds_up(url)  # and the same for energy and CO2e
     return len(fleet)
 
@@ -466,6 +468,25 @@ def rollup_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, 
     stored = {
         (as_utc(r[0]), *r[1:6]): [int(v) for v in r[6:]]
         for r in conn.execute(select(d.day, *(getattr(d, k) for k in owner), *_amounts(d)))
+    }
+    return want, stored
+
+
+def rollup_pod_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    """(Σ chargeback per UTC day, cluster, owner, namespace, pod and currency, computed here;
+    cost_pod_days as stored)."""
+    c, d = Chargeback, CostPodDay
+    key = ("cluster", "team", "project", "stage", "namespace", "pod", "currency")
+    want: dict[tuple[Any, ...], list[int]] = {}
+    for r in conn.execute(select(c.hour, *(getattr(c, k) for k in key), *_amounts(c))):
+        h = as_utc(r[0])
+        k = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1:8])
+        got = want.setdefault(k, [0] * (len(r) - 8))
+        for i, v in enumerate(r[8:]):
+            got[i] += int(v)
+    stored = {
+        (as_utc(r[0]), *r[1:8]): [int(v) for v in r[8:]]
+        for r in conn.execute(select(d.day, *(getattr(d, k) for k in key), *_amounts(d)))
     }
     return want, stored
 

@@ -17,6 +17,7 @@ TABLES = {
     "controller_owners",
     "cost_days",
     "cost_hours",
+    "cost_pod_days",
     "cost_model_versions",
     "gpu_hours",
     "ingest_runs",

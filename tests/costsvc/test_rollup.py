@@ -1,8 +1,8 @@
-"""The daily rollup ``cost_days`` (costsvc/db/rollup.py): every read that takes whole days
-from it answers exactly what the hourly path (``cost_hours`` only) answers — on the ingested
-ground-truth history and on random ranges over hours written by the writer (originals,
-re-writes of an hour, corrections of a closed month) — and it is Σ of its day's hours after
-each of those writes. SQLite and PostgreSQL."""
+"""The daily rollups ``cost_days`` and ``cost_pod_days`` (costsvc/db/rollup.py): every read
+that takes whole days from them answers exactly what the hourly path (``cost_hours`` and the
+chargeback only) answers — on the ingested ground-truth history and on random ranges over
+hours written by the writer (originals, re-writes of an hour, corrections of a closed month)
+— and they are Σ of their day's hours after each of those writes. SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -19,7 +19,15 @@ from costsvc.attribution import Line
 from costsvc.db.lines import write_lines
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import CostDay, MonthClose
-from costsvc.queries import costs, forecast, idle_by_currency, owner_money, team_total
+from costsvc.queries import (
+    costs,
+    forecast,
+    idle_by_currency,
+    owner_money,
+    pod_money,
+    team_total,
+    top_wasters,
+)
 from tests.costsvc.history import (
     ELEVENTH,
     FIFTEENTH,
@@ -29,6 +37,7 @@ from tests.costsvc.history import (
     assert_every_hour_adds_up,
     ingest_with,
     rollup_days,
+    rollup_pod_days,
 )
 from tests.prom import Prometheus
 
@@ -52,6 +61,9 @@ def answers(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) ->
             got.append(sorted(owner_money(conn, start, end), key=repr))
             got.append(sorted(idle_by_currency(conn, start, end)))
             got.append(forecast(conn, end - H, "a"))
+            got.append([top_wasters(conn, start, end, t, limit=50) for t in TEAMS])
+            got.append(top_wasters(conn, start, end, "b", limit=3))
+            got.append(sorted(pod_money(conn, start, end), key=repr))
         out.append(got)
     return out
 
@@ -109,9 +121,9 @@ def write_hour(engine: Engine, rng: random.Random, hour: datetime) -> None:
 
 def assert_days_are_sums(engine: Engine) -> None:
     with engine.connect() as conn:
-        want, stored = rollup_days(conn)
-    assert want == stored
-    assert stored  # something was written
+        for want, stored in (rollup_days(conn), rollup_pod_days(conn)):
+            assert want == stored
+            assert stored  # something was written
 
 
 def test_random_ranges_over_written_hours_answer_as_the_hourly_path(
