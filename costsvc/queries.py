@@ -47,6 +47,7 @@ from costsvc.opencost.shape import Row
 from costsvc.utc import as_utc
 
 FORECAST_WINDOW = timedelta(days=7)
+POD_DIMENSIONS = OWNER_DIMENSIONS | {"namespace", "pod"}  # what cost_pod_days keeps
 ONE = Decimal("0.000001")
 
 
@@ -159,9 +160,13 @@ def costs(
     filters: dict[str, list[str]],
 ) -> list[dict[str, Any]]:
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
-    if source(set(group_by) | set(filters)) is CostHour:  # whole days from cost_days
+    dims = set(group_by) | set(filters)
+    if source(dims) is CostHour:  # whole days from cost_days
         t: Any = owner_rows(start, end, hourly=step == "hour").c
         where: tuple[Any, ...] = ()
+    elif dims <= POD_DIMENSIONS and step != "hour":  # whole days from cost_pod_days
+        t = pod_rows(start, end).c
+        where = ()
     else:
         t = Chargeback
         where = (t.hour >= start, t.hour < end)

@@ -52,7 +52,14 @@ def answers(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) ->
         monkeypatch.setattr(rollup, "USE_DAYS", use_days)
         with engine.connect() as conn:
             got: list[Any] = []
-            for group_by in ([], ["team"], ["team", "project"], ["cluster", "stage"]):
+            for group_by in (
+                [],
+                ["team"],
+                ["team", "project"],
+                ["cluster", "stage"],
+                ["namespace"],
+                ["pod", "team"],
+            ):
                 for step in (None, "day", "month"):
                     got.append(costs(conn, start, end, group_by, step, {}))
                 got.append(costs(conn, start, end, group_by, "day", {"team": ["a", "b"]}))
@@ -61,6 +68,7 @@ def answers(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) ->
             got.append(sorted(owner_money(conn, start, end), key=repr))
             got.append(sorted(idle_by_currency(conn, start, end)))
             got.append(forecast(conn, end - H, "a"))
+            got.append(costs(conn, start, end, ["team"], "day", {"pod": ["pod-3", "pod-7"]}))
             got.append([top_wasters(conn, start, end, t, limit=50) for t in TEAMS])
             got.append(top_wasters(conn, start, end, "b", limit=3))
             got.append(sorted(pod_money(conn, start, end), key=repr))
