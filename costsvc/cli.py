@@ -551,30 +551,23 @@ def _label_watcher(settings: Settings) -> Any:
         raise UsageError(f"COSTSVC_KUBECONFIG: {exc}") from None
     from costsvc.db.advice import OwnerHistory, QuotaStore
     from costsvc.k8sowners import OwnerWatcher
+    from kube.watch import SharedWatches
 
     engine = make_engine(settings.database_url)
     history = LabelHistory(engine, settings.cluster)
-    watcher = LabelWatcher(history, api, lambda kind: None)
-    owners = OwnerWatcher(
-        OwnerHistory(engine, settings.cluster),
-        QuotaStore(engine, settings.cluster),
-        api,
-        lambda kind: None,
+    # one list + watch of pods for both histories (kube/watch.py SharedWatches), not two
+    watcher = SharedWatches(
+        LabelWatcher(history, api, lambda kind: None),
+        OwnerWatcher(
+            OwnerHistory(engine, settings.cluster),
+            QuotaStore(engine, settings.cluster),
+            api,
+            lambda kind: None,
+        ),
+        name="costsvc",
     )
     watcher.start()
-    owners.start()
-    return _Watchers(watcher, owners)
-
-
-class _Watchers:
-    """The label and the owner watchers, stopped together."""
-
-    def __init__(self, *watchers: Any) -> None:
-        self._watchers = watchers
-
-    def stop(self) -> None:
-        for w in self._watchers:
-            w.stop()
+    return watcher
 
 
 def main(argv: list[str] | None = None) -> int:
