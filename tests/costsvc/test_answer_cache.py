@@ -4,12 +4,13 @@ and one computation serves the requests asking the same question at once."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from typing import Any
 
 from fastapi import Response
 
-from costsvc.api.cache import AnswerCache, SharedVersion
+from costsvc.api.cache import AnswerCache, SharedVersion, SharedVersionAsync
 
 
 class GatedReads:
@@ -102,3 +103,28 @@ def test_one_computation_answers_concurrent_requests() -> None:
         t.join()
     assert [r.body for r in out] == [b"answer"] * 6
     assert calls == [1]
+
+
+def test_the_event_loop_variant_keeps_the_same_rule() -> None:
+    reads = GatedReads()
+    shared = SharedVersionAsync(reads)
+
+    async def started(n: int) -> None:
+        while len(reads.started) < n:  # the read runs in a worker thread
+            await asyncio.sleep(0.001)
+
+    async def scenario() -> tuple[Any, Any, Any]:
+        a = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
+        await started(1)
+        reads.version = 1  # a write commits while read 1 is under way
+        b = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
+        c = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
+        await asyncio.sleep(0)  # b and c arrive (and wait)
+        reads.release[0].set()
+        got_a = await a
+        await started(2)  # b and c need a read that started after they came: one, shared
+        reads.release[1].set()
+        return got_a, await b, await c
+
+    assert asyncio.run(scenario()) == ((0, 0), (0, 1), (0, 1))
+    assert len(reads.started) == 2

@@ -107,13 +107,13 @@ def _changed(request: Request) -> None:
 @router.get(
     "/budgets", response_model=list[BudgetOut], summary="Budgets (a team token sees its own)"
 )
-def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
+async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
     team = None if who.sees_all else who.team  # every change is audited: a new data version
 
     def compute() -> Response:
         return json_response([_budget_out(b) for b in store.budgets(db, team)])
 
-    answer: Response = answers.get(db, ("budgets", team), compute)
+    answer: Response = await answers.aget(db, ("budgets", team), compute)
     return answer
 
 
