@@ -254,6 +254,13 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and its waited-for children), /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def status_kib(pid: int, field: str) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -895,7 +902,9 @@ def main() -> int:
                 f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
                 f"/v1/budgets"
             )
+            cpu0 = cpu_seconds(api.pid)
             f = load_test(base, tokens, args.clients, duration)
+            f["api_cpu_ms_per_request"] = (cpu_seconds(api.pid) - cpu0) * 1000 / f["requests"]
             report["load_test"] = f
             for label, e in f["per_endpoint"].items():
                 print(
@@ -910,7 +919,11 @@ def main() -> int:
             )
             for line in f["failures"]:
                 print(f"  e.g. {line}")
-            print(f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB")
+            print(
+                f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB; API "
+                f"CPU {f['api_cpu_ms_per_request']:.2f} ms a request (user + system, its "
+                "process: the figure the machine's load does not move much)"
+            )
 
         if not args.skip_allocation:
             print(
