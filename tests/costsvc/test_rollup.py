@@ -16,6 +16,7 @@ from sqlalchemy import Engine, create_engine, insert, select
 
 import costsvc.db.rollup as rollup
 from costsvc.attribution import Line
+from costsvc.chargeback import AMOUNTS, KEY, month_of
 from costsvc.db.lines import write_lines
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import CostDay, MonthClose
@@ -188,5 +189,37 @@ def test_ground_truth_history_answers_as_the_hourly_path(
         ]
         for start, stop in ranges:
             assert_same(engine, start, stop, monkeypatch)
+    finally:
+        engine.dispose()
+
+
+def test_migration_0010_backfills_the_daily_rollups(db_url: str) -> None:
+    """Hours stored before revision 0010 (chargeback + cost_hours only) get their days."""
+    from costsvc.db.lines import refresh_cost_hours
+    from costsvc.db.models import Chargeback
+
+    upgrade(db_url, "0007")
+    engine = create_engine(db_url)
+    rng = random.Random(10)
+    t0 = datetime(2026, 10, 30, 21, tzinfo=UTC)  # days cut at UTC midnight, a month boundary
+    try:
+        for i in range(40):
+            hour = t0 + i * H
+            rows = {}
+            for cluster in ("east", "west"):
+                for ln in (line(rng, cluster) for _ in range(5)):
+                    row: dict[str, Any] = {k: getattr(ln, k) for k in KEY + AMOUNTS}
+                    row.update(
+                        hour=hour, billing_month=month_of(hour), correction=False, currency="USD"
+                    )
+                    rows[ln.key] = row
+            with engine.begin() as conn:
+                conn.execute(insert(Chargeback), list(rows.values()))
+                refresh_cost_hours(conn, hour, {"east", "west"})
+        upgrade(db_url)
+        with engine.connect() as conn:
+            for want, stored in (rollup_days(conn), rollup_pod_days(conn)):
+                assert want == stored
+                assert len({k[0] for k in stored}) == 3  # Oct 30, Oct 31, Nov 1
     finally:
         engine.dispose()
