@@ -142,9 +142,10 @@ SELECT to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM'), team, currency, sum(allocate
 FROM chargeback WHERE hour >= %s AND hour < %s
 GROUP BY 1, team, currency ORDER BY 1, team, currency
 """
-# the rollups as the writer keeps them (costsvc/db/lines.py refresh_cost_hours, then
-# costsvc/db/rollup.py refresh_cost_days): Σ chargeback per hour and owner, Σ cost_hours per
-# UTC day and owner — here a month of hours per statement
+# the rollups as the writer keeps them (costsvc/db/lines.py refresh_cost_hours,
+# costsvc/db/rollup.py apply_delta), as migration 0010 backfills them: Σ chargeback per hour
+# and owner, per UTC day and owner, per UTC day and pod (with the count of rows) — here a
+# month of hours per statement
 OWNER_COLS = "cluster, team, project, stage, currency"
 COST_HOURS = """
 INSERT INTO cost_hours (hour, {owner}, {amounts})
@@ -152,13 +153,13 @@ SELECT hour, {owner}, {sums} FROM chargeback WHERE hour >= %(a)s AND hour < %(b)
 GROUP BY hour, {owner}
 """
 COST_POD_DAYS = """
-INSERT INTO cost_pod_days (day, {pod}, {amounts})
-SELECT date_trunc('day', hour, 'UTC'), {pod}, {sums} FROM chargeback
+INSERT INTO cost_pod_days (day, {pod}, lines, {amounts})
+SELECT date_trunc('day', hour, 'UTC'), {pod}, count(*), {sums} FROM chargeback
 WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {pod}
 """
 COST_DAYS = """
-INSERT INTO cost_days (day, {owner}, {amounts})
-SELECT date_trunc('day', hour, 'UTC'), {owner}, {sums} FROM cost_hours
+INSERT INTO cost_days (day, {owner}, lines, {amounts})
+SELECT date_trunc('day', hour, 'UTC'), {owner}, count(*), {sums} FROM chargeback
 WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {owner}
 """
 

@@ -256,6 +256,7 @@ class CostDay(Base):
     project: Mapped[str] = mapped_column(String(253))
     stage: Mapped[str] = mapped_column(String(253))
     currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
     allocated: Mapped[int] = mapped_column(BigInteger)
     used: Mapped[int] = mapped_column(BigInteger)
     waste: Mapped[int] = mapped_column(BigInteger)
@@ -291,6 +292,7 @@ class CostPodDay(Base):
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
     currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
     allocated: Mapped[int] = mapped_column(BigInteger)
     used: Mapped[int] = mapped_column(BigInteger)
     waste: Mapped[int] = mapped_column(BigInteger)

@@ -44,6 +44,7 @@ def upgrade() -> None:
         sa.Column("project", sa.String(length=253), nullable=False),
         sa.Column("stage", sa.String(length=253), nullable=False),
         sa.Column("currency", sa.String(length=3), nullable=False),
+        sa.Column("lines", sa.BigInteger(), nullable=False),
         *(sa.Column(a, sa.BigInteger(), nullable=False) for a in AMOUNTS),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_cost_days")),
         sa.UniqueConstraint(
@@ -62,6 +63,7 @@ def upgrade() -> None:
         sa.Column("namespace", sa.String(length=253), nullable=False),
         sa.Column("pod", sa.String(length=253), nullable=False),
         sa.Column("currency", sa.String(length=3), nullable=False),
+        sa.Column("lines", sa.BigInteger(), nullable=False),
         *(sa.Column(a, sa.BigInteger(), nullable=False) for a in AMOUNTS),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_cost_pod_days")),
         sa.UniqueConstraint(
@@ -78,7 +80,7 @@ def upgrade() -> None:
     )
     op.create_index("ix_cost_pod_days_team_day", "cost_pod_days", ["team", "day"], unique=False)
     op.create_index("ix_cost_pod_days_day", "cost_pod_days", ["day"], unique=False)
-    # the hours written before this revision. The day is the hour's UTC day, stored as the
+    # the hours written before this revision, from their chargeback rows. The day is the hour's UTC day, stored as the
     # models store a time: timestamptz on PostgreSQL; SQLAlchemy's 'YYYY-MM-DD HH:MM:SS.ffffff'
     # text on SQLite (its DateTime storage format).
     if op.get_bind().dialect.name == "postgresql":
@@ -86,14 +88,11 @@ def upgrade() -> None:
     else:
         day = "substr(hour, 1, 10) || ' 00:00:00.000000'"
     sums = ", ".join(f"sum({a})" for a in AMOUNTS)
-    op.execute(
-        f"INSERT INTO cost_days (day, {OWNER}, {', '.join(AMOUNTS)}) "
-        f"SELECT {day}, {OWNER}, {sums} FROM cost_hours GROUP BY {day}, {OWNER}"  # noqa: S608 (constants)
-    )
-    op.execute(
-        f"INSERT INTO cost_pod_days (day, {POD}, {', '.join(AMOUNTS)}) "
-        f"SELECT {day}, {POD}, {sums} FROM chargeback GROUP BY {day}, {POD}"  # noqa: S608 (constants)
-    )
+    for table, key in (("cost_days", OWNER), ("cost_pod_days", POD)):
+        op.execute(
+            f"INSERT INTO {table} (day, {key}, lines, {', '.join(AMOUNTS)}) "  # noqa: S608 (constants)
+            f"SELECT {day}, {key}, count(*), {sums} FROM chargeback GROUP BY {day}, {key}"
+        )
 
 
 def downgrade() -> None:

@@ -455,38 +455,35 @@ def assert_every_hour_adds_up(url: str) -> int:
 
 
 def rollup_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
-    """(Σ cost_hours per UTC day and owner, computed here; cost_days as stored)."""
-    o, d = CostHour, CostDay
-    owner = ("cluster", "team", "project", "stage", "currency")
-    want: dict[tuple[Any, ...], list[int]] = {}
-    for r in conn.execute(select(o.hour, *(getattr(o, k) for k in owner), *_amounts(o))):
-        h = as_utc(r[0])
-        key = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1:6])
-        got = want.setdefault(key, [0] * (len(r) - 6))
-        for i, v in enumerate(r[6:]):
-            got[i] += int(v)
-    stored = {
-        (as_utc(r[0]), *r[1:6]): [int(v) for v in r[6:]]
-        for r in conn.execute(select(d.day, *(getattr(d, k) for k in owner), *_amounts(d)))
-    }
-    return want, stored
+    """(count and Σ of the chargeback per UTC day, cluster, owner and currency, computed
+    here; cost_days as stored)."""
+    return _by_day(conn, CostDay, ("cluster", "team", "project", "stage", "currency"))
 
 
 def rollup_pod_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
-    """(Σ chargeback per UTC day, cluster, owner, namespace, pod and currency, computed here;
-    cost_pod_days as stored)."""
-    c, d = Chargeback, CostPodDay
+    """(count and Σ of the chargeback per UTC day, cluster, owner, namespace, pod and
+    currency, computed here; cost_pod_days as stored)."""
     key = ("cluster", "team", "project", "stage", "namespace", "pod", "currency")
+    return _by_day(conn, CostPodDay, key)
+
+
+def _by_day(
+    conn: Any, table: Any, key: tuple[str, ...]
+) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    c, n = Chargeback, len(key)
     want: dict[tuple[Any, ...], list[int]] = {}
     for r in conn.execute(select(c.hour, *(getattr(c, k) for k in key), *_amounts(c))):
         h = as_utc(r[0])
-        k = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1:8])
-        got = want.setdefault(k, [0] * (len(r) - 8))
-        for i, v in enumerate(r[8:]):
-            got[i] += int(v)
+        k = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1 : n + 1])
+        got = want.setdefault(k, [0] * (len(r) - n))  # lines, then the amounts
+        got[0] += 1
+        for i, v in enumerate(r[n + 1 :]):
+            got[i + 1] += int(v)
     stored = {
-        (as_utc(r[0]), *r[1:8]): [int(v) for v in r[8:]]
-        for r in conn.execute(select(d.day, *(getattr(d, k) for k in key), *_amounts(d)))
+        (as_utc(r[0]), *r[1 : n + 1]): [int(v) for v in r[n + 1 :]]
+        for r in conn.execute(
+            select(table.day, *(getattr(table, k) for k in key), table.lines, *_amounts(table))
+        )
     }
     return want, stored
 
