@@ -21,7 +21,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
 from costsvc.db.models import Chargeback, CostHour, MonthClose
-from costsvc.db.rollup import apply_delta, hour_sums
+from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 
@@ -34,7 +34,7 @@ def write_lines(
     conn: Connection, hour: datetime, clusters: set[str], lines: Iterable[Line], currency: str
 ) -> None:
     """Make the chargeback of ``hour`` (for these clusters) equal ``lines``."""
-    before = hour_sums(conn, hour, clusters)  # the daily rollups take the difference
+    took = take_hour(conn, hour, clusters)  # out of the daily rollups, and back in below
     closed = closed_months(conn)
     own = month_of(hour)
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
@@ -44,7 +44,7 @@ def write_lines(
         if rows:
             conn.execute(insert(Chargeback), rows)
         refresh_cost_hours(conn, hour, clusters)
-        apply_delta(conn, hour, before, hour_sums(conn, hour, clusters))
+        put_hour(conn, hour, clusters, took)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -74,7 +74,7 @@ def write_lines(
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
     refresh_cost_hours(conn, hour, clusters)
-    apply_delta(conn, hour, before, hour_sums(conn, hour, clusters))
+    put_hour(conn, hour, clusters, took)
 
 
 def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:
