@@ -275,6 +275,7 @@ def data_version(engine: Engine) -> tuple[int, int]:
     a read answer adds one of those rows, whichever process makes it."""
     runs = select(func.max(IngestRun.id)).scalar_subquery()
     audit = select(func.max(AuditEntry.id)).scalar_subquery()
-    with engine.connect() as conn:
+    # one statement: autocommit spares the BEGIN and the ROLLBACK round trips
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         found = conn.execute(select(runs, audit)).one()
     return int(found[0] or 0), int(found[1] or 0)
