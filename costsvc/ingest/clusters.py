@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
 from sqlalchemy import Engine
 
 from costsvc.costmodel import CostModel
 from costsvc.db import runs
-from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.run import Report, ingest
 
 log = logging.getLogger(__name__)
@@ -112,20 +113,43 @@ class ClusterReader(PrometheusReader):
 
 
 def discover(prom: PrometheusReader, start: datetime, end: datetime, default: str) -> list[str]:
-    """Every cluster with GPU series in [start, end]: the ``cluster`` label's values, and the
-    default cluster for GPU series without one (``group by (cluster)`` of
-    ``present_over_time`` over the span, one query per GPU series name)."""
-    seconds = max(1, int((end - start).total_seconds()))
+    """Every cluster with GPU series in [start, end]: the values of the ``cluster`` label on
+    them, and the default cluster when some have none. Read from the series index, not the
+    samples (a month at 10,000 GPUs stays cheap): ``GET /api/v1/label/<name>/values`` with
+    ``match[]``, ``start`` and ``end`` — the Prometheus HTTP API's "Querying label values",
+    served alike by VictoriaMetrics, Thanos Query and Mimir."""
+    span = [("start", f"{start.timestamp():.3f}"), ("end", f"{end.timestamp():.3f}")]
     found = set()
-    for name in GPU_SERIES:
-        query = f"group by (cluster) (present_over_time({name}[{seconds}s]))"
-        for labels, _ in prom.vector(query, end):
-            cluster = labels.get("cluster") or default
-            if CLUSTER_NAME.fullmatch(cluster):
-                found.add(cluster)
-            else:
-                log.warning("cluster label %r is not a cluster name: ignored", cluster[:70])
+    for label in _label_values(prom, "cluster", [*GPU_SERIES], span):
+        if CLUSTER_NAME.fullmatch(label):
+            found.add(label)
+        else:
+            log.warning("cluster label %r is not a cluster name: ignored", label[:70])
+    unlabelled = [f'{name}{{cluster=""}}' for name in GPU_SERIES]
+    if _label_values(prom, "__name__", unlabelled, span):
+        found.add(default)
     return sorted(found)
+
+
+def _label_values(
+    prom: PrometheusReader, label: str, match: list[str], span: list[tuple[str, str]]
+) -> list[str]:
+    # the reader's own client and parameters (costsvc/ingest/prom.py serves /api/v1/query only)
+    params: list[tuple[str, str | int | float | bool | None]] = [
+        *prom._params.items(),
+        *(("match[]", m) for m in match),
+        *span,
+    ]
+    try:
+        resp = prom._client.get(f"/api/v1/label/{label}/values", params=params)
+    except httpx.HTTPError as exc:
+        raise PrometheusError(f"{label} values: {exc}") from None
+    if resp.status_code != 200:
+        raise PrometheusError(f"{label} values: HTTP {resp.status_code}: {resp.text[:200]}")
+    body = resp.json()
+    if body.get("status") != "success":
+        raise PrometheusError(f"{label} values: {body.get('error', body)}")
+    return [str(v) for v in body.get("data") or []]
 
 
 @dataclass
