@@ -175,7 +175,10 @@ def _reader(settings: Settings) -> PrometheusReader:
     except (OSError, ValueError) as exc:
         raise UsageError(f"COSTSVC_PROMETHEUS_BEARER_TOKEN_FILE: {exc}") from None
     return PrometheusReader(
-        settings.prometheus_url, headers=headers, params=settings.prometheus_params
+        settings.prometheus_url,
+        headers=headers,
+        params=settings.prometheus_params,
+        reads=settings.ingest_reads,
     )
 
 

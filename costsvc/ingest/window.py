@@ -27,6 +27,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, HourFacts
 from costsvc.energy import NOTHING
+from costsvc.ingest import steady
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -81,7 +82,7 @@ class Window:
         """Ask for these reads now: Prometheus answers the next while this one is integrated."""
         for selector, look_back in reads:
             self._pending[(selector, int(look_back))] = pool.submit(
-                self.prom.raw, selector, self.at, 3600 + int(look_back)
+                steady.read, self.prom, selector, self.at, 3600 + int(look_back)
             )
 
     def cancel(self) -> None:
@@ -92,10 +93,12 @@ class Window:
         return labels.get("cluster") or self.cluster
 
     def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
+        """Every sample of ``selector`` in the hour and ``look_back`` before it (a steady
+        series' samples synthesised from summaries: costsvc/ingest/steady.py)."""
         pending = self._pending.pop((selector, int(look_back)), None)
         if pending is not None:
             return pending.result()
-        return self.prom.raw(selector, self.at, 3600 + int(look_back))
+        return steady.read(self.prom, selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
         return self.prom.latest(selector, self.at, 3600)
