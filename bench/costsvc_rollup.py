@@ -2,6 +2,8 @@
 PostgreSQL (and SQLite), through the production ingest path.
 
     python bench/costsvc_rollup.py [--gpus 1000] [--pods 5000] [--hours 2] [--interval 60]
+    python bench/costsvc_rollup.py --month-days 30   # the 30-day re-ingest, measured
+                                                     # (bench/rollup_month.py)
 
 The synthetic history (written as OpenMetrics, loaded with ``promtool tsdb
 create-blocks-from openmetrics``): GPUs held whole by one pod each, the rest time-sliced with
@@ -172,6 +174,7 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
 
 
 def main() -> int:
+    from bench import rollup_month as month
     from bench.pgcluster import start_postgres
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -185,7 +188,10 @@ def main() -> int:
         default=720,
         help="hours of stored facts to rebuild from (PostgreSQL; 0: skip)",
     )
+    month.add_options(ap)
     args = ap.parse_args()
+    if args.month_days:
+        return month.main(args)  # the measured 30-day re-ingest (bench/rollup_month.py)
 
     from sqlalchemy import create_engine
 
