@@ -355,9 +355,7 @@ def chargeback(url: str, until: datetime) -> list[tuple[object, ...]]:
     engine = create_engine(url)
     with engine.connect() as conn:
         cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
-        out = sorted(
-            tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour <= until))
-        )
+        out = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour <= until)))
     engine.dispose()
     return out  # type: ignore[return-value]
 

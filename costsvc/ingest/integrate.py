@@ -42,7 +42,8 @@ def pieces(
     step: Decimal | None = None,
 ) -> list[Piece]:
     """The series as a step function over [start, end): (since, until, value) pieces in time
-    order, none overlapping, with the holding rule above; samples sorted by time.
+    order, none overlapping, with the holding rule above; samples sorted by time. Adjacent
+    pieces of one value are one piece (a steady series over a gapless hour is one piece).
     ``step``: the series' scrape interval when the caller has it (else it is measured)."""
     out: list[Piece] = []
     if step is None:
@@ -59,7 +60,10 @@ def pieces(
         until = nxt if nxt < end else end
         since = t if t > start else start
         if until > since:
-            out.append((since, until, v))
+            if out and out[-1][1] == since and out[-1][2] == v:
+                out[-1] = (out[-1][0], until, v)  # the same value held on: one piece
+            else:
+                out.append((since, until, v))
     return out
 
 

@@ -65,6 +65,18 @@ _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
 
 
+class Steady(list[tuple[Decimal, Decimal]]):
+    """A steady series' samples: (t, value) at each of ``times`` (its target's ``up == 1``
+    timestamps, one list shared by the target's steady series), so what depends on the times
+    only is worked out once per target (costsvc/ingest/window.py: Window.pieces)."""
+
+    __slots__ = ("times", "value")
+
+    def __init__(self, times: list[Decimal], value: Decimal) -> None:
+        super().__init__((t, value) for t in times)
+        self.times, self.value = times, value
+
+
 @dataclass
 class Counts:
     """Series whose samples were synthesised (fast) or read raw, since the reader was made."""
@@ -152,7 +164,7 @@ def read(prom: PrometheusReader, selector: str, at: datetime, seconds: int) -> l
         if times is None or dv is None or not dv.is_finite() or len(times) != n:
             unsteady.add(key)
             continue
-        steady.append(Series({"__name__": selector, **dict(key)}, [(t, dv) for t in times]))
+        steady.append(Series({"__name__": selector, **dict(key)}, Steady(times, dv)))
     out = steady + _read_raw(prom, selector, at, seconds, unsteady, len(count))
     st.counts.fast += len(steady)
     st.counts.raw += len(out) - len(steady)
@@ -160,6 +172,12 @@ def read(prom: PrometheusReader, selector: str, at: datetime, seconds: int) -> l
     # series come in the raw read's order (costsvc/ingest/window.py: grouped, merged)
     out.sort(key=lambda s: sorted(s.labels.items()))
     return out
+
+
+def _count(text: str) -> int:
+    """A count's text as a number (-1, never matching a target, if it is no count)."""
+    value = Decimal(text)
+    return int(value) if value.is_finite() and value == value.to_integral_value() else -1
 
 
 def _key(labels: dict[str, str]) -> Key:
@@ -190,7 +208,7 @@ def _summary(
             block = {}
             for t in set(counted) | {instant}:
                 block[t] = (
-                    {_key(lab): int(Decimal(v)) for lab, v in counted.get(t, [])},
+                    {_key(lab): _count(v) for lab, v in counted.get(t, [])},
                     {_key(lab): v for lab, v in constant.get(t, [])},
                 )
             with st.lock:  # an earlier block of this selector is done with
