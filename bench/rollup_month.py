@@ -4,11 +4,9 @@ A month of 1,000 GPUs / 5,000 pods scraped every 60 s (the fleet of costsvc_roll
 GPUs held by one pod each, the rest time-sliced; utilisation, SM time, ``kube_pod_labels``
 and each GPU's energy counter), in the form Prometheus stores scraped data: every series with
 its target's ``job``/``instance`` (one GPU exporter per 8-GPU node, kube-state-metrics) and
-each target's ``up``. Written into a real Prometheus's blocks by Prometheus itself: a seed
-sample per series (``promtool tsdb create-blocks-from openmetrics``), then ``promtool tsdb
-create-blocks-from rules`` evaluates one recording rule per series name every 60 s over the
-month (``last_over_time(seed[40d])``; the energy counter grows with time()) — ~750 M samples
-with no 100 GB text file. Prometheus compacts the rule blocks before anything is timed.
+each target's ``up``. ~750 M samples are written as one TSDB block (bench/tsdb_block.py:
+``promtool tsdb create-blocks-from`` parses ~200 k samples/s here, an hour and more for a
+month) that a real Prometheus opens.
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
@@ -30,21 +28,16 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
+
+from bench.tsdb_block import Labels, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = "NVIDIA H100 80GB HBM3"
 START = datetime(2026, 10, 1, 0, tzinfo=UTC)
 LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
-RULES = (
-    "gpu_device_up",
-    "DCGM_FI_DEV_GPU_UTIL",
-    "gpu_allocation_share",
-    "gpu_container_sm_utilization_ratio",
-    "kube_pod_labels",
-    "up",
-)
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 
 
@@ -63,31 +56,45 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def write_seed(path: Path, gpus: int, pods: int, t_seed: int) -> int:
-    """One sample per series (``seed_<name>``), the labels each scraped series has."""
+def month_series(gpus: int, pods: int, t0_ms: int) -> list[tuple[Labels, Any, object]]:
+    """Every series of the fleet: (labels, value at t ms, a key shared by series with the
+    same values), with the labels each scraped series has."""
     whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
     shared_gpus = gpus - whole
     shared_pods = pods - whole
     per_gpu = max(1, -(-shared_pods // shared_gpus)) if shared_gpus else 0
-    fam: dict[str, list[str]] = {}
+    out: list[tuple[Labels, Any, object]] = []
 
-    def add(name: str, labels: str, value: float) -> None:
-        fam.setdefault(f"seed_{name}", []).append(f"seed_{name}{{{labels}}} {value} {t_seed}")
+    def const(value: float) -> Any:
+        return lambda t: value
 
-    def target(i: int) -> str:
-        return f'job="gpu-exporter",instance="node-{i // 8}:9400"'
+    def add(name: str, labels: dict[str, str], value: float) -> None:
+        out.append((tuple(sorted({**labels, "__name__": name}.items())), const(value), value))
 
-    def gpu(i: int) -> str:
-        return (
-            f'UUID="GPU-{i:05d}",modelName="{H100}",Hostname="node-{i // 8}",gpu="{i % 8}",'
-            f"{target(i)}"
-        )
+    def target(i: int) -> dict[str, str]:
+        return {"job": "gpu-exporter", "instance": f"node-{i // 8}:9400"}
 
-    ksm = 'job="kube-state-metrics",instance="kube-state-metrics:8080"'
+    def gpu(i: int) -> dict[str, str]:
+        return {
+            "UUID": f"GPU-{i:05d}",
+            "modelName": H100,
+            "Hostname": f"node-{i // 8}",
+            "gpu": str(i % 8),
+            **target(i),
+        }
+
+    ksm = {"job": "kube-state-metrics", "instance": "kube-state-metrics:8080"}
     for i in range(gpus):
         add("gpu_device_up", gpu(i), 1)
         add("DCGM_FI_DEV_GPU_UTIL", gpu(i), 40 + i % 50)
-        add("energy_rate", gpu(i), (200 + i % 300) * 1000)  # mW: mJ per second
+        per_ms = 200 + i % 300  # mW = mJ/s: mJ per ms (integers: exact as float)
+        out.append(
+            (
+                tuple(sorted({**gpu(i), "__name__": ENERGY}.items())),
+                lambda t, r=per_ms: float(10**12 + r * (t - t0_ms)),
+                ("energy", per_ms),
+            )
+        )
     for k in range(-(-gpus // 8)):
         add("up", target(8 * k), 1)
     add("up", ksm, 1)
@@ -96,34 +103,13 @@ def write_seed(path: Path, gpus: int, pods: int, t_seed: int) -> int:
             g, share = p, 1.0
         else:
             g, share = whole + (p - whole) // per_gpu, 1.0 / per_gpu
-        holder = f'{gpu(g)},namespace="team-{p % 40}",pod="pod-{p}",container="main"'
-        add("gpu_allocation_share", f'{holder},resource="nvidia.com/gpu"', share)
+        holder = {**gpu(g), "namespace": f"team-{p % 40}", "pod": f"pod-{p}", "container": "main"}
+        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu"}, share)
         if p >= whole:
             add("gpu_container_sm_utilization_ratio", holder, share * 0.6)
-        add(
-            "kube_pod_labels",
-            f'namespace="team-{p % 40}",pod="pod-{p}",label_team="team-{p % 40}",{ksm}',
-            1,
-        )
-    n = 0
-    with path.open("w") as f:
-        for name, lines in fam.items():
-            f.write(f"# TYPE {name} gauge\n")
-            f.write("\n".join(lines) + "\n")
-            n += len(lines)
-        f.write("# EOF\n")
-    return n
-
-
-def write_rules(path: Path, t0: int) -> None:
-    lines = ["groups:", "  - name: month", "    interval: 60s", "    rules:"]
-    for name in RULES:
-        lines += [f"      - record: {name}", f"        expr: last_over_time(seed_{name}[40d])"]
-    lines += [
-        f"      - record: {ENERGY}",
-        f"        expr: 1e12 + last_over_time(seed_energy_rate[40d]) * (time() - {t0})",
-    ]
-    path.write_text("\n".join(lines) + "\n")
+        pod = {"namespace": f"team-{p % 40}", "pod": f"pod-{p}", "label_team": f"team-{p % 40}"}
+        add("kube_pod_labels", {**pod, **ksm}, 1)
+    return out
 
 
 def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -152,23 +138,6 @@ def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes
     raise RuntimeError("prometheus did not become ready")
 
 
-def compacted(url: str, data: Path) -> int:
-    """Wait until Prometheus has compacted the backfilled blocks: its compaction loop runs a
-    minute after start and works until nothing is left to plan; done when the count of
-    blocks has not changed for a minute after that. Returns the number of blocks."""
-    began = time.monotonic()
-    last, since = -1, time.monotonic()
-    while True:
-        httpx.get(f"{url}/-/ready", timeout=30).raise_for_status()
-        blocks = sum(1 for p in data.iterdir() if (p / "meta.json").exists())
-        now = time.monotonic()
-        if blocks != last:
-            last, since = blocks, now
-        elif now - began > 90 and now - since > 60:
-            return blocks
-        time.sleep(5)
-
-
 def main(args: argparse.Namespace) -> int:
     from sqlalchemy import create_engine, text
 
@@ -191,59 +160,27 @@ def main(args: argparse.Namespace) -> int:
             f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
         )
         t = time.perf_counter()
-        n_series = write_seed(work / "seed.om", args.gpus, args.pods, t_start - LOOK_BACK - 60)
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                str(work / "seed.om"),
-                str(work / "seed"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        port = free_port()
-        seed = start_prometheus(work / "seed", port, work / "prom.log")
-        procs.append(seed)
-        write_rules(work / "rules.yml", t_start)
         end = t_start + days * 86400
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "rules",
-                "--quiet",
-                f"--url=http://127.0.0.1:{port}",
-                f"--start={t_start - LOOK_BACK}",
-                f"--end={end}",
-                "--eval-interval=60s",
-                f"--output-dir={work / 'data'}",
-                str(work / "rules.yml"),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        seed.terminate()
-        seed.wait(30)
-        procs.remove(seed)
+        first = (t_start - LOOK_BACK) * 1000
+        series = month_series(args.gpus, args.pods, first)
+        n_series = len(series)
+        (work / "data").mkdir()
+        write_block(work / "data", series, first, end * 1000, 60_000)
         t_backfill = time.perf_counter() - t
-        print(f"backfilled in {t_backfill:.0f} s", flush=True)
+        print(f"block written in {t_backfill:.0f} s", flush=True)
+        port = free_port()
         samples = n_series * ((end - (t_start - LOOK_BACK)) // 60 + 1)
         t = time.perf_counter()
         prom = start_prometheus(work / "data", port, work / "prom.log")
         procs.append(prom)
         url = f"http://127.0.0.1:{port}"
-        blocks = compacted(url, work / "data")
-        print(f"compacted in {time.perf_counter() - t:.0f} s", flush=True)
+        blocks = sum(1 for p in (work / "data").iterdir() if (p / "meta.json").exists())
         t_compact = time.perf_counter() - t
         du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         print(
             f"history: {args.gpus} GPUs, {args.pods} pods, {days} days at 60 s: {n_series:,} "
-            f"series (with up, job/instance), ~{samples / 1e6:,.0f} M samples; backfilled "
-            f"in {t_backfill:.0f} s, opened and compacted in {t_compact:.0f} s "
+            f"series (with up, job/instance), ~{samples / 1e6:,.0f} M samples; written "
+            f"in {t_backfill:.0f} s (bench/tsdb_block.py), Prometheus ready in {t_compact:.0f} s "
             f"({blocks} blocks, {du / 2**20:,.0f} MiB)"
         )
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
