@@ -34,10 +34,12 @@ differs the series is read raw. ``COSTSVC_INGEST_READS=raw`` turns all of this o
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 import weakref
 from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -97,6 +99,9 @@ class _State:
     )
     lock: threading.Lock = field(default_factory=threading.Lock)
     locks: dict[object, threading.Lock] = field(default_factory=dict)
+    following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
+    early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
+    pool: ThreadPoolExecutor | None = None
 
     def lock_for(self, key: object) -> threading.Lock:
         with self.lock:
@@ -140,13 +145,47 @@ def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
     close()
     with st.lock:
         st.blocks = blocks
+        st.following = {
+            instant_text(a): b - timedelta(hours=1) + timedelta(microseconds=1)
+            for a, b in itertools.pairwise(ats)
+        }
         st.summaries.clear()
         st.ups.clear()
+        for f in st.early.values():
+            f.cancel()
+        st.early.clear()
+
+
+def ahead(prom: PrometheusReader, start: datetime, reads: Iterable[tuple[str, Decimal]]) -> None:
+    """Ask for the reads of the planned hour after ``start`` now, on one background thread:
+    Prometheus answers them while this hour is integrated, attributed and written."""
+    st = _state(prom)
+    nxt = st.following.get(instant_text(start + timedelta(hours=1) - timedelta(microseconds=1)))
+    if nxt is None:
+        return
+    at = nxt + timedelta(hours=1) - timedelta(microseconds=1)
+    with st.lock:
+        if st.pool is None:
+            st.pool = ThreadPoolExecutor(1, thread_name_prefix="prom-ahead")
+        for selector, look_back in reads:
+            key = (selector, instant_text(at), 3600 + int(look_back))
+            if key not in st.early:
+                st.early[key] = st.pool.submit(_read, prom, st, selector, at, key[2])
 
 
 def read(prom: PrometheusReader, selector: str, at: datetime, seconds: int) -> list[Series]:
     """What ``prom.raw(selector, at, seconds)`` answers, with steady series synthesised."""
     st = _state(prom)
+    with st.lock:
+        early = st.early.pop((selector, instant_text(at), seconds), None)
+    if early is not None:
+        return early.result()
+    return _read(prom, st, selector, at, seconds)
+
+
+def _read(
+    prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
+) -> list[Series]:
     if prom.reads != "fast" or selector not in STEADY or not _NAME.fullmatch(selector):
         out = prom.raw(selector, at, seconds)
         st.counts.raw += len(out)

@@ -72,6 +72,13 @@ def merged(series: Iterable[Series]) -> list[Sample]:
     return sorted(by_time.items())
 
 
+def highest(samples: list[Sample]) -> Decimal:
+    """The highest value of a series' samples (a steady series': its value)."""
+    if isinstance(samples, steady.Steady):
+        return samples.value
+    return max(v for _, v in samples)
+
+
 class Window:
     """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
 
