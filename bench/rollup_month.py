@@ -235,7 +235,17 @@ def main(args: argparse.Namespace) -> int:
                 report = prof.runcall(run.ingest, engine, reader, model, "bench", hours)
                 pstats.Stats(prof).sort_stats("tottime").print_stats(30)
             else:
-                report = run.ingest(engine, reader, model, "bench", hours)
+                began = time.perf_counter()
+
+                def progress(hour: datetime, error: str | None) -> None:
+                    done = (hour - START) // timedelta(hours=1) + 1
+                    if done % 24 == 0:
+                        print(
+                            f"  ... {done // 24} days in {time.perf_counter() - began:.0f} s",
+                            flush=True,
+                        )
+
+                report = run.ingest(engine, reader, model, "bench", hours, progress)
             took = time.perf_counter() - t
             assert report.done == hours, report.failed
             counts = steady.counts(reader)

@@ -88,11 +88,11 @@ class PrometheusReader:
 
     def range_values(
         self, expr: str, first: datetime, last: datetime, step: int
-    ) -> dict[str, list[tuple[dict[str, str], str]]]:
+    ) -> list[tuple[dict[str, str], list[tuple[str, str]]]]:
         """A range query (``query_range``, POST) evaluated at ``first``, ``first + step``, ...
-        ``last``: per evaluation instant (its text as :func:`instant_text` writes it), each
-        series' labels and value text (as the API wrote it; NaN and infinities included).
-        For per-hour summaries of many hours in one answer (costsvc/ingest/steady.py)."""
+        ``last``: each series' labels and its (evaluation instant as :func:`instant_text`
+        writes it, value text as the API wrote it; NaN and infinities included). For per-hour
+        summaries of many hours in one answer (costsvc/ingest/steady.py)."""
         params = {
             "query": expr,
             "start": instant_text(first),
@@ -100,12 +100,10 @@ class PrometheusReader:
             "step": str(step),
         }
         body = self._get(params, expr[:80], post=True, path="/api/v1/query_range")
-        out: dict[str, list[tuple[dict[str, str], str]]] = {}
-        for r in body["data"]["result"]:
-            labels = dict(r["metric"])
-            for t, v in r["values"]:
-                out.setdefault(f"{float(t):.3f}", []).append((labels, v))
-        return out
+        return [
+            (dict(r["metric"]), [(f"{float(t):.3f}", v) for t, v in r["values"]])
+            for r in body["data"]["result"]
+        ]
 
     def instant(self, expr: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
         """Each series of an instant query's answer and its value (NaN/infinite left out)."""

@@ -75,7 +75,7 @@ class Steady(list[tuple[Decimal, Decimal]]):
     __slots__ = ("times", "value")
 
     def __init__(self, times: list[Decimal], value: Decimal) -> None:
-        super().__init__((t, value) for t in times)
+        super().__init__(zip(times, itertools.repeat(value)))
         self.times, self.value = times, value
 
 
@@ -244,12 +244,15 @@ def _summary(
                 end,
                 3600,
             )
-            block = {}
-            for t in set(counted) | {instant}:
-                block[t] = (
-                    {_key(lab): _count(v) for lab, v in counted.get(t, [])},
-                    {_key(lab): v for lab, v in constant.get(t, [])},
-                )
+            block = {instant: ({}, {})}
+            for lab, values in counted:
+                key = _key(lab)
+                for t, v in values:
+                    block.setdefault(t, ({}, {}))[0][key] = _count(v)
+            for lab, values in constant:
+                key = _key(lab)
+                for t, v in values:
+                    block.setdefault(t, ({}, {}))[1][key] = v
             with st.lock:  # an earlier block of this selector is done with
                 for k in [k for k in st.summaries if k[:2] == cache_key[:2] and k != cache_key]:
                     del st.summaries[k]
