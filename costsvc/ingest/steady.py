@@ -100,6 +100,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     locks: dict[object, threading.Lock] = field(default_factory=dict)
     following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
+    latest: dict[tuple[str, str, int, str], dict[str, list[dict[str, str]]]] = field(
+        default_factory=dict
+    )
     early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
 
@@ -151,6 +154,7 @@ def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
         }
         st.summaries.clear()
         st.ups.clear()
+        st.latest.clear()
         for f in st.early.values():
             f.cancel()
         st.early.clear()
@@ -217,6 +221,36 @@ def _count(text: str) -> int:
     """A count's text as a number (-1, never matching a target, if it is no count)."""
     value = Decimal(text)
     return int(value) if value.is_finite() and value == value.to_integral_value() else -1
+
+
+def latest(
+    prom: PrometheusReader, selector: str, at: datetime, seconds: int
+) -> list[dict[str, str]]:
+    """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
+    the window): for an hour of a planned block, from one ``last_over_time`` range query
+    over the block (a series has a value at an hour's step exactly when it had a sample in
+    that hour's window)."""
+    st = _state(prom)
+    instant = instant_text(at)
+    first, last = st.blocks.get(instant, (instant, instant))
+    if prom.reads != "fast" or first == last:
+        return prom.latest(selector, at, seconds)
+    cache_key = ("latest", selector, seconds, first)
+    with st.lock_for(cache_key):
+        block = st.latest.get(cache_key)
+        if block is None:
+            start = datetime.fromtimestamp(float(first), at.tzinfo)
+            end = datetime.fromtimestamp(float(last), at.tzinfo)
+            block = {}
+            expr = f"last_over_time({selector}[{seconds}s])"
+            for lab, values in prom.range_values(expr, start, end, 3600):
+                for t, _ in values:
+                    block.setdefault(t, []).append(lab)
+            with st.lock:
+                for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
+                    del st.latest[k]
+                st.latest[cache_key] = block
+    return sorted(block.get(instant, []), key=lambda lab: sorted(lab.items()))
 
 
 def _key(labels: dict[str, str]) -> Key:

@@ -113,7 +113,7 @@ class Window:
         return steady.read(self.prom, selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
-        return self.prom.latest(selector, self.at, 3600)
+        return steady.latest(self.prom, selector, self.at, 3600)
 
     def pieces(self, samples: list[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady
