@@ -1,13 +1,18 @@
-"""gpu-costsvc API benchmark: a month of chargeback in a real PostgreSQL, served by a real
+"""gpu-costsvc API benchmark: up to a year of chargeback in a real PostgreSQL, served by a real
 uvicorn on loopback.
 
-    python bench/costsvc_api.py [--hours 720] [--pods 5000] [--duration 60]
-    python bench/costsvc_api.py --quick     # 48 hours x 500 pods, 10 s of load: a smoke run
+    python bench/costsvc_api.py [--hours 8760] [--pods 5000] [--duration 60]
+    python bench/costsvc_api.py --hours 720      # a month (2026-11) only
+    python bench/costsvc_api.py --quick          # 48 hours x 500 pods, 10 s of load: a smoke run
 
-The data (SQL, INSERT ... SELECT from generate_series, in hour order as ingest writes it):
-``--hours`` hourly rows for each of ``--pods`` pods of 2026-11 over 40 teams (5 projects each,
+The data (SQL, INSERT ... SELECT from generate_series, in hour order as ingest writes it, a
+month per statement): ``--hours`` hourly rows ending with 2026-11 (8,760: 2025-12-01 to
+2026-12-01) for each of ``--pods`` pods over 40 teams (5 projects each,
 3 stages, 2 clusters, 8 pods a node, a quarter of the nodes A100 and the rest H100, every
-10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; then
+10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; the
+rollups the writer keeps beside them (``cost_hours`` per hour and owner, ``cost_days`` per UTC
+day and owner, ``cost_pod_days`` per UTC day and pod: costsvc/db/lines.py,
+costsvc/db/rollup.py) by the same sums in SQL; then
 VACUUM ANALYZE (as autovacuum would, and so that it does not start in the middle of a
 measurement). The API runs as its own process (``create_app`` + uvicorn, as ``gpu-costsvc
 serve`` runs it, clock fixed at 2026-11-30T23:59:59Z), so its RSS can be read from /proc and
@@ -16,10 +21,12 @@ the clients do not share its interpreter.
 Prints the machine, the sizes and, for each part, the figures and a PASS/MISS per target:
   1. load: rows and time;
   2. month by team: p50/p95 of ``GET /v1/costs?start&end&group_by=team`` (finance token,
-     sequential, keep-alive) vs the same aggregate as raw SQL through psycopg
-     [p95 <= 150 ms and <= 2x raw SQL]; on a miss, the plan (EXPLAIN ANALYZE) and the same
-     figures with candidate covering indexes, each built in the bench database and dropped
-     again (the schema measured elsewhere is the migrations' own);
+     sequential, keep-alive) vs the same aggregate as raw SQL over the chargeback through
+     psycopg [p95 <= 150 ms]; on a miss (a month of data only), the plan (EXPLAIN ANALYZE)
+     and the same figures with candidate covering indexes, each built in the bench database
+     and dropped again (the schema measured elsewhere is the migrations' own); then the
+     12-month trend ``GET /v1/costs?start&end&step=month&group_by=team`` over the hours
+     loaded, cold [p95 <= 300 ms], and its SQL over the chargeback once, as the peer;
   3. CSV export: rows/s of ``GET /v1/reports/chargeback.csv?month=2026-11`` vs PostgreSQL
      ``COPY (SELECT the same columns, same order) TO STDOUT WITH CSV`` [>= 0.5x COPY], the
      first 10,000 lines of both compared, and the API process's peak RSS during the export;
@@ -53,6 +60,7 @@ sys.path.insert(0, str(ROOT))
 MONTH = "2026-11"
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 END = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+YEAR = 8760  # hours from 2025-12-01 to 2026-12-01
 NOW = dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=dt.UTC)  # the API's clock
 TEAMS = 40
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"
@@ -108,7 +116,7 @@ SELECT hr, cluster, team, project, stage, namespace, pod, node, gpu_model, mig_p
        CASE WHEN idle_line THEN 0 ELSE cost * util / 100 END,
        CASE WHEN idle_line THEN 0 ELSE cost - cost * util / 100 END,
        CASE WHEN idle_line THEN cost ELSE 0 END, gh
-FROM generate_series(0, %(hours)s - 1) AS h
+FROM generate_series(%(h0)s, %(h1)s - 1) AS h
 CROSS JOIN bench_lines
 CROSS JOIN LATERAL (SELECT %(t0)s::timestamptz + make_interval(hours => h) AS hr,
                            (CASE WHEN gpu_model = %(a100)s THEN 1600000 ELSE 2500000 END)
@@ -127,6 +135,32 @@ MONTH_BY_TEAM = """
 SELECT team, currency, sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours)
 FROM chargeback WHERE hour >= %s AND hour < %s
 GROUP BY team, currency ORDER BY team, currency
+"""
+TREND = """
+SELECT to_char(hour AT TIME ZONE 'UTC', 'YYYY-MM'), team, currency, sum(allocated), sum(used),
+       sum(waste), sum(idle), sum(gpu_hours)
+FROM chargeback WHERE hour >= %s AND hour < %s
+GROUP BY 1, team, currency ORDER BY 1, team, currency
+"""
+# the rollups as the writer keeps them (costsvc/db/lines.py refresh_cost_hours,
+# costsvc/db/rollup.py apply_delta), as migration 0010 backfills them: Σ chargeback per hour
+# and owner, per UTC day and owner, per UTC day and pod (with the count of rows) — here a
+# month of hours per statement
+OWNER_COLS = "cluster, team, project, stage, currency"
+COST_HOURS = """
+INSERT INTO cost_hours (hour, {owner}, {amounts})
+SELECT hour, {owner}, {sums} FROM chargeback WHERE hour >= %(a)s AND hour < %(b)s
+GROUP BY hour, {owner}
+"""
+COST_POD_DAYS = """
+INSERT INTO cost_pod_days (day, {pod}, lines, {amounts})
+SELECT date_trunc('day', hour, 'UTC'), {pod}, count(*), {sums} FROM chargeback
+WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {pod}
+"""
+COST_DAYS = """
+INSERT INTO cost_days (day, {owner}, lines, {amounts})
+SELECT date_trunc('day', hour, 'UTC'), {owner}, count(*), {sums} FROM chargeback
+WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {owner}
 """
 
 ROLLUP = """
@@ -221,6 +255,13 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "MISS"
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process (and its waited-for children), /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def status_kib(pid: int, field: str) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -229,23 +270,52 @@ def status_kib(pid: int, field: str) -> int:
     return 0
 
 
+def rollup_sql(template: str) -> str:
+    from costsvc.chargeback import AMOUNTS
+
+    return template.format(
+        owner=OWNER_COLS,
+        pod="cluster, team, project, stage, namespace, pod, currency",
+        amounts=", ".join(AMOUNTS),
+        sums=", ".join(f"sum({a})" for a in AMOUNTS),
+    )
+
+
+def months_of(t0: dt.datetime, t1: dt.datetime) -> list[tuple[dt.datetime, dt.datetime]]:
+    """[t0, t1) cut at UTC month starts."""
+    out, a = [], t0
+    while a < t1:
+        b = dt.datetime(a.year + (a.month == 12), a.month % 12 + 1, 1, tzinfo=dt.UTC)
+        out.append((a, min(b, t1)))
+        a = b
+    return out
+
+
 def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
-    params = {"hours": hours, "pods": pods, "t0": START, "h100": H100, "a100": A100}
+    t0 = END - dt.timedelta(hours=hours)
+    params = {"pods": pods, "t0": t0, "h100": H100, "a100": A100}
+    # a bulk load's checkpoint spacing (the defaults checkpoint every 1 GB of WAL)
+    conn.execute("ALTER SYSTEM SET max_wal_size = '16GB'")
+    conn.execute("SELECT pg_reload_conf()")
     t = time.perf_counter()
     conn.execute(LINES, params)
-    conn.execute(LOAD, params)
-    # the per-owner hourly rollup the writer keeps next to the chargeback (costsvc/months.py)
-    conn.execute(
-        "INSERT INTO cost_hours (hour, cluster, team, project, stage, currency, allocated, used, "
-        "waste, idle, gpu_hours) SELECT hour, cluster, team, project, stage, currency, "
-        "sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours) FROM chargeback "
-        "GROUP BY hour, cluster, team, project, stage, currency"
-    )
+    hours_sql, days_sql = rollup_sql(COST_HOURS), rollup_sql(COST_DAYS)
+    pod_days_sql = rollup_sql(COST_POD_DAYS)
+    t_rollup = 0.0
+    for a, b in months_of(t0, END):
+        h0, h1 = (int((x - t0).total_seconds()) // 3600 for x in (a, b))
+        conn.execute(LOAD, {**params, "h0": h0, "h1": h1})
+        r = time.perf_counter()
+        conn.execute(hours_sql, {"a": a, "b": b})
+        conn.execute(days_sql, {"a": a, "b": b})
+        conn.execute(pod_days_sql, {"a": a, "b": b})
+        t_rollup += time.perf_counter() - r
+        print(f"   loaded {a:%Y-%m} ({time.perf_counter() - t:.0f} s)", flush=True)
     t_insert = time.perf_counter() - t
     conn.execute("DROP TABLE bench_lines")
     t = time.perf_counter()
-    conn.execute("VACUUM (ANALYZE) chargeback")
-    conn.execute("VACUUM (ANALYZE) cost_hours")
+    for table in ("chargeback", "cost_hours", "cost_days", "cost_pod_days"):
+        conn.execute(f"VACUUM (ANALYZE) {table}")
     t_vacuum = time.perf_counter() - t
     rows, idle = conn.execute(
         "SELECT count(*), count(*) FILTER (WHERE team = '__idle__') FROM chargeback"
@@ -253,10 +323,18 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
     heap, total = conn.execute(
         "SELECT pg_relation_size('chargeback'), pg_total_relation_size('chargeback')"
     ).fetchone()
+    n_hours, n_days, n_pod_days = (
+        conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("cost_hours", "cost_days", "cost_pod_days")
+    )
     return {
         "rows": rows,
         "idle_rows": idle,
+        "cost_hours_rows": n_hours,
+        "cost_days_rows": n_days,
+        "cost_pod_days_rows": n_pod_days,
         "insert_s": t_insert,
+        "rollups_s": t_rollup,
         "vacuum_analyze_s": t_vacuum,
         "heap_mib": heap / 2**20,
         "total_mib": total / 2**20,
@@ -320,6 +398,38 @@ def month_by_team(
         "sql_p95_ms": pct(sql_ms, 95),
         "api_groups": api_groups,
         "sql_groups": sql_groups,
+        "requests": n,
+    }
+
+
+def trend(http: Any, finance: str, pg: Any, n: int, t0: dt.datetime) -> dict[str, Any]:
+    """``GET /v1/costs?step=month&group_by=team`` over [t0, END), cold (an audit row before
+    each request changes the data version); its SQL over the chargeback once, as the peer."""
+    iso = "%Y-%m-%dT%H:%M:%SZ"
+    params = {"start": f"{t0:{iso}}", "end": f"{END:{iso}}", "step": "month", "group_by": "team"}
+    headers = {"Authorization": f"Bearer {finance}"}
+    ms: list[float] = []
+    rows = 0
+    for i in range(3 + n):
+        pg.execute(
+            "INSERT INTO audit_log (at, actor, action, target, detail) "
+            "VALUES (now(), 'bench', 'bench.invalidate', '', '{}')"
+        )
+        t = time.perf_counter()
+        r = http.get("/v1/costs", params=params, headers=headers)
+        r.raise_for_status()
+        rows = len(r.json()["rows"])
+        if i >= 3:
+            ms.append((time.perf_counter() - t) * 1000)
+    t = time.perf_counter()
+    sql_rows = len(pg.execute(TREND, (t0, END), prepare=False).fetchall())
+    sql_ms = (time.perf_counter() - t) * 1000
+    return {
+        "api_p50_ms": pct(ms, 50),
+        "api_p95_ms": pct(ms, 95),
+        "api_rows": rows,
+        "sql_chargeback_ms": sql_ms,
+        "sql_rows": sql_rows,
         "requests": n,
     }
 
@@ -624,12 +734,23 @@ def main() -> int:
     from bench.pgcluster import start_postgres
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hours", type=int, default=None, help="hours of 2026-11 (default 720)")
+    ap.add_argument(
+        "--hours", type=int, default=None, help="hours ending with 2026-11 (default 8760: a year)"
+    )
     ap.add_argument("--pods", type=int, default=None, help="pods an hour (default 5000)")
     ap.add_argument("--duration", type=float, default=None, help="load test, s (default 60)")
     ap.add_argument("--clients", type=int, default=50, help="concurrent clients of the load test")
     ap.add_argument("--requests", type=int, default=50, help="month-by-team requests timed")
     ap.add_argument("--quick", action="store_true", help="48 hours x 500 pods, 10 s of load")
+    ap.add_argument(
+        "--keep-data",
+        type=Path,
+        default=None,
+        help="keep the PostgreSQL cluster in this directory, and reuse it when a run left one "
+        "there (the data is loaded once: a year takes tens of minutes here)",
+    )
+    ap.add_argument("--skip-load-test", action="store_true", help="no part 4")
+    ap.add_argument("--skip-allocation", action="store_true", help="no part 5")
     ap.add_argument(
         "--workers",
         type=int,
@@ -638,10 +759,10 @@ def main() -> int:
         "then the supervisor's)",
     )
     args = ap.parse_args()
-    hours = args.hours or (48 if args.quick else 720)
+    hours = args.hours or (48 if args.quick else YEAR)
     pods = args.pods or (500 if args.quick else 5000)
     duration = args.duration or (10.0 if args.quick else 60.0)
-    hours = min(hours, 720)  # one month: 2026-11
+    hours = min(hours, YEAR)
 
     import httpx
     import psycopg
@@ -651,7 +772,12 @@ def main() -> int:
     from costsvc.db.tokens import create_token
 
     report: dict[str, Any] = {"machine": machine(), "hours": hours, "pods": pods}
-    pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
+    keep = args.keep_data
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        os.chmod(keep, 0o755)
+    loaded = keep is not None and (keep / "loaded.json").exists()
+    pg_base = keep or Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
     stop_pg: list[str] = []
     api = None
     try:
@@ -672,23 +798,36 @@ def main() -> int:
         )
         report["postgres"] = {"version": version, **settings}
 
-        f = load(pg, hours, pods)
-        report["load"] = f
+        if loaded:
+            f = json.loads((pg_base / "loaded.json").read_text())
+            hours, pods = f["hours"], f["pods"]
+            print(f"   (the data a previous run loaded and kept in {pg_base})")
+        else:
+            f = {**load(pg, hours, pods), "hours": hours, "pods": pods}
+            if keep is not None:
+                (pg_base / "loaded.json").write_text(json.dumps(f))
+        report.update(load=f, hours=hours, pods=pods)
+        t0 = END - dt.timedelta(hours=hours)
         print(
-            f"1. data: {f['rows']:,} chargeback rows ({hours} hours of {MONTH} x {pods:,} "
-            f"pods over {TEAMS} teams + {f['idle_rows']:,} __idle__ lines); INSERT ... "
-            f"SELECT {f['insert_s']:.1f} s ({f['rows'] / f['insert_s']:,.0f} rows/s), VACUUM "
-            f"ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
+            f"1. data: {f['rows']:,} chargeback rows ({hours:,} hours from {t0:%Y-%m-%d %H:00} "
+            f"to {END:%Y-%m-%d} x {pods:,} pods over {TEAMS} teams + {f['idle_rows']:,} "
+            f"__idle__ lines); INSERT ... SELECT {f['insert_s']:.1f} s "
+            f"({f['rows'] / f['insert_s']:,.0f} rows/s, of it the rollups {f['rollups_s']:.1f} "
+            f"s: {f['cost_hours_rows']:,} cost_hours, {f['cost_days_rows']:,} cost_days, "
+            f"{f['cost_pod_days_rows']:,} cost_pod_days rows), "
+            f"VACUUM ANALYZE {f['vacuum_analyze_s']:.1f} s; table {f['heap_mib']:,.0f} MiB, "
             f"with indexes {f['total_mib']:,.0f} MiB"
         )
 
         engine = create_engine(url)
-        tokens = {"finance": create_token(engine, "bench-finance", "finance", None, "bench")}
+        run = f"{time.time_ns():x}"  # token names are unique; a kept database has older ones
+        tokens = {"finance": create_token(engine, f"bf-{run}", "finance", None, "bench")}
         for i in range(TEAMS):
             team = f"team-{i:02d}"
-            tokens[team] = create_token(engine, f"bench-{team}", "team", team, "bench")
-        with engine.begin() as conn:
-            conn.execute(text(BUDGETS), {"n": TEAMS})
+            tokens[team] = create_token(engine, f"b{i}-{run}", "team", team, "bench")
+        if not loaded:
+            with engine.begin() as conn:
+                conn.execute(text(BUDGETS), {"n": TEAMS})
         engine.dispose()
 
         port = free_port()
@@ -710,7 +849,9 @@ def main() -> int:
         print_month(warm, "cached answer (no data change between requests):")
         f = month_by_team(http, tokens["finance"], pg, args.requests, cold=True)
         report["month_by_team"] = f
-        if not print_month(f, "cold (the data version changes before every request):"):
+        if not print_month(f, "cold (the data version changes before every request):") and (
+            hours <= 720  # candidate indexes over a year of rows: an hour each to build
+        ):
             plan = explain(pg)
             report["month_by_team_plan"] = plan
             print("  MISS: the plan of the raw SQL (EXPLAIN (ANALYZE, BUFFERS)):")
@@ -719,6 +860,16 @@ def main() -> int:
             report["month_by_team_indexes"] = try_indexes(
                 http, tokens["finance"], pg, max(10, args.requests // 2)
             )
+
+        f = trend(http, tokens["finance"], pg, args.requests, t0)
+        report["trend"] = f
+        print(
+            f"   {hours // 730 or 1}-month trend: GET /v1/costs?start={t0:%Y-%m-%dT%H}:00:00Z&end="
+            f"2026-12-01T00:00:00Z&step=month&group_by=team, cold: p50 {f['api_p50_ms']:.1f} ms, "
+            f"p95 {f['api_p95_ms']:.1f} ms ({f['api_rows']} rows, {f['requests']} requests)   "
+            f"[p95 <= 300 ms: {verdict(f['api_p95_ms'] <= 300)}]; the same SQL over the "
+            f"chargeback (the peer, once): {f['sql_chargeback_ms']:,.0f} ms ({f['sql_rows']} rows)"
+        )
 
         print(
             f"3. CSV export: GET /v1/reports/chargeback.csv?month={MONTH} (all rows, streamed) "
@@ -745,48 +896,57 @@ def main() -> int:
             f"{f['rss_before_mib']:.0f} MiB before it)"
         )
 
-        print(
-            f"4. load: {args.clients} concurrent keep-alive clients for {duration:g} s (every "
-            f"5th with the finance token, the rest each with its team's): /v1/costs "
-            f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
-            f"/v1/budgets"
-        )
-        f = load_test(base, tokens, args.clients, duration)
-        report["load_test"] = f
-        for label, e in f["per_endpoint"].items():
+        if not args.skip_load_test:
             print(
-                f"  {label:24s} {e['requests']:6,} requests  p50 {e['p50_ms']:7.1f} ms  "
-                f"p99 {e['p99_ms']:7.1f} ms  errors {e['errors']}"
+                f"4. load: {args.clients} concurrent keep-alive clients for {duration:g} s (every "
+                f"5th with the finance token, the rest each with its team's): /v1/costs "
+                f"window=month group_by team / project, /v1/teams/{{team}}/summary, "
+                f"/v1/budgets"
             )
-        print(
-            f"  all: {f['requests']:,} requests in {f['duration_s']:.1f} s ({f['rps']:.1f}/s), "
-            f"errors {f['errors']}, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, max "
-            f"{f['max_ms']:.0f} ms   [0 errors: {verdict(f['errors'] == 0)}; p99 <= 250 ms: "
-            f"{verdict(f['p99_ms'] <= 250)}]"
-        )
-        for line in f["failures"]:
-            print(f"  e.g. {line}")
-        print(f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB")
+            cpu0 = cpu_seconds(api.pid)
+            f = load_test(base, tokens, args.clients, duration)
+            f["api_cpu_ms_per_request"] = (cpu_seconds(api.pid) - cpu0) * 1000 / f["requests"]
+            report["load_test"] = f
+            for label, e in f["per_endpoint"].items():
+                print(
+                    f"  {label:24s} {e['requests']:6,} requests  p50 {e['p50_ms']:7.1f} ms  "
+                    f"p99 {e['p99_ms']:7.1f} ms  errors {e['errors']}"
+                )
+            print(
+                f"  all: {f['requests']:,} requests in {f['duration_s']:.1f} s ({f['rps']:.1f}/s), "
+                f"errors {f['errors']}, p50 {f['p50_ms']:.1f} ms, p99 {f['p99_ms']:.1f} ms, max "
+                f"{f['max_ms']:.0f} ms   [0 errors: {verdict(f['errors'] == 0)}; p99 <= 250 ms: "
+                f"{verdict(f['p99_ms'] <= 250)}]"
+            )
+            for line in f["failures"]:
+                print(f"  e.g. {line}")
+            print(
+                f"  API peak RSS over the run {status_kib(api.pid, 'VmHWM') / 1024:.0f} MiB; API "
+                f"CPU {f['api_cpu_ms_per_request']:.2f} ms a request (user + system, its "
+                "process: the figure the machine's load does not move much)"
+            )
 
-        print(
-            f"5. OpenCost's /allocation?window={WINDOW} (finance token, cold: the data version "
-            "changes before every request) vs the namespace aggregate as raw SQL:"
-        )
-        f = allocation(http, tokens["finance"], pg, max(5, args.requests // 4))
-        report["allocation"] = f
-        sql = f["sql_by_namespace"]
-        for label in ALLOCATION_QUERIES:
-            e = f[label]
+        if not args.skip_allocation:
             print(
-                f"  {label:24s} p50 {e['p50_ms']:8.1f} ms  p95 {e['p95_ms']:8.1f} ms  "
-                f"{e['sets']} set(s), {e['allocations']:,} allocations  "
-                f"{e['p95_ms'] / sql['p95_ms']:.2f}x raw SQL p95"
+                f"5. OpenCost's /allocation?window={WINDOW} (finance token, cold: the data version "
+                "changes before every request) vs the namespace aggregate as raw SQL:"
             )
-        print(
-            f"  raw SQL by namespace    p50 {sql['p50_ms']:8.1f} ms  p95 {sql['p95_ms']:8.1f} ms"
-            f"   [namespace, accumulate p95 <= 2x raw SQL: "
-            f"{verdict(f['namespace, accumulate']['p95_ms'] <= 2 * sql['p95_ms'])}]"
-        )
+            f = allocation(http, tokens["finance"], pg, max(5, args.requests // 4))
+            report["allocation"] = f
+            sql = f["sql_by_namespace"]
+            for label in ALLOCATION_QUERIES:
+                e = f[label]
+                print(
+                    f"  {label:24s} p50 {e['p50_ms']:8.1f} ms  p95 {e['p95_ms']:8.1f} ms  "
+                    f"{e['sets']} set(s), {e['allocations']:,} allocations  "
+                    f"{e['p95_ms'] / sql['p95_ms']:.2f}x raw SQL p95"
+                )
+            print(
+                f"  raw SQL by namespace    p50 {sql['p50_ms']:8.1f} ms  "
+                f"p95 {sql['p95_ms']:8.1f} ms"
+                f"   [namespace, accumulate p95 <= 2x raw SQL: "
+                f"{verdict(f['namespace, accumulate']['p95_ms'] <= 2 * sql['p95_ms'])}]"
+            )
         http.close()
         pg.close()
     finally:
@@ -795,7 +955,8 @@ def main() -> int:
             api.wait(10)
         if stop_pg:
             subprocess.run(stop_pg, check=False, capture_output=True)
-        shutil.rmtree(pg_base, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(pg_base, ignore_errors=True)
     out = ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)
     stamp = re.sub(r"[^0-9]", "", report["machine"]["date"])[:12]

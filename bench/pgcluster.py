@@ -14,7 +14,8 @@ def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
     bindir = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1]).parent
     as_pg = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     data, sock = base / "pg", base / "sock"
-    sock.mkdir()
+    reuse = data.is_dir()  # a cluster a run kept (bench/costsvc_api.py --keep-data)
+    sock.mkdir(exist_ok=True)
     if os.geteuid() == 0:
         shutil.chown(base, "postgres")
         shutil.chown(sock, "postgres")
@@ -32,7 +33,7 @@ def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
         ],
         check=True,
         capture_output=True,
-    )
+    ) if not reuse else None
     subprocess.run(
         [
             *as_pg,

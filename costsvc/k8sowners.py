@@ -6,7 +6,8 @@ like labels: a new pod's owner dates from its creation, a deleted pod's row is c
 ReplicaSets (``apps/v1``) and Jobs (``batch/v1``) (their own controller: the Deployment, the
 CronJob), and ResourceQuotas (``status.hard`` / ``status.used`` of the GPU resources, e.g.
 ``requests.nvidia.com/gpu``, ``requests.nvidia.com/mig-1g.10gb``; ``spec.hard`` until the
-quota controller has written a status) into :class:`costsvc.db.advice.QuotaStore`.
+quota controller has written a status) into :class:`costsvc.db.advice.QuotaStore`. The service
+runs it together with the label watcher over one pods watch (``kube.watch.SharedWatches``).
 """
 
 from __future__ import annotations

@@ -39,6 +39,7 @@ from costsvc.db.models import (
     UsageFact,
     Watermark,
 )
+from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.opencost.podlabels import Labelled
@@ -46,6 +47,7 @@ from costsvc.opencost.shape import Row
 from costsvc.utc import as_utc
 
 FORECAST_WINDOW = timedelta(days=7)
+POD_DIMENSIONS = OWNER_DIMENSIONS | {"namespace", "pod"}  # what cost_pod_days keeps
 ONE = Decimal("0.000001")
 
 
@@ -67,8 +69,9 @@ def bucket(conn: Connection, step: str, h: Any = Chargeback.hour) -> ColumnEleme
 
 
 def source(dimensions: set[str]) -> Any:
-    """The table to aggregate: the per-owner hourly rollup when it has every dimension asked
-    for (same sums, a few thousand rows a month instead of millions), else the chargeback."""
+    """The table to aggregate: the per-owner rollups when they have every dimension asked
+    for (same sums; a month by team reads ~30 days x owners from ``cost_days``, the
+    partial-day edges from ``cost_hours``: costsvc/db/rollup.py), else the chargeback."""
     return CostHour if dimensions <= OWNER_DIMENSIONS else Chargeback
 
 
@@ -157,12 +160,21 @@ def costs(
     filters: dict[str, list[str]],
 ) -> list[dict[str, Any]]:
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
-    t = source(set(group_by) | set(filters))
+    dims = set(group_by) | set(filters)
+    if source(dims) is CostHour:  # whole days from cost_days
+        t: Any = owner_rows(start, end, hourly=step == "hour").c
+        where: tuple[Any, ...] = ()
+    elif dims <= POD_DIMENSIONS and step != "hour":  # whole days from cost_pod_days
+        t = pod_rows(start, end).c
+        where = ()
+    else:
+        t = Chargeback
+        where = (t.hour >= start, t.hour < end)
     cols: list[Any] = [getattr(t, d) for d in group_by]
     cols.append(t.currency)
     if step:
         cols.insert(0, bucket(conn, step, t.hour).label("start"))
-    q = select(*cols, *sums(t)).where(t.hour >= start, t.hour < end)
+    q = select(*cols, *sums(t)).where(*where)
     for name, values in filters.items():
         q = q.where(getattr(t, name).in_(values))
     q = q.group_by(*cols).order_by(*cols)
@@ -183,8 +195,8 @@ def costs(
 def team_total(
     conn: Connection, start: datetime, end: datetime, team: str, project: str | None = None
 ) -> Totals:
-    t = CostHour
-    q = select(*sums(t)).where(t.hour >= start, t.hour < end, t.team == team)
+    t = owner_rows(start, end).c
+    q = select(*sums(t)).where(t.team == team)
     if project:
         q = q.where(t.project == project)
     r = conn.execute(q).one()
@@ -258,10 +270,10 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
 def top_wasters(
     conn: Connection, start: datetime, end: datetime, team: str, limit: int = 10
 ) -> list[dict[str, Any]]:
-    c = Chargeback
+    c = pod_rows(start, end).c  # whole days from cost_pod_days
     q = (
-        select(c.cluster, c.namespace, c.pod, c.project, c.currency, *SUMS)
-        .where(c.hour >= start, c.hour < end, c.team == team, c.team != IDLE, c.pod != "")
+        select(c.cluster, c.namespace, c.pod, c.project, c.currency, *sums(c))
+        .where(c.team == team, c.team != IDLE, c.pod != "")
         .group_by(c.cluster, c.namespace, c.pod, c.project, c.currency)
         .order_by(func.sum(c.waste).desc(), c.cluster, c.namespace, c.pod)
         .limit(limit)
@@ -303,7 +315,7 @@ class OwnerMoney:
 def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list[OwnerMoney]:
     """Money (and energy, CO2e) per owner and currency over the hours in [start, end), or of
     the hour ``start`` when ``end`` is None."""
-    o = CostHour
+    o: Any = CostHour if end is None else owner_rows(start, end).c
     owners = (o.team, o.project, o.stage, o.currency)
     money_sums = (
         func.sum(o.allocated),
@@ -314,7 +326,7 @@ def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list
         func.sum(o.idle_energy_mj),
         func.sum(o.co2e_mg + o.idle_co2e_mg),
     )
-    hours = (o.hour == start,) if end is None else (o.hour >= start, o.hour < end)
+    hours = (o.hour == start,) if end is None else ()
     query = select(*owners, *money_sums).where(*hours).group_by(*owners)
     return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
 
@@ -323,12 +335,8 @@ def idle_by_currency(
     conn: Connection, start: datetime, end: datetime
 ) -> list[tuple[str, int, int]]:
     """(currency, idle, of it unavailable: lost GPU time) over [start, end)."""
-    o = CostHour
-    query = (
-        select(o.currency, func.sum(o.idle), func.sum(o.unavailable))
-        .where(o.hour >= start, o.hour < end)
-        .group_by(o.currency)
-    )
+    o = owner_rows(start, end).c
+    query = select(o.currency, func.sum(o.idle), func.sum(o.unavailable)).group_by(o.currency)
     return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
 
 
@@ -356,11 +364,11 @@ class PodMoney:
 
 def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney]:
     """Cost and waste per pod (of a team, not idle capacity) over [start, end)."""
-    c = Chargeback
+    c = pod_rows(start, end).c  # whole days from cost_pod_days
     pods = (c.team, c.project, c.namespace, c.pod, c.currency)
     query = (
         select(*pods, func.sum(c.allocated + c.idle), func.sum(c.waste))
-        .where(c.hour >= start, c.hour < end, c.team != IDLE, c.pod != "")
+        .where(c.team != IDLE, c.pod != "")
         .group_by(*pods)
     )
     return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]

@@ -159,6 +159,7 @@ class KindWatches:
         watch_timeout: int = 300,
     ) -> None:
         self._on_error = on_error
+        self.lists = dict(lists)  # kind -> the client's list method (read by SharedWatches)
         self._loops = {
             kind: ListWatch(
                 fn,
@@ -189,4 +190,47 @@ class KindWatches:
 
     def _failed(self, kind: str, stage: str, exc: Exception) -> None:
         self._on_error(kind)
+        log.warning("kubernetes API (%s %s): %s", kind, stage, exc)
+
+
+class SharedWatches(KindWatches):
+    """Several :class:`KindWatches`' handlers over one loop per kind: a kind that more than one
+    of them follows (the cost service's label and owner histories both follow every pod) is
+    listed and watched once, and each list and event is handed to each of them in turn. Only
+    this group's loops run; ``synced`` is per kind, as for one group."""
+
+    def __init__(
+        self,
+        *groups: KindWatches,
+        name: str,
+        retry_delay: float = 5.0,
+        watch_timeout: int = 300,
+    ) -> None:
+        self._groups = groups
+        lists: dict[str, Callable[..., Any]] = {}
+        for group in groups:
+            for kind, fn in group.lists.items():
+                lists.setdefault(kind, fn)
+        super().__init__(
+            lists,
+            lambda kind: None,
+            name=name,
+            retry_delay=retry_delay,
+            watch_timeout=watch_timeout,
+        )
+
+    def _listed(self, kind: str, items: list[dict[str, Any]]) -> None:
+        for group in self._groups:
+            if kind in group.lists:
+                group._listed(kind, items)
+
+    def _apply(self, kind: str, event_type: str, obj: dict[str, Any]) -> None:
+        for group in self._groups:
+            if kind in group.lists:
+                group._apply(kind, event_type, obj)
+
+    def _failed(self, kind: str, stage: str, exc: Exception) -> None:
+        for group in self._groups:
+            if kind in group.lists:
+                group._on_error(kind)
         log.warning("kubernetes API (%s %s): %s", kind, stage, exc)

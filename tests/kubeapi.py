@@ -110,6 +110,7 @@ class KubeApi:
         self.objects: dict[str, dict[str, dict[str, Any]]] = {p: {} for p in OTHER_KINDS}
         self.version = 100
         self.requests: list[dict[str, list[str]]] = []
+        self.paths: list[tuple[str, str]] = []  # (path, "list" | "watch") of each request
         self.watch_lifetime: float | None = None  # end every watch after this many seconds
         self.watches_opened = 0
         self.watch_peak = 0  # the most watches open at once
@@ -286,6 +287,7 @@ def _handler(api: KubeApi) -> type[BaseHTTPRequestHandler]:
             with api._lock:
                 api.requests.append(params)
                 request = "watch" if watch else "list"
+                api.paths.append((url.path, request))
                 refused = next((r for r in api._refusals if r[0] == request), None)
                 if refused is not None:
                     api._refusals.remove(refused)

@@ -6,6 +6,9 @@ team only — also through ``group_by``, filters and CSV; ``metrics`` (for Prome
 ``/metrics`` and nothing under ``/v1``. Anything else is 401 (no or unknown token) or 403.
 Token storage: costsvc/db/tokens.py; who sees what: docs/security.md.
 
+The dependencies are ``async def`` (a token lookup, every few seconds per token, goes to the
+thread pool): a plain ``def`` dependency costs a thread hand-off on every request.
+
 Every route that takes :data:`Caller`, :data:`Finance` or :data:`Admin` carries the bearer
 security scheme in the OpenAPI description (``bearer``), so a new route inherits both the
 check and its documentation by naming one of them.
@@ -18,6 +21,7 @@ import time
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
@@ -65,7 +69,7 @@ CACHE = _TokenCache()
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
-def optional_principal(request: Request, credentials: Credentials) -> Principal | None:
+async def optional_principal(request: Request, credentials: Credentials) -> Principal | None:
     """The caller, or None when no bearer token was sent; 401 for an unknown token."""
     if credentials is None:
         return None
@@ -76,14 +80,14 @@ def optional_principal(request: Request, credentials: Credentials) -> Principal 
     cached, who = CACHE.get(key)
     if not cached:
         engine: Engine = request.app.state.engine
-        who = principal_of(engine, key)
+        who = await run_in_threadpool(principal_of, engine, key)  # the loop never waits
         CACHE.put(key, who)
     if who is None:
         raise HTTPException(401, "unknown or revoked token", _UNAUTHORIZED)
     return who
 
 
-def principal(who: Annotated[Principal | None, Depends(optional_principal)]) -> Principal:
+async def principal(who: Annotated[Principal | None, Depends(optional_principal)]) -> Principal:
     """A caller of ``/v1``: any role but ``metrics``."""
     if who is None:
         raise HTTPException(401, "missing bearer token", _UNAUTHORIZED)
@@ -92,13 +96,13 @@ def principal(who: Annotated[Principal | None, Depends(optional_principal)]) -> 
     return who
 
 
-def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
+async def admin(who: Annotated[Principal, Depends(principal)]) -> Principal:
     if who.role != "admin":
         raise HTTPException(403, "this needs an admin token")
     return who
 
 
-def finance(who: Annotated[Principal, Depends(principal)]) -> Principal:
+async def finance(who: Annotated[Principal, Depends(principal)]) -> Principal:
     if not who.sees_all:
         raise HTTPException(403, "this needs a finance or admin token")
     return who

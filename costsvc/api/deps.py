@@ -1,4 +1,8 @@
-"""Shared dependencies: the engine and clock of the running app, and ``group_by``."""
+"""Shared dependencies: the engine and clock of the running app, and ``group_by``.
+
+They are ``async def``: none waits on anything, and FastAPI runs a plain ``def`` dependency
+in its thread pool — a thread hand-off per dependency per request, most of a cached answer's
+cost under load (measured with py-spy, bench/costsvc_api.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +15,17 @@ from sqlalchemy import Engine
 from costsvc.chargeback import DIMENSIONS, parse_group_by
 
 
-def engine(request: Request) -> Engine:
+async def engine(request: Request) -> Engine:
     found: Engine = request.app.state.engine
     return found
 
 
-def now(request: Request) -> datetime:
+async def now(request: Request) -> datetime:
     found: datetime = request.app.state.clock()
     return found
 
 
-def group_by(
+async def group_by(
     group_by: Annotated[
         list[str] | None,
         Query(description="any of " + ", ".join(DIMENSIONS) + " (repeat or comma-separate)"),

@@ -6,7 +6,8 @@ left as they are and the difference — new minus everything already billed for 
 owner — is written as **correction** rows billed in the next open month. Σ over every row of
 an hour (originals and corrections) is always that hour's current fleet cost; a closed month's
 own rows, and so its reports, never change. ``cost_hours`` (per hour, cluster and owner) is
-recomputed from the hour's rows in the same transaction.
+recomputed from the hour's rows in the same transaction, and the daily rollups of its UTC day
+(costsvc/db/rollup.py).
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
+from costsvc.db.bulk import insert_rows
 from costsvc.db.models import Chargeback, CostHour, MonthClose
+from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 
@@ -32,15 +35,15 @@ def write_lines(
     conn: Connection, hour: datetime, clusters: set[str], lines: Iterable[Line], currency: str
 ) -> None:
     """Make the chargeback of ``hour`` (for these clusters) equal ``lines``."""
+    took = take_hour(conn, hour, clusters)  # out of the daily rollups, and back in below
     closed = closed_months(conn)
     own = month_of(hour)
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
-        rows = [_row(hour, ln, currency, own, correction=False) for ln in lines]
-        if rows:
-            conn.execute(insert(Chargeback), rows)
+        insert_rows(conn, Chargeback, [_row(hour, ln, currency, own, False) for ln in lines])
         refresh_cost_hours(conn, hour, clusters)
+        put_hour(conn, hour, clusters, took)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -70,6 +73,7 @@ def write_lines(
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
     refresh_cost_hours(conn, hour, clusters)
+    put_hour(conn, hour, clusters, took)
 
 
 def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:

@@ -238,6 +238,74 @@ class CostHour(Base):
     idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
+class CostDay(Base):
+    """``cost_hours`` summed per UTC day (the first instant of the day), cluster, owner and
+    currency: kept by the writer in the hour's transaction (costsvc/db/rollup.py). Reads over
+    a range take its whole days from here and the partial-day edges from ``cost_hours``; a
+    year by team reads a few hundred thousand rows instead of millions."""
+
+    __tablename__ = "cost_days"
+    __table_args__ = (
+        UniqueConstraint("day", "cluster", "team", "project", "stage", "currency"),
+        Index("ix_cost_days_team_day", "team", "day"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    day: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    cluster: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253))
+    stage: Mapped[str] = mapped_column(String(253))
+    currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    unavailable: Mapped[int] = mapped_column(BigInteger)
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    energy_mj: Mapped[int] = mapped_column(BigInteger)
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
+    co2e_mg: Mapped[int] = mapped_column(BigInteger)
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
+
+
+class CostPodDay(Base):
+    """The chargeback summed per UTC day, cluster, owner, namespace, pod and currency (node,
+    GPU model and MIG profile summed away): kept like ``cost_days``; serves the per-pod reads
+    (a team's top pods by waste, /metrics per pod) for whole days."""
+
+    __tablename__ = "cost_pod_days"
+    __table_args__ = (
+        UniqueConstraint(
+            "day", "cluster", "team", "project", "stage", "namespace", "pod", "currency"
+        ),
+        Index("ix_cost_pod_days_team_day", "team", "day"),
+        Index("ix_cost_pod_days_day", "day"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    day: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    cluster: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253))
+    stage: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    pod: Mapped[str] = mapped_column(String(253))
+    currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    unavailable: Mapped[int] = mapped_column(BigInteger)
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    energy_mj: Mapped[int] = mapped_column(BigInteger)
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
+    co2e_mg: Mapped[int] = mapped_column(BigInteger)
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
+
+
 class MonthClose(Base):
     """A frozen month, and the SHA-256 of its reports as exported when it was closed."""
 

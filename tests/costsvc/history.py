@@ -44,7 +44,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, CostHour, GpuPresence, UsageFact
+from costsvc.db.models import Chargeback, CostDay, CostHour, CostPodDay, GpuPresence, UsageFact
 from costsvc.ingest import steady
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
@@ -445,11 +445,56 @@ def assert_every_hour_adds_up(url: str) -> int:
                 )
             )
         }
+        # and the daily rollup is Σ of its UTC day's hours, owner by owner, every amount
+        days = rollup_days(conn)
+        pod_days = rollup_pod_days(conn)
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
+    assert days[0] == days[1]
+    assert pod_days[0] == pod_days[1]
     assert_energy_adds_up(url)  # and the same for energy and CO2e
     return len(fleet)
+
+
+def rollup_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    """(count and Σ of the chargeback per UTC day, cluster, owner and currency, computed
+    here; cost_days as stored)."""
+    return _by_day(conn, CostDay, ("cluster", "team", "project", "stage", "currency"))
+
+
+def rollup_pod_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    """(count and Σ of the chargeback per UTC day, cluster, owner, namespace, pod and
+    currency, computed here; cost_pod_days as stored)."""
+    key = ("cluster", "team", "project", "stage", "namespace", "pod", "currency")
+    return _by_day(conn, CostPodDay, key)
+
+
+def _by_day(
+    conn: Any, table: Any, key: tuple[str, ...]
+) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    c, n = Chargeback, len(key)
+    want: dict[tuple[Any, ...], list[int]] = {}
+    for r in conn.execute(select(c.hour, *(getattr(c, k) for k in key), *_amounts(c))):
+        h = as_utc(r[0])
+        k = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1 : n + 1])
+        got = want.setdefault(k, [0] * (len(r) - n))  # lines, then the amounts
+        got[0] += 1
+        for i, v in enumerate(r[n + 1 :]):
+            got[i + 1] += int(v)
+    stored = {
+        (as_utc(r[0]), *r[1 : n + 1]): [int(v) for v in r[n + 1 :]]
+        for r in conn.execute(
+            select(table.day, *(getattr(table, k) for k in key), table.lines, *_amounts(table))
+        )
+    }
+    return want, stored
+
+
+def _amounts(t: Any) -> list[Any]:
+    from costsvc.chargeback import AMOUNTS
+
+    return [getattr(t, a) for a in AMOUNTS]
 
 
 def as_utc(value: Any) -> Any:

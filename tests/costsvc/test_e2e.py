@@ -22,7 +22,7 @@ import yaml
 from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import load
-from costsvc.db.models import PodLabels
+from costsvc.db.models import PodLabels, PodOwner
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
@@ -95,6 +95,13 @@ def stack(
         ).scalar_one() < len(shared.pods):
             assert time.monotonic() < deadline, "the label watcher did not record the pods"
             time.sleep(0.1)
+        while engine.connect().execute(
+            select(func.count()).select_from(PodOwner)
+        ).scalar_one() < len(shared.pods):
+            assert time.monotonic() < deadline, "the owner watcher did not record the pods"
+            time.sleep(0.1)
+        # both histories from one pods list + watch (kube/watch.py SharedWatches)
+        assert kube.paths.count(("/api/v1/pods", "list")) == 1, kube.paths
         # Prometheus scrapes the cost service with a metrics token from a file, as the
         # compose stack and the ServiceMonitor do (docs/security.md)
         token_file = work / "costsvc-token"

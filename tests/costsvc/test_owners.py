@@ -15,9 +15,12 @@ from sqlalchemy import create_engine
 
 from costsvc.advise import table
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
+from costsvc.db.labels import LabelHistory
 from costsvc.db.migrate import upgrade
+from costsvc.k8slabels import LabelWatcher
 from costsvc.k8sowners import OwnerWatcher, quota_limits
 from kube.client import core_api
+from kube.watch import SharedWatches
 from tests.costsvc.apiserver import Clock, serve
 from tests.kubeapi import KubeApi, pod_json, wait_until
 
@@ -88,6 +91,49 @@ def test_owners_and_quotas_follow_the_api(api: KubeApi, db_url: str) -> None:
     # the pod deleted now still had its owner while it ran
     pods, _ = owners.owners_during(now - timedelta(minutes=1), now)
     assert pods[("ml", "web-6d5f7b9c8d-x2k9p")] == ("ReplicaSet", "web-6d5f7b9c8d")
+    engine.dispose()
+
+
+def test_one_pod_watch_feeds_the_label_and_the_owner_histories(api: KubeApi, db_url: str) -> None:
+    """The service follows pods once (kube/watch.py SharedWatches), not once per history: one
+    pods list and one open pods watch, every event reaching both histories, a failure counted
+    by both."""
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    labels, owners = LabelHistory(engine, "c1"), OwnerHistory(engine, "c1")
+    api.put(_owned(pod_json("ml", "a-1", "uid-a", "n1", {"team": "nlp"}, {"m": "a" * 64}),
+                   "Job", "a"))  # fmt: skip
+    api.put_namespace("ml", {"team": "ns-team"})
+    errors: list[str] = []
+    label_watch = LabelWatcher(labels, core_api(host=api.url), errors.append)
+    owner_watch = OwnerWatcher(owners, QuotaStore(engine, "c1"), core_api(host=api.url),
+                               errors.append)  # fmt: skip
+    shared = SharedWatches(label_watch, owner_watch, name="test", retry_delay=0.05)
+    assert set(shared.synced) == {"pods", "namespaces", "replicasets", "jobs", "resourcequotas"}
+    shared.start()
+    try:
+        assert all(s.wait(10) for s in shared.synced.values())
+        wait_until(lambda: api.watches() == 5)  # one per kind: pods once
+        assert api.paths.count(("/api/v1/pods", "list")) == 1
+        assert api.paths.count(("/api/v1/pods", "watch")) == 1
+        now = datetime.now(UTC)
+        later = (now - timedelta(minutes=1), now + timedelta(hours=1))
+        assert labels.labels_during(*later)[0][("ml", "a-1")] == {"team": "nlp"}
+        assert owners.owners_during(*later)[0][("ml", "a-1")] == ("Job", "a")
+
+        api.put(_owned(pod_json("ml", "b-1", "uid-b", "n1", {"team": "cv"}, {"m": "b" * 64}),
+                       "Job", "b"))  # fmt: skip
+        wait_until(lambda: ("ml", "b-1") in labels.labels_during(*later)[0])
+        wait_until(lambda: ("ml", "b-1") in owners.owners_during(*later)[0])
+        assert labels.labels_during(*later)[0][("ml", "b-1")] == {"team": "cv"}
+        assert owners.owners_during(*later)[0][("ml", "b-1")] == ("Job", "b")
+
+        api.error_watches(500, "InternalError", "etcd leader changed")
+        wait_until(lambda: errors.count("pods") == 2)  # counted by both of the pods' users
+        wait_until(lambda: {"namespaces", "jobs"} <= set(errors))  # each other kind by its own
+        assert api.paths.count(("/api/v1/pods", "list")) == 1  # resumed from its version
+    finally:
+        shared.stop()
     engine.dispose()
 
 

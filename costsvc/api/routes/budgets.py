@@ -10,6 +10,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, Field, field_validator
 
 from costsvc.api.auth import Caller, Finance
+from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.chargeback import budget_state, ratio
@@ -106,8 +107,14 @@ def _changed(request: Request) -> None:
 @router.get(
     "/budgets", response_model=list[BudgetOut], summary="Budgets (a team token sees its own)"
 )
-def list_budgets(who: Caller, db: Db) -> list[dict[str, Any]]:
-    return [_budget_out(b) for b in store.budgets(db, None if who.sees_all else who.team)]
+async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
+    team = None if who.sees_all else who.team  # every change is audited: a new data version
+
+    def compute() -> Response:
+        return json_response([_budget_out(b) for b in store.budgets(db, team)])
+
+    answer: Response = await answers.aget(db, ("budgets", team), compute)
+    return answer
 
 
 @router.post(

@@ -155,7 +155,7 @@ Filter = Annotated[list[str] | None, Query(max_length=MAX_VALUES)]  # repeats; v
 
 
 @router.get("/costs", response_model=CostsAnswer, summary="Costs by group over a time range")
-def get_costs(
+async def get_costs(
     who: Caller,
     db: Db,
     now: Now,
@@ -221,7 +221,7 @@ def get_costs(
 
     scope = tuple((k, tuple(v)) for k, v in sorted(filters.items()))  # normalised
     key = ("costs", lo, hi, tuple(groups), step_name, scope)
-    answer: Response = answers.get(db, key, compute)
+    answer: Response = await answers.aget(db, key, compute)
     return answer
 
 
@@ -264,10 +264,12 @@ class TeamSummary(BaseModel):
     response_model=TeamSummary,
     summary="A team's month to date, forecast, budget and top pods by waste",
 )
-def team_summary(team: TeamPath, who: Caller, db: Db, now: Now, answers: Answers) -> Response:
+async def team_summary(team: TeamPath, who: Caller, db: Db, now: Now, answers: Answers) -> Response:
     check_team(who, team)
     hour = now.replace(minute=0, second=0, microsecond=0)  # the forecast counts whole hours
-    return answers.get(db, ("summary", team, hour), lambda: json_response(_summary(db, team, now)))
+    return await answers.aget(
+        db, ("summary", team, hour), lambda: json_response(_summary(db, team, now))
+    )
 
 
 def _summary(db: Any, team: str, now: datetime) -> dict[str, Any]:
