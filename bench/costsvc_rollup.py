@@ -2,6 +2,8 @@
 PostgreSQL (and SQLite), through the production ingest path.
 
     python bench/costsvc_rollup.py [--gpus 1000] [--pods 5000] [--hours 2] [--interval 60]
+    python bench/costsvc_rollup.py --scale [...]   # 10,000 GPUs / 50,000 pods, and from
+                                                   # VictoriaMetrics: bench/rollup_scale.py
 
 The synthetic history (written as OpenMetrics, loaded with ``promtool tsdb
 create-blocks-from openmetrics``): GPUs held whole by one pod each, the rest time-sliced with
@@ -172,6 +174,10 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
 
 
 def main() -> int:
+    if "--scale" in sys.argv:  # the 10,000-GPU hour and VictoriaMetrics: bench/rollup_scale.py
+        from bench.rollup_scale import main as scale_main
+
+        return scale_main([a for a in sys.argv[1:] if a != "--scale"])
     from bench.pgcluster import start_postgres
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

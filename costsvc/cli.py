@@ -16,6 +16,7 @@ import os
 import re
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -166,16 +167,21 @@ def _eol(i: int) -> str:
     return "\n" if i > 1 else ""
 
 
+def _reader_headers(settings: Settings) -> dict[str, str]:
+    try:
+        return settings.prometheus_request_headers()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"COSTSVC_PROMETHEUS_BEARER_TOKEN_FILE: {exc}") from None
+
+
 def _reader(settings: Settings) -> PrometheusReader:
     """The query API client of the settings (a bad token file fails start-up, naming it)."""
     from costsvc.ingest.prom import PrometheusReader
 
-    try:
-        headers = settings.prometheus_request_headers()
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"COSTSVC_PROMETHEUS_BEARER_TOKEN_FILE: {exc}") from None
     return PrometheusReader(
-        settings.prometheus_url, headers=headers, params=settings.prometheus_params
+        settings.prometheus_url,
+        headers=_reader_headers(settings),
+        params=settings.prometheus_params,
     )
 
 
@@ -206,7 +212,8 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             _progress("repriced", i, len(stale), hour)
         if stale:
             print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
-        hours = _hours(settings, engine, start, end, runs.record_cost_model(engine, model))
+        model_id = runs.record_cost_model(engine, model)
+        hours = [] if settings.clusters else _hours(settings, engine, start, end, model_id)
         done = seen = 0
 
         def progress(hour: datetime, error: str | None) -> None:
@@ -224,12 +231,77 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
                     file=sys.stderr,
                 )
 
-        ingest(engine, reader, model, settings.cluster, hours, progress, settings.source)
+        if settings.clusters:
+            _ingest_clusters(settings, engine, model, start, end, progress)
+        else:
+            ingest(engine, reader, model, settings.cluster, hours, progress, settings.source)
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
     finally:
         reader.close()
         engine.dispose()
+
+
+def _ingest_clusters(
+    settings: Settings,
+    engine: Engine,
+    model: CostModel,
+    start: str | None,
+    end: str | None,
+    progress: Callable[[datetime, str | None], None],
+) -> None:
+    """``COSTSVC_CLUSTERS``: each cluster this replica can claim, with its own hours
+    (costsvc/ingest/clusters.py); the clusters other replicas hold are named."""
+    from costsvc.costmodel import utc
+    from costsvc.db.runs import record_cost_model
+    from costsvc.ingest import clusters as fleet
+    from costsvc.ingest.run import complete_hours, pending_hours
+
+    try:
+        stop = utc(end) if end else datetime.now(UTC)
+        begin = utc(start) if start else None
+    except ValueError as exc:
+        raise UsageError(f"--start/--end: {exc}") from None
+    hours_for: Callable[[str, datetime], list[datetime]]
+    if begin is None:  # each cluster: after its watermark, then its failed hours due
+        model_id = record_cost_model(engine, model)
+
+        def hours_for(cluster: str, began: datetime) -> list[datetime]:
+            return pending_hours(engine, cluster, stop, model_id=model_id)
+
+    else:
+        hours_for = fleet.backfill_hours(engine, complete_hours(begin, stop))
+    names = settings.clusters
+    if names == [fleet.ALL]:
+        reader = _reader(settings)
+        try:
+            names = fleet.discover(
+                reader, begin or stop - timedelta(days=1), stop, settings.cluster
+            )
+        finally:
+            reader.close()
+    headers = _reader_headers(settings)
+
+    def reader_for(cluster: str) -> PrometheusReader:
+        return fleet.ClusterReader(
+            settings.prometheus_url,
+            cluster,
+            settings.cluster,
+            headers=headers,
+            params=settings.prometheus_params,
+        )
+
+    report = fleet.ingest_clusters(
+        engine,
+        reader_for,
+        model,
+        names,
+        hours_for,
+        settings.source,
+        lambda _cluster, hour, error: progress(hour, error),
+    )
+    if report.skipped:
+        print(f"{PROG}: left to another replica: {', '.join(report.skipped)}", file=sys.stderr)
 
 
 def _ingest_status(settings: Settings) -> int:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 _HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}")  # RFC 9110 token
+_CLUSTER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,62}")  # costsvc/ingest/clusters.py
 _HEADER_VALUE = re.compile(r"[\x20-\x7e\t]{0,4096}")  # visible ASCII: no CR, LF or NUL
 
 
@@ -41,6 +42,14 @@ class Settings(BaseSettings):
     )
     cost_model: Path | None = None
     cluster: str = "default"
+    clusters: list[str] = Field(
+        default_factory=list,
+        description='JSON list of the clusters this replica ingests, e.g. ["east", "west"], '
+        'each read with a cluster="name" matcher and claimed for its run so that several '
+        'replicas ingest each (cluster, hour) once; ["*"]: every cluster with GPU series in '
+        "the hours ingested; empty (default): every series as one ingest of COSTSVC_CLUSTER "
+        "(costsvc/ingest/clusters.py, docs/multicluster.md)",
+    )
     source: Literal["auto", "gpu-exporter", "dcgm-exporter"] = Field(
         default="auto",
         description="whose series to read: our exporter's, NVIDIA dcgm-exporter's plus "
@@ -64,6 +73,18 @@ class Settings(BaseSettings):
             if not _HEADER_VALUE.fullmatch(value):
                 raise ValueError(f"header {name}: control characters are not allowed")
         return headers
+
+    @field_validator("clusters")
+    @classmethod
+    def _cluster_names(cls, clusters: list[str]) -> list[str]:
+        if clusters == ["*"]:
+            return clusters
+        for name in clusters:
+            if not _CLUSTER.fullmatch(name):
+                raise ValueError(
+                    f'{name[:70]!r}: not a cluster name (letters, digits, _ . : -), or ["*"]'
+                )
+        return sorted(set(clusters))
 
     @field_validator("prometheus_params")
     @classmethod

@@ -11,10 +11,11 @@ from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 
-from sqlalchemy import Connection, Engine, delete, insert, select
+from sqlalchemy import Connection, Engine, delete, select
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
 from costsvc.chargeback import IDLE
+from costsvc.db.bulk import insert_rows
 from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
@@ -88,9 +89,9 @@ def replace_hour(
             }
             for g in facts.gpus
         ]
-        conn.execute(insert(GpuPresence), gpu_rows)
+        insert_rows(conn, GpuPresence, gpu_rows)
     if usage and facts.holdings:
-        conn.execute(insert(UsageFact), [_fact_row(facts, h) for h in facts.holdings])
+        insert_rows(conn, UsageFact, [_fact_row(facts, h) for h in facts.holdings])
     write_lines(conn, hour, clusters, result.lines, currency)
 
 

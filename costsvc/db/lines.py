@@ -20,6 +20,7 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
+from costsvc.db.bulk import insert_rows
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 from costsvc.db.rollup import put_hour, take_hour
 
@@ -40,9 +41,7 @@ def write_lines(
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
-        rows = [_row(hour, ln, currency, own, correction=False) for ln in lines]
-        if rows:
-            conn.execute(insert(Chargeback), rows)
+        insert_rows(conn, Chargeback, [_row(hour, ln, currency, own, False) for ln in lines])
         refresh_cost_hours(conn, hour, clusters)
         put_hour(conn, hour, clusters, took)
         return

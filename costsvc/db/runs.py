@@ -3,13 +3,20 @@
 Every ingest or reprice of an hour is a run (``running`` -> ``done`` | ``failed``) naming the
 cost-model document it priced with (``cost_model_versions``, by content hash). The watermark
 is the last hour ingested per cluster. Two writers never write the same cluster at once: a
-transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite.
+transaction-scoped advisory lock on PostgreSQL, the database write lock on SQLite. Beyond that,
+a replica ingesting several clusters claims each cluster for its whole run
+(:func:`claim_cluster`): another replica skips a claimed cluster instead of collecting its hours
+again, and the claim dies with the process that holds it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
+import os
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -204,6 +211,63 @@ def lock_clusters(conn: Connection, clusters: set[str]) -> None:
         for c in sorted(clusters):
             key = zlib.crc32(f"gpu-costsvc/{c}".encode())
             conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": key})
+
+
+def _claim_key(cluster: str) -> int:
+    # not the writers' key (lock_clusters): a replica's own store transactions, on another
+    # connection, must not wait for the claim it holds itself
+    return zlib.crc32(f"gpu-costsvc-run/{cluster}".encode())
+
+
+@contextmanager
+def claim_cluster(engine: Engine, cluster: str) -> Iterator[bool]:
+    """Claim ``cluster`` for one replica's run: yields True when this replica holds it until
+    the block ends, False (at once, never waiting) when another replica holds it.
+
+    PostgreSQL: a session-level ``pg_try_advisory_lock`` on a connection kept for the block —
+    released by ``pg_advisory_unlock``, or by the server when the session ends (a replica that
+    dies loses its claims with its connection; its hours stay pending for the next run).
+    SQLite (one file, replicas on one machine): an exclusive ``flock`` on a file beside the
+    database, released by the kernel when the process dies; an in-memory database has one
+    process, and is always claimed."""
+    if engine.dialect.name == "postgresql":
+        with engine.connect() as conn:
+            key = {"k": _claim_key(cluster)}
+            got = bool(conn.execute(text("SELECT pg_try_advisory_lock(:k)"), key).scalar())
+            conn.commit()  # the session lock outlives the transaction; keep none open
+            try:
+                yield got
+            finally:
+                if got:
+                    conn.execute(text("SELECT pg_advisory_unlock(:k)"), key)
+                    conn.commit()
+        return
+    database = engine.url.database
+    if not database or database == ":memory:":
+        yield True
+        return
+    path = f"{database}.claim-{_claim_key(cluster):08x}"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True  # closing the file releases the lock
+    finally:
+        os.close(fd)
+
+
+def done_since(engine: Engine, cluster: str, since: datetime) -> set[datetime]:
+    """The hours of ``cluster`` an ingest run started at or after ``since`` has done (another
+    replica's, in a backfill both were asked to run)."""
+    r = IngestRun
+    query = select(r.hour).where(
+        r.cluster == cluster, r.kind == "ingest", r.status == "done", r.started_at >= since
+    )
+    with engine.connect() as conn:
+        return {as_utc(h) for h in conn.execute(query).scalars()}
 
 
 def data_version(engine: Engine) -> tuple[int, int]:

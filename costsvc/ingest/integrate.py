@@ -20,8 +20,11 @@ Piece = tuple[Decimal, Decimal, Decimal]  # [since, until) seconds, value
 
 def interval(samples: Sequence[Sample]) -> Decimal | None:
     """The series' scrape interval: the median spacing of its samples (None: one sample)."""
-    spacings = sorted(b[0] - a[0] for a, b in itertools.pairwise(samples))
-    return spacings[len(spacings) // 2] if spacings else None
+    if len(samples) < 2:
+        return None
+    times = [t for t, _ in samples]
+    spacings = sorted([b - a for a, b in itertools.pairwise(times)])
+    return spacings[len(spacings) // 2]
 
 
 def max_gap_for(
@@ -43,12 +46,20 @@ def pieces(
 ) -> list[Piece]:
     """The series as a step function over [start, end): (since, until, value) pieces in time
     order, none overlapping, with the holding rule above; samples sorted by time.
-    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
+    ``step``: the series' scrape interval when the caller has it (else it is measured).
+
+    Adjacent pieces of one value are one piece (a steady series is one piece, not one per
+    sample): the step function, and so every integral of it, is the same — exactly, since
+    v x (b - a) + v x (c - b) = v x (c - a) in Decimal's 28 digits for values and times as
+    Prometheus writes them (at most 17 significant digits; times in milliseconds) — and every
+    later step (overlaps, sums, the cut-out of lost time) walks far fewer pieces."""
     out: list[Piece] = []
     if step is None:
         step = interval(samples)
     last_hold = max_gap if step is None else min(step, max_gap)
     n = len(samples)
+    last_until: Decimal | None = None
+    last_value: Decimal | None = None
     for i in range(n):
         t, v = samples[i]
         if t >= end:
@@ -59,7 +70,11 @@ def pieces(
         until = nxt if nxt < end else end
         since = t if t > start else start
         if until > since:
-            out.append((since, until, v))
+            if since == last_until and v == last_value:
+                out[-1] = (out[-1][0], until, v)
+            else:
+                out.append((since, until, v))
+            last_until, last_value = until, v
     return out
 
 

@@ -1,0 +1,443 @@
+"""One hour of a large fleet (default 10,000 GPUs / 50,000 pods) from Prometheus, and the same
+hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
+
+    python bench/rollup_scale.py [--gpus 10000] [--pods 50000] [--interval 60] [--repeat 3]
+                                 [--no-vm] [--profile]
+
+(also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history is
+``bench/costsvc_rollup.py``'s (whole and time-sliced GPUs, utilisation, SM time, pod labels,
+energy and power in the measured hour), two hours at ``--interval`` seconds: the first is the
+measured hour's look-back, the second is ingested. ``promtool tsdb create-blocks-from
+openmetrics`` turns it into Prometheus blocks; that takes minutes at 10,000 GPUs, so the blocks
+are cached under ``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s`` (delete it to
+rebuild; ``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
+``victoria-metrics`` single node) gets the same blocks with ``vmctl prometheus`` (its
+Prometheus-snapshot importer) and is flushed (``/internal/force_flush``) before it is read.
+
+Each measured ingest runs in a fresh child process (``--child``): the hour replaced in the same
+PostgreSQL database through the production path (costsvc/ingest/run.py ``ingest``), and the
+child's peak RSS (``ru_maxrss``) is its own, not the parent's nor an earlier run's. Prints the
+machine, the sizes, the medians of each phase (read, attribute, write) and of the peak RSS, for
+each source. Target: <= 15 s per hour from Prometheus.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CACHE = Path("/tmp/gpu-finops-bench")
+TARGET_S = 15.0
+
+
+def tsdb(gpus: int, pods: int, interval: int, cache: bool) -> tuple[Path, str]:
+    """Prometheus blocks of the two-hour history (cached); and what it took."""
+    from bench.costsvc_rollup import write_history
+
+    where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s"
+    if not cache:
+        where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
+    done = where / "complete"
+    if done.exists():
+        return where / "data", f"cached ({done.read_text().strip()})"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    t = time.perf_counter()
+    samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
+    t_write = time.perf_counter() - t
+    t = time.perf_counter()
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(where / "h.om"), "data"],
+        cwd=where,
+        check=True,
+        capture_output=True,
+    )
+    t_blocks = time.perf_counter() - t
+    (where / "h.om").unlink()
+    what = f"{samples:,} samples; written in {t_write:.0f} s, promtool blocks in {t_blocks:.0f} s"
+    done.write_text(what + "\n")
+    return where / "data", f"built now: {what}"
+
+
+def _wait(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
+    import httpx
+
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)  # polling interval while the server starts
+    raise RuntimeError(f"{what} not ready in 300 s")
+
+
+def start_prometheus(data: Path, port: int) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=100y",
+            "--log.level=error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    _wait(f"http://127.0.0.1:{port}/-/ready", proc, "prometheus")
+    return proc
+
+
+def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Popen[bytes], float]:
+    """VictoriaMetrics holding the same blocks (vmctl's Prometheus-snapshot import); and the
+    import's seconds."""
+    proc = subprocess.Popen(
+        [
+            "victoria-metrics",
+            f"-httpListenAddr=127.0.0.1:{port}",
+            f"-storageDataPath={work / 'vm'}",
+            "-retentionPeriod=100y",
+            "-search.latencyOffset=0s",
+            "-search.maxUniqueTimeseries=10000000",
+            "-search.maxSamplesPerQuery=10000000000",
+            "-search.maxQueryDuration=300s",
+            "-loggerLevel=ERROR",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    _wait(f"{url}/health", proc, "victoria-metrics")
+    t = time.perf_counter()
+    vmctl = [
+        "vmctl",
+        "prometheus",
+        f"--prom-snapshot={blocks}",
+        f"--vm-addr={url}",
+        "-s",
+        "--vm-disable-progress-bar",
+    ]
+    # vmctl insists on a terminal (its progress and prompt): script(1) gives it one
+    subprocess.run(
+        ["script", "-qec", shlex.join(vmctl), "/dev/null"],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+    )
+    import httpx
+
+    httpx.get(f"{url}/internal/force_flush", timeout=300)
+    return proc, time.perf_counter() - t
+
+
+def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any]:
+    """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    import costsvc.ingest.run as run
+    from costsvc.db.engine import make_engine
+    from costsvc.ingest.prom import PrometheusReader
+
+    model = _model()
+    phases: dict[str, float] = {"collect": 0.0, "attribute": 0.0, "write": 0.0}
+
+    def timed(key: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                phases[key] += time.perf_counter() - t0
+
+        return wrapper
+
+    run.collect_hour = timed("collect", run.collect_hour)  # type: ignore[assignment]
+    run.attribute_hour = timed("attribute", run.attribute_hour)  # type: ignore[assignment]
+    run.store_hour = timed("write", run.store_hour)  # type: ignore[assignment]
+    engine = make_engine(pg_url)
+    reader = PrometheusReader(url, timeout=600)
+    imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    t0 = time.perf_counter()
+    report = run.ingest(engine, reader, model, "bench", [hour])
+    took = time.perf_counter() - t0
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
+    assert report.done == [hour], report.failed
+    reader.close()
+    from sqlalchemy import text
+
+    with engine.connect() as conn:
+        lines = conn.execute(
+            text("SELECT count(*) FROM chargeback WHERE hour = :h"), {"h": hour}
+        ).scalar_one()
+        facts = conn.execute(
+            text("SELECT count(*) FROM usage_facts WHERE hour = :h"), {"h": hour}
+        ).scalar_one()
+    engine.dispose()
+    return {
+        "total": took,
+        **phases,
+        "rss_start_kb": before,
+        "rss_imported_kb": imported,
+        "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "lines": lines,
+        "facts": facts,
+    }
+
+
+def _model() -> Any:
+    from bench.costsvc_rollup import H100
+    from costsvc.costmodel import parse
+
+    return parse(
+        {
+            "policies": {"shared_gpu_policy": "usage"},
+            "versions": [
+                {
+                    "effective_from": "2026-11-01T00:00:00Z",
+                    "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
+                }
+            ],
+            "carbon": [
+                {"effective_from": "2026-11-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
+            ],
+        }
+    )
+
+
+def _measure(url: str, pg_url: str, hour: datetime, repeat: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(repeat):
+        done = subprocess.run(
+            [sys.executable, __file__, "--child", url, pg_url, hour.isoformat()],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return out
+
+
+def _line(name: str, runs: list[dict[str, Any]]) -> str:
+    def med(key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs)
+
+    verdict = "PASS" if med("total") <= TARGET_S else "MISS"
+    return (
+        f"{name:16s} one hour: median {med('total'):.2f} s over {len(runs)} runs (read "
+        f"{med('collect'):.2f} s, attribute {med('attribute'):.2f} s, write {med('write'):.2f} s)"
+        f"; peak RSS median {med('rss_peak_kb') / 1024:.0f} MiB (after imports "
+        f"{med('rss_imported_kb') / 1024:.0f} MiB)   [<= {TARGET_S:g} s: {verdict}]"
+    )
+
+
+def scale(
+    gpus: int, pods: int, interval: int, repeat: int, vm: bool, cache: bool, profile: bool
+) -> int:
+    """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL."""
+    from bench.costsvc_rollup import START, free_port
+    from bench.pgcluster import start_postgres
+    from costsvc.db.migrate import upgrade
+
+    print(
+        f"machine: {os.cpu_count()} cores, {_memory()}, {platform.machine()}, Python "
+        f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+    )
+    blocks, how = tsdb(gpus, pods, interval, cache)
+    print(
+        f"history: {gpus:,} GPUs, {pods:,} pods, 2 h at {interval} s (look-back + the hour); "
+        f"blocks {how}"
+    )
+    hour = START + timedelta(hours=1)
+    work = Path(tempfile.mkdtemp(prefix="scale-"))
+    pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    stop_pg: list[str] = []
+    try:
+        pg_url, _, stop_pg = start_postgres(pg_base)
+        upgrade(pg_url)
+        port = free_port()
+        procs.append(start_prometheus(blocks, port))
+        sources = [("Prometheus", f"http://127.0.0.1:{port}")]
+        if vm:
+            vm_port = free_port()
+            proc, t_import = start_victoria(blocks, work, vm_port)
+            procs.append(proc)
+            print(f"VictoriaMetrics: the same blocks imported with vmctl in {t_import:.0f} s")
+            sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}"))
+        # one untimed ingest from each first: no source pays for opening its blocks
+        for _, url in sources:
+            _measure(url, pg_url, hour, 1)
+        results = {}
+        for name, url in sources:
+            results[name] = runs = _measure(url, pg_url, hour, repeat)
+            print(_line(f"{name} -> PostgreSQL", runs).replace(" -> PostgreSQL ", " -> PG "))
+        first = results["Prometheus"][0]
+        print(
+            f"{'':16s} the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
+            f"lines; memory is bounded by one hour of the largest family read at once (its "
+            f"samples as Python objects) plus the hour's facts and lines, not by the history"
+        )
+        if profile:
+            subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--child",
+                    sources[0][1],
+                    pg_url,
+                    hour.isoformat(),
+                    "--profile",
+                ],
+                check=True,
+            )
+    finally:
+        for proc in procs:
+            proc.terminate()
+            proc.wait(60)
+        if stop_pg:
+            subprocess.run(stop_pg, check=False, capture_output=True)
+        shutil.rmtree(pg_base, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+        if not cache:
+            shutil.rmtree(blocks.parent, ignore_errors=True)
+    return 0
+
+
+def write_only(facts: int, repeat: int) -> int:
+    """``usage_facts`` rows of one hour into PostgreSQL: SQLAlchemy's executemany INSERT
+    against costsvc/db/bulk.py's COPY, alternated, in one transaction each (rolled back)."""
+    from sqlalchemy import insert
+
+    from bench.costsvc_rollup import START
+    from bench.pgcluster import start_postgres
+    from costsvc.db import bulk
+    from costsvc.db.engine import make_engine
+    from costsvc.db.migrate import upgrade
+    from costsvc.db.models import UsageFact
+
+    rows = [
+        {
+            "hour": START,
+            "cluster": "bench",
+            "node": f"node-{i // 40}",
+            "gpu_uuid": f"GPU-{i // 5:05d}",
+            "gi_id": -1,
+            "namespace": f"team-{i % 40}",
+            "pod": f"pod-{i}",
+            "container": "main",
+            "share_us": 3_600_000_000 // 5,
+            "busy_share_us": 1_000_000_000 + i,
+            "sm_us": 500_000_000 + i,
+            "shared": True,
+            "compute_slices": None,
+            "memory_slices": None,
+            "mig_profile": "",
+            "memory_share_us": None,
+        }
+        for i in range(facts)
+    ]
+    base = Path(tempfile.mkdtemp(prefix="pg-"))
+    pg_url, _, stop = start_postgres(base)
+    try:
+        upgrade(pg_url)
+        engine = make_engine(pg_url)
+        times: dict[str, list[float]] = {"executemany INSERT": [], "COPY": []}
+        for _ in range(repeat):
+            for name, took in times.items():
+                with engine.connect() as conn:
+                    t = time.perf_counter()
+                    if name == "COPY":
+                        bulk.insert_rows(conn, UsageFact, rows)
+                    else:
+                        conn.execute(insert(UsageFact), rows)
+                    took.append(time.perf_counter() - t)
+                    conn.rollback()
+        engine.dispose()
+    finally:
+        subprocess.run(stop, check=False, capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+    print(f"machine: {os.cpu_count()} cores, {_memory()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
+    for name, ts in times.items():
+        print(
+            f"{facts:,} usage_facts rows, {name:20s}: median {statistics.median(ts):.2f} s "
+            f"over {repeat}"
+        )
+    return 0
+
+
+def _memory() -> str:
+    try:
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
+    except (OSError, StopIteration):
+        return "memory unknown"
+    return f"{kb / 2**20:.0f} GiB RAM"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpus", type=int, default=10_000)
+    ap.add_argument("--pods", type=int, default=50_000)
+    ap.add_argument("--interval", type=int, default=60, help="scrape interval of the history, s")
+    ap.add_argument("--repeat", type=int, default=3, help="measured ingests per source")
+    ap.add_argument("--no-vm", action="store_true", help="Prometheus only")
+    ap.add_argument("--no-cache", action="store_true", help="build the blocks in a temp dir")
+    ap.add_argument("--profile", action="store_true", help="one more ingest under cProfile")
+    ap.add_argument(
+        "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
+    )
+    ap.add_argument("--child", nargs=3, metavar=("URL", "PG_URL", "HOUR"), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        url, pg_url, hour = args.child
+        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile)
+        print(json.dumps(found))
+        return 0
+    if args.write_only:
+        return write_only(args.write_only, args.repeat)
+    return scale(
+        args.gpus,
+        args.pods,
+        args.interval,
+        args.repeat,
+        not args.no_vm,
+        not args.no_cache,
+        args.profile,
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
