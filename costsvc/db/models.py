@@ -248,6 +248,7 @@ class CostDay(Base):
     __table_args__ = (
         UniqueConstraint("day", "cluster", "team", "project", "stage", "currency"),
         Index("ix_cost_days_team_day", "team", "day"),
+        {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     day: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -281,7 +282,7 @@ class CostPodDay(Base):
             "day", "cluster", "team", "project", "stage", "namespace", "pod", "currency"
         ),
         Index("ix_cost_pod_days_team_day", "team", "day"),
-        Index("ix_cost_pod_days_day", "day"),
+        {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
     )
     id: Mapped[int] = mapped_column(primary_key=True)
     day: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -50,6 +50,8 @@ def upgrade() -> None:
         sa.UniqueConstraint(
             "day", "cluster", "team", "project", "stage", "currency", name=op.f("uq_cost_days_day")
         ),
+        # room on each page for HOT updates: the writer adds to a day's rows every hour
+        postgresql_with={"fillfactor": 50},
     )
     op.create_index("ix_cost_days_team_day", "cost_days", ["team", "day"], unique=False)
     op.create_table(
@@ -77,9 +79,9 @@ def upgrade() -> None:
             "currency",
             name=op.f("uq_cost_pod_days_day"),
         ),
+        postgresql_with={"fillfactor": 50},
     )
     op.create_index("ix_cost_pod_days_team_day", "cost_pod_days", ["team", "day"], unique=False)
-    op.create_index("ix_cost_pod_days_day", "cost_pod_days", ["day"], unique=False)
     # the hours written before this revision, from their chargeback rows. The day is the hour's UTC day, stored as the
     # models store a time: timestamptz on PostgreSQL; SQLAlchemy's 'YYYY-MM-DD HH:MM:SS.ffffff'
     # text on SQLite (its DateTime storage format).
@@ -96,7 +98,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index("ix_cost_pod_days_day", table_name="cost_pod_days")
     op.drop_index("ix_cost_pod_days_team_day", table_name="cost_pod_days")
     op.drop_table("cost_pod_days")
     op.drop_index("ix_cost_days_team_day", table_name="cost_days")
