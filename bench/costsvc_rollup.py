@@ -2,6 +2,8 @@
 PostgreSQL (and SQLite), through the production ingest path.
 
     python bench/costsvc_rollup.py [--gpus 1000] [--pods 5000] [--hours 2] [--interval 60]
+    python bench/costsvc_rollup.py --month-days 30   # the 30-day re-ingest, measured
+                                                     # (bench/rollup_month.py)
     python bench/costsvc_rollup.py --scale [...]   # 10,000 GPUs / 50,000 pods, and from
                                                    # VictoriaMetrics: bench/rollup_scale.py
 
@@ -178,6 +180,7 @@ def main() -> int:
         from bench.rollup_scale import main as scale_main
 
         return scale_main([a for a in sys.argv[1:] if a != "--scale"])
+    from bench import rollup_month as month
     from bench.pgcluster import start_postgres
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -191,7 +194,10 @@ def main() -> int:
         default=720,
         help="hours of stored facts to rebuild from (PostgreSQL; 0: skip)",
     )
+    month.add_options(ap)
     args = ap.parse_args()
+    if args.month_days:
+        return month.main(args)  # the measured 30-day re-ingest (bench/rollup_month.py)
 
     from sqlalchemy import create_engine
 

@@ -182,6 +182,7 @@ def _reader(settings: Settings) -> PrometheusReader:
         settings.prometheus_url,
         headers=_reader_headers(settings),
         params=settings.prometheus_params,
+        reads=settings.ingest_reads,
     )
 
 
@@ -289,6 +290,7 @@ def _ingest_clusters(
             settings.cluster,
             headers=headers,
             params=settings.prometheus_params,
+            reads=settings.ingest_reads,
         )
 
     report = fleet.ingest_clusters(

@@ -55,6 +55,12 @@ class Settings(BaseSettings):
         description="whose series to read: our exporter's, NVIDIA dcgm-exporter's plus "
         "kube-state-metrics', or (auto) ours in an hour that has them, else dcgm-exporter's",
     )
+    ingest_reads: Literal["fast", "raw"] = Field(
+        default="fast",
+        description="fast: an hour's steady series (one value, a sample at every successful "
+        "scrape) from per-hour summaries of the query engine, the rest raw; raw: every sample "
+        "read (docs/cost-model.md: fast re-ingest). The money is the same",
+    )
     listen_address: str = Field(
         default="0.0.0.0:8080",
         pattern=r"^(\[[0-9a-fA-F:]+\]|[^:]*):\d{1,5}$",

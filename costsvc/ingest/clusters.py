@@ -93,16 +93,20 @@ class ClusterReader(PrometheusReader):
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        reads: str = "fast",
     ) -> None:
-        super().__init__(url, timeout, headers, params)
+        super().__init__(url, timeout, headers, params, reads)
         self.cluster, self._default = cluster, default
         self._match = matcher(cluster, default)
 
     def _ours(self, labels: Mapping[str, str]) -> bool:
         return (labels.get("cluster") or self._default) == self.cluster
 
-    def _get(self, params: dict[str, str], what: str) -> Any:
-        body = super()._get({**params, "query": scope_query(params["query"], self._match)}, what)
+    def _get(
+        self, params: dict[str, str], what: str, post: bool = False, path: str = "/api/v1/query"
+    ) -> Any:
+        scoped = {**params, "query": scope_query(params["query"], self._match)}
+        body = super()._get(scoped, what, post, path)
         result = body.get("data", {}).get("result")
         if isinstance(result, list):
             body["data"]["result"] = [

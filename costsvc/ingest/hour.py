@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
-from costsvc.ingest import dcgm_source
+from costsvc.ingest import dcgm_source, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import PrometheusReader, Series
@@ -29,6 +29,7 @@ from costsvc.ingest.window import (
     add_energy,
     add_gpu,
     grouped,
+    highest,
     measure,
     merged,
     pod_and_namespace_labels,
@@ -66,6 +67,7 @@ def collect_hour(
     reads = dcgm_source.READS if source == "dcgm-exporter" else READS
     with ThreadPoolExecutor(2, thread_name_prefix="prom-read") as pool:
         w.prefetch(pool, reads)
+        steady.ahead(prom, start, reads)  # the next planned hour's, while this one is done
         try:
             if source != "dcgm-exporter":
                 facts = _collect(w, start)
@@ -176,7 +178,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
             continue
         if (cluster, uuid) not in facts.node_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
-        top = max((v for s in group for _, v in s.samples), default=Decimal(0))
+        top = max((highest(s.samples) for s in group), default=Decimal(0))
         shared = is_shared(bool(gi), top)
         own = us(sm_seconds) if sm_seconds is not None else None
         # no utilisation series for the device (e.g. an A100 MIG instance): unknown, not 0
@@ -219,14 +221,22 @@ def _within_gpu(
     shares held of one GPU (cluster, UUID) add up to more than 1 (HAMi can hand out more than
     a GPU has; the exporter flags it), each is divided by that sum, so the holders split the
     GPU at that instant and never pay for more than it. Elsewhere the samples are untouched."""
+    # the shares of a GPU add up, at any instant, to at most the sum of each holding's
+    # highest: where that is within FULL, no instant needs summing (the common case)
+    bound: dict[tuple[str, str], Decimal] = {}
+    for key, group in groups.items():
+        top = max([highest(s.samples) for s in group] + [Decimal(0)])
+        bound[(key[0], key[1])] = bound.get((key[0], key[1]), Decimal(0)) + top
     totals: dict[tuple[str, str], dict[Decimal, Decimal]] = {}
     for key, group in groups.items():
+        if bound[(key[0], key[1])] <= FULL:
+            continue
         at = totals.setdefault((key[0], key[1]), {})
         for t, v in merged(group):
             at[t] = at.get(t, Decimal(0)) + v
     out: dict[tuple[str, ...], list[list[Sample]]] = {}
     for key, group in groups.items():
-        at = totals[(key[0], key[1])]
+        at = totals.get((key[0], key[1]), {})
         if max(at.values(), default=Decimal(0)) <= FULL:
             out[key] = [s.samples for s in group]
         else:

@@ -45,21 +45,14 @@ def pieces(
     step: Decimal | None = None,
 ) -> list[Piece]:
     """The series as a step function over [start, end): (since, until, value) pieces in time
-    order, none overlapping, with the holding rule above; samples sorted by time.
-    ``step``: the series' scrape interval when the caller has it (else it is measured).
-
-    Adjacent pieces of one value are one piece (a steady series is one piece, not one per
-    sample): the step function, and so every integral of it, is the same — exactly, since
-    v x (b - a) + v x (c - b) = v x (c - a) in Decimal's 28 digits for values and times as
-    Prometheus writes them (at most 17 significant digits; times in milliseconds) — and every
-    later step (overlaps, sums, the cut-out of lost time) walks far fewer pieces."""
+    order, none overlapping, with the holding rule above; samples sorted by time. Adjacent
+    pieces of one value are one piece (a steady series over a gapless hour is one piece).
+    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
     out: list[Piece] = []
     if step is None:
         step = interval(samples)
     last_hold = max_gap if step is None else min(step, max_gap)
     n = len(samples)
-    last_until: Decimal | None = None
-    last_value: Decimal | None = None
     for i in range(n):
         t, v = samples[i]
         if t >= end:
@@ -70,11 +63,10 @@ def pieces(
         until = nxt if nxt < end else end
         since = t if t > start else start
         if until > since:
-            if since == last_until and v == last_value:
-                out[-1] = (out[-1][0], until, v)
+            if out and out[-1][1] == since and out[-1][2] == v:
+                out[-1] = (out[-1][0], until, v)  # the same value held on: one piece
             else:
                 out.append((since, until, v))
-            last_until, last_value = until, v
     return out
 
 

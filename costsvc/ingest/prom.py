@@ -14,6 +14,12 @@ import httpx
 from costsvc.ingest.integrate import Sample
 
 
+def instant_text(at: datetime) -> str:
+    """An evaluation time as every query writes it (seconds, millisecond resolution: the
+    hour's last instant, ``…:59:59.999999``, is evaluated at the next hour's first)."""
+    return f"{at.timestamp():.3f}"
+
+
 class PrometheusError(RuntimeError):
     """Prometheus could not answer; the hour is left for a later retry."""
 
@@ -30,6 +36,8 @@ class PrometheusReader:
     ``headers`` go with every request (a tenant's ``X-Scope-OrgID`` for Mimir, an
     ``Authorization`` bearer token); ``params`` are added to every query (Thanos Query's
     ``partial_response=false`` and ``max_source_resolution=0s``: docs/multicluster.md).
+    ``reads``: ``fast`` (steady series of an hour from per-hour summaries,
+    costsvc/ingest/steady.py) or ``raw`` (every sample read).
     """
 
     def __init__(
@@ -38,7 +46,11 @@ class PrometheusReader:
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
+        reads: str = "fast",
     ) -> None:
+        if reads not in ("fast", "raw"):
+            raise ValueError(f"reads {reads!r}: fast or raw")
+        self.reads = reads  # fast: steady series from summaries (costsvc/ingest/steady.py)
         self._client = httpx.Client(
             base_url=url.rstrip("/"), timeout=timeout, headers=dict(headers or {})
         )
@@ -52,8 +64,8 @@ class PrometheusReader:
         (VictoriaMetrics/VictoriaMetrics#5806, #7275), and an exporter may expose NaN. Dropped,
         the series ends at its last real sample as it does in Prometheus; a series left with no
         sample is not returned at all, as Prometheus would not return it."""
-        params = {"query": f"{selector}[{seconds}s]", "time": f"{at.timestamp():.3f}"}
-        body = self._get(params, selector)
+        params = {"query": f"{selector}[{seconds}s]", "time": instant_text(at)}
+        body = self._get(params, selector[:80], post=len(selector) > 1000)
         # a target's series share their scrape times, and values repeat: convert each once
         times: dict[float, Decimal] = {}
         values: dict[str, Decimal] = {}
@@ -74,9 +86,28 @@ class PrometheusReader:
                 out.append(Series(dict(r["metric"]), samples))
         return out
 
+    def range_values(
+        self, expr: str, first: datetime, last: datetime, step: int
+    ) -> list[tuple[dict[str, str], list[tuple[str, str]]]]:
+        """A range query (``query_range``, POST) evaluated at ``first``, ``first + step``, ...
+        ``last``: each series' labels and its (evaluation instant as :func:`instant_text`
+        writes it, value text as the API wrote it; NaN and infinities included). For per-hour
+        summaries of many hours in one answer (costsvc/ingest/steady.py)."""
+        params = {
+            "query": expr,
+            "start": instant_text(first),
+            "end": instant_text(last),
+            "step": str(step),
+        }
+        body = self._get(params, expr[:80], post=True, path="/api/v1/query_range")
+        return [
+            (dict(r["metric"]), [(f"{float(t):.3f}", v) for t, v in r["values"]])
+            for r in body["data"]["result"]
+        ]
+
     def instant(self, expr: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
         """Each series of an instant query's answer and its value (NaN/infinite left out)."""
-        body = self._get({"query": expr, "time": f"{at.timestamp():.3f}"}, expr)
+        body = self._get({"query": expr, "time": instant_text(at)}, expr)
         out = []
         for r in body["data"]["result"]:
             value = Decimal(r["value"][1])
@@ -88,7 +119,7 @@ class PrometheusReader:
         """The label sets of ``selector`` that had a sample in (at - seconds, at] (one answer
         per series, via last_over_time: for label and info series)."""
         body = self._get(
-            {"query": f"last_over_time({selector}[{seconds}s])", "time": f"{at.timestamp():.3f}"},
+            {"query": f"last_over_time({selector}[{seconds}s])", "time": instant_text(at)},
             selector,
         )
         return [dict(r["metric"]) for r in body["data"]["result"]]
@@ -96,7 +127,7 @@ class PrometheusReader:
     def vector(self, query: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
         """An instant query's answer: (labels, value) per series (NaN and infinities left
         out). For reads that aggregate in PromQL (rightsizing, quotas); never for money."""
-        body = self._get({"query": query, "time": f"{at.timestamp():.3f}"}, query[:80])
+        body = self._get({"query": query, "time": instant_text(at)}, query[:80])
         out = []
         for r in body["data"]["result"]:
             value = Decimal(r["value"][1])
@@ -104,9 +135,14 @@ class PrometheusReader:
                 out.append((dict(r["metric"]), value))
         return out
 
-    def _get(self, params: dict[str, str], what: str) -> Any:
+    def _get(
+        self, params: dict[str, str], what: str, post: bool = False, path: str = "/api/v1/query"
+    ) -> Any:
         try:
-            resp = self._client.get("/api/v1/query", params={**self._params, **params})
+            if post:  # long selectors (a regex of many pods) go in a form body, not the URL
+                resp = self._client.post(path, data={**self._params, **params})
+            else:
+                resp = self._client.get(path, params={**self._params, **params})
         except httpx.HTTPError as exc:
             raise PrometheusError(f"{what}: {exc}") from None
         if resp.status_code != 200:

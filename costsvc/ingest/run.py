@@ -25,6 +25,7 @@ from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.hours import store_hour
 from costsvc.db.labels import LabelHistory
+from costsvc.ingest import steady
 from costsvc.ingest.hour import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.labels import OwnerLookup, merge_history
@@ -117,6 +118,7 @@ def ingest(
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
+    steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
     down = 0
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)

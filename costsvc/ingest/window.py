@@ -27,6 +27,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.attribution import GpuHour, HourFacts
 from costsvc.energy import NOTHING
+from costsvc.ingest import steady
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -62,9 +63,20 @@ def us(seconds: Decimal) -> Decimal:
 
 
 def merged(series: Iterable[Series]) -> list[Sample]:
-    """The samples of several series of one thing, in time order (one per instant)."""
+    """The samples of several series of one thing, in time order (one per instant); of one
+    series, its own samples (already so: a steady series' stay :class:`steady.Steady`)."""
+    series = list(series)
+    if len(series) == 1:
+        return series[0].samples
     by_time = {t: v for s in series for t, v in s.samples}
     return sorted(by_time.items())
+
+
+def highest(samples: list[Sample]) -> Decimal:
+    """The highest value of a series' samples (a steady series': its value)."""
+    if isinstance(samples, steady.Steady):
+        return samples.value
+    return max(v for _, v in samples)
 
 
 class Window:
@@ -76,12 +88,13 @@ class Window:
         self.t0 = Decimal(str(start.timestamp()))
         self.t1 = self.t0 + 3600
         self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
+        self._shapes: dict[tuple[int, bool], tuple[list[Decimal], list[Piece]]] = {}
 
     def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
         """Ask for these reads now: Prometheus answers the next while this one is integrated."""
         for selector, look_back in reads:
             self._pending[(selector, int(look_back))] = pool.submit(
-                self.prom.raw, selector, self.at, 3600 + int(look_back)
+                steady.read, self.prom, selector, self.at, 3600 + int(look_back)
             )
 
     def cancel(self) -> None:
@@ -92,16 +105,22 @@ class Window:
         return labels.get("cluster") or self.cluster
 
     def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
+        """Every sample of ``selector`` in the hour and ``look_back`` before it (a steady
+        series' samples synthesised from summaries: costsvc/ingest/steady.py)."""
         pending = self._pending.pop((selector, int(look_back)), None)
         if pending is not None:
             return pending.result()
-        return self.prom.raw(selector, self.at, 3600 + int(look_back))
+        return steady.read(self.prom, selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
-        return self.prom.latest(selector, self.at, 3600)
+        return steady.latest(self.prom, selector, self.at, 3600)
 
     def pieces(self, samples: list[Sample]) -> list[Piece]:
-        """The series as a step function over the hour, with the honest gap rule."""
+        """The series as a step function over the hour, with the honest gap rule (a steady
+        series': its target's shape, worked out once, with its value)."""
+        if isinstance(samples, steady.Steady):
+            v = samples.value
+            return [(a, b, v) for a, b, _ in self._shape(samples.times, False)]
         step = interval(samples)
         gap = max_gap_for(samples, SCRAPE_GAP, MAX_GAP, step)
         return pieces(samples, self.t0, self.t1, gap, step)
@@ -111,7 +130,26 @@ class Window:
         return summed(self.pieces(s.samples) for s in group)
 
     def present(self, samples: list[Sample]) -> Decimal:
+        if isinstance(samples, steady.Steady):
+            return total(self._shape(samples.times, True))
         return covered(samples, self.t0, self.t1, PRESENCE_GAP)
+
+    def _shape(self, times: list[Decimal], presence: bool) -> list[Piece]:
+        """Pieces of value 1 at ``times``: with the honest gap rule (:meth:`pieces`), or with
+        the presence rule (:meth:`present`); the same for every steady series of a target."""
+        key = (id(times), presence)
+        found = self._shapes.get(key)
+        if found is None or found[0] is not times:
+            one = Decimal(1)
+            ones = [(t, one) for t in times]
+            if presence:
+                shape = pieces(ones, self.t0, self.t1, PRESENCE_GAP, interval(ones))
+            else:
+                step = interval(ones)
+                gap = max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step)
+                shape = pieces(ones, self.t0, self.t1, gap, step)
+            found = self._shapes[key] = (times, shape)
+        return found[1]
 
     def lost(self, up: list[Sample]) -> Holes:
         """When ``gpu_device_up`` said 0 (the GPU lost), as intervals of the hour."""

@@ -20,6 +20,7 @@ from sqlalchemy import create_engine, text
 from tests.conftest import require_binary
 from tests.costsvc.history import T0, history
 from tests.costsvc.history14 import TS, history14
+from tests.costsvc.scraped import as_scraped
 from tests.prom import Prometheus
 
 
@@ -124,6 +125,20 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def three_dbs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str, str]]:
+    """Three fresh, empty databases of one kind (the fast-reads tests: raw, fast in one run,
+    fast hour by hour)."""
+    for name in ("raw", "fast", "hourly"):
+        (tmp_path / name).mkdir()
+    with (
+        fresh_database(request.param, request, tmp_path / "raw") as raw,
+        fresh_database(request.param, request, tmp_path / "fast") as fast,
+        fresh_database(request.param, request, tmp_path / "hourly") as hourly,
+    ):
+        yield raw, fast, hourly
+
+
 @pytest.fixture(scope="session")
 def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """A real Prometheus on loopback holding the synthetic history of history.py."""
@@ -141,7 +156,7 @@ def _loaded_prometheus(
 ) -> Iterator[Prometheus]:
     promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp(name)
-    (work / "history.om").write_text(text)
+    (work / "history.om").write_text(as_scraped(text))
     subprocess.run(
         [
             promtool,

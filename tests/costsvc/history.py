@@ -36,6 +36,7 @@ GPU-X  shared/w in cluster c2 (cluster="c2")                          -> c2-team
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,8 +53,10 @@ from costsvc.db.models import (
     GpuPresence,
     UsageFact,
 )
+from costsvc.ingest import steady
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
+from costsvc.ingest.steady import Counts
 from tests.costsvc.energy_history import assert_energy_adds_up
 from tests.costsvc.history_fractional import add_history as add_fractional_history
 
@@ -538,13 +541,45 @@ def ingest_with(
     hours: list[datetime],
     cluster: str = "c1",
     source: str = "auto",
-) -> None:
+    reads: str = "fast",
+) -> Counts:
+    """Ingest ``hours``; how many series the reads synthesised (fast) and read raw."""
     upgrade(db_url)
     engine = create_engine(db_url)
-    reader = PrometheusReader(prom_url)
+    reader = PrometheusReader(prom_url, reads=reads)
     try:
         report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
+        return dataclasses.replace(steady.counts(reader))
     finally:
         reader.close()
         engine.dispose()
+
+
+def assert_fast_is_raw(
+    prom_url: str,
+    urls: tuple[str, str, str],
+    cost_model: CostModel,
+    runs: list[tuple[list[datetime], str]],
+) -> tuple[Counts, Counts]:
+    """Every row of every money, energy and fact table is the same whether the reads are
+    fast (steady series synthesised from summaries: costsvc/ingest/steady.py) or raw: the
+    ``runs`` (hours, source) ingested raw into ``urls[0]``, fast in one run each into
+    ``urls[1]`` (consecutive hours share a block of summaries) and fast hour by hour into
+    ``urls[2]``. Returns the fast and the raw counts of the first fast ingest."""
+    raw, fast = Counts(), Counts()
+    for hours, source in runs:
+        got = ingest_with(prom_url, urls[0], cost_model, hours, source=source, reads="raw")
+        raw.fast += got.fast
+        raw.raw += got.raw
+        got = ingest_with(prom_url, urls[1], cost_model, hours, source=source)
+        fast.fast += got.fast
+        fast.raw += got.raw
+        for hour in hours:
+            ingest_with(prom_url, urls[2], cost_model, [hour], source=source)
+    assert raw.fast == 0 and raw.raw > 0
+    expected = tables(urls[0])
+    assert all(expected), expected  # every table has rows
+    assert tables(urls[1]) == expected
+    assert tables(urls[2]) == expected
+    return fast, raw

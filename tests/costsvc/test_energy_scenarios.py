@@ -30,7 +30,14 @@ from tests.costsvc.energy_history import (
     energy_model,
     history,
 )
-from tests.costsvc.history import as_utc, assert_every_hour_adds_up, ingest_with, tables
+from tests.costsvc.history import (
+    as_utc,
+    assert_every_hour_adds_up,
+    assert_fast_is_raw,
+    ingest_with,
+    tables,
+)
+from tests.costsvc.scraped import as_scraped
 from tests.prom import Prometheus
 
 
@@ -38,7 +45,7 @@ from tests.prom import Prometheus
 def energy_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp("energy")
-    (work / "history.om").write_text(history())
+    (work / "history.om").write_text(as_scraped(history()))
     subprocess.run(
         [
             promtool,
@@ -221,3 +228,11 @@ def test_measured_power_prices_the_joules_drawn(energy_prom: Prometheus, db_url:
         row = conn.execute(select(g.price, g.kwh_price, g.cost, g.energy_mj)).one()
     engine.dispose()
     assert tuple(row) == (1_000_000, 300_000, 1_120_000, 1_440_000_000)
+
+
+def test_fast_reads_are_raw_reads(energy_prom: Prometheus, three_dbs: tuple[str, str, str]) -> None:
+    """The energy hours (counters, a counter reset, the 20-minute gap) give the same rows
+    whether steady series are synthesised (costsvc/ingest/steady.py) or read raw."""
+    fast, raw = assert_fast_is_raw(energy_prom.url, three_dbs, MODEL, [([E0, E1, E2], "auto")])
+    assert fast.fast > 0 and fast.raw > 0, fast
+    assert fast.fast + fast.raw == raw.raw

@@ -150,7 +150,8 @@ def test_two_replicas_ingest_each_cluster_hour_once_with_one_ingesters_money(
 ) -> None:
     engines = [_database(db_url), make_engine(db_url)]
     reports: list[FleetReport | None] = [None, None]
-    skipped_by_b = threading.Event()
+    skipped_by_b = threading.Event()  # B found A's first cluster claimed
+    b_stored = threading.Event()  # ... and stored an hour of another one
     b_started = threading.Event()
     errors: list[BaseException] = []
 
@@ -160,9 +161,13 @@ def test_two_replicas_ingest_each_cluster_hour_once_with_one_ingesters_money(
         def progress(cluster: str, hour: datetime, error: str | None) -> None:
             assert error is None, error
             if k == 0 and cluster == CLUSTERS[0] and hour == START:
-                # replica A holds its first cluster until B has found it claimed and moved on
+                # replica A holds its first cluster until B has found it claimed and has
+                # stored an hour of a cluster of its own
                 b_started.set()
-                assert skipped_by_b.wait(60), "replica B never met A's claim"
+                assert b_stored.wait(120), "replica B never met A's claim"
+            if k == 1:
+                assert skipped_by_b.is_set()
+                b_stored.set()
 
         def on_skip(cluster: str) -> None:
             if k == 1:
@@ -182,7 +187,7 @@ def test_two_replicas_ingest_each_cluster_hour_once_with_one_ingesters_money(
             )
         except BaseException as exc:
             errors.append(exc)
-            skipped_by_b.set()
+            b_stored.set()
             b_started.set()
 
     threads = [threading.Thread(target=replica, args=(k,)) for k in (0, 1)]

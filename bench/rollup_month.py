@@ -1,0 +1,315 @@
+"""The 30-day re-ingest, measured: ``python bench/costsvc_rollup.py --month-days 30``.
+
+A month of 1,000 GPUs / 5,000 pods scraped every 60 s (the fleet of costsvc_rollup.py: whole
+GPUs held by one pod each, the rest time-sliced; utilisation, SM time, ``kube_pod_labels``
+and each GPU's energy counter), in the form Prometheus stores scraped data: every series with
+its target's ``job``/``instance`` (one GPU exporter per 8-GPU node, kube-state-metrics) and
+each target's ``up``. ~750 M samples are written as one TSDB block (bench/tsdb_block.py:
+``promtool tsdb create-blocks-from`` parses ~200 k samples/s here, an hour and more for a
+month) that a real Prometheus opens.
+
+Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
+``gpu-costsvc ingest --start … --end …``), with the default fast reads
+(costsvc/ingest/steady.py): wall time measured, not extrapolated; phases summed. For
+comparison (labelled as such) ``--raw-hours`` hours are ingested again with raw reads into a
+second database, per-hour median reported, and their chargeback rows compared with the fast
+run's (identical, or the bench fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from bench.tsdb_block import Labels, write_block
+
+ROOT = Path(__file__).resolve().parents[1]
+H100 = "NVIDIA H100 80GB HBM3"
+START = datetime(2026, 10, 1, 0, tzinfo=UTC)
+LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+
+
+def add_options(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument(
+        "--month-days",
+        type=int,
+        default=0,
+        help="measure a re-ingest of this many days (0: the one-hour bench)",
+    )
+    ap.add_argument(
+        "--raw-hours", type=int, default=24, help="with --month-days: hours also read raw"
+    )
+    ap.add_argument(
+        "--profile", action="store_true", help="with --month-days: cProfile the fast ingest"
+    )
+
+
+def month_series(gpus: int, pods: int, t0_ms: int) -> list[tuple[Labels, Any, object]]:
+    """Every series of the fleet: (labels, value at t ms, a key shared by series with the
+    same values), with the labels each scraped series has."""
+    whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
+    shared_gpus = gpus - whole
+    shared_pods = pods - whole
+    per_gpu = max(1, -(-shared_pods // shared_gpus)) if shared_gpus else 0
+    out: list[tuple[Labels, Any, object]] = []
+
+    def const(value: float) -> Any:
+        return lambda t: value
+
+    def add(name: str, labels: dict[str, str], value: float) -> None:
+        out.append((tuple(sorted({**labels, "__name__": name}.items())), const(value), value))
+
+    def target(i: int) -> dict[str, str]:
+        return {"job": "gpu-exporter", "instance": f"node-{i // 8}:9400"}
+
+    def gpu(i: int) -> dict[str, str]:
+        return {
+            "UUID": f"GPU-{i:05d}",
+            "modelName": H100,
+            "Hostname": f"node-{i // 8}",
+            "gpu": str(i % 8),
+            **target(i),
+        }
+
+    ksm = {"job": "kube-state-metrics", "instance": "kube-state-metrics:8080"}
+    for i in range(gpus):
+        add("gpu_device_up", gpu(i), 1)
+        add("DCGM_FI_DEV_GPU_UTIL", gpu(i), 40 + i % 50)
+        per_ms = 200 + i % 300  # mW = mJ/s: mJ per ms (integers: exact as float)
+        out.append(
+            (
+                tuple(sorted({**gpu(i), "__name__": ENERGY}.items())),
+                lambda t, r=per_ms: float(10**12 + r * (t - t0_ms)),
+                ("energy", per_ms),
+            )
+        )
+    for k in range(-(-gpus // 8)):
+        add("up", target(8 * k), 1)
+    add("up", ksm, 1)
+    for p in range(pods):
+        if p < whole:
+            g, share = p, 1.0
+        else:
+            g, share = whole + (p - whole) // per_gpu, 1.0 / per_gpu
+        holder = {**gpu(g), "namespace": f"team-{p % 40}", "pod": f"pod-{p}", "container": "main"}
+        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu"}, share)
+        if p >= whole:
+            add("gpu_container_sm_utilization_ratio", holder, share * 0.6)
+        pod = {"namespace": f"team-{p % 40}", "pod": f"pod-{p}", "label_team": f"team-{p % 40}"}
+        add("kube_pod_labels", {**pod, **ksm}, 1)
+    return out
+
+
+def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+    config = data.parent / "prometheus.yml"
+    config.write_text("global:\n  scrape_interval: 1h\n")
+    proc = subprocess.Popen(
+        [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=100y",
+            "--log.level=info",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=log.open("ab"),
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(6000):
+        try:
+            if httpx.get(f"{url}/-/ready", timeout=1).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError("prometheus did not become ready")
+
+
+def main(args: argparse.Namespace) -> int:
+    from sqlalchemy import create_engine, text
+
+    import costsvc.ingest.run as run
+    from bench.pgcluster import start_postgres
+    from costsvc.costmodel import parse
+    from costsvc.db.migrate import upgrade
+    from costsvc.ingest import steady
+    from costsvc.ingest.prom import PrometheusReader
+
+    days = args.month_days
+    work = Path(tempfile.mkdtemp(prefix="month-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    stop_pg: list[str] = []
+    pg_base = work
+    t_start = int(START.timestamp())
+    try:
+        print(
+            f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+        )
+        t = time.perf_counter()
+        end = t_start + days * 86400
+        first = (t_start - LOOK_BACK) * 1000
+        series = month_series(args.gpus, args.pods, first)
+        n_series = len(series)
+        (work / "data").mkdir()
+        write_block(work / "data", series, first, end * 1000, 60_000)
+        t_backfill = time.perf_counter() - t
+        print(f"block written in {t_backfill:.0f} s", flush=True)
+        port = free_port()
+        samples = n_series * ((end - (t_start - LOOK_BACK)) // 60 + 1)
+        t = time.perf_counter()
+        prom = start_prometheus(work / "data", port, work / "prom.log")
+        procs.append(prom)
+        url = f"http://127.0.0.1:{port}"
+        blocks = sum(1 for p in (work / "data").iterdir() if (p / "meta.json").exists())
+        t_compact = time.perf_counter() - t
+        du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
+        print(
+            f"history: {args.gpus} GPUs, {args.pods} pods, {days} days at 60 s: {n_series:,} "
+            f"series (with up, job/instance), ~{samples / 1e6:,.0f} M samples; written "
+            f"in {t_backfill:.0f} s (bench/tsdb_block.py), Prometheus ready in {t_compact:.0f} s "
+            f"({blocks} blocks, {du / 2**20:,.0f} MiB)"
+        )
+        pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
+        pg_url, _, stop_pg = start_postgres(pg_base)
+        model = parse(
+            {
+                "policies": {"shared_gpu_policy": "usage"},
+                "versions": [
+                    {
+                        "effective_from": "2026-09-01T00:00:00Z",
+                        "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
+                    }
+                ],
+                "carbon": [
+                    {"effective_from": "2026-09-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
+                ],
+            }
+        )
+        hours = [START + timedelta(hours=h) for h in range(days * 24)]
+        admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            conn.execute(text("CREATE DATABASE rawreads"))
+        admin.dispose()
+        raw_url = pg_url.replace("@/postgres?", "@/rawreads?")
+
+        phases: dict[str, float] = {"collect": 0.0, "attribute": 0.0, "write": 0.0}
+        original = (run.collect_hour, run.attribute_hour, run.store_hour)
+
+        def timed(key: str, fn: object) -> object:
+            def wrapper(*a: object, **k: object) -> object:
+                t0 = time.perf_counter()
+                try:
+                    return fn(*a, **k)  # type: ignore[operator]
+                finally:
+                    phases[key] += time.perf_counter() - t0
+
+            return wrapper
+
+        run.collect_hour = timed("collect", original[0])  # type: ignore[assignment]
+        run.attribute_hour = timed("attribute", original[1])  # type: ignore[assignment]
+        run.store_hour = timed("write", original[2])  # type: ignore[assignment]
+        try:
+            upgrade(pg_url)
+            engine = create_engine(pg_url)
+            reader = PrometheusReader(url, timeout=600)
+            t = time.perf_counter()
+            if args.profile:
+                import cProfile
+                import pstats
+
+                prof = cProfile.Profile()
+                report = prof.runcall(run.ingest, engine, reader, model, "bench", hours)
+                pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+            else:
+                began = time.perf_counter()
+
+                def progress(hour: datetime, error: str | None) -> None:
+                    done = (hour - START) // timedelta(hours=1) + 1
+                    if done % 24 == 0:
+                        print(
+                            f"  ... {done // 24} days in {time.perf_counter() - began:.0f} s",
+                            flush=True,
+                        )
+
+                report = run.ingest(engine, reader, model, "bench", hours, progress)
+            took = time.perf_counter() - t
+            assert report.done == hours, report.failed
+            counts = steady.counts(reader)
+            reader.close()
+            engine.dispose()
+            verdict = "PASS" if took <= 300 and days >= 30 else "MISS" if took > 300 else "-"
+            print(
+                f"PostgreSQL {days}-day re-ingest from Prometheus, fast reads, measured: "
+                f"{took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} s/hour: "
+                f"read+integrate {phases['collect']:.0f} s, attribute "
+                f"{phases['attribute']:.0f} s, write {phases['write']:.0f} s); series "
+                f"synthesised {counts.fast:,}, read raw {counts.raw:,}   [<= 5 min: {verdict}]"
+            )
+            n = min(args.raw_hours, len(hours))
+            if n:
+                upgrade(raw_url)
+                engine = create_engine(raw_url)
+                reader = PrometheusReader(url, timeout=600, reads="raw")
+                times = []
+                for hour in hours[:n]:
+                    t = time.perf_counter()
+                    report = run.ingest(engine, reader, model, "bench", [hour])
+                    times.append(time.perf_counter() - t)
+                    assert report.done == [hour], report.failed
+                reader.close()
+                engine.dispose()
+                same = chargeback(pg_url, hours[n - 1]) == chargeback(raw_url, hours[n - 1])
+                assert same, "fast and raw reads gave different chargeback rows"
+                per = statistics.median(times)
+                print(
+                    f"{'':10s} for comparison, raw reads: median {per:.2f} s/hour over {n} "
+                    f"hours (x 720 = {per * 720 / 60:.1f} min, extrapolated); chargeback rows of "
+                    f"those hours identical to the fast run's: {same}"
+                )
+        finally:
+            run.collect_hour, run.attribute_hour, run.store_hour = original  # type: ignore[assignment]
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(30)
+        if stop_pg:
+            subprocess.run(stop_pg, check=False, capture_output=True)
+            shutil.rmtree(pg_base, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def chargeback(url: str, until: datetime) -> list[tuple[object, ...]]:
+    """Every chargeback row up to ``until`` (ids left out), sorted."""
+    from sqlalchemy import create_engine, select
+
+    from costsvc.db.models import Chargeback
+
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
+        out = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour <= until)))
+    engine.dispose()
+    return out  # type: ignore[return-value]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

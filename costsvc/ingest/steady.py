@@ -1,0 +1,370 @@
+"""Fast re-ingest: a steady series' samples from per-hour summaries, not from its raw samples.
+
+The hour's reads (costsvc/ingest/window.py) ask for every raw sample of a selector in the
+window W = (at - 3600 - look-back, at]. Most series of the selectors in :data:`STEADY` (a
+pod's allocation share, a GPU's ``gpu_device_up``) have one value all hour and a sample at
+every scrape of their target. For those the engine is asked, per series and per hour, for
+``count_over_time(sel[W])`` and the value when it is constant over W, and each target's
+``up`` series is read raw over the same W. A series is **steady** in the hour when
+
+- its value is constant and finite over W (``max_over_time == min_over_time``, and its
+  ``sum_over_time`` is not NaN: no NaN sample hides in it), and
+- its target (the one ``up`` series whose labels all appear, equal, in the series: ``job``,
+  ``instance`` and whatever the scrape added) exists, and the series' sample count equals the
+  number of that target's ``up == 1`` samples in W.
+
+A scraped series has samples only at its target's successful scrapes (Prometheus writes
+``up`` 1 at each, with the same timestamp: "Jobs and instances", prometheus.io/docs/concepts/
+jobs_instances/; exporters we read set no explicit timestamps), so a steady series' samples are
+exactly (t, value) for those ``up == 1`` timestamps: they are synthesised, and the unchanged
+integration (costsvc/ingest/integrate.py) gives the same money as from the raw samples. Every
+other series (a value change, churn, a count that differs, no ``up`` or two) is read raw —
+only those series (a ``pod=~"…"`` / ``UUID=~"…"`` / ``instance=~"…"`` matcher, by POST, exact
+label sets kept), or the whole selector raw when more than half of its series are unsteady.
+
+Summaries of many hours cross the API in one ``query_range`` at a 3600 s step, evaluated at
+each hour's evaluation instant (:func:`costsvc.ingest.prom.instant_text`, the instant of the
+raw read), for a block of up to :data:`BLOCK_HOURS` planned consecutive hours
+(:func:`plan`, from costsvc/ingest/run.py). VictoriaMetrics: its rollup functions drop
+staleness markers before ``count_over_time``/``max_over_time`` ("only StaleNaNs could remain
+… see dropStaleNaNs()", app/vmselect/promql/rollup.go, VictoriaMetrics#8944) and the raw read
+drops them too (costsvc/ingest/prom.py), so both count the same samples; where any count
+differs the series is read raw. ``COSTSVC_INGEST_READS=raw`` turns all of this off.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import threading
+import weakref
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from costsvc.ingest.prom import PrometheusReader, Series, instant_text
+
+# the selectors whose series are mostly steady (and are no counters)
+STEADY = frozenset(
+    {
+        "gpu_device_up",
+        "gpu_allocation_share",
+        "gpu_allocation_memory_share",
+        "gpu_container_sm_utilization_ratio",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+    }
+)
+READS = ("fast", "raw")
+BLOCK_HOURS = 24  # hours of summaries per range query
+TOO_UNSTEADY = Decimal("0.5")  # more unsteady series than this share: the selector read raw
+MATCH_LABELS = ("pod", "UUID", "instance")  # how unsteady series are picked out, in order
+MATCH_CHUNK = 200  # values per regex matcher
+_PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
+
+
+class Steady(list[tuple[Decimal, Decimal]]):
+    """A steady series' samples: (t, value) at each of ``times`` (its target's ``up == 1``
+    timestamps, one list shared by the target's steady series), so what depends on the times
+    only is worked out once per target (costsvc/ingest/window.py: Window.pieces)."""
+
+    __slots__ = ("times", "value")
+
+    def __init__(self, times: list[Decimal], value: Decimal) -> None:
+        super().__init__(zip(times, itertools.repeat(value)))
+        self.times, self.value = times, value
+
+
+@dataclass
+class Counts:
+    """Series whose samples were synthesised (fast) or read raw, since the reader was made."""
+
+    fast: int = 0
+    raw: int = 0
+
+
+@dataclass
+class _State:
+    counts: Counts = field(default_factory=Counts)
+    blocks: dict[str, tuple[str, str]] = field(default_factory=dict)  # instant -> block
+    summaries: dict[tuple[str, int, str], dict[str, tuple[dict[Key, int], dict[Key, str]]]] = field(
+        default_factory=dict
+    )
+    ups: dict[tuple[str, int], dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]] = field(
+        default_factory=dict
+    )
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    locks: dict[object, threading.Lock] = field(default_factory=dict)
+    following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
+    latest: dict[tuple[str, str, int, str], dict[str, list[dict[str, str]]]] = field(
+        default_factory=dict
+    )
+    early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
+    pool: ThreadPoolExecutor | None = None
+
+    def lock_for(self, key: object) -> threading.Lock:
+        with self.lock:
+            return self.locks.setdefault(key, threading.Lock())
+
+
+_states: weakref.WeakKeyDictionary[PrometheusReader, _State] = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
+def _state(prom: PrometheusReader) -> _State:
+    with _states_lock:
+        st = _states.get(prom)
+        if st is None:
+            st = _states[prom] = _State()
+        return st
+
+
+def counts(prom: PrometheusReader) -> Counts:
+    """How many series this reader's hour reads synthesised and read raw."""
+    return _state(prom).counts
+
+
+def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
+    """The hours (their starts) an ingest is about to read: consecutive ones share blocks of
+    summaries (one range query per block and selector instead of one per hour)."""
+    st = _state(prom)
+    ats = sorted({h + timedelta(hours=1) - timedelta(microseconds=1) for h in hours})
+    blocks: dict[str, tuple[str, str]] = {}
+    run: list[datetime] = []
+
+    def close() -> None:
+        for a in run:
+            blocks[instant_text(a)] = (instant_text(run[0]), instant_text(run[-1]))
+        run.clear()
+
+    for a in ats:
+        if run and (a - run[-1] != timedelta(hours=1) or len(run) >= BLOCK_HOURS):
+            close()
+        run.append(a)
+    close()
+    with st.lock:
+        st.blocks = blocks
+        st.following = {
+            instant_text(a): b - timedelta(hours=1) + timedelta(microseconds=1)
+            for a, b in itertools.pairwise(ats)
+        }
+        st.summaries.clear()
+        st.ups.clear()
+        st.latest.clear()
+        for f in st.early.values():
+            f.cancel()
+        st.early.clear()
+
+
+def ahead(prom: PrometheusReader, start: datetime, reads: Iterable[tuple[str, Decimal]]) -> None:
+    """Ask for the reads of the planned hour after ``start`` now, on one background thread:
+    Prometheus answers them while this hour is integrated, attributed and written."""
+    st = _state(prom)
+    nxt = st.following.get(instant_text(start + timedelta(hours=1) - timedelta(microseconds=1)))
+    if nxt is None:
+        return
+    at = nxt + timedelta(hours=1) - timedelta(microseconds=1)
+    with st.lock:
+        if st.pool is None:
+            st.pool = ThreadPoolExecutor(1, thread_name_prefix="prom-ahead")
+        for selector, look_back in reads:
+            key = (selector, instant_text(at), 3600 + int(look_back))
+            if key not in st.early:
+                st.early[key] = st.pool.submit(_read, prom, st, selector, at, key[2])
+
+
+def read(prom: PrometheusReader, selector: str, at: datetime, seconds: int) -> list[Series]:
+    """What ``prom.raw(selector, at, seconds)`` answers, with steady series synthesised."""
+    st = _state(prom)
+    with st.lock:
+        early = st.early.pop((selector, instant_text(at), seconds), None)
+    if early is not None:
+        return early.result()
+    return _read(prom, st, selector, at, seconds)
+
+
+def _read(
+    prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
+) -> list[Series]:
+    if prom.reads != "fast" or selector not in STEADY or not _NAME.fullmatch(selector):
+        out = prom.raw(selector, at, seconds)
+        st.counts.raw += len(out)
+        return out
+    count, value = _summary(prom, st, selector, at, seconds)
+    if not count:
+        return []
+    targets = _targets(prom, st, at, seconds)
+    steady: list[Series] = []
+    unsteady: set[Key] = set()
+    for key, n in count.items():
+        v = value.get(key)
+        times = _up_times(targets, key) if v is not None else None
+        dv = Decimal(v) if v is not None else None
+        if times is None or dv is None or not dv.is_finite() or len(times) != n:
+            unsteady.add(key)
+            continue
+        steady.append(Series({"__name__": selector, **dict(key)}, Steady(times, dv)))
+    out = steady + _read_raw(prom, selector, at, seconds, unsteady, len(count))
+    st.counts.fast += len(steady)
+    st.counts.raw += len(out) - len(steady)
+    # in the order Prometheus answers a range selector (sorted by label set), so each group's
+    # series come in the raw read's order (costsvc/ingest/window.py: grouped, merged)
+    out.sort(key=lambda s: sorted(s.labels.items()))
+    return out
+
+
+def _count(text: str) -> int:
+    """A count's text as a number (-1, never matching a target, if it is no count)."""
+    value = Decimal(text)
+    return int(value) if value.is_finite() and value == value.to_integral_value() else -1
+
+
+def latest(
+    prom: PrometheusReader, selector: str, at: datetime, seconds: int
+) -> list[dict[str, str]]:
+    """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
+    the window): for an hour of a planned block, from one ``last_over_time`` range query
+    over the block (a series has a value at an hour's step exactly when it had a sample in
+    that hour's window)."""
+    st = _state(prom)
+    instant = instant_text(at)
+    first, last = st.blocks.get(instant, (instant, instant))
+    if prom.reads != "fast" or first == last:
+        return prom.latest(selector, at, seconds)
+    cache_key = ("latest", selector, seconds, first)
+    with st.lock_for(cache_key):
+        block = st.latest.get(cache_key)
+        if block is None:
+            start = datetime.fromtimestamp(float(first), at.tzinfo)
+            end = datetime.fromtimestamp(float(last), at.tzinfo)
+            block = {}
+            expr = f"last_over_time({selector}[{seconds}s])"
+            for lab, values in prom.range_values(expr, start, end, 3600):
+                for t, _ in values:
+                    block.setdefault(t, []).append(lab)
+            with st.lock:
+                for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
+                    del st.latest[k]
+                st.latest[cache_key] = block
+    return sorted(block.get(instant, []), key=lambda lab: sorted(lab.items()))
+
+
+def _key(labels: dict[str, str]) -> Key:
+    return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
+
+
+def _summary(
+    prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
+) -> tuple[dict[Key, int], dict[Key, str]]:
+    """(sample count, constant value text) per series of ``selector`` in the window."""
+    instant = instant_text(at)
+    first, last = st.blocks.get(instant, (instant, instant))
+    cache_key = (selector, seconds, first)
+    with st.lock_for(cache_key):
+        block = st.summaries.get(cache_key)
+        if block is None or instant not in block:
+            w = f"{selector}[{seconds}s]"
+            start = datetime.fromtimestamp(float(first), at.tzinfo)
+            end = datetime.fromtimestamp(float(last), at.tzinfo)
+            counted = prom.range_values(f"count_over_time({w})", start, end, 3600)
+            constant = prom.range_values(
+                f"max_over_time({w}) == min_over_time({w}) "
+                f"and sum_over_time({w}) == sum_over_time({w})",
+                start,
+                end,
+                3600,
+            )
+            block = {instant: ({}, {})}
+            for lab, values in counted:
+                key = _key(lab)
+                for t, v in values:
+                    block.setdefault(t, ({}, {}))[0][key] = _count(v)
+            for lab, values in constant:
+                key = _key(lab)
+                for t, v in values:
+                    block.setdefault(t, ({}, {}))[1][key] = v
+            with st.lock:  # an earlier block of this selector is done with
+                for k in [k for k in st.summaries if k[:2] == cache_key[:2] and k != cache_key]:
+                    del st.summaries[k]
+                st.summaries[cache_key] = block
+        return block[instant]
+
+
+def _targets(
+    prom: PrometheusReader, st: _State, at: datetime, seconds: int
+) -> dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]:
+    """Each target's ``up == 1`` timestamps in the window, by (job, instance)."""
+    cache_key = (instant_text(at), seconds)
+    with st.lock_for(("up", *cache_key)):
+        found = st.ups.get(cache_key)
+        if found is None:
+            found = {}
+            for s in prom.raw("up", at, seconds):
+                job, instance = s.labels.get("job"), s.labels.get("instance")
+                if job is None or instance is None:
+                    continue
+                times = [t for t, v in s.samples if v == 1]
+                found.setdefault((job, instance), []).append((_key(s.labels), times))
+            with st.lock:
+                for k in [k for k in st.ups if k[0] != cache_key[0]]:
+                    del st.ups[k]  # an earlier hour's
+                st.ups[cache_key] = found
+        return found
+
+
+def _up_times(
+    targets: dict[tuple[str, str], list[tuple[Key, list[Decimal]]]], key: Key
+) -> list[Decimal] | None:
+    """The ``up == 1`` timestamps of the one target a series belongs to (None: not one)."""
+    labels = dict(key)
+    job, instance = labels.get("job"), labels.get("instance")
+    if job is None or instance is None:
+        return None
+    mine = [
+        times
+        for target, times in targets.get((job, instance), [])
+        if all(labels.get(n) == v for n, v in target)
+    ]
+    return mine[0] if len(mine) == 1 else None
+
+
+def _read_raw(
+    prom: PrometheusReader,
+    selector: str,
+    at: datetime,
+    seconds: int,
+    unsteady: set[Key],
+    total: int,
+) -> list[Series]:
+    """The raw samples of the unsteady series (exact label sets) of ``selector``."""
+    if not unsteady:
+        return []
+    if len(unsteady) > TOO_UNSTEADY * total:
+        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+    sets = [dict(k) for k in unsteady]
+    name = next((n for n in MATCH_LABELS if all(n in lab for lab in sets)), None)
+    if name is None:
+        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+    values = sorted({lab[name] for lab in sets})
+    texts = [_regex_text(v) for v in values]
+    if None in texts:
+        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+    out = []
+    for i in range(0, len(values), MATCH_CHUNK):
+        regex = "|".join(t for t in texts[i : i + MATCH_CHUNK] if t is not None)
+        for s in prom.raw(f'{selector}{{{name}=~"{regex}"}}', at, seconds):
+            if _key(s.labels) in unsteady:
+                out.append(s)
+    return out
+
+
+def _regex_text(value: str) -> str | None:
+    """A label value as an RE2 literal inside a PromQL double-quoted string (None: a value
+    with characters other than DNS-name ones, read with the whole selector instead)."""
+    if not _PLAIN.fullmatch(value):
+        return None
+    return value.replace(".", "\\\\.")
