@@ -11,7 +11,8 @@ month per statement): ``--hours`` hourly rows ending with 2026-11 (8,760: 2025-1
 3 stages, 2 clusters, 8 pods a node, a quarter of the nodes A100 and the rest H100, every
 10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; the
 rollups the writer keeps beside them (``cost_hours`` per hour and owner, ``cost_days`` per UTC
-day and owner, ``cost_pod_days`` per UTC day and pod: costsvc/db/lines.py,
+day and owner, ``cost_pod_days`` per UTC day and pod, ``cost_months`` per UTC month and
+owner: costsvc/db/lines.py,
 costsvc/db/rollup.py) by the same sums in SQL; then
 VACUUM ANALYZE (as autovacuum would, and so that it does not start in the middle of a
 measurement). The API runs as its own process (``create_app`` + uvicorn, as ``gpu-costsvc
@@ -157,6 +158,11 @@ INSERT INTO cost_pod_days (day, {pod}, lines, {amounts})
 SELECT date_trunc('day', hour, 'UTC'), {pod}, count(*), {sums} FROM chargeback
 WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {pod}
 """
+COST_MONTHS = """
+INSERT INTO cost_months (month, {owner}, lines, {amounts})
+SELECT date_trunc('month', hour, 'UTC'), {owner}, count(*), {sums} FROM chargeback
+WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {owner}
+"""
 COST_DAYS = """
 INSERT INTO cost_days (day, {owner}, lines, {amounts})
 SELECT date_trunc('day', hour, 'UTC'), {owner}, count(*), {sums} FROM chargeback
@@ -300,7 +306,7 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
     t = time.perf_counter()
     conn.execute(LINES, params)
     hours_sql, days_sql = rollup_sql(COST_HOURS), rollup_sql(COST_DAYS)
-    pod_days_sql = rollup_sql(COST_POD_DAYS)
+    pod_days_sql, months_sql = rollup_sql(COST_POD_DAYS), rollup_sql(COST_MONTHS)
     t_rollup = 0.0
     for a, b in months_of(t0, END):
         h0, h1 = (int((x - t0).total_seconds()) // 3600 for x in (a, b))
@@ -309,12 +315,13 @@ def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
         conn.execute(hours_sql, {"a": a, "b": b})
         conn.execute(days_sql, {"a": a, "b": b})
         conn.execute(pod_days_sql, {"a": a, "b": b})
+        conn.execute(months_sql, {"a": a, "b": b})  # a's month: loads cut at month starts
         t_rollup += time.perf_counter() - r
         print(f"   loaded {a:%Y-%m} ({time.perf_counter() - t:.0f} s)", flush=True)
     t_insert = time.perf_counter() - t
     conn.execute("DROP TABLE bench_lines")
     t = time.perf_counter()
-    for table in ("chargeback", "cost_hours", "cost_days", "cost_pod_days"):
+    for table in ("chargeback", "cost_hours", "cost_days", "cost_pod_days", "cost_months"):
         conn.execute(f"VACUUM (ANALYZE) {table}")
     t_vacuum = time.perf_counter() - t
     rows, idle = conn.execute(

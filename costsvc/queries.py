@@ -162,7 +162,7 @@ def costs(
     """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
     dims = set(group_by) | set(filters)
     if source(dims) is CostHour:  # whole days from cost_days
-        t: Any = owner_rows(start, end, hourly=step == "hour").c
+        t: Any = owner_rows(start, end, grain=step or "month").c
         where: tuple[Any, ...] = ()
     elif dims <= POD_DIMENSIONS and step != "hour":  # whole days from cost_pod_days
         t = pod_rows(start, end).c

@@ -271,6 +271,37 @@ class CostDay(Base):
     idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
 
 
+class CostMonth(Base):
+    """``cost_days`` summed per UTC month (its first instant): kept like it; serves whole
+    months of a range (a 12-month trend reads ~12 x owners rows)."""
+
+    __tablename__ = "cost_months"
+    __table_args__ = (
+        UniqueConstraint("month", "cluster", "team", "project", "stage", "currency"),
+        Index("ix_cost_months_team_month", "team", "month"),
+        {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    month: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    cluster: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253))
+    stage: Mapped[str] = mapped_column(String(253))
+    currency: Mapped[str] = mapped_column(String(3))
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    unavailable: Mapped[int] = mapped_column(BigInteger)
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    energy_mj: Mapped[int] = mapped_column(BigInteger)
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
+    co2e_mg: Mapped[int] = mapped_column(BigInteger)
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
+
+
 class CostPodDay(Base):
     """The chargeback summed per UTC day, cluster, owner, namespace, pod and currency (node,
     GPU model and MIG profile summed away): kept like ``cost_days``; serves the per-pod reads

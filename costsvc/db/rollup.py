@@ -2,8 +2,9 @@
 pod, kept in the hour's transaction, and read over a range as whole days from them plus the
 partial-day edges from the hourly tables (``cost_hours``, the chargeback).
 
-A day is a UTC day — the days billing months are cut in (costsvc/chargeback.py: months are
-UTC), and the buckets ``step=day``/``month`` answer in. Every writer of chargeback rows goes
+A day is a UTC day and a month a UTC month (``cost_months``: per owner) — the days billing
+months are cut in (costsvc/chargeback.py: months are UTC), and the buckets
+``step=day``/``month`` answer in. Every writer of chargeback rows goes
 through ``costsvc/db/lines.py write_lines`` (ingest, reprice, re-ingest of an hour, corrections
 of a closed month): it subtracts the hour's rows from their day before it replaces them
 (:func:`take_hour`) and adds the new ones after (:func:`put_hour`) — integers, so the day stays
@@ -23,7 +24,7 @@ from sqlalchemy import Connection, DateTime, delete, func, literal, select, unio
 from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.chargeback import AMOUNTS, OWNER
-from costsvc.db.models import Chargeback, CostDay, CostHour, CostPodDay
+from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay
 
 DAY = timedelta(days=1)
 # False: every read sums cost_hours (the tests compare both paths; nothing else sets it)
@@ -36,6 +37,24 @@ def day_of(hour: datetime) -> datetime:
     """The first instant of ``hour``'s UTC day."""
     h = hour.astimezone(UTC)
     return datetime(h.year, h.month, h.day, tzinfo=UTC)
+
+
+def month_start(t: datetime) -> datetime:
+    """The first instant of ``t``'s UTC month."""
+    h = t.astimezone(UTC)
+    return datetime(h.year, h.month, 1, tzinfo=UTC)
+
+
+def _next_month(m: datetime) -> datetime:
+    return datetime(m.year + (m.month == 12), m.month % 12 + 1, 1, tzinfo=UTC)
+
+
+# each rollup the writer keeps: table, its period column, the period of an hour, its key
+ROLLUPS: tuple[tuple[Any, str, Any, tuple[str, ...]], ...] = (
+    (CostPodDay, "day", day_of, POD),
+    (CostDay, "day", day_of, OWNER_KEY),
+    (CostMonth, "month", month_start, OWNER_KEY),
+)
 
 
 def take_hour(conn: Connection, hour: datetime, clusters: set[str]) -> bool:
@@ -55,24 +74,26 @@ def put_hour(conn: Connection, hour: datetime, clusters: set[str], took: bool) -
     are dropped)."""
     _add_hour(conn, hour, clusters, 1)
     if took:
-        day = day_of(hour)
-        for table in (CostPodDay, CostDay):
+        for table, period, of, _ in ROLLUPS:
             conn.execute(
-                delete(table).where(table.day == day, table.cluster.in_(clusters), table.lines <= 0)
+                delete(table).where(
+                    getattr(table, period) == of(hour),
+                    table.cluster.in_(clusters),
+                    table.lines <= 0,
+                )
             )
 
 
 def _add_hour(conn: Connection, hour: datetime, clusters: set[str], sign: int) -> None:
-    """``sign`` x the hour's rows, per key, upserted into both daily rollups in SQL (one
-    statement each)."""
+    """``sign`` x the hour's rows, per key, upserted into each rollup in SQL (one statement
+    each)."""
     c = Chargeback
-    day = literal(day_of(hour), DateTime(timezone=True))
     insert: Any = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    for table, key in ((CostPodDay, POD), (CostDay, OWNER_KEY)):
+    for table, period, of, key in ROLLUPS:
         cols = [getattr(c, k) for k in key]
         rows = (
             select(
-                day,
+                literal(of(hour), DateTime(timezone=True)),
                 *cols,
                 sign * func.count(),
                 *(sign * func.sum(getattr(c, m)) for m in AMOUNTS),
@@ -80,9 +101,9 @@ def _add_hour(conn: Connection, hour: datetime, clusters: set[str], sign: int) -
             .where(c.hour == hour, c.cluster.in_(clusters))
             .group_by(*cols)
         )
-        stmt = insert(table).from_select(["day", *key, "lines", *AMOUNTS], rows)
+        stmt = insert(table).from_select([period, *key, "lines", *AMOUNTS], rows)
         stmt = stmt.on_conflict_do_update(
-            index_elements=["day", *key],
+            index_elements=[period, *key],
             set_={a: getattr(table, a) + getattr(stmt.excluded, a) for a in ("lines", *AMOUNTS)},
         )
         conn.execute(stmt)
@@ -93,46 +114,73 @@ def _ceil_day(t: datetime) -> datetime:
     return d if d == t.astimezone(UTC) else d + DAY
 
 
-def owner_rows(start: datetime, end: datetime, hourly: bool = False) -> Any:
+def owner_rows(start: datetime, end: datetime, grain: str = "month") -> Any:
     """The per-owner rows of [start, end) as one subquery with ``cost_hours``'s columns
-    (``hour``, cluster, team, project, stage, currency, the amounts): whole UTC days from
-    ``cost_days`` (``hour`` = the day's first instant) and the edges from ``cost_hours``. Sums
-    over it per any owner column, and buckets of a day or longer, equal those of
-    ``cost_hours``; ``hourly``: ``cost_hours`` only (hour buckets, an hour's own rows)."""
+    (``hour``, cluster, team, project, stage, currency, the amounts): whole UTC months from
+    ``cost_months`` (``hour`` = the month's first instant) when ``grain`` is ``month``, whole
+    UTC days from ``cost_days`` unless it is ``hour``, the rest from ``cost_hours``. Sums over
+    it per any owner column, and buckets of ``grain`` or longer, equal those of
+    ``cost_hours``."""
     cols = ("cluster", *OWNER, "currency", *AMOUNTS)
-    return _ranged(CostDay, CostHour, cols, start, end, hourly, "owner_rows")
+    tables: list[tuple[Any, str]] = [(CostHour, "hour")]
+    if grain != "hour":
+        tables.insert(0, (CostDay, "day"))
+        if grain == "month":
+            tables.insert(0, (CostMonth, "month"))
+    return _ranged(tables, cols, start, end, "owner_rows")
 
 
 def pod_rows(start: datetime, end: datetime) -> Any:
     """The per-pod rows of [start, end) (``hour``, cluster, team, project, stage, namespace,
-    pod, currency, the amounts): whole UTC days from ``cost_pod_days``, the edges from the
+    pod, currency, the amounts): whole UTC days from ``cost_pod_days``, the rest from the
     chargeback. Sums over it per any of those columns equal the chargeback's."""
-    return _ranged(CostPodDay, Chargeback, (*POD, *AMOUNTS), start, end, False, "pod_rows")
+    tables = [(CostPodDay, "day"), (Chargeback, "hour")]
+    return _ranged(tables, (*POD, *AMOUNTS), start, end, "pod_rows")
+
+
+def _ceil_month(t: datetime) -> datetime:
+    m = month_start(t)
+    return m if m == t.astimezone(UTC) else _next_month(m)
+
+
+def _pieces(
+    tables: list[tuple[Any, str]], start: datetime, end: datetime
+) -> list[tuple[Any, str, datetime, datetime]]:
+    """[start, end) cut into (table, period column, a, b): the coarsest table for each whole
+    period, finer ones for the edges."""
+    table, period = tables[0]
+    if period == "hour" or not USE_DAYS:
+        hourly, col = tables[-1]
+        return [(hourly, col, start, end)] if start < end else []
+    if period == "day":
+        a, b = _ceil_day(start), day_of(end)
+    else:
+        a, b = _ceil_month(start), month_start(end)
+    if a >= b:
+        return _pieces(tables[1:], start, end)
+    return [
+        *_pieces(tables[1:], start, a),
+        (table, period, a, b),
+        *_pieces(tables[1:], b, end),
+    ]
 
 
 def _ranged(
-    days: Any,
-    hours: Any,
-    cols: tuple[str, ...],
-    start: datetime,
-    end: datetime,
-    hourly: bool,
-    name: str,
+    tables: list[tuple[Any, str]], cols: tuple[str, ...], start: datetime, end: datetime, name: str
 ) -> Any:
-    d0, d1 = _ceil_day(start), day_of(end)
-    h = hours
-    if hourly or not USE_DAYS or d0 >= d1:
-        return (
-            select(h.hour, *(getattr(h, c) for c in cols))
-            .where(h.hour >= start, h.hour < end)
-            .subquery(name)
+    parts = [
+        select(getattr(t, p).label("hour"), *(getattr(t, c) for c in cols)).where(
+            getattr(t, p) >= a, getattr(t, p) < b
         )
-    whole = select(days.day.label("hour"), *(getattr(days, c) for c in cols)).where(
-        days.day >= d0, days.day < d1
-    )
-    edges = [
-        select(h.hour, *(getattr(h, c) for c in cols)).where(h.hour >= a, h.hour < b)
-        for a, b in ((start, d0), (d1, end))
-        if a < b
+        for t, p, a, b in _pieces(tables, start, end)
     ]
-    return union_all(whole, *edges).subquery(name)
+    if not parts:  # an empty range: no rows
+        t, p = tables[-1]
+        parts = [
+            select(getattr(t, p).label("hour"), *(getattr(t, c) for c in cols)).where(
+                getattr(t, p) >= start, getattr(t, p) < start
+            )
+        ]
+    if len(parts) == 1:
+        return parts[0].subquery(name)
+    return union_all(*parts).subquery(name)

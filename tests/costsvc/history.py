@@ -44,7 +44,15 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, CostDay, CostHour, CostPodDay, GpuPresence, UsageFact
+from costsvc.db.models import (
+    Chargeback,
+    CostDay,
+    CostHour,
+    CostMonth,
+    CostPodDay,
+    GpuPresence,
+    UsageFact,
+)
 from costsvc.ingest import steady
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
@@ -448,11 +456,13 @@ def assert_every_hour_adds_up(url: str) -> int:
         # and the daily rollup is Σ of its UTC day's hours, owner by owner, every amount
         days = rollup_days(conn)
         pod_days = rollup_pod_days(conn)
+        months = rollup_months(conn)
     engine.dispose()
     assert charged == {k: v for k, v in fleet.items() if v}, (charged, fleet)
     assert rollup == detail
     assert days[0] == days[1]
     assert pod_days[0] == pod_days[1]
+    assert months[0] == months[1]
     assert_energy_adds_up(url)  # and the same for energy and CO2e
     return len(fleet)
 
@@ -470,14 +480,23 @@ def rollup_pod_days(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[A
     return _by_day(conn, CostPodDay, key)
 
 
+def rollup_months(conn: Any) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
+    """(count and Σ of the chargeback per UTC month, cluster, owner and currency, computed
+    here; cost_months as stored)."""
+    key = ("cluster", "team", "project", "stage", "currency")
+    return _by_day(conn, CostMonth, key, month=True)
+
+
 def _by_day(
-    conn: Any, table: Any, key: tuple[str, ...]
+    conn: Any, table: Any, key: tuple[str, ...], month: bool = False
 ) -> tuple[dict[tuple[Any, ...], list[int]], dict[Any, list[int]]]:
     c, n = Chargeback, len(key)
+    period = table.month if month else table.day
     want: dict[tuple[Any, ...], list[int]] = {}
     for r in conn.execute(select(c.hour, *(getattr(c, k) for k in key), *_amounts(c))):
         h = as_utc(r[0])
-        k = (datetime(h.year, h.month, h.day, tzinfo=UTC), *r[1 : n + 1])
+        at = datetime(h.year, h.month, 1 if month else h.day, tzinfo=UTC)
+        k = (at, *r[1 : n + 1])
         got = want.setdefault(k, [0] * (len(r) - n))  # lines, then the amounts
         got[0] += 1
         for i, v in enumerate(r[n + 1 :]):
@@ -485,7 +504,7 @@ def _by_day(
     stored = {
         (as_utc(r[0]), *r[1 : n + 1]): [int(v) for v in r[n + 1 :]]
         for r in conn.execute(
-            select(table.day, *(getattr(table, k) for k in key), table.lines, *_amounts(table))
+            select(period, *(getattr(table, k) for k in key), table.lines, *_amounts(table))
         )
     }
     return want, stored

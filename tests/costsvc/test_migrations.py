@@ -19,6 +19,7 @@ TABLES = {
     "cost_hours",
     "cost_pod_days",
     "cost_model_versions",
+    "cost_months",
     "gpu_hours",
     "ingest_runs",
     "month_closes",

@@ -38,6 +38,7 @@ from tests.costsvc.history import (
     assert_every_hour_adds_up,
     ingest_with,
     rollup_days,
+    rollup_months,
     rollup_pod_days,
 )
 from tests.prom import Prometheus
@@ -130,7 +131,7 @@ def write_hour(engine: Engine, rng: random.Random, hour: datetime) -> None:
 
 def assert_days_are_sums(engine: Engine) -> None:
     with engine.connect() as conn:
-        for want, stored in (rollup_days(conn), rollup_pod_days(conn)):
+        for want, stored in (rollup_days(conn), rollup_pod_days(conn), rollup_months(conn)):
             assert want == stored
             assert stored  # something was written
 
@@ -139,8 +140,9 @@ def test_random_ranges_over_written_hours_answer_as_the_hourly_path(
     engine: Engine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rng = random.Random(15)
-    t0 = datetime(2026, 10, 29, 0, tzinfo=UTC)  # across the end of October
-    hours = [t0 + i * H for i in range(24 * 6) if rng.random() < 0.6]
+    t0 = datetime(2026, 9, 28, 0, tzinfo=UTC)  # the whole of October and the days around
+    span = 24 * 38
+    hours = sorted(t0 + i * H for i in rng.sample(range(span), 150))
     for h in hours:
         write_hour(engine, rng, h)
     assert_days_are_sums(engine)
@@ -155,13 +157,14 @@ def test_random_ranges_over_written_hours_answer_as_the_hourly_path(
                 month="2026-10", closed_at=t0, closed_by="t", csv_sha256="", focus_sha256=""
             )
         )
-    for h in [h for h in hours if h.month == 10][:10]:
+    for h in [h for h in hours if h.month == 10][-10:]:
         write_hour(engine, rng, h)
     assert_days_are_sums(engine)
-    end = t0 + 24 * 6 * H
-    ranges = [(t0, end), (t0 - 5 * H, end + 7 * H), (t0 + 24 * H, t0 + 48 * H)]
+    end = t0 + span * H
+    october = (datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC))
+    ranges = [(t0, end), (t0 - 5 * H, end + 7 * H), (t0 + 24 * H, t0 + 48 * H), october]
     for _ in range(25):
-        a, b = sorted(rng.sample(range(-3, 24 * 6 + 3), 2))
+        a, b = sorted(rng.sample(range(-3, span + 3), 2))
         ranges.append((t0 + a * H, t0 + b * H))
     for start, stop in ranges:
         assert_same(engine, start, stop, monkeypatch)
