@@ -238,7 +238,25 @@ class CostHour(Base):
     idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
-class CostDay(Base):
+class Summed:
+    """The columns a daily or monthly rollup sums (integer micro-units, mJ, mg), after its key;
+    ``lines``: the chargeback rows summed into the row."""
+
+    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    unavailable: Mapped[int] = mapped_column(BigInteger)
+    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    energy_mj: Mapped[int] = mapped_column(BigInteger)
+    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
+    co2e_mg: Mapped[int] = mapped_column(BigInteger)
+    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
+
+
+class CostDay(Summed, Base):
     """``cost_hours`` summed per UTC day (the first instant of the day), cluster, owner and
     currency: kept by the writer in the hour's transaction (costsvc/db/rollup.py). Reads over
     a range take its whole days from here and the partial-day edges from ``cost_hours``; a
@@ -257,21 +275,9 @@ class CostDay(Base):
     project: Mapped[str] = mapped_column(String(253))
     stage: Mapped[str] = mapped_column(String(253))
     currency: Mapped[str] = mapped_column(String(3))
-    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    unavailable: Mapped[int] = mapped_column(BigInteger)
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    energy_mj: Mapped[int] = mapped_column(BigInteger)
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
-    co2e_mg: Mapped[int] = mapped_column(BigInteger)
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
 
 
-class CostMonth(Base):
+class CostMonth(Summed, Base):
     """``cost_days`` summed per UTC month (its first instant): kept like it; serves whole
     months of a range (a 12-month trend reads ~12 x owners rows)."""
 
@@ -288,21 +294,9 @@ class CostMonth(Base):
     project: Mapped[str] = mapped_column(String(253))
     stage: Mapped[str] = mapped_column(String(253))
     currency: Mapped[str] = mapped_column(String(3))
-    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    unavailable: Mapped[int] = mapped_column(BigInteger)
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    energy_mj: Mapped[int] = mapped_column(BigInteger)
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
-    co2e_mg: Mapped[int] = mapped_column(BigInteger)
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
 
 
-class CostPodDay(Base):
+class CostPodDay(Summed, Base):
     """The chargeback summed per UTC day, cluster, owner, namespace, pod and currency (node,
     GPU model and MIG profile summed away): kept like ``cost_days``; serves the per-pod reads
     (a team's top pods by waste, /metrics per pod) for whole days."""
@@ -324,18 +318,6 @@ class CostPodDay(Base):
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
     currency: Mapped[str] = mapped_column(String(3))
-    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    unavailable: Mapped[int] = mapped_column(BigInteger)
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    energy_mj: Mapped[int] = mapped_column(BigInteger)
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
-    co2e_mg: Mapped[int] = mapped_column(BigInteger)
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
 
 
 class MonthClose(Base):
