@@ -26,7 +26,7 @@ from costsvc.migprofiles import mig_table
 from costsvc.quotas import figures
 from costsvc.rightsizing import Evidence, Fleet, Rules, advise
 from costsvc.workloads import Workload, workload_from_name, workload_of
-from kube.labels import sanitize_label
+from kube.labels import ksm_labels, sanitize_label
 
 PPM = Decimal(1_000_000)
 
@@ -96,8 +96,8 @@ def compute(
     fleet_facts = reader.fleet()
 
     # labels: Kubernetes-API history wins over kube-state-metrics (sanitised keys, as ingest)
-    ksm_pods = {k: _label_values(v) for k, v in reader.pod_labels().items()}
-    ksm_spaces = {k: _label_values(v) for k, v in reader.namespace_labels().items()}
+    ksm_pods = {k: ksm_labels(v) for k, v in reader.pod_labels().items()}
+    ksm_spaces = {k: ksm_labels(v) for k, v in reader.namespace_labels().items()}
     hist_pods, hist_spaces = LabelHistory(engine, cluster).labels_during(start, end)
     pod_labels = {**ksm_pods, **{k: _sanitised(v) for k, v in hist_pods.items()}}
     spaces = {**ksm_spaces, **{k: _sanitised(v) for k, v in hist_spaces.items()}}
@@ -268,10 +268,6 @@ def _unit_prices(
                 share = Decimal(p.compute_slices) / table.compute_slices  # type: ignore[union-attr]
                 out.setdefault(f"nvidia.com/mig-{p.name}", int(share * price))
     return out
-
-
-def _label_values(labels: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in labels.items() if k.startswith("label_")}
 
 
 def _unsanitised_hash(labels: dict[str, str] | None) -> dict[str, str]:

@@ -13,6 +13,12 @@ def sanitize_label(key: str) -> str:
     return "label_" + _NOT_A_NAME_CHAR.sub("_", key)
 
 
+def ksm_labels(labels: dict[str, str]) -> dict[str, str]:
+    """The pod's or namespace's own labels among a ``kube_*_labels`` series' labels (those
+    :func:`sanitize_label` wrote: ``label_*``)."""
+    return {n: v for n, v in labels.items() if n.startswith("label_")}
+
+
 # A label value as Kubernetes validates it (k8s.io/apimachinery pkg/util/validation
 # validation.go: labelValueFmt = "(" + qualifiedNameFmt + ")?", LabelValueMaxLength = 63):
 # empty, or alphanumerics, '-', '_', '.', starting and ending with an alphanumeric.

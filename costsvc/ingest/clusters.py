@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 from sqlalchemy import Engine
 
 from costsvc.costmodel import CostModel
 from costsvc.db import runs
-from costsvc.ingest.prom import PrometheusError, PrometheusReader
+from costsvc.ingest.prom import Params, PrometheusReader
 from costsvc.ingest.run import Report, ingest
 
 log = logging.getLogger(__name__)
@@ -104,10 +103,12 @@ class ClusterReader(PrometheusReader):
         return (labels.get("cluster") or self._default) == self.cluster
 
     def _get(
-        self, params: dict[str, str], what: str, post: bool = False, path: str = "/api/v1/query"
+        self, params: Params, what: str, post: bool = False, path: str = "/api/v1/query"
     ) -> Any:
-        scoped = {**params, "query": scope_query(params["query"], self._match)}
-        body = super()._get(scoped, what, post, path)
+        query = params.get("query")
+        if isinstance(query, str):  # (not a label-values request)
+            params = {**params, "query": scope_query(query, self._match)}
+        body = super()._get(params, what, post, path)
         result = body.get("data", {}).get("result")
         if isinstance(result, list):
             body["data"]["result"] = [
@@ -122,38 +123,16 @@ def discover(prom: PrometheusReader, start: datetime, end: datetime, default: st
     samples (a month at 10,000 GPUs stays cheap): ``GET /api/v1/label/<name>/values`` with
     ``match[]``, ``start`` and ``end`` — the Prometheus HTTP API's "Querying label values",
     served alike by VictoriaMetrics, Thanos Query and Mimir."""
-    span = [("start", f"{start.timestamp():.3f}"), ("end", f"{end.timestamp():.3f}")]
     found = set()
-    for label in _label_values(prom, "cluster", [*GPU_SERIES], span):
+    for label in prom.label_values("cluster", GPU_SERIES, start, end):
         if CLUSTER_NAME.fullmatch(label):
             found.add(label)
         else:
             log.warning("cluster label %r is not a cluster name: ignored", label[:70])
     unlabelled = [f'{name}{{cluster=""}}' for name in GPU_SERIES]
-    if _label_values(prom, "__name__", unlabelled, span):
+    if prom.label_values("__name__", unlabelled, start, end):
         found.add(default)
     return sorted(found)
-
-
-def _label_values(
-    prom: PrometheusReader, label: str, match: list[str], span: list[tuple[str, str]]
-) -> list[str]:
-    # the reader's own client and parameters (costsvc/ingest/prom.py serves /api/v1/query only)
-    params: list[tuple[str, str | int | float | bool | None]] = [
-        *prom._params.items(),
-        *(("match[]", m) for m in match),
-        *span,
-    ]
-    try:
-        resp = prom._client.get(f"/api/v1/label/{label}/values", params=params)
-    except httpx.HTTPError as exc:
-        raise PrometheusError(f"{label} values: {exc}") from None
-    if resp.status_code != 200:
-        raise PrometheusError(f"{label} values: HTTP {resp.status_code}: {resp.text[:200]}")
-    body = resp.json()
-    if body.get("status") != "success":
-        raise PrometheusError(f"{label} values: {body.get('error', body)}")
-    return [str(v) for v in body.get("data") or []]
 
 
 @dataclass

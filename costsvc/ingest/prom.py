@@ -3,7 +3,7 @@ would paper over scrape gaps, which must not be billed)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -12,6 +12,9 @@ from typing import Any
 import httpx
 
 from costsvc.ingest.integrate import Sample
+
+# a request's parameters; a list value is sent as a repeated parameter (``match[]``)
+Params = Mapping[str, str | list[str]]
 
 
 def instant_text(at: datetime) -> str:
@@ -107,7 +110,7 @@ class PrometheusReader:
 
     def instant(self, expr: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
         """Each series of an instant query's answer and its value (NaN/infinite left out)."""
-        body = self._get({"query": expr, "time": instant_text(at)}, expr)
+        body = self._get({"query": expr, "time": instant_text(at)}, expr[:80])
         out = []
         for r in body["data"]["result"]:
             value = Decimal(r["value"][1])
@@ -125,18 +128,26 @@ class PrometheusReader:
         return [dict(r["metric"]) for r in body["data"]["result"]]
 
     def vector(self, query: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
-        """An instant query's answer: (labels, value) per series (NaN and infinities left
-        out). For reads that aggregate in PromQL (rightsizing, quotas); never for money."""
-        body = self._get({"query": query, "time": instant_text(at)}, query[:80])
-        out = []
-        for r in body["data"]["result"]:
-            value = Decimal(r["value"][1])
-            if value.is_finite():
-                out.append((dict(r["metric"]), value))
-        return out
+        """:meth:`instant`, for reads that aggregate in PromQL (rightsizing, quotas); never
+        for money."""
+        return self.instant(query, at)
+
+    def label_values(
+        self, label: str, match: Sequence[str], start: datetime, end: datetime
+    ) -> list[str]:
+        """The values of ``label`` on the series of the ``match[]`` selectors in [start, end],
+        from the series index (``GET /api/v1/label/<name>/values``: the Prometheus HTTP API's
+        "Querying label values", served alike by VictoriaMetrics, Thanos Query and Mimir)."""
+        params: Params = {
+            "match[]": list(match),
+            "start": f"{start.timestamp():.3f}",
+            "end": f"{end.timestamp():.3f}",
+        }
+        body = self._get(params, f"{label} values", path=f"/api/v1/label/{label}/values")
+        return [str(v) for v in body.get("data") or []]
 
     def _get(
-        self, params: dict[str, str], what: str, post: bool = False, path: str = "/api/v1/query"
+        self, params: Params, what: str, post: bool = False, path: str = "/api/v1/query"
     ) -> Any:
         try:
             if post:  # long selectors (a regex of many pods) go in a form body, not the URL

@@ -49,6 +49,7 @@ from costsvc.ingest.power import (
     power_readings,
 )
 from costsvc.ingest.prom import PrometheusReader, Series
+from kube.labels import ksm_labels
 
 SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
@@ -252,7 +253,7 @@ def _latest_labels(
     out = []
     for key, sets in sorted(found.items()):
         if len(sets) == 1:
-            out.append((key, _label_values(sets[0])))
+            out.append((key, ksm_labels(sets[0])))
             continue
         match = ",".join(
             f'{n}="{v}"'
@@ -265,13 +266,9 @@ def _latest_labels(
                 continue
             stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
             if stamp is not None and (newest is None or stamp >= newest[0]):
-                newest = (stamp, _label_values(s.labels))
-        out.append((key, newest[1] if newest else _label_values(sorted(sets, key=str)[-1])))
+                newest = (stamp, ksm_labels(s.labels))
+        out.append((key, newest[1] if newest else ksm_labels(sorted(sets, key=str)[-1])))
     return out
-
-
-def _label_values(labels: dict[str, str]) -> dict[str, str]:
-    return {n: v for n, v in labels.items() if n.startswith("label_")}
 
 
 def add_energy(w: Window, facts: HourFacts) -> None:
