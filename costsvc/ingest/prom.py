@@ -30,7 +30,7 @@ class PrometheusError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Series:
     labels: dict[str, str]
-    samples: list[Sample]
+    samples: Sequence[Sample]  # a list, or a steady series' (costsvc/ingest/steady.py)
 
 
 class PrometheusReader:
