@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
+import orjson
 
 from costsvc.ingest.integrate import Sample
 
@@ -158,9 +159,15 @@ class PrometheusReader:
             raise PrometheusError(f"{what}: {exc}") from None
         if resp.status_code != 200:
             raise PrometheusError(f"{what}: HTTP {resp.status_code}: {resp.text[:200]}")
-        body = resp.json()
-        if body.get("status") != "success":
-            raise PrometheusError(f"{what}: {body.get('error', body)}")
+        try:
+            # the answers of a re-ingest are large (a block of summaries, an hour of counters):
+            # orjson parses them several times faster than the standard library
+            body = orjson.loads(resp.content)
+        except orjson.JSONDecodeError as exc:
+            raise PrometheusError(f"{what}: not JSON: {exc}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error", body) if isinstance(body, dict) else body
+            raise PrometheusError(f"{what}: {str(error)[:200]}")
         if body.get("warnings"):
             # Thanos Query (partial_response=true) and federated engines answer what they could
             # reach with warnings: an incomplete answer is never billed; the hour is retried

@@ -39,13 +39,13 @@ import itertools
 import re
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from operator import itemgetter
-from typing import overload
+from typing import TypeVar, cast, overload
 
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
 
@@ -68,6 +68,7 @@ MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
+T = TypeVar("T")
 
 
 class Steady(Sequence[tuple[Decimal, Decimal]]):
@@ -119,15 +120,15 @@ class _State:
     counts: Counts = field(default_factory=Counts)
     blocks: dict[str, tuple[str, str]] = field(default_factory=dict)  # instant -> block
     summaries: dict[tuple[str, int, str], _Block] = field(default_factory=dict)
-    ups: dict[tuple[str, int], dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]] = field(
-        default_factory=dict
-    )
+    ups: dict[tuple[str, int], Targets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     locks: dict[object, threading.Lock] = field(default_factory=dict)
     following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
     latest: dict[tuple[str, str, int, str], dict[str, list[dict[str, str]]]] = field(
         default_factory=dict
     )
+    latest_ids: dict[int, dict[str, str]] = field(default_factory=dict)  # the blocks' label sets
+    derived: dict[object, dict[int, tuple[dict[str, str], object]]] = field(default_factory=dict)
     early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
 
@@ -180,6 +181,8 @@ def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
         st.summaries.clear()
         st.ups.clear()
         st.latest.clear()
+        st.latest_ids.clear()
+        st.derived.clear()
         for f in st.early.values():
             f.cancel()
         st.early.clear()
@@ -257,14 +260,49 @@ def latest(
     prom: PrometheusReader, selector: str, at: datetime, seconds: int
 ) -> list[dict[str, str]]:
     """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
-    the window): for an hour of a planned block, from one ``last_over_time`` range query
-    over the block (a series has a value at an hour's step exactly when it had a sample in
-    that hour's window)."""
+    the window), sorted: for an hour of a planned block, from one ``last_over_time`` range
+    query over the block (a series has a value at an hour's step exactly when it had a sample
+    in that hour's window). The hours of a block share the label dicts of a series."""
     st = _state(prom)
     instant = instant_text(at)
     first, last = st.blocks.get(instant, (instant, instant))
     if prom.reads != "fast" or first == last:
-        return prom.latest(selector, at, seconds)
+        return sorted(prom.latest(selector, at, seconds), key=_sort_key)
+    return list(_latest_block(prom, st, selector, seconds, first, last, at).get(instant, []))
+
+
+def derived(
+    prom: PrometheusReader, labels: dict[str, str], derive: Callable[[dict[str, str]], T]
+) -> T:
+    """``derive(labels)``, worked out once per label set of a block of :func:`latest` (the
+    hours of a block share them: e.g. a pod's ``label_*`` labels, unchanged for days)."""
+    st = _state(prom)
+    memo = st.derived.get(derive)
+    if memo is None:
+        with st.lock:
+            memo = st.derived.setdefault(derive, {})
+    found = memo.get(id(labels))
+    if found is not None and found[0] is labels:
+        return cast(T, found[1])
+    value = derive(labels)
+    if st.latest_ids.get(id(labels)) is labels:  # a block's: kept while the block is
+        memo[id(labels)] = (labels, value)
+    return value
+
+
+def _sort_key(labels: dict[str, str]) -> list[tuple[str, str]]:
+    return sorted(labels.items())
+
+
+def _latest_block(
+    prom: PrometheusReader,
+    st: _State,
+    selector: str,
+    seconds: int,
+    first: str,
+    last: str,
+    at: datetime,
+) -> dict[str, list[dict[str, str]]]:
     cache_key = ("latest", selector, seconds, first)
     with st.lock_for(cache_key):
         block = st.latest.get(cache_key)
@@ -273,14 +311,21 @@ def latest(
             end = datetime.fromtimestamp(float(last), at.tzinfo)
             block = {}
             expr = f"last_over_time({selector}[{seconds}s])"
-            for lab, values in prom.range_values(expr, start, end, 3600):
+            answer = prom.range_values(expr, start, end, 3600)
+            answer.sort(key=lambda r: _sort_key(r[0]))  # each hour's label sets come sorted
+            for lab, values in answer:
                 for t, _ in values:
                     block.setdefault(t, []).append(lab)
             with st.lock:
                 for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
-                    del st.latest[k]
+                    for lab in itertools.chain.from_iterable(st.latest.pop(k).values()):
+                        st.latest_ids.pop(id(lab), None)
+                        for memo in st.derived.values():
+                            memo.pop(id(lab), None)
                 st.latest[cache_key] = block
-    return sorted(block.get(instant, []), key=lambda lab: sorted(lab.items()))
+                for lab, _ in answer:
+                    st.latest_ids[id(lab)] = lab
+    return block
 
 
 def _key(labels: dict[str, str]) -> Key:
@@ -344,10 +389,12 @@ def _summary(
         return block
 
 
-def _targets(
-    prom: PrometheusReader, st: _State, at: datetime, seconds: int
-) -> dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]:
-    """Each target's ``up == 1`` timestamps in the window, by (job, instance)."""
+Targets = dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]
+
+
+def _targets(prom: PrometheusReader, st: _State, at: datetime, seconds: int) -> Targets:
+    """Each target's ``up == 1`` timestamps in the window, by (job, instance), with the labels
+    of its ``up`` series other than those two (most targets have none)."""
     cache_key = (instant_text(at), seconds)
     with st.lock_for(("up", *cache_key)):
         found = st.ups.get(cache_key)
@@ -358,7 +405,8 @@ def _targets(
                 if job is None or instance is None:
                     continue
                 times = [t for t, v in s.samples if v == 1]
-                found.setdefault((job, instance), []).append((_key(s.labels), times))
+                others = tuple((n, v) for n, v in _key(s.labels) if n not in {"job", "instance"})
+                found.setdefault((job, instance), []).append((others, times))
             with st.lock:
                 for k in [k for k in st.ups if k[0] != cache_key[0]]:
                     del st.ups[k]  # an earlier hour's
@@ -366,20 +414,15 @@ def _targets(
         return found
 
 
-def _up_times(
-    targets: dict[tuple[str, str], list[tuple[Key, list[Decimal]]]], labels: dict[str, str]
-) -> list[Decimal] | None:
-    """The ``up == 1`` timestamps of the one target a series belongs to (None: not one)."""
-    job, instance = labels.get("job"), labels.get("instance")
-    if job is None or instance is None:
-        return None
-    found = targets.get((job, instance))
+def _up_times(targets: Targets, labels: dict[str, str]) -> list[Decimal] | None:
+    """The ``up == 1`` timestamps of the one target a series belongs to: the one ``up``
+    series with its job and instance whose other labels it has too (None: not one)."""
+    found = targets.get((labels.get("job"), labels.get("instance")))  # type: ignore[arg-type]
     if not found:
         return None
-    if len(found) == 1:
-        target, times = found[0]
-        return times if all(labels.get(n) == v for n, v in target) else None
-    mine = [times for target, times in found if all(labels.get(n) == v for n, v in target)]
+    mine = [
+        times for others, times in found if not others or all(labels.get(n) == v for n, v in others)
+    ]
     return mine[0] if len(mine) == 1 else None
 
 

@@ -253,7 +253,7 @@ def _latest_labels(
     out = []
     for key, sets in sorted(found.items()):
         if len(sets) == 1:
-            out.append((key, ksm_labels(sets[0])))
+            out.append((key, steady.derived(w.prom, sets[0], ksm_labels)))
             continue
         match = ",".join(
             f'{n}="{v}"'
