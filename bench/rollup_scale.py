@@ -4,13 +4,17 @@ hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
     python bench/rollup_scale.py [--gpus 10000] [--pods 50000] [--interval 60] [--repeat 3]
                                  [--no-vm] [--profile]
 
-(also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history is
-``bench/costsvc_rollup.py``'s (whole and time-sliced GPUs, utilisation, SM time, pod labels,
-energy and power in the measured hour), two hours at ``--interval`` seconds: the first is the
-measured hour's look-back, the second is ingested. ``promtool tsdb create-blocks-from
-openmetrics`` turns it into Prometheus blocks; that takes minutes at 10,000 GPUs, so the blocks
-are cached under ``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s`` (delete it to
-rebuild; ``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
+(also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history
+(``--form scraped``, the default) is bench/rollup_month.py's fleet in the form Prometheus stores
+scraped data — every series with its target's ``job``/``instance``, each target's ``up``,
+whole and time-sliced GPUs, utilisation, SM time, pod labels, each GPU's energy counter — from
+three hours before the measured hour to its end, written as one block by bench/tsdb_block.py:
+the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus. ``--form bare``:
+``bench/costsvc_rollup.py``'s history without job/instance/up (every sample read raw), two
+hours (look-back + the hour), built by ``promtool tsdb create-blocks-from openmetrics``
+(minutes at 10,000 GPUs). Blocks are cached under
+``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s[-scraped]`` (delete it to rebuild;
+``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
 ``victoria-metrics`` single node) gets the same blocks with ``vmctl prometheus`` (its
 Prometheus-snapshot importer) and is flushed (``/internal/force_flush``) before it is read.
 
