@@ -109,12 +109,38 @@ def ingest(
     hours: list[datetime],
     progress: Callable[[datetime, str | None], None] | None = None,
     source: str = "auto",
+    workers: int = 1,
 ) -> Report:
     """Ingest ``hours`` in the order given. An hour that fails is recorded and the next is
     tried; only when the source looks down (:data:`SOURCE_DOWN_AFTER` failures of
     Prometheus or the database in a row) does the run stop. ``progress(hour, error)`` is
     called after each hour (error None: done). ``source``: whose series to read
-    (costsvc/ingest/hour.py: ``collect_hour``)."""
+    (costsvc/ingest/hour.py: ``collect_hour``).
+
+    ``workers`` > 1 on PostgreSQL: the hours in that many contiguous chunks, each in a process
+    of its own (costsvc/ingest/parallel.py; the per-hour work is CPU-bound Python). SQLite has
+    one writer: there the hours are always ingested one after another."""
+    if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
+        from costsvc.ingest.parallel import ingest_parallel
+
+        return ingest_parallel(engine, prom, model, cluster, hours, progress, source, workers)
+    return ingest_hours(engine, prom, model, cluster, hours, progress, source)
+
+
+def ingest_hours(
+    engine: Engine,
+    prom: PrometheusReader,
+    model: CostModel,
+    cluster: str,
+    hours: list[datetime],
+    progress: Callable[[datetime, str | None], None] | None = None,
+    source: str = "auto",
+    watermark: bool = True,
+    started: Callable[[datetime, int], None] | None = None,
+) -> Report:
+    """:func:`ingest`, one hour after another in this process. ``watermark`` False: each hour
+    done leaves the watermark as it is (a parallel ingest's worker: its parent moves it).
+    ``started(hour, run_id)``: called when an hour's run is recorded, before its work."""
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
@@ -122,12 +148,14 @@ def ingest(
     down = 0
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
+        if started is not None:
+            started(hour, run_id)
         try:
             facts = collect_hour(prom, hour, cluster, source)
             merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
             owners = OwnerLookup(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)
-            store_hour(engine, cluster, facts, result, model.currency, run_id)
+            store_hour(engine, cluster, facts, result, model.currency, run_id, watermark)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0
