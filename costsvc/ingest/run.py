@@ -7,7 +7,8 @@ watermark passes it. Failed hours are retried by later runs with back-off
 (:func:`retry_due`), and listed (``gpu-costsvc ingest --status``, ``/v1/ingest/failed-hours``,
 the ``costsvc_ingest_failed_hours`` gauge). Two ingesters never write the same cluster at once
 (costsvc/db/runs.py: the writers' lock), and every run records the cost-model document it
-priced with.
+priced with. Many hours on PostgreSQL can be ingested by worker processes
+(costsvc/ingest/parallel.py), each running :func:`ingest_hours` over a chunk of them.
 """
 
 from __future__ import annotations
