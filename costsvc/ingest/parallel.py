@@ -23,6 +23,7 @@ while the other chunks go on (each may stop the same way).
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import signal
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import OperationalError
 
 from costsvc.costmodel import CostModel
 from costsvc.db import runs
@@ -39,6 +41,7 @@ from costsvc.db.engine import make_engine
 from costsvc.ingest.prom import PrometheusReader, ReaderSpec
 from costsvc.ingest.run import Report, ingest_hours
 
+log = logging.getLogger(__name__)
 STOP_WAIT = 10.0  # seconds a worker has to record its hour's run failed when stopped
 
 
@@ -108,8 +111,11 @@ def ingest_parallel(
         settled.add(hour)
         upto = settled_prefix(hours, settled)
         if upto is not None and upto != mark[0]:
-            runs.move_watermark(engine, cluster, upto)
-            mark[0] = upto
+            try:
+                runs.move_watermark(engine, cluster, upto)
+                mark[0] = upto
+            except OperationalError as exc:  # tried again at the next hour settled; behind
+                log.warning("watermark not moved: %s", exc)  # is safe: hours ingested again
         if progress is not None:
             progress(hour, error)
 
@@ -170,8 +176,12 @@ def ingest_parallel(
                     started[i] = value
                 elif kind == "hour":
                     started.pop(i, None)
-        for run_id in started.values():
-            runs.fail_unfinished(engine, run_id, f"{type(exc).__name__}: {exc}")
+            conn.close()
+        try:
+            for run_id in started.values():
+                runs.fail_unfinished(engine, run_id, f"{type(exc).__name__}: {exc}")
+        except OperationalError as again:  # the database is the trouble: the runs stay
+            log.warning("could not record the stopped runs: %s", again)  # running, then stale
         raise
     order = {hour: n for n, hour in enumerate(hours)}  # the report in the planned order
     report.done.sort(key=order.__getitem__)
@@ -199,6 +209,7 @@ def work(chunk: Chunk, conn: Connection) -> None:
     parent's SIGTERM is raised as SystemExit: the hour's run is recorded failed
     (:func:`~costsvc.ingest.run.ingest_hours`)."""
     signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
     engine = make_engine(chunk.url)
     prom = PrometheusReader.from_spec(chunk.reader)
     try:

@@ -5,11 +5,14 @@ dies and an interrupt leave every hour either done or pending. SQLite: always on
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import pickle
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +22,7 @@ from costsvc.costmodel import parse
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import IngestRun
 from costsvc.db.runs import failed_hours, watermark
+from costsvc.ingest.clusters import ClusterReader
 from costsvc.ingest.parallel import chunks, settled_prefix
 from costsvc.ingest.prom import Params, PrometheusReader
 from costsvc.ingest.run import Report, ingest, pending_hours
@@ -33,6 +37,7 @@ from tests.costsvc.history import (
     TWELFTH,
     tables,
 )
+from tests.costsvc.test_cli import run
 from tests.prom import Prometheus
 
 HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH]
@@ -225,3 +230,40 @@ def test_an_interrupt_stops_the_workers(prometheus: Prometheus, db_url: str) -> 
     finally:
         reader.close()
         engine.dispose()
+
+
+def test_a_reader_is_rebuilt_from_its_spec() -> None:
+    reader = ClusterReader(
+        "http://query:9090", "east", "c1", 5.0, {"X-Scope-OrgID": "gpu"}, {"p": "q"}, "raw"
+    )
+    spec = pickle.loads(pickle.dumps(reader.spec()))  # as it crosses to a worker
+    again = PrometheusReader.from_spec(spec)
+    try:
+        assert isinstance(again, ClusterReader) and again.cluster == "east"
+        assert again.reads == "raw" and again.spec() == reader.spec()
+    finally:
+        reader.close()
+        again.close()
+
+
+def test_the_cli_backfill_uses_the_setting(
+    prometheus: Prometheus, three_dbs: tuple[str, str, str], tmp_path: Path
+) -> None:
+    serial, parallel, _ = three_dbs
+    _ingest(PrometheusReader(prometheus.url), serial, HOURS[:3], 1)
+    model = tmp_path / "model.json"  # JSON is YAML
+    model.write_text(json.dumps(MODEL.document()))
+    upgrade(parallel)
+    env = {
+        "COSTSVC_DATABASE_URL": parallel,
+        "COSTSVC_PROMETHEUS_URL": prometheus.url,
+        "COSTSVC_COST_MODEL": str(model),
+        "COSTSVC_CLUSTER": "c1",
+        "COSTSVC_INGEST_WORKERS": "2",
+    }
+    end = (HOUR3 + timedelta(hours=1)).isoformat()
+    done = run("ingest", "--start", HOUR.isoformat(), "--end", end, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "ingested 3 hour(s)" in done.stdout
+    assert tables(parallel) == tables(serial)
+    assert _mark(parallel) == HOUR3
