@@ -27,17 +27,32 @@ def insert_rows(
     conn: Connection, model: type[DeclarativeBase], rows: Sequence[dict[str, Any]]
 ) -> None:
     """Insert ``rows`` (dicts with the same keys) into ``model``'s table."""
+    if rows:
+        names = list(rows[0])
+        insert_tuples(conn, model, names, [[row[n] for n in names] for row in rows])
+
+
+def insert_tuples(
+    conn: Connection,
+    model: type[DeclarativeBase],
+    names: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """Insert ``rows`` (values in the order of the columns ``names``) into ``model``'s table.
+    The writer's own path: a row built as a tuple goes to ``write_row`` as it is (a dict per
+    row, then a list per row, was ~1/4 of the write's Python time at 5,000 pods)."""
     if not rows:
         return
     if conn.dialect.name != "postgresql":
-        conn.execute(insert(model), list(rows))
+        conn.execute(insert(model), [dict(zip(names, row, strict=True)) for row in rows])
         return
     table: Table = model.__table__  # type: ignore[assignment]
-    names = list(rows[0])
-    columns = ", ".join(conn.dialect.identifier_preparer.quote(table.c[n].name) for n in names)
+    quote = conn.dialect.identifier_preparer.quote
+    columns = ", ".join(quote(table.c[n].name) for n in names)
     target = conn.dialect.identifier_preparer.format_table(table)
     raw = conn.connection.driver_connection
     assert raw is not None
     with raw.cursor() as cur, cur.copy(f"COPY {target} ({columns}) FROM STDIN") as copy:
+        write = copy.write_row
         for row in rows:
-            copy.write_row([row[n] for n in names])
+            write(row)

@@ -20,11 +20,14 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
-from costsvc.db.bulk import insert_rows
+from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
+_KEY_OF = attrgetter(*KEY)
+# a chargeback row as write_lines builds it: the line's key, then these, then its amounts
+COLUMNS = (*KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS)
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -41,7 +44,9 @@ def write_lines(
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
-        insert_rows(conn, Chargeback, [_row(hour, ln, currency, own, False) for ln in lines])
+        tail = (hour, own, False, currency)
+        rows = [_KEY_OF(ln) + tail + _AMOUNTS_OF(ln) for ln in lines]
+        insert_tuples(conn, Chargeback, COLUMNS, rows)
         refresh_cost_hours(conn, hour, clusters)
         put_hour(conn, hour, clusters, took)
         return
