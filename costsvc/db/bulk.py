@@ -17,9 +17,20 @@ goes through COPY, so every PostgreSQL test of an ingest or a reprice exercises 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, Table, insert
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Connection,
+    DateTime,
+    Integer,
+    SmallInteger,
+    String,
+    Table,
+    insert,
+)
 from sqlalchemy.orm import DeclarativeBase
 
 
@@ -50,9 +61,41 @@ def insert_tuples(
     quote = conn.dialect.identifier_preparer.quote
     columns = ", ".join(quote(table.c[n].name) for n in names)
     target = conn.dialect.identifier_preparer.format_table(table)
+    types = binary_types(table, tuple(names))
+    binary = " (FORMAT BINARY)" if types else ""
     raw = conn.connection.driver_connection
     assert raw is not None
-    with raw.cursor() as cur, cur.copy(f"COPY {target} ({columns}) FROM STDIN") as copy:
+    with raw.cursor() as cur, cur.copy(f"COPY {target} ({columns}) FROM STDIN{binary}") as copy:
+        if types:
+            copy.set_types(types)
         write = copy.write_row
         for row in rows:
             write(row)
+
+
+# PostgreSQL's binary COPY needs each column's exact type; these are all the writer's tables use
+_BINARY = (
+    (BigInteger, "int8"),
+    (SmallInteger, "int2"),
+    (Integer, "int4"),
+    (String, "varchar"),
+    (Boolean, "bool"),
+)
+
+
+@cache
+def binary_types(table: Table, names: tuple[str, ...]) -> list[str] | None:
+    """The PostgreSQL type of each column, for a binary COPY (values sent in their binary form:
+    ~1/3 of the client CPU of the text form, where every value is formatted and escaped); None
+    where a column's type is not one of the plain ones (then the text COPY)."""
+    types = []
+    for n in names:
+        kind = table.c[n].type
+        if isinstance(kind, DateTime):
+            types.append("timestamptz" if kind.timezone else "timestamp")
+            continue
+        found = next((name for t, name in _BINARY if isinstance(kind, t)), None)
+        if found is None:
+            return None
+        types.append(found)
+    return types
