@@ -9,10 +9,12 @@ The fleet is bench/costsvc_rollup.py's (GPUs held whole by one pod each, the res
 by the other pods), with measured energy and carbon so every column is written. ``--hours``
 consecutive hours of one UTC day are written new (the first ingest of each: the day's rollup
 rows already exist after the first), then each is written again (a re-ingest: its rows
-replaced). Each write is its own transaction, committed, as in an ingest. Prints medians of the
-wall time, the Python CPU (``time.process_time``: this process only) and the rest (wall - CPU:
-the time spent waiting, mostly on the server; the server runs on another core). Nothing
-asserts. ``--profile``: the writes under cProfile, dumped to /tmp/store_hour.prof.
+replaced, the same money), then again priced at another price (a re-ingest after a price
+fix: every amount changes). Each write is its own transaction, committed, as in an ingest.
+Prints medians of the wall time, the Python CPU (``time.process_time``: this process only)
+and the rest (wall - CPU: the time spent waiting, mostly on the server, which runs on
+another core). Nothing asserts. ``--profile``: the writes under cProfile, dumped to
+/tmp/store_hour.prof.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -93,20 +96,28 @@ def main() -> int:
     ap.add_argument("--hours", type=int, default=8)
     ap.add_argument("--profile", action="store_true")
     args = ap.parse_args()
-    model = parse(
-        {
-            "policies": {"shared_gpu_policy": "usage"},
-            "versions": [
-                {
-                    "effective_from": "2026-11-01T00:00:00Z",
-                    "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
-                }
-            ],
-            "carbon": [
-                {"effective_from": "2026-11-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
-            ],
-        }
-    )
+
+    def priced(hourly: str) -> Any:
+        return parse(
+            {
+                "policies": {"shared_gpu_policy": "usage"},
+                "versions": [
+                    {
+                        "effective_from": "2026-11-01T00:00:00Z",
+                        "prices": [{"model": H100, "hourly": hourly, "idle_watts": "70"}],
+                    }
+                ],
+                "carbon": [
+                    {
+                        "effective_from": "2026-11-01T00:00:00Z",
+                        "grams_per_kwh": "380",
+                        "pue": "1.3",
+                    }
+                ],
+            }
+        )
+
+    model, other = priced("2.50"), priced("2.75")
 
     def owner(cluster: str, namespace: str, pod: str) -> Owner:
         return Owner(namespace, f"p-{pod[-1]}", "prod")
@@ -115,8 +126,11 @@ def main() -> int:
     work = []
     for h in hours:
         facts = fleet(args.gpus, args.pods, h)
-        result = attribute_hour(h, facts.gpus, facts.holdings, owner, model)  # type: ignore[attr-defined]
-        work.append((h, facts, result))
+        results = [
+            attribute_hour(h, facts.gpus, facts.holdings, owner, m)  # type: ignore[attr-defined]
+            for m in (model, other)
+        ]
+        work.append((h, facts, results))
     base = Path(tempfile.mkdtemp(prefix="pg-"))
     url, _, stop = start_postgres(base)
     prof = cProfile.Profile() if args.profile else None
@@ -127,9 +141,11 @@ def main() -> int:
             version = conn.exec_driver_sql("SHOW server_version").scalar()
         model_id = runs.record_cost_model(engine, model)
         out: dict[str, tuple[list[float], list[float]]] = {}
-        for label in ("new hour", "re-write of the hour"):
+        labels = ("new hour", "re-write, same money", "re-write, other price")
+        for i, label in enumerate(labels):
             walls, cpus = [], []
-            for h, facts, result in work:
+            for h, facts, results in work:
+                result = results[i == 2]
                 run_id = runs.start_run(engine, CLUSTER, h, "ingest", model_id)
                 if prof:
                     prof.enable()
