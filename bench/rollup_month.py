@@ -240,6 +240,7 @@ def main(args: argparse.Namespace) -> int:
 
                 prof = cProfile.Profile()
                 report = prof.runcall(run.ingest, engine, reader, model, "bench", hours)
+                prof.dump_stats(str(Path(tempfile.gettempdir()) / "rollup_month.prof"))
                 pstats.Stats(prof).sort_stats("tottime").print_stats(30)
             else:
                 began = time.perf_counter()

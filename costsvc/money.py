@@ -51,6 +51,10 @@ def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
         if total:
             raise ValueError(f"cannot split {total} over nothing")
         return []
+    if len(weights) == 1:  # the common case (a whole GPU's one holder): all of it
+        if weights[0] < 0:
+            raise ValueError("weights must not be negative")
+        return [total]
     ws = [Decimal(w) for w in weights]
     if any(w < 0 for w in ws):
         raise ValueError("weights must not be negative")

@@ -11,7 +11,7 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
@@ -149,7 +149,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
             lab.get("container", ""),
         )
 
-    def function(samples: list[list[Sample]]) -> list[Piece]:
+    def function(samples: list[Sequence[Sample]]) -> list[Piece]:
         return summed(w.pieces(one) for one in samples)
 
     # the time a GPU was lost is cut out of memory shares too (as out of shares, in measure)
@@ -216,7 +216,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
 
 def _within_gpu(
     groups: dict[tuple[str, ...], list[Series]],
-) -> dict[tuple[str, ...], list[list[Sample]]]:
+) -> dict[tuple[str, ...], list[Sequence[Sample]]]:
     """Each holding's samples, scaled where its GPU is over-subscribed: at an instant where the
     shares held of one GPU (cluster, UUID) add up to more than 1 (HAMi can hand out more than
     a GPU has; the exporter flags it), each is divided by that sum, so the holders split the
@@ -234,7 +234,7 @@ def _within_gpu(
         at = totals.setdefault((key[0], key[1]), {})
         for t, v in merged(group):
             at[t] = at.get(t, Decimal(0)) + v
-    out: dict[tuple[str, ...], list[list[Sample]]] = {}
+    out: dict[tuple[str, ...], list[Sequence[Sample]]] = {}
     for key, group in groups.items():
         at = totals.get((key[0], key[1]), {})
         if max(at.values(), default=Decimal(0)) <= FULL:

@@ -16,7 +16,7 @@ power of each GPU (the idle estimate where the cost model gives no ``idle_watts`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.energy import Measured, counter_energy, power_energy
@@ -34,9 +34,9 @@ def _device(labels: dict[str, str]) -> bool:
     return not labels.get("GPU_I_ID")  # device fields are per GPU, never per MIG instance
 
 
-def _by_gpu(series: Iterable[Series], cluster_of: ClusterOf) -> dict[GpuKey, list[Sample]]:
+def _by_gpu(series: Iterable[Series], cluster_of: ClusterOf) -> dict[GpuKey, Sequence[Sample]]:
     """Samples per GPU, the series of one GPU merged (a driver upgrade starts a new series)."""
-    found: dict[GpuKey, list[list[Sample]]] = {}
+    found: dict[GpuKey, list[Sequence[Sample]]] = {}
     for s in series:
         if _device(s.labels):
             key = (cluster_of(s.labels), s.labels.get("UUID", ""))

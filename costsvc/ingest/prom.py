@@ -30,7 +30,7 @@ class PrometheusError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Series:
     labels: dict[str, str]
-    samples: list[Sample]
+    samples: Sequence[Sample]  # a list, or a steady series' (costsvc/ingest/steady.py)
 
 
 class PrometheusReader:
@@ -72,19 +72,23 @@ class PrometheusReader:
         # a target's series share their scrape times, and values repeat: convert each once
         times: dict[float, Decimal] = {}
         values: dict[str, Decimal] = {}
+
+        def time_of(t: float) -> Decimal:
+            dt = times[t] = Decimal(str(t))
+            return dt
+
+        def value_of(v: str) -> Decimal:
+            dv = values[v] = Decimal(v)
+            return dv
+
         out = []
         for r in body["data"]["result"]:
-            samples = []
-            for t, v in r["values"]:
-                dv = values.get(v)
-                if dv is None:
-                    dv = values[v] = Decimal(v)
-                if not dv.is_finite():
-                    continue
-                dt = times.get(t)
-                if dt is None:
-                    dt = times[t] = Decimal(str(t))
-                samples.append((dt, dv))
+            samples = [
+                (times[t] if t in times else time_of(t), values[v] if v in values else value_of(v))
+                for t, v in r["values"]
+            ]
+            if any(not v.is_finite() for _, v in samples):
+                samples = [(t, v) for t, v in samples if v.is_finite()]
             if samples:
                 out.append(Series(dict(r["metric"]), samples))
         return out
@@ -158,9 +162,13 @@ class PrometheusReader:
             raise PrometheusError(f"{what}: {exc}") from None
         if resp.status_code != 200:
             raise PrometheusError(f"{what}: HTTP {resp.status_code}: {resp.text[:200]}")
-        body = resp.json()
-        if body.get("status") != "success":
-            raise PrometheusError(f"{what}: {body.get('error', body)}")
+        try:
+            body = resp.json()
+        except ValueError as exc:
+            raise PrometheusError(f"{what}: not JSON: {exc}") from None
+        if not isinstance(body, dict) or body.get("status") != "success":
+            error = body.get("error", body) if isinstance(body, dict) else body
+            raise PrometheusError(f"{what}: {str(error)[:200]}")
         if body.get("warnings"):
             # Thanos Query (partial_response=true) and federated engines answer what they could
             # reach with warnings: an incomplete answer is never billed; the hour is retried

@@ -34,15 +34,18 @@ differs the series is read raw. ``COSTSVC_INGEST_READS=raw`` turns all of this o
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 import threading
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
+from operator import itemgetter
+from typing import TypeVar, cast, overload
 
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
 
@@ -65,18 +68,43 @@ MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
+T = TypeVar("T")
 
 
-class Steady(list[tuple[Decimal, Decimal]]):
+class Steady(Sequence[tuple[Decimal, Decimal]]):
     """A steady series' samples: (t, value) at each of ``times`` (its target's ``up == 1``
     timestamps, one list shared by the target's steady series), so what depends on the times
-    only is worked out once per target (costsvc/ingest/window.py: Window.pieces)."""
+    only is worked out once per target (costsvc/ingest/window.py: Window.pieces). The samples
+    are made only when something iterates them (most readers use ``times`` and ``value``)."""
 
     __slots__ = ("times", "value")
 
     def __init__(self, times: list[Decimal], value: Decimal) -> None:
-        super().__init__(zip(times, itertools.repeat(value)))
         self.times, self.value = times, value
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[Decimal, Decimal]: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[Decimal, Decimal]]: ...
+
+    def __getitem__(
+        self, i: int | slice
+    ) -> tuple[Decimal, Decimal] | list[tuple[Decimal, Decimal]]:
+        if isinstance(i, slice):
+            return [(t, self.value) for t in self.times[i]]
+        return (self.times[i], self.value)
+
+    def __iter__(self) -> Iterator[tuple[Decimal, Decimal]]:
+        return zip(self.times, itertools.repeat(self.value))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass
@@ -91,18 +119,16 @@ class Counts:
 class _State:
     counts: Counts = field(default_factory=Counts)
     blocks: dict[str, tuple[str, str]] = field(default_factory=dict)  # instant -> block
-    summaries: dict[tuple[str, int, str], dict[str, tuple[dict[Key, int], dict[Key, str]]]] = field(
-        default_factory=dict
-    )
-    ups: dict[tuple[str, int], dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]] = field(
-        default_factory=dict
-    )
+    summaries: dict[tuple[str, int, str], _Block] = field(default_factory=dict)
+    ups: dict[tuple[str, int], Targets] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
     locks: dict[object, threading.Lock] = field(default_factory=dict)
     following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
     latest: dict[tuple[str, str, int, str], dict[str, list[dict[str, str]]]] = field(
         default_factory=dict
     )
+    latest_ids: dict[int, dict[str, str]] = field(default_factory=dict)  # the blocks' label sets
+    derived: dict[object, dict[int, tuple[dict[str, str], object]]] = field(default_factory=dict)
     early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
 
@@ -155,6 +181,8 @@ def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
         st.summaries.clear()
         st.ups.clear()
         st.latest.clear()
+        st.latest_ids.clear()
+        st.derived.clear()
         for f in st.early.values():
             f.cancel()
         st.early.clear()
@@ -194,27 +222,32 @@ def _read(
         out = prom.raw(selector, at, seconds)
         st.counts.raw += len(out)
         return out
-    count, value = _summary(prom, st, selector, at, seconds)
-    if not count:
+    block = _summary(prom, st, selector, at, seconds)
+    found = block.hours.get(instant_text(at))
+    if not found:
         return []
     targets = _targets(prom, st, at, seconds)
-    steady: list[Series] = []
+    steady: list[tuple[Key, Series]] = []
     unsteady: set[Key] = set()
-    for key, n in count.items():
-        v = value.get(key)
-        times = _up_times(targets, key) if v is not None else None
-        dv = Decimal(v) if v is not None else None
-        if times is None or dv is None or not dv.is_finite() or len(times) != n:
+    for key in block.order:  # sorted: in the order Prometheus answers a range selector
+        summary = found.get(key)
+        if summary is None:
+            continue
+        n, v = summary
+        labels = block.labels[key]
+        times = _up_times(targets, labels) if v is not None else None
+        if times is None or v is None or len(times) != n:
             unsteady.add(key)
             continue
-        steady.append(Series({"__name__": selector, **dict(key)}, Steady(times, dv)))
-    out = steady + _read_raw(prom, selector, at, seconds, unsteady, len(count))
+        steady.append((key, Series(labels, Steady(times, v))))
+    raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
     st.counts.fast += len(steady)
-    st.counts.raw += len(out) - len(steady)
-    # in the order Prometheus answers a range selector (sorted by label set), so each group's
-    # series come in the raw read's order (costsvc/ingest/window.py: grouped, merged)
-    out.sort(key=lambda s: sorted(s.labels.items()))
-    return out
+    st.counts.raw += len(raw)
+    if not raw:
+        return [s for _, s in steady]
+    # each group's series in the raw read's order (costsvc/ingest/window.py: grouped, merged)
+    both = heapq.merge(steady, sorted((_key(s.labels), s) for s in raw), key=itemgetter(0))
+    return [s for _, s in both]
 
 
 def _count(text: str) -> int:
@@ -227,14 +260,49 @@ def latest(
     prom: PrometheusReader, selector: str, at: datetime, seconds: int
 ) -> list[dict[str, str]]:
     """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
-    the window): for an hour of a planned block, from one ``last_over_time`` range query
-    over the block (a series has a value at an hour's step exactly when it had a sample in
-    that hour's window)."""
+    the window), sorted: for an hour of a planned block, from one ``last_over_time`` range
+    query over the block (a series has a value at an hour's step exactly when it had a sample
+    in that hour's window). The hours of a block share the label dicts of a series."""
     st = _state(prom)
     instant = instant_text(at)
     first, last = st.blocks.get(instant, (instant, instant))
     if prom.reads != "fast" or first == last:
-        return prom.latest(selector, at, seconds)
+        return sorted(prom.latest(selector, at, seconds), key=_sort_key)
+    return list(_latest_block(prom, st, selector, seconds, first, last, at).get(instant, []))
+
+
+def derived(
+    prom: PrometheusReader, labels: dict[str, str], derive: Callable[[dict[str, str]], T]
+) -> T:
+    """``derive(labels)``, worked out once per label set of a block of :func:`latest` (the
+    hours of a block share them: e.g. a pod's ``label_*`` labels, unchanged for days)."""
+    st = _state(prom)
+    memo = st.derived.get(derive)
+    if memo is None:
+        with st.lock:
+            memo = st.derived.setdefault(derive, {})
+    found = memo.get(id(labels))
+    if found is not None and found[0] is labels:
+        return cast(T, found[1])
+    value = derive(labels)
+    if st.latest_ids.get(id(labels)) is labels:  # a block's: kept while the block is
+        memo[id(labels)] = (labels, value)
+    return value
+
+
+def _sort_key(labels: dict[str, str]) -> list[tuple[str, str]]:
+    return sorted(labels.items())
+
+
+def _latest_block(
+    prom: PrometheusReader,
+    st: _State,
+    selector: str,
+    seconds: int,
+    first: str,
+    last: str,
+    at: datetime,
+) -> dict[str, list[dict[str, str]]]:
     cache_key = ("latest", selector, seconds, first)
     with st.lock_for(cache_key):
         block = st.latest.get(cache_key)
@@ -243,30 +311,47 @@ def latest(
             end = datetime.fromtimestamp(float(last), at.tzinfo)
             block = {}
             expr = f"last_over_time({selector}[{seconds}s])"
-            for lab, values in prom.range_values(expr, start, end, 3600):
+            answer = prom.range_values(expr, start, end, 3600)
+            answer.sort(key=lambda r: _sort_key(r[0]))  # each hour's label sets come sorted
+            for lab, values in answer:
                 for t, _ in values:
                     block.setdefault(t, []).append(lab)
             with st.lock:
                 for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
-                    del st.latest[k]
+                    for lab in itertools.chain.from_iterable(st.latest.pop(k).values()):
+                        st.latest_ids.pop(id(lab), None)
+                        for memo in st.derived.values():
+                            memo.pop(id(lab), None)
                 st.latest[cache_key] = block
-    return sorted(block.get(instant, []), key=lambda lab: sorted(lab.items()))
+                for lab, _ in answer:
+                    st.latest_ids[id(lab)] = lab
+    return block
 
 
 def _key(labels: dict[str, str]) -> Key:
     return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
 
 
+@dataclass
+class _Block:
+    """The summaries of one selector over a block of planned hours."""
+
+    # evaluation instant -> series -> (sample count, the value when constant and finite)
+    hours: dict[str, dict[Key, tuple[int, Decimal | None]]]
+    labels: dict[Key, dict[str, str]]  # each series' labels (with __name__), for every hour
+    order: list[Key]  # the series, sorted
+
+
 def _summary(
     prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
-) -> tuple[dict[Key, int], dict[Key, str]]:
-    """(sample count, constant value text) per series of ``selector`` in the window."""
+) -> _Block:
+    """Sample count and constant value per series of ``selector``, per hour of the block."""
     instant = instant_text(at)
     first, last = st.blocks.get(instant, (instant, instant))
     cache_key = (selector, seconds, first)
     with st.lock_for(cache_key):
         block = st.summaries.get(cache_key)
-        if block is None or instant not in block:
+        if block is None or instant not in block.hours:
             w = f"{selector}[{seconds}s]"
             start = datetime.fromtimestamp(float(first), at.tzinfo)
             end = datetime.fromtimestamp(float(last), at.tzinfo)
@@ -278,26 +363,38 @@ def _summary(
                 end,
                 3600,
             )
-            block = {instant: ({}, {})}
-            for lab, values in counted:
-                key = _key(lab)
-                for t, v in values:
-                    block.setdefault(t, ({}, {}))[0][key] = _count(v)
+            texts: dict[str, Decimal | None] = {}  # a value's text, converted once
+            value_at: dict[str, dict[Key, Decimal | None]] = {}
             for lab, values in constant:
                 key = _key(lab)
                 for t, v in values:
-                    block.setdefault(t, ({}, {}))[1][key] = v
+                    if v not in texts:
+                        dv = Decimal(v)
+                        texts[v] = dv if dv.is_finite() else None
+                    value_at.setdefault(t, {})[key] = texts[v]
+            block = _Block({instant: {}}, {}, [])
+            for lab, values in counted:
+                key = _key(lab)
+                block.labels[key] = {**lab, "__name__": selector}
+                for t, v in values:
+                    mine = block.hours.get(t)
+                    if mine is None:
+                        mine = block.hours[t] = {}
+                    mine[key] = (_count(v), value_at.get(t, {}).get(key))
+            block.order = sorted(block.labels)
             with st.lock:  # an earlier block of this selector is done with
                 for k in [k for k in st.summaries if k[:2] == cache_key[:2] and k != cache_key]:
                     del st.summaries[k]
                 st.summaries[cache_key] = block
-        return block[instant]
+        return block
 
 
-def _targets(
-    prom: PrometheusReader, st: _State, at: datetime, seconds: int
-) -> dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]:
-    """Each target's ``up == 1`` timestamps in the window, by (job, instance)."""
+Targets = dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]
+
+
+def _targets(prom: PrometheusReader, st: _State, at: datetime, seconds: int) -> Targets:
+    """Each target's ``up == 1`` timestamps in the window, by (job, instance), with the labels
+    of its ``up`` series other than those two (most targets have none)."""
     cache_key = (instant_text(at), seconds)
     with st.lock_for(("up", *cache_key)):
         found = st.ups.get(cache_key)
@@ -308,7 +405,8 @@ def _targets(
                 if job is None or instance is None:
                     continue
                 times = [t for t, v in s.samples if v == 1]
-                found.setdefault((job, instance), []).append((_key(s.labels), times))
+                others = tuple((n, v) for n, v in _key(s.labels) if n not in {"job", "instance"})
+                found.setdefault((job, instance), []).append((others, times))
             with st.lock:
                 for k in [k for k in st.ups if k[0] != cache_key[0]]:
                     del st.ups[k]  # an earlier hour's
@@ -316,18 +414,14 @@ def _targets(
         return found
 
 
-def _up_times(
-    targets: dict[tuple[str, str], list[tuple[Key, list[Decimal]]]], key: Key
-) -> list[Decimal] | None:
-    """The ``up == 1`` timestamps of the one target a series belongs to (None: not one)."""
-    labels = dict(key)
-    job, instance = labels.get("job"), labels.get("instance")
-    if job is None or instance is None:
+def _up_times(targets: Targets, labels: dict[str, str]) -> list[Decimal] | None:
+    """The ``up == 1`` timestamps of the one target a series belongs to: the one ``up``
+    series with its job and instance whose other labels it has too (None: not one)."""
+    found = targets.get((labels.get("job"), labels.get("instance")))  # type: ignore[arg-type]
+    if not found:
         return None
     mine = [
-        times
-        for target, times in targets.get((job, instance), [])
-        if all(labels.get(n) == v for n, v in target)
+        times for others, times in found if not others or all(labels.get(n) == v for n, v in others)
     ]
     return mine[0] if len(mine) == 1 else None
 

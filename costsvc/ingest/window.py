@@ -63,7 +63,7 @@ def us(seconds: Decimal) -> Decimal:
     return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
 
 
-def merged(series: Iterable[Series]) -> list[Sample]:
+def merged(series: Iterable[Series]) -> Sequence[Sample]:
     """The samples of several series of one thing, in time order (one per instant); of one
     series, its own samples (already so: a steady series' stay :class:`steady.Steady`)."""
     series = list(series)
@@ -73,7 +73,7 @@ def merged(series: Iterable[Series]) -> list[Sample]:
     return sorted(by_time.items())
 
 
-def highest(samples: list[Sample]) -> Decimal:
+def highest(samples: Sequence[Sample]) -> Decimal:
     """The highest value of a series' samples (a steady series': its value)."""
     if isinstance(samples, steady.Steady):
         return samples.value
@@ -116,7 +116,7 @@ class Window:
     def latest(self, selector: str) -> list[dict[str, str]]:
         return steady.latest(self.prom, selector, self.at, 3600)
 
-    def pieces(self, samples: list[Sample]) -> list[Piece]:
+    def pieces(self, samples: Sequence[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady
         series': its target's shape, worked out once, with its value)."""
         if isinstance(samples, steady.Steady):
@@ -130,7 +130,7 @@ class Window:
         """The sum of several series of one thing (each with its own gaps) over the hour."""
         return summed(self.pieces(s.samples) for s in group)
 
-    def present(self, samples: list[Sample]) -> Decimal:
+    def present(self, samples: Sequence[Sample]) -> Decimal:
         if isinstance(samples, steady.Steady):
             return total(self._shape(samples.times, True))
         return covered(samples, self.t0, self.t1, PRESENCE_GAP)
@@ -152,7 +152,7 @@ class Window:
             found = self._shapes[key] = (times, shape)
         return found[1]
 
-    def lost(self, up: list[Sample]) -> Holes:
+    def lost(self, up: Sequence[Sample]) -> Holes:
         """When ``gpu_device_up`` said 0 (the GPU lost), as intervals of the hour."""
         out: Holes = []
         for since, until, v in self.pieces(up):
@@ -253,7 +253,7 @@ def _latest_labels(
     out = []
     for key, sets in sorted(found.items()):
         if len(sets) == 1:
-            out.append((key, ksm_labels(sets[0])))
+            out.append((key, steady.derived(w.prom, sets[0], ksm_labels)))
             continue
         match = ",".join(
             f'{n}="{v}"'
