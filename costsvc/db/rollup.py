@@ -10,9 +10,13 @@ of a closed month): it subtracts the hour's rows from their day before it replac
 (:func:`take_hour`) and adds the new ones after (:func:`put_hour`) — integers, so the day stays
 Σ of its hours exactly, at the cost of the hour's own rows, in SQL (re-summing the day's
 chargeback instead took ~1.2 s an hour at 5,000 pods; sending per-pod differences from Python,
-~1 s). ``lines`` counts the chargeback rows
-under a rollup row: a row whose count falls to 0 is deleted, so a day has a row for an owner
-(a pod) exactly when the hourly tables do.
+~1 s). On PostgreSQL the hour's rows are summed per pod once and the three rollups upserted
+from those sums in one statement, and a re-write adds new minus old per pod (the old sums
+kept by :func:`take_hour` in a temporary table), leaving the pods whose sums did not change
+untouched (bench/store_hour.py: a re-write of 5,000 pods ~330 -> ~190 ms); SQLite keeps the
+statement per rollup. ``lines`` counts the chargeback rows under a rollup row: a row whose
+count falls to 0 is deleted, so a day has a row for an owner (a pod) exactly when the hourly
+tables do.
 """
 
 from __future__ import annotations
