@@ -47,8 +47,7 @@ def write_lines(
         tail = (hour, own, False, currency)
         rows = [_KEY_OF(ln) + tail + _AMOUNTS_OF(ln) for ln in lines]
         insert_tuples(conn, Chargeback, COLUMNS, rows)
-        refresh_cost_hours(conn, hour, clusters)
-        put_hour(conn, hour, clusters, took)
+        _roll_up(conn, hour, clusters, took)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -77,8 +76,19 @@ def write_lines(
         else:
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
-    refresh_cost_hours(conn, hour, clusters)
-    put_hour(conn, hour, clusters, took)
+    _roll_up(conn, hour, clusters, took)
+
+
+def _roll_up(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
+    """The hour's ``cost_hours`` recomputed and its rows added to its day and month. On
+    PostgreSQL in one statement with the daily rollups (costsvc/db/rollup.py): the hour's
+    rows are grouped once."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
+        put_hour(conn, hour, clusters, took, cost_hours=True)
+    else:
+        refresh_cost_hours(conn, hour, clusters)
+        put_hour(conn, hour, clusters, took)
 
 
 def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:

@@ -22,6 +22,7 @@ tables do.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, DateTime, delete, func, literal, select, text, union_all
@@ -82,16 +83,20 @@ def take_hour(conn: Connection, hour: datetime, clusters: set[str]) -> bool:
     return True
 
 
-def put_hour(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
+def put_hour(
+    conn: Connection, hour: datetime, clusters: set[str], took: bool, cost_hours: bool = False
+) -> None:
     """Add the chargeback rows of ``hour`` (these clusters) to its day: call after they are
     written; ``took``: :func:`take_hour` subtracted rows first (then rows left with no lines
-    are dropped)."""
+    are dropped). ``cost_hours`` (PostgreSQL): also insert the hour's ``cost_hours`` rows, in
+    the same statement — the caller deleted the old ones (costsvc/db/lines.py)."""
     if conn.dialect.name == "postgresql":
         params = {**_at(hour, clusters), "day": day_of(hour), "month": month_start(hour)}
-        conn.execute(text(_PUT_TOOK if took else _PUT_NEW), params)
+        conn.execute(text(_put(took, cost_hours)), params)
         if took:
             conn.execute(text(f"DROP TABLE {TAKEN}"))
     else:
+        assert not cost_hours, "cost_hours in the same statement: PostgreSQL only"
         _add_hour(conn, hour, clusters, 1)
     if took:
         for table, period, of, _ in ROLLUPS:
@@ -122,9 +127,16 @@ _PER_POD = (
 )
 # a re-write: the new sums minus the taken ones, only for the pods whose sums changed
 _NET = (
-    f"SELECT {_POD}, {_SUMMED} FROM ({_PER_POD} UNION ALL "  # noqa: S608
+    f"SELECT {_POD}, {_SUMMED} FROM (SELECT * FROM new UNION ALL "  # noqa: S608
     f"SELECT {_POD}, {', '.join(f'-{v}' for v in _VALUES)} FROM {TAKEN}) AS both_ "
     f"GROUP BY {_POD} HAVING {' OR '.join(f'sum({v}) <> 0' for v in _VALUES)}"
+)
+# cost_hours of the hour: the new per-pod sums per owner (as costsvc/db/lines.py
+# refresh_cost_hours sums the hour's rows)
+_HOURS = (
+    f"INSERT INTO cost_hours (hour, {_OWNER}, {', '.join(AMOUNTS)}) "  # noqa: S608
+    f"SELECT :hour, {_OWNER}, {', '.join(f'sum({a})' for a in AMOUNTS)} FROM new "
+    f"GROUP BY {_OWNER}"
 )
 
 
@@ -137,17 +149,17 @@ def _upsert(table: str, period: str, key: tuple[str, ...], source: str) -> str:
     )
 
 
-def _put(pods: str) -> str:
+@cache
+def _put(took: bool, cost_hours: bool) -> str:
+    """The one statement of :func:`put_hour`."""
     return (
-        f"WITH pods AS ({pods}), "  # noqa: S608
+        f"WITH new AS ({_PER_POD}), pods AS ({_NET if took else 'SELECT * FROM new'}), "  # noqa: S608
         f"owners AS (SELECT {_OWNER}, {_SUMMED} FROM pods GROUP BY {_OWNER}), "
-        f"to_pods AS ({_upsert('cost_pod_days', 'day', POD, 'pods')}), "
+        + (f"to_hours AS ({_HOURS}), " if cost_hours else "")
+        + f"to_pods AS ({_upsert('cost_pod_days', 'day', POD, 'pods')}), "
         f"to_days AS ({_upsert('cost_days', 'day', OWNER_KEY, 'owners')}) "
         f"{_upsert('cost_months', 'month', OWNER_KEY, 'owners')}"
     )
-
-
-_PUT_NEW, _PUT_TOOK = _put(_PER_POD), _put(_NET)
 
 
 def _add_hour(conn: Connection, hour: datetime, clusters: set[str], sign: int) -> None:

@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, func, select, text
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner, attribute_hour
 from costsvc.chargeback import AMOUNTS, KEY, month_of
@@ -20,7 +20,7 @@ from costsvc.db import runs
 from costsvc.db.bulk import binary_types
 from costsvc.db.hours import store_hour
 from costsvc.db.migrate import upgrade
-from costsvc.db.models import Chargeback, CostPodDay, GpuPresence, UsageFact
+from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
 from tests.costsvc.history import H100, as_utc, model, rollup_days, rollup_months, rollup_pod_days
 
 HOUR = datetime(2026, 11, 20, 5, tzinfo=UTC)
@@ -156,10 +156,27 @@ def stored(engine: Engine, names: list[list[str]]) -> list[list[dict[str, Any]]]
 
 
 def assert_rollups_are_sums(engine: Engine) -> None:
+    """cost_hours, cost_days, cost_pod_days and cost_months are Σ of the chargeback, every
+    amount."""
+    c, o = Chargeback, CostHour
+    owner = ("hour", "cluster", "team", "project", "stage", "currency")
     with engine.connect() as conn:
         for want, got in (rollup_days(conn), rollup_pod_days(conn), rollup_months(conn)):
             assert want == got
             assert got
+        cols = [getattr(c, k) for k in owner]
+        sums = [func.sum(getattr(c, a)) for a in AMOUNTS]
+        want_hours = {
+            tuple(as_utc(v) for v in r[:6]): [int(v) for v in r[6:]]
+            for r in conn.execute(select(*cols, *sums).group_by(*cols))
+        }
+        stored_hours = {
+            tuple(as_utc(v) for v in r[:6]): [int(v) for v in r[6:]]
+            for r in conn.execute(
+                select(*(getattr(o, k) for k in owner), *(getattr(o, a) for a in AMOUNTS))
+            )
+        }
+        assert want_hours == stored_hours
 
 
 def test_first_write_and_rewrites_store_exactly_the_rows_handed_over(engine: Engine) -> None:
