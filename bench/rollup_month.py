@@ -10,7 +10,10 @@ month) that a real Prometheus opens.
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
-(costsvc/ingest/steady.py): wall time measured, not extrapolated; phases summed. For
+(costsvc/ingest/steady.py) and ``--workers`` worker processes (costsvc/ingest/parallel.py;
+default: the machine's cores): wall time measured, not extrapolated. Phases (read, attribute,
+write) are summed only with ``--workers 1``: they are timed by wrapping functions of
+costsvc/ingest/run.py in this process, which a spawned worker does not see. For
 comparison (labelled as such) ``--raw-hours`` hours are ingested again with raw reads into a
 second database, per-hour median reported, and their chargeback rows compared with the fast
 run's (identical, or the bench fails).
@@ -59,6 +62,13 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--profile", action="store_true", help="with --month-days: cProfile the fast ingest"
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="with --month-days: worker processes of the fast ingest (COSTSVC_INGEST_WORKERS; "
+        "default: this machine's cores); phases are timed only with 1",
     )
 
 
@@ -162,9 +172,11 @@ def main(args: argparse.Namespace) -> int:
     pg_base = work
     t_start = int(START.timestamp())
     try:
+        workers = 1 if args.profile else max(1, args.workers)
         print(
             f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
+            f"ingest workers: {workers}"
         )
         t = time.perf_counter()
         end = t_start + n_hours * 3600
@@ -244,28 +256,38 @@ def main(args: argparse.Namespace) -> int:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(30)
             else:
                 began = time.perf_counter()
+                seen = [0]
 
                 def progress(hour: datetime, error: str | None) -> None:
-                    done = (hour - START) // timedelta(hours=1) + 1
+                    seen[0] += 1  # (with workers, hours come in no particular order)
+                    done = seen[0]
                     if done % 24 == 0:
                         print(
                             f"  ... {done // 24} days in {time.perf_counter() - began:.0f} s",
                             flush=True,
                         )
 
-                report = run.ingest(engine, reader, model, "bench", hours, progress)
+                report = run.ingest(
+                    engine, reader, model, "bench", hours, progress, workers=workers
+                )
             took = time.perf_counter() - t
             assert report.done == hours, report.failed
             counts = steady.counts(reader)
             reader.close()
             engine.dispose()
             verdict = "PASS" if took <= 300 and n_hours >= 720 else "MISS" if took > 300 else "-"
+            if workers == 1:
+                split = (
+                    f": read+integrate {phases['collect']:.0f} s, attribute "
+                    f"{phases['attribute']:.0f} s, write {phases['write']:.0f} s); series "
+                    f"synthesised {counts.fast:,}, read raw {counts.raw:,}"
+                )
+            else:  # the phases and the read counts were in the workers
+                split = f", {workers} worker processes; phases timed only with --workers 1)"
             print(
                 f"PostgreSQL {n_hours}-hour re-ingest from Prometheus, fast reads, measured: "
-                f"{took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} s/hour: "
-                f"read+integrate {phases['collect']:.0f} s, attribute "
-                f"{phases['attribute']:.0f} s, write {phases['write']:.0f} s); series "
-                f"synthesised {counts.fast:,}, read raw {counts.raw:,}   [<= 5 min: {verdict}]"
+                f"{took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} s/hour"
+                f"{split}   [<= 5 min: {verdict}]"
             )
             n = min(args.raw_hours, len(hours))
             if n:

@@ -4,13 +4,17 @@ hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
     python bench/rollup_scale.py [--gpus 10000] [--pods 50000] [--interval 60] [--repeat 3]
                                  [--no-vm] [--profile]
 
-(also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history is
-``bench/costsvc_rollup.py``'s (whole and time-sliced GPUs, utilisation, SM time, pod labels,
-energy and power in the measured hour), two hours at ``--interval`` seconds: the first is the
-measured hour's look-back, the second is ingested. ``promtool tsdb create-blocks-from
-openmetrics`` turns it into Prometheus blocks; that takes minutes at 10,000 GPUs, so the blocks
-are cached under ``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s`` (delete it to
-rebuild; ``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
+(also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history
+(``--form scraped``, the default) is bench/rollup_month.py's fleet in the form Prometheus stores
+scraped data — every series with its target's ``job``/``instance``, each target's ``up``,
+whole and time-sliced GPUs, utilisation, SM time, pod labels, each GPU's energy counter — from
+three hours before the measured hour to its end, written as one block by bench/tsdb_block.py:
+the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus. ``--form bare``:
+``bench/costsvc_rollup.py``'s history without job/instance/up (every sample read raw), two
+hours (look-back + the hour), built by ``promtool tsdb create-blocks-from openmetrics``
+(minutes at 10,000 GPUs). Blocks are cached under
+``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s[-scraped]`` (delete it to rebuild;
+``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
 ``victoria-metrics`` single node) gets the same blocks with ``vmctl prometheus`` (its
 Prometheus-snapshot importer) and is flushed (``/internal/force_flush``) before it is read.
 
@@ -46,11 +50,11 @@ CACHE = Path("/tmp/gpu-finops-bench")
 TARGET_S = 15.0
 
 
-def tsdb(gpus: int, pods: int, interval: int, cache: bool) -> tuple[Path, str]:
-    """Prometheus blocks of the two-hour history (cached); and what it took."""
+def tsdb(gpus: int, pods: int, interval: int, cache: bool, form: str) -> tuple[Path, str]:
+    """Prometheus blocks of the history (cached); and what it took."""
     from bench.costsvc_rollup import write_history
 
-    where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s"
+    where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{'-scraped' if form == 'scraped' else ''}"
     if not cache:
         where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
     done = where / "complete"
@@ -58,6 +62,8 @@ def tsdb(gpus: int, pods: int, interval: int, cache: bool) -> tuple[Path, str]:
         return where / "data", f"cached ({done.read_text().strip()})"
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
+    if form == "scraped":
+        return where / "data", f"built now: {_scraped(where, gpus, pods, interval)}"
     t = time.perf_counter()
     samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
     t_write = time.perf_counter() - t
@@ -73,6 +79,30 @@ def tsdb(gpus: int, pods: int, interval: int, cache: bool) -> tuple[Path, str]:
     what = f"{samples:,} samples; written in {t_write:.0f} s, promtool blocks in {t_blocks:.0f} s"
     done.write_text(what + "\n")
     return where / "data", f"built now: {what}"
+
+
+def _scraped(where: Path, gpus: int, pods: int, interval: int) -> str:
+    """The history in the form Prometheus stores scraped data (bench/rollup_month.py: every
+    series with its target's ``job``/``instance``, each target's ``up``, each GPU's energy
+    counter), from three hours before the measured hour to its end, written as one block by
+    bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
+    from bench.costsvc_rollup import START
+    from bench.rollup_month import LOOK_BACK, month_series
+    from bench.tsdb_block import write_block
+
+    hour = START + timedelta(hours=1)
+    first = (int(hour.timestamp()) - LOOK_BACK) * 1000
+    end = (int(hour.timestamp()) + 3600) * 1000
+    t = time.perf_counter()
+    series = month_series(gpus, pods, first)
+    (where / "data").mkdir()
+    write_block(where / "data", series, first, end, interval * 1000)
+    what = (
+        f"{len(series):,} series (scraped form: job/instance, up) x {(end - first) // 1000} s at "
+        f"{interval} s, written as one block in {time.perf_counter() - t:.0f} s"
+    )
+    (where / "complete").write_text(what + "\n")
+    return what
 
 
 def _wait(url: str, proc: subprocess.Popen[bytes], what: str) -> None:
@@ -265,7 +295,14 @@ def _line(name: str, runs: list[dict[str, Any]]) -> str:
 
 
 def scale(
-    gpus: int, pods: int, interval: int, repeat: int, vm: bool, cache: bool, profile: bool
+    gpus: int,
+    pods: int,
+    interval: int,
+    repeat: int,
+    vm: bool,
+    cache: bool,
+    profile: bool,
+    form: str = "scraped",
 ) -> int:
     """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL."""
     from bench.costsvc_rollup import START, free_port
@@ -276,9 +313,10 @@ def scale(
         f"machine: {os.cpu_count()} cores, {_memory()}, {platform.machine()}, Python "
         f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
     )
-    blocks, how = tsdb(gpus, pods, interval, cache)
+    blocks, how = tsdb(gpus, pods, interval, cache, form)
+    span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
     print(
-        f"history: {gpus:,} GPUs, {pods:,} pods, 2 h at {interval} s (look-back + the hour); "
+        f"history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + the hour; "
         f"blocks {how}"
     )
     hour = START + timedelta(hours=1)
@@ -419,6 +457,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="measured ingests per source")
     ap.add_argument("--no-vm", action="store_true", help="Prometheus only")
     ap.add_argument("--no-cache", action="store_true", help="build the blocks in a temp dir")
+    ap.add_argument(
+        "--form",
+        choices=("scraped", "bare"),
+        default="scraped",
+        help="scraped: series with job/instance and each target's up, as Prometheus stores "
+        "scraped data (the fast reads apply); bare: costsvc_rollup.py's series without them "
+        "(promtool-built; every sample read raw)",
+    )
     ap.add_argument("--profile", action="store_true", help="one more ingest under cProfile")
     ap.add_argument(
         "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
@@ -440,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_vm,
         not args.no_cache,
         args.profile,
+        args.form,
     )
 
 

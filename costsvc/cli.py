@@ -235,7 +235,16 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
         if settings.clusters:
             _ingest_clusters(settings, engine, model, start, end, progress)
         else:
-            ingest(engine, reader, model, settings.cluster, hours, progress, settings.source)
+            ingest(
+                engine,
+                reader,
+                model,
+                settings.cluster,
+                hours,
+                progress,
+                settings.source,
+                settings.ingest_workers,
+            )
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
     finally:
@@ -301,6 +310,7 @@ def _ingest_clusters(
         hours_for,
         settings.source,
         lambda _cluster, hour, error: progress(hour, error),
+        workers=settings.ingest_workers,
     )
     if report.skipped:
         print(f"{PROG}: left to another replica: {', '.join(report.skipped)}", file=sys.stderr)

@@ -61,6 +61,13 @@ class Settings(BaseSettings):
         "scrape) from per-hour summaries of the query engine, the rest raw; raw: every sample "
         "read (docs/cost-model.md: fast re-ingest). The money is the same",
     )
+    ingest_workers: int = Field(
+        default=1,
+        ge=1,
+        description="processes that ingest the hours of a multi-hour ingest (a backfill, a "
+        "catch-up) in parallel, each a contiguous chunk of them; PostgreSQL only: on SQLite "
+        "(one writer) hours are ingested one after another (costsvc/ingest/parallel.py)",
+    )
     listen_address: str = Field(
         default="0.0.0.0:8080",
         pattern=r"^(\[[0-9a-fA-F:]+\]|[^:]*):\d{1,5}$",

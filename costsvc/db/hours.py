@@ -26,15 +26,23 @@ Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner
 
 
 def store_hour(
-    engine: Engine, cluster: str, facts: HourFacts, result: HourResult, currency: str, run_id: int
+    engine: Engine,
+    cluster: str,
+    facts: HourFacts,
+    result: HourResult,
+    currency: str,
+    run_id: int,
+    watermark: bool = True,
 ) -> None:
     """An ingested hour: its facts and money replace what the hour had, the watermark moves
-    up to it and its run is done — all or nothing."""
+    up to it (unless not ``watermark``: a worker of a parallel ingest, whose parent moves it,
+    costsvc/ingest/parallel.py) and its run is done — all or nothing."""
     clusters = {cluster} | {g.cluster for g in facts.gpus}
     with engine.begin() as conn:
         lock_clusters(conn, clusters)
         replace_hour(conn, clusters, facts, result, currency, usage=True)
-        advance_watermark(conn, cluster, facts.start)
+        if watermark:
+            advance_watermark(conn, cluster, facts.start)
         mark_done(conn, run_id)
 
 

@@ -81,6 +81,16 @@ def fail_run(engine: Engine, run_id: int, message: str) -> None:
         log.warning("could not record the failure: %s", again)
 
 
+def fail_unfinished(engine: Engine, run_id: int, message: str) -> str:
+    """Record a run that another process started as failed, unless it finished (that process
+    may have written its hour and died before saying so); its status after."""
+    values = {"status": "failed", "error": message[:2000], "finished_at": datetime.now(UTC)}
+    r = IngestRun
+    with engine.begin() as conn:
+        conn.execute(update(r).where(r.id == run_id, r.status == "running").values(**values))
+        return str(conn.execute(select(r.status).where(r.id == run_id)).scalar_one())
+
+
 def mark_done(conn: Connection, run_id: int) -> None:
     """The run is done — in the transaction that wrote its hour."""
     done = {"status": "done", "finished_at": datetime.now(UTC)}
@@ -107,6 +117,14 @@ def advance_watermark(conn: Connection, cluster: str, hour: datetime) -> None:
         conn.execute(insert(Watermark).values(cluster=cluster, hour=hour))
     elif as_utc(current) < hour:
         conn.execute(update(Watermark).where(Watermark.cluster == cluster).values(hour=hour))
+
+
+def move_watermark(engine: Engine, cluster: str, hour: datetime) -> None:
+    """:func:`advance_watermark` in a transaction of its own, under the writers' lock (a
+    parallel ingest's parent: costsvc/ingest/parallel.py)."""
+    with engine.begin() as conn:
+        lock_clusters(conn, {cluster})
+        advance_watermark(conn, cluster, hour)
 
 
 def failed_hours(engine: Engine, cluster: str) -> list[datetime]:

@@ -96,6 +96,7 @@ class ClusterReader(PrometheusReader):
         reads: str = "fast",
     ) -> None:
         super().__init__(url, timeout, headers, params, reads)
+        self._spec_args.update(cluster=cluster, default=default)
         self.cluster, self._default = cluster, default
         self._match = matcher(cluster, default)
 
@@ -153,11 +154,14 @@ def ingest_clusters(
     source: str = "auto",
     progress: Callable[[str, datetime, str | None], None] | None = None,
     on_skip: Callable[[str], None] | None = None,
+    workers: int = 1,
 ) -> FleetReport:
     """Ingest each cluster this replica can claim. ``reader_for(cluster)``: that cluster's
     query client (closed here); ``hours_for(cluster, began)``: its hours, asked once its claim
     is held (``began``: when this call started, for :func:`~costsvc.db.runs.done_since`).
-    ``on_skip(cluster)``: called when a cluster is found claimed by another replica."""
+    ``on_skip(cluster)``: called when a cluster is found claimed by another replica.
+    ``workers``: processes for a cluster's hours (costsvc/ingest/parallel.py), one cluster
+    after another, its claim held by this process while they work."""
     began = datetime.now(UTC)
     out = FleetReport()
     waiting = list(clusters)
@@ -176,7 +180,9 @@ def ingest_clusters(
                 reader = reader_for(cluster)
                 try:
                     step = None if progress is None else _bind(progress, cluster)
-                    out.done[cluster] = ingest(engine, reader, model, cluster, hours, step, source)
+                    out.done[cluster] = ingest(
+                        engine, reader, model, cluster, hours, step, source, workers
+                    )
                 finally:
                     reader.close()
         waiting = held

@@ -4,7 +4,7 @@ would paper over scrape gaps, which must not be billed)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -33,6 +33,15 @@ class Series:
     samples: Sequence[Sample]  # a list, or a steady series' (costsvc/ingest/steady.py)
 
 
+@dataclass(frozen=True)
+class ReaderSpec:
+    """How to build a reader again in another process (costsvc/ingest/parallel.py): its
+    class and the arguments it was made with (picklable; a spawned worker rebuilds it)."""
+
+    kind: type[PrometheusReader]
+    args: dict[str, Any] = field(default_factory=dict)
+
+
 class PrometheusReader:
     """One Prometheus-compatible query API: Prometheus, VictoriaMetrics, Thanos Query, Mimir.
 
@@ -54,10 +63,26 @@ class PrometheusReader:
         if reads not in ("fast", "raw"):
             raise ValueError(f"reads {reads!r}: fast or raw")
         self.reads = reads  # fast: steady series from summaries (costsvc/ingest/steady.py)
+        self._spec_args: dict[str, Any] = {
+            "url": url,
+            "timeout": timeout,
+            "headers": dict(headers or {}),
+            "params": dict(params or {}),
+            "reads": reads,
+        }
         self._client = httpx.Client(
             base_url=url.rstrip("/"), timeout=timeout, headers=dict(headers or {})
         )
         self._params = dict(params or {})
+
+    def spec(self) -> ReaderSpec:
+        """What :meth:`from_spec` needs to make a reader like this one (same class, URL,
+        timeout, headers, parameters and reads), in a process of its own."""
+        return ReaderSpec(type(self), dict(self._spec_args))
+
+    @staticmethod
+    def from_spec(spec: ReaderSpec) -> PrometheusReader:
+        return spec.kind(**spec.args)
 
     def raw(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         """Every sample of ``selector`` in (at - seconds, at], less those that are no reading.

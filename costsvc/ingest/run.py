@@ -7,7 +7,8 @@ watermark passes it. Failed hours are retried by later runs with back-off
 (:func:`retry_due`), and listed (``gpu-costsvc ingest --status``, ``/v1/ingest/failed-hours``,
 the ``costsvc_ingest_failed_hours`` gauge). Two ingesters never write the same cluster at once
 (costsvc/db/runs.py: the writers' lock), and every run records the cost-model document it
-priced with.
+priced with. Many hours on PostgreSQL can be ingested by worker processes
+(costsvc/ingest/parallel.py), each running :func:`ingest_hours` over a chunk of them.
 """
 
 from __future__ import annotations
@@ -112,26 +113,53 @@ def ingest(
     hours: list[datetime],
     progress: Callable[[datetime, str | None], None] | None = None,
     source: str = "auto",
+    workers: int = 1,
 ) -> Report:
     """Ingest ``hours`` in the order given. An hour that fails is recorded and the next is
     tried; only when the source looks down (:data:`SOURCE_DOWN_AFTER` failures of
     Prometheus or the database in a row) does the run stop. ``progress(hour, error)`` is
     called after each hour (error None: done). ``source``: whose series to read
-    (costsvc/ingest/hour.py: ``collect_hour``)."""
+    (costsvc/ingest/hour.py: ``collect_hour``).
+
+    ``workers`` > 1 on PostgreSQL: the hours in that many contiguous chunks, each in a process
+    of its own (costsvc/ingest/parallel.py; the per-hour work is CPU-bound Python). SQLite has
+    one writer: there the hours are always ingested one after another."""
+    if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
+        from costsvc.ingest.parallel import ingest_parallel
+
+        return ingest_parallel(engine, prom, model, cluster, hours, progress, source, workers)
+    return ingest_hours(engine, prom, model, cluster, hours, progress, source)
+
+
+def ingest_hours(
+    engine: Engine,
+    prom: PrometheusReader,
+    model: CostModel,
+    cluster: str,
+    hours: list[datetime],
+    progress: Callable[[datetime, str | None], None] | None = None,
+    source: str = "auto",
+    watermark: bool = True,
+    started: Callable[[datetime, int], None] | None = None,
+) -> Report:
+    """:func:`ingest`, one hour after another in this process. ``watermark`` False: each hour
+    done leaves the watermark as it is (a parallel ingest's worker: its parent moves it).
+    ``started(hour, run_id)``: called when an hour's run is recorded, before its work."""
     with collections_paused():
-        return _ingest(engine, prom, model, cluster, hours, progress, source)
+        return _ingest(engine, prom, model, cluster, hours, progress, source, watermark, started)
 
 
 @contextmanager
 def collections_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while hours are ingested, and run on the
-    young generations after each hour (:func:`_ingest`). An hour allocates millions of
-    short-lived objects that form no cycles (samples, Decimals, rows) while the process holds
-    millions of long-lived ones (a block's summaries, label sets); the collector's automatic
-    runs traverse the long-lived ones again and again: measured, 40 % of the ingest's CPU
-    (1,000 GPUs / 5,000 pods: 0.93 -> 0.52 CPU-s an hour). Cycles are still freed: the young
-    ones after every hour, the rest by a full collection every
-    :data:`FULL_COLLECTION_EVERY` hours and when the run ends."""
+    """Python's cyclic garbage collector paused while hours are ingested (:func:`_ingest`).
+    An hour allocates millions of short-lived objects that form no cycles (samples, Decimals,
+    rows: reference counting frees them) while the process holds millions of long-lived ones
+    (a block's summaries, label sets); the collector's automatic runs traverse the long-lived
+    ones again and again: measured, 40 % of the ingest's CPU (1,000 GPUs / 5,000 pods: 0.93 ->
+    0.52 CPU-s an hour), and a collection of the young generations after every hour still
+    30-90 ms of it. The few cycles an hour makes (connections, pools, tracebacks) are freed by
+    a full collection every :data:`FULL_COLLECTION_EVERY` hours (~0.2 s) and when the run
+    ends."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -150,6 +178,8 @@ def _ingest(
     hours: list[datetime],
     progress: Callable[[datetime, str | None], None] | None,
     source: str,
+    watermark: bool,
+    started: Callable[[datetime, int], None] | None,
 ) -> Report:
     report = Report()
     model_id = runs.record_cost_model(engine, model)
@@ -157,14 +187,17 @@ def _ingest(
     steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
     down = 0
     for n, hour in enumerate(hours, 1):
-        gc.collect(1 if n % FULL_COLLECTION_EVERY else 2)
+        if n % FULL_COLLECTION_EVERY == 0:
+            gc.collect()
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
+        if started is not None:
+            started(hour, run_id)
         try:
             facts = collect_hour(prom, hour, cluster, source)
             merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
             owners = OwnerLookup(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)
-            store_hour(engine, cluster, facts, result, model.currency, run_id)
+            store_hour(engine, cluster, facts, result, model.currency, run_id, watermark)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0

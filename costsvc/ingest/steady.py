@@ -7,8 +7,8 @@ every scrape of their target. For those the engine is asked, per series and per 
 ``count_over_time(sel[W])`` and the value when it is constant over W, and each target's
 ``up`` series is read raw over the same W. A series is **steady** in the hour when
 
-- its value is constant and finite over W (``max_over_time == min_over_time``, and its
-  ``sum_over_time`` is not NaN: no NaN sample hides in it), and
+- its value is constant and finite over W (``max_over_time == min_over_time`` and
+  ``changes == 0``: no NaN sample hides in it), and
 - its target (the one ``up`` series whose labels all appear, equal, in the series: ``job``,
   ``instance`` and whatever the scrape added) exists, and the series' sample count equals the
   number of that target's ``up == 1`` samples in W.
@@ -356,9 +356,14 @@ def _summary(
             start = datetime.fromtimestamp(float(first), at.tzinfo)
             end = datetime.fromtimestamp(float(last), at.tzinfo)
             counted = prom.range_values(f"count_over_time({w})", start, end, 3600)
+            # the value where the samples are all one number. Prometheus' max/min_over_time
+            # skip a NaN, its changes() counts a NaN next to a number as a change and compares
+            # exactly (promql/functions.go funcChanges); VictoriaMetrics' changes() lets values
+            # 1e-12 apart pass as equal (app/vmselect/promql/rollup.go rollupChanges) but its
+            # rollups see no NaN and its == is exact: both together are exact on either engine
+            # (three passes over the samples; max == min and sum == sum took four, and more)
             constant = prom.range_values(
-                f"max_over_time({w}) == min_over_time({w}) "
-                f"and sum_over_time({w}) == sum_over_time({w})",
+                f"max_over_time({w}) == min_over_time({w}) and changes({w}) == 0",
                 start,
                 end,
                 3600,

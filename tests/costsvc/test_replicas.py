@@ -290,6 +290,30 @@ def test_a_backfill_run_by_two_replicas_collects_each_hour_once(
     engine.dispose()
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)
+def test_each_clusters_hours_in_worker_processes(
+    db_url: str, four_clusters: Prometheus, tmp_path: Path
+) -> None:
+    """COSTSVC_INGEST_WORKERS with COSTSVC_CLUSTERS: each cluster's hours in two worker
+    processes (costsvc/ingest/parallel.py, their ClusterReader rebuilt from its spec), under
+    this replica's claim: every (cluster, hour) once, one ingester's money."""
+    engine = _database(db_url)
+    hours = complete_hours(START, STOP)
+    report = ingest_clusters(
+        engine,
+        _readers(four_clusters),  # type: ignore[arg-type]
+        MODEL,
+        CLUSTERS,
+        backfill_hours(engine, hours),
+        workers=2,
+    )
+    assert all(r.done == hours and not r.failed for r in report.done.values()), report
+    _every_hour_once(engine)
+    assert _money(engine) == _one_ingester(four_clusters, tmp_path)
+    assert all(runs.watermark(engine, c) == hours[-1] for c in CLUSTERS)
+    engine.dispose()
+
+
 def test_discovery_and_scoped_reads(four_clusters: Prometheus) -> None:
     reader = PrometheusReader(four_clusters.url)
     try:
