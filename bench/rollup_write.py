@@ -7,7 +7,8 @@ The day's other 23 hours are loaded as bench/costsvc_api.py loads them (SQL, wit
 ``cost_hours``, ``cost_days`` and ``cost_pod_days``); then the last hour is written
 ``--repeat`` times through ``write_lines`` — the first time new (nothing to subtract), then
 as a re-ingest (its rows replaced) — each in its own transaction, rolled back for the
-next, timing the whole write and, inside it, the rollup steps (``take_hour``/``put_hour``).
+next, timing the whole write and, inside it, the rollup steps (``take_hour``/``put_hour``; on
+PostgreSQL ``put_hour`` also writes the hour's ``cost_hours``).
 The peer: re-summing the day's chargeback into the two daily rollups (what a recompute per
 write would cost). Prints the machine, the sizes, medians. Nothing asserts.
 """
@@ -96,10 +97,10 @@ def main() -> int:
         take, put = rollup.take_hour, rollup.put_hour
 
         def timed(name: str, f: Any) -> Any:
-            def run(*a: Any) -> Any:
+            def run(*a: Any, **k: Any) -> Any:
                 t = time.perf_counter()
                 try:
-                    return f(*a)
+                    return f(*a, **k)
                 finally:
                     steps[name].append((time.perf_counter() - t) * 1000)
 

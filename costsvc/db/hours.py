@@ -15,7 +15,7 @@ from sqlalchemy import Connection, Engine, delete, select
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
 from costsvc.chargeback import IDLE
-from costsvc.db.bulk import insert_rows
+from costsvc.db.bulk import insert_tuples
 from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
@@ -81,64 +81,98 @@ def replace_hour(
     for table in tables:
         conn.execute(delete(table).where(table.hour == hour, table.cluster.in_(clusters)))
     if facts.gpus:
+        price, cost = result.gpu_price, result.gpu_cost
+        kwh, carbon, co2e = result.gpu_kwh_price, result.gpu_carbon, result.gpu_co2e
         gpu_rows = [
-            {
-                "hour": hour,
-                "cluster": g.cluster,
-                "node": g.node,
-                "gpu_uuid": g.gpu_uuid,
-                "model": g.model,
-                "node_pool": g.node_pool,
-                "present_us": int(g.present_seconds * US),
-                "price": result.gpu_price[g.key],
-                "cost": result.gpu_cost[g.key],
-                "lost_us": int(g.lost_seconds * US),
-                **_energy_row(g, result),
-            }
+            (
+                hour,
+                g.cluster,
+                g.node,
+                g.gpu_uuid,
+                g.model,
+                g.node_pool,
+                int(g.present_seconds * US),
+                price[g.key],
+                cost[g.key],
+                int(g.lost_seconds * US),
+                g.energy_mj,
+                g.gap_mj,
+                int(g.energy_seconds * US),
+                g.min_power_mw,
+                kwh.get(g.key, 0),
+                carbon.get(g.key, 0),
+                co2e.get(g.key, 0),
+            )
             for g in facts.gpus
         ]
-        insert_rows(conn, GpuPresence, gpu_rows)
+        insert_tuples(conn, GpuPresence, GPU_COLUMNS, gpu_rows)
     if usage and facts.holdings:
-        insert_rows(conn, UsageFact, [_fact_row(facts, h) for h in facts.holdings])
+        node_of = facts.node_of
+        fact_rows = [
+            (
+                hour,
+                h.cluster,
+                node_of[(h.cluster, h.gpu_uuid)],
+                h.gpu_uuid,
+                -1 if h.gi_id is None else h.gi_id,
+                h.namespace,
+                h.pod,
+                h.container,
+                int(h.share_seconds * US),
+                UNMEASURED if h.busy_share_seconds is None else int(h.busy_share_seconds * US),
+                int(h.sm_seconds * US),
+                h.shared,
+                h.compute_slices,
+                h.memory_slices,
+                h.mig_profile,
+                None if h.memory_share_seconds is None else int(h.memory_share_seconds * US),
+            )
+            for h in facts.holdings
+        ]
+        insert_tuples(conn, UsageFact, FACT_COLUMNS, fact_rows)
     write_lines(conn, hour, clusters, result.lines, currency)
 
 
-def _energy_row(g: GpuHour, result: HourResult) -> dict[str, object]:
-    return {
-        "energy_mj": g.energy_mj,
-        "gap_mj": g.gap_mj,
-        "energy_us": int(g.energy_seconds * US),
-        "min_power_mw": g.min_power_mw,
-        "kwh_price": result.gpu_kwh_price.get(g.key, 0),
-        "carbon_ug_per_kwh": result.gpu_carbon.get(g.key, 0),
-        "co2e_mg": result.gpu_co2e.get(g.key, 0),
-    }
-
-
+# the columns of a gpu_hours row, and of a usage_facts row, as replace_hour builds them
+GPU_COLUMNS = (
+    "hour",
+    "cluster",
+    "node",
+    "gpu_uuid",
+    "model",
+    "node_pool",
+    "present_us",
+    "price",
+    "cost",
+    "lost_us",
+    "energy_mj",
+    "gap_mj",
+    "energy_us",
+    "min_power_mw",
+    "kwh_price",
+    "carbon_ug_per_kwh",
+    "co2e_mg",
+)
+FACT_COLUMNS = (
+    "hour",
+    "cluster",
+    "node",
+    "gpu_uuid",
+    "gi_id",
+    "namespace",
+    "pod",
+    "container",
+    "share_us",
+    "busy_share_us",
+    "sm_us",
+    "shared",
+    "compute_slices",
+    "memory_slices",
+    "mig_profile",
+    "memory_share_us",
+)
 # busy_share_us of a holding with no utilisation series (its efficiency is unknown)
 UNMEASURED = -1
-
-
-def _fact_row(facts: HourFacts, h: Holding) -> dict[str, object]:
-    b, m = h.busy_share_seconds, h.memory_share_seconds
-    return {
-        "hour": facts.start,
-        "cluster": h.cluster,
-        "node": facts.node_of[h.gpu],
-        "gpu_uuid": h.gpu_uuid,
-        "gi_id": -1 if h.gi_id is None else h.gi_id,
-        "namespace": h.namespace,
-        "pod": h.pod,
-        "container": h.container,
-        "share_us": int(h.share_seconds * US),
-        "busy_share_us": UNMEASURED if b is None else int(b * US),
-        "sm_us": int(h.sm_seconds * US),
-        "shared": h.shared,
-        "compute_slices": h.compute_slices,
-        "memory_slices": h.memory_slices,
-        "mig_profile": h.mig_profile,
-        "memory_share_us": None if m is None else int(m * US),
-    }
 
 
 def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:

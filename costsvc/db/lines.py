@@ -20,11 +20,14 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
-from costsvc.db.bulk import insert_rows
+from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
+_KEY_OF = attrgetter(*KEY)
+# a chargeback row as write_lines builds it: the line's key, then these, then its amounts
+COLUMNS = (*KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS)
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -41,9 +44,10 @@ def write_lines(
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
-        insert_rows(conn, Chargeback, [_row(hour, ln, currency, own, False) for ln in lines])
-        refresh_cost_hours(conn, hour, clusters)
-        put_hour(conn, hour, clusters, took)
+        tail = (hour, own, False, currency)
+        rows = [_KEY_OF(ln) + tail + _AMOUNTS_OF(ln) for ln in lines]
+        insert_tuples(conn, Chargeback, COLUMNS, rows)
+        _roll_up(conn, hour, clusters, took)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -72,8 +76,19 @@ def write_lines(
         else:
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
-    refresh_cost_hours(conn, hour, clusters)
-    put_hour(conn, hour, clusters, took)
+    _roll_up(conn, hour, clusters, took)
+
+
+def _roll_up(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
+    """The hour's ``cost_hours`` recomputed and its rows added to its day and month. On
+    PostgreSQL in one statement with the daily rollups (costsvc/db/rollup.py): the hour's
+    rows are grouped once."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
+        put_hour(conn, hour, clusters, took, cost_hours=True)
+    else:
+        refresh_cost_hours(conn, hour, clusters)
+        put_hour(conn, hour, clusters, took)
 
 
 def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:

@@ -10,17 +10,22 @@ of a closed month): it subtracts the hour's rows from their day before it replac
 (:func:`take_hour`) and adds the new ones after (:func:`put_hour`) — integers, so the day stays
 Σ of its hours exactly, at the cost of the hour's own rows, in SQL (re-summing the day's
 chargeback instead took ~1.2 s an hour at 5,000 pods; sending per-pod differences from Python,
-~1 s). ``lines`` counts the chargeback rows
-under a rollup row: a row whose count falls to 0 is deleted, so a day has a row for an owner
-(a pod) exactly when the hourly tables do.
+~1 s). On PostgreSQL the hour's rows are summed per pod once and the three rollups upserted
+from those sums in one statement, and a re-write adds new minus old per pod (the old sums
+kept by :func:`take_hour` in a temporary table), leaving the pods whose sums did not change
+untouched (bench/store_hour.py: a re-write of 5,000 pods ~330 -> ~190 ms); SQLite keeps the
+statement per rollup. ``lines`` counts the chargeback rows under a rollup row: a row whose
+count falls to 0 is deleted, so a day has a row for an owner (a pod) exactly when the hourly
+tables do.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Connection, DateTime, delete, func, literal, select, union_all
+from sqlalchemy import Connection, DateTime, delete, func, literal, select, text, union_all
 from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.chargeback import AMOUNTS, OWNER
@@ -59,20 +64,40 @@ ROLLUPS: tuple[tuple[Any, str, Any, tuple[str, ...]], ...] = (
 
 def take_hour(conn: Connection, hour: datetime, clusters: set[str]) -> bool:
     """Subtract the chargeback rows of ``hour`` (these clusters) from its day: call before
-    they are replaced. False when there were none (a first ingest of the hour)."""
+    they are replaced. False when there were none (a first ingest of the hour).
+
+    On PostgreSQL the rows are only summed per pod into a temporary table here, and
+    :func:`put_hour` adds the difference, new minus old, in one upsert per rollup: a re-write
+    touches each rollup row once instead of twice, and not at all where the pod's sums did not
+    change (a re-ingest of the same data)."""
     c = Chargeback
     held = select(c.id).where(c.hour == hour, c.cluster.in_(clusters)).limit(1)
     if conn.execute(held).first() is None:
         return False
-    _add_hour(conn, hour, clusters, -1)
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text(f"CREATE TEMP TABLE {TAKEN} ON COMMIT DROP AS {_PER_POD}"), _at(hour, clusters)
+        )
+    else:
+        _add_hour(conn, hour, clusters, -1)
     return True
 
 
-def put_hour(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
+def put_hour(
+    conn: Connection, hour: datetime, clusters: set[str], took: bool, cost_hours: bool = False
+) -> None:
     """Add the chargeback rows of ``hour`` (these clusters) to its day: call after they are
     written; ``took``: :func:`take_hour` subtracted rows first (then rows left with no lines
-    are dropped)."""
-    _add_hour(conn, hour, clusters, 1)
+    are dropped). ``cost_hours`` (PostgreSQL): also insert the hour's ``cost_hours`` rows, in
+    the same statement — the caller deleted the old ones (costsvc/db/lines.py)."""
+    if conn.dialect.name == "postgresql":
+        params = {**_at(hour, clusters), "day": day_of(hour), "month": month_start(hour)}
+        conn.execute(text(_put(took, cost_hours)), params)
+        if took:
+            conn.execute(text(f"DROP TABLE {TAKEN}"))
+    else:
+        assert not cost_hours, "cost_hours in the same statement: PostgreSQL only"
+        _add_hour(conn, hour, clusters, 1)
     if took:
         for table, period, of, _ in ROLLUPS:
             conn.execute(
@@ -82,6 +107,59 @@ def put_hour(conn: Connection, hour: datetime, clusters: set[str], took: bool) -
                     table.lines <= 0,
                 )
             )
+
+
+def _at(hour: datetime, clusters: set[str]) -> dict[str, Any]:
+    return {"hour": hour, "clusters": sorted(clusters)}
+
+
+# PostgreSQL: the hour's rows summed per pod once, and the three rollups upserted from those
+# sums in one statement (data-modifying CTEs): cost_days and cost_months sum the per-pod sums
+# per owner instead of grouping the hour's chargeback rows again. Built from the column names
+# above (no outside text; the values are bound parameters).
+TAKEN = "rollup_taken"
+_VALUES = ("lines", *AMOUNTS)
+_POD, _OWNER = ", ".join(POD), ", ".join(OWNER_KEY)
+_SUMMED = ", ".join(f"sum({v}) AS {v}" for v in _VALUES)
+_PER_POD = (
+    f"SELECT {_POD}, count(*) AS lines, {', '.join(f'sum({a}) AS {a}' for a in AMOUNTS)} "  # noqa: S608
+    f"FROM chargeback WHERE hour = :hour AND cluster = ANY(:clusters) GROUP BY {_POD}"
+)
+# a re-write: the new sums minus the taken ones, only for the pods whose sums changed
+_NET = (
+    f"SELECT {_POD}, {_SUMMED} FROM (SELECT * FROM new UNION ALL "  # noqa: S608
+    f"SELECT {_POD}, {', '.join(f'-{v}' for v in _VALUES)} FROM {TAKEN}) AS both_ "
+    f"GROUP BY {_POD} HAVING {' OR '.join(f'sum({v}) <> 0' for v in _VALUES)}"
+)
+# cost_hours of the hour: the new per-pod sums per owner (as costsvc/db/lines.py
+# refresh_cost_hours sums the hour's rows)
+_HOURS = (
+    f"INSERT INTO cost_hours (hour, {_OWNER}, {', '.join(AMOUNTS)}) "  # noqa: S608
+    f"SELECT :hour, {_OWNER}, {', '.join(f'sum({a})' for a in AMOUNTS)} FROM new "
+    f"GROUP BY {_OWNER}"
+)
+
+
+def _upsert(table: str, period: str, key: tuple[str, ...], source: str) -> str:
+    cols = ", ".join((*key, *_VALUES))
+    added = ", ".join(f"{v} = {table}.{v} + excluded.{v}" for v in _VALUES)
+    return (
+        f"INSERT INTO {table} ({period}, {cols}) SELECT :{period}, {cols} FROM {source} "  # noqa: S608
+        f"ON CONFLICT ({period}, {', '.join(key)}) DO UPDATE SET {added}"
+    )
+
+
+@cache
+def _put(took: bool, cost_hours: bool) -> str:
+    """The one statement of :func:`put_hour`."""
+    return (
+        f"WITH new AS ({_PER_POD}), pods AS ({_NET if took else 'SELECT * FROM new'}), "  # noqa: S608
+        f"owners AS (SELECT {_OWNER}, {_SUMMED} FROM pods GROUP BY {_OWNER}), "
+        + (f"to_hours AS ({_HOURS}), " if cost_hours else "")
+        + f"to_pods AS ({_upsert('cost_pod_days', 'day', POD, 'pods')}), "
+        f"to_days AS ({_upsert('cost_days', 'day', OWNER_KEY, 'owners')}) "
+        f"{_upsert('cost_months', 'month', OWNER_KEY, 'owners')}"
+    )
 
 
 def _add_hour(conn: Connection, hour: datetime, clusters: set[str], sign: int) -> None:
