@@ -183,6 +183,7 @@ def _reader(settings: Settings) -> PrometheusReader:
         headers=_reader_headers(settings),
         params=settings.prometheus_params,
         reads=settings.ingest_reads,
+        compress=settings.prometheus_compression,
     )
 
 
@@ -300,6 +301,7 @@ def _ingest_clusters(
             headers=headers,
             params=settings.prometheus_params,
             reads=settings.ingest_reads,
+            compress=settings.prometheus_compression,
         )
 
     report = fleet.ingest_clusters(

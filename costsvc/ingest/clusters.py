@@ -94,8 +94,9 @@ class ClusterReader(PrometheusReader):
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
         reads: str = "fast",
+        compress: bool = False,
     ) -> None:
-        super().__init__(url, timeout, headers, params, reads)
+        super().__init__(url, timeout, headers, params, reads, compress)
         self._spec_args.update(cluster=cluster, default=default)
         self.cluster, self._default = cluster, default
         self._match = matcher(cluster, default)

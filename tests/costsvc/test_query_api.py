@@ -226,3 +226,31 @@ def test_bad_query_api_settings_fail_at_start_naming_the_variable(
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_answers_come_uncompressed_unless_asked(
+    proxy: RecordingProxy, db_url: str, compress: bool
+) -> None:
+    """gzip costs the engine and the service CPU on every answer: by default the reader asks
+    for none (``Accept-Encoding: identity``); COSTSVC_PROMETHEUS_COMPRESSION asks for it, in
+    the serial reader and in the ones a parallel ingest's workers rebuild from its spec."""
+    from costsvc.cli import _reader
+
+    reader = _reader(Settings(prometheus_url=proxy.url, prometheus_compression=compress))
+    rebuilt = PrometheusReader.from_spec(reader.spec())
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        assert ingest(engine, reader, MODEL, "c1", [HOUR]).done == [HOUR]
+        rebuilt.instant("up", HOUR)
+    finally:
+        reader.close()
+        rebuilt.close()
+        engine.dispose()
+    sent = {headers.get("accept-encoding", "") for headers, _ in proxy.requests}
+    assert len(proxy.requests) > 3
+    if compress:  # httpx's own list: gzip, deflate (and br, zstd where installed)
+        assert all("gzip" in each for each in sent), sent
+    else:
+        assert sent == {"identity"}, sent
