@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -39,10 +39,23 @@ from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.db.engine import make_engine
 from costsvc.ingest.prom import PrometheusReader, ReaderSpec
-from costsvc.ingest.run import Report, ingest_hours
 
 log = logging.getLogger(__name__)
 STOP_WAIT = 10.0  # seconds a worker has to record its hour's run failed when stopped
+
+
+class Outcome(Protocol):
+    """What a run reports (costsvc.ingest.run.Report: the caller's, so that this module does
+    not import the one that dispatches to it)."""
+
+    done: list[datetime]
+    failed: dict[datetime, str]
+
+
+R = TypeVar("R", bound=Outcome)
+# the serial loop a worker runs over its chunk (costsvc.ingest.run.ingest_hours), passed in by
+# the caller and pickled by reference into the worker
+Serial = Callable[..., object]
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ class Chunk:
     cluster: str
     hours: list[datetime]
     source: str
+    serial: Serial
 
 
 def chunks(hours: list[datetime], workers: int) -> list[list[datetime]]:
@@ -89,12 +103,15 @@ def ingest_parallel(
     progress: Callable[[datetime, str | None], None] | None,
     source: str,
     workers: int,
-) -> Report:
-    """:func:`~costsvc.ingest.run.ingest` of ``hours`` in ``workers`` processes."""
+    report: R,
+    serial: Serial,
+) -> R:
+    """:func:`~costsvc.ingest.run.ingest` of ``hours`` in ``workers`` processes, each running
+    ``serial`` (:func:`~costsvc.ingest.run.ingest_hours`) over its chunk; outcomes into
+    ``report`` (empty), which is returned."""
     model_id = runs.record_cost_model(engine, model)
     url = engine.url.render_as_string(hide_password=False)
     ctx = multiprocessing.get_context("spawn")
-    report = Report()
     settled: set[datetime] = set()
     mark: list[datetime | None] = [None]
     left: dict[int, list[datetime]] = {}  # per chunk: the hours it has not reported
@@ -133,7 +150,7 @@ def ingest_parallel(
     try:
         for i, part in enumerate(chunks(hours, workers)):
             receive, send = ctx.Pipe(duplex=False)
-            task = Chunk(url, prom.spec(), model, cluster, part, source)
+            task = Chunk(url, prom.spec(), model, cluster, part, source, serial)
             proc = ctx.Process(target=work, args=(task, send), name=f"costsvc-ingest-{i}")
             proc.daemon = True  # never outlives the parent
             proc.start()
@@ -213,7 +230,7 @@ def work(chunk: Chunk, conn: Connection) -> None:
     engine = make_engine(chunk.url)
     prom = PrometheusReader.from_spec(chunk.reader)
     try:
-        ingest_hours(
+        chunk.serial(
             engine,
             prom,
             chunk.model,

@@ -127,7 +127,9 @@ def ingest(
     if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
         from costsvc.ingest.parallel import ingest_parallel
 
-        return ingest_parallel(engine, prom, model, cluster, hours, progress, source, workers)
+        return ingest_parallel(
+            engine, prom, model, cluster, hours, progress, source, workers, Report(), ingest_hours
+        )
     return ingest_hours(engine, prom, model, cluster, hours, progress, source)
 
 

@@ -202,11 +202,10 @@ def test_first_write_and_rewrites_store_exactly_the_rows_handed_over(engine: Eng
     assert_rollups_are_sums(engine)
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # row versions: xmin
 def test_a_rewrite_of_unchanged_money_leaves_the_rollup_rows_alone(
     engine: Engine, db_url: str
 ) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("row versions (xmin) are PostgreSQL's")
     f = facts()
     result = price(f)
     store(engine, f, result)
@@ -227,9 +226,8 @@ def test_a_rewrite_of_unchanged_money_leaves_the_rollup_rows_alone(
         assert conn.execute(select(CostPodDay.id)).first() is not None
 
 
+@pytest.mark.parametrize("db_url", ["postgresql"], indirect=True)  # the binary COPY's
 def test_binary_copy_types_are_the_columns_types(engine: Engine, db_url: str) -> None:
-    if not db_url.startswith("postgresql"):
-        pytest.skip("the binary COPY is PostgreSQL's")
     for table in (GpuPresence.__table__, UsageFact.__table__, Chargeback.__table__):
         names = tuple(c.name for c in table.columns)
         with engine.connect() as conn:

@@ -164,9 +164,10 @@ class _Dying(PrometheusReader):
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
         reads: str = "raw",
+        compress: bool = False,
         die_at: datetime = HOUR,
     ) -> None:
-        super().__init__(url, timeout, headers, params, reads)
+        super().__init__(url, timeout, headers, params, reads, compress)
         self._spec_args["die_at"] = die_at
         self.die_at = die_at.timestamp()
 
