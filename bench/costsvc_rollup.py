@@ -40,7 +40,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-H100 = "NVIDIA H100 80GB HBM3"
+from bench.phases import H100, fleet_model, timed_phases, walls  # noqa: E402 (after the path)
+
 START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 
 
@@ -202,7 +203,6 @@ def main() -> int:
     from sqlalchemy import create_engine
 
     import costsvc.ingest.run as run
-    from costsvc.costmodel import parse
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader
 
@@ -255,20 +255,7 @@ def main() -> int:
             time.sleep(0.1)
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))  # its own: postgres must reach it
         pg_url, _, stop_pg = start_postgres(pg_base)
-        model = parse(
-            {
-                "policies": {"shared_gpu_policy": "usage"},
-                "versions": [
-                    {
-                        "effective_from": "2026-11-01T00:00:00Z",
-                        "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
-                    }
-                ],
-                "carbon": [
-                    {"effective_from": "2026-11-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
-                ],
-            }
-        )
+        model = fleet_model("2026-11-01T00:00:00Z")
         hours = [START + timedelta(hours=h) for h in range(total_hours) if h % 3 != 2]
         print(
             f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
@@ -290,32 +277,17 @@ def main() -> int:
             engine = create_engine(url)
             reader = PrometheusReader(f"http://127.0.0.1:{port}", timeout=300)
             times = []
-            phases: dict[str, list[float]] = {"collect": [], "attribute": [], "write": []}
-            original = (run.collect_hour, run.attribute_hour, run.store_hour)
-
-            def timed(key: str, fn: object, phases: dict[str, list[float]] = phases) -> object:
-                def wrapper(*a: object, **k: object) -> object:
-                    t0 = time.perf_counter()
-                    try:
-                        return fn(*a, **k)  # type: ignore[operator]
-                    finally:
-                        phases[key].append(time.perf_counter() - t0)
-
-                return wrapper
-
-            run.collect_hour = timed("collect", original[0])  # type: ignore[assignment]
-            run.attribute_hour = timed("attribute", original[1])  # type: ignore[assignment]
-            run.store_hour = timed("write", original[2])  # type: ignore[assignment]
             try:
-                for hour in hours:
-                    t0 = time.perf_counter()
-                    report = run.ingest(engine, reader, model, "bench", [hour])
-                    assert report.done == [hour], report.failed
-                    times.append(time.perf_counter() - t0)
+                with timed_phases() as calls:
+                    for hour in hours:
+                        t0 = time.perf_counter()
+                        report = run.ingest(engine, reader, model, "bench", [hour])
+                        assert report.done == [hour], report.failed
+                        times.append(time.perf_counter() - t0)
             finally:
-                run.collect_hour, run.attribute_hour, run.store_hour = original  # type: ignore[assignment]
                 reader.close()
                 engine.dispose()
+            phases = {key: walls(found) for key, found in calls.items()}
             n = args.hours
             for label, part in (
                 ("without energy", slice(0, None, 2)),

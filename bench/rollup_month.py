@@ -35,10 +35,10 @@ from typing import Any
 
 import httpx
 
+from bench.phases import H100, fleet_model, timed_phases, walls
 from bench.tsdb_block import Labels, write_block
 
 ROOT = Path(__file__).resolve().parents[1]
-H100 = "NVIDIA H100 80GB HBM3"
 START = datetime(2026, 10, 1, 0, tzinfo=UTC)
 LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
@@ -159,7 +159,6 @@ def main(args: argparse.Namespace) -> int:
 
     import costsvc.ingest.run as run
     from bench.pgcluster import start_postgres
-    from costsvc.costmodel import parse
     from costsvc.db.migrate import upgrade
     from costsvc.ingest import steady
     from costsvc.ingest.prom import PrometheusReader
@@ -204,20 +203,7 @@ def main(args: argparse.Namespace) -> int:
         )
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
         pg_url, _, stop_pg = start_postgres(pg_base)
-        model = parse(
-            {
-                "policies": {"shared_gpu_policy": "usage"},
-                "versions": [
-                    {
-                        "effective_from": "2026-09-01T00:00:00Z",
-                        "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
-                    }
-                ],
-                "carbon": [
-                    {"effective_from": "2026-09-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
-                ],
-            }
-        )
+        model = fleet_model("2026-09-01T00:00:00Z")
         hours = [START + timedelta(hours=h) for h in range(n_hours)]
         admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
         with admin.connect() as conn:
@@ -225,23 +211,7 @@ def main(args: argparse.Namespace) -> int:
         admin.dispose()
         raw_url = pg_url.replace("@/postgres?", "@/rawreads?")
 
-        phases: dict[str, float] = {"collect": 0.0, "attribute": 0.0, "write": 0.0}
-        original = (run.collect_hour, run.attribute_hour, run.store_hour)
-
-        def timed(key: str, fn: object) -> object:
-            def wrapper(*a: object, **k: object) -> object:
-                t0 = time.perf_counter()
-                try:
-                    return fn(*a, **k)  # type: ignore[operator]
-                finally:
-                    phases[key] += time.perf_counter() - t0
-
-            return wrapper
-
-        run.collect_hour = timed("collect", original[0])  # type: ignore[assignment]
-        run.attribute_hour = timed("attribute", original[1])  # type: ignore[assignment]
-        run.store_hour = timed("write", original[2])  # type: ignore[assignment]
-        try:
+        with timed_phases() as phases:
             upgrade(pg_url)
             engine = create_engine(pg_url)
             reader = PrometheusReader(url, timeout=600)
@@ -277,9 +247,10 @@ def main(args: argparse.Namespace) -> int:
             engine.dispose()
             verdict = "PASS" if took <= 300 and n_hours >= 720 else "MISS" if took > 300 else "-"
             if workers == 1:
+                spent = {key: sum(walls(calls)) for key, calls in phases.items()}
                 split = (
-                    f": read+integrate {phases['collect']:.0f} s, attribute "
-                    f"{phases['attribute']:.0f} s, write {phases['write']:.0f} s); series "
+                    f": read+integrate {spent['collect']:.0f} s, attribute "
+                    f"{spent['attribute']:.0f} s, write {spent['write']:.0f} s); series "
                     f"synthesised {counts.fast:,}, read raw {counts.raw:,}"
                 )
             else:  # the phases and the read counts were in the workers
@@ -310,8 +281,6 @@ def main(args: argparse.Namespace) -> int:
                     f"hours (x 720 = {per * 720 / 60:.1f} min, extrapolated); chargeback rows of "
                     f"those hours identical to the fast run's: {same}"
                 )
-        finally:
-            run.collect_hour, run.attribute_hour, run.store_hour = original  # type: ignore[assignment]
     finally:
         for p in procs:
             p.terminate()

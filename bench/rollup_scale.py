@@ -46,6 +46,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.phases import fleet_model, timed_phases  # noqa: E402 (after the path)
+
 CACHE = Path("/tmp/gpu-finops-bench")
 TARGET_S = 15.0
 
@@ -187,23 +189,7 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
     from costsvc.db.engine import make_engine
     from costsvc.ingest.prom import PrometheusReader
 
-    model = _model()
-    phases: dict[str, float] = {"collect": 0.0, "attribute": 0.0, "write": 0.0}
-
-    def timed(key: str, fn: Any) -> Any:
-        def wrapper(*a: Any, **k: Any) -> Any:
-            t0, c0 = time.perf_counter(), time.process_time()
-            try:
-                return fn(*a, **k)
-            finally:
-                phases[key] += time.perf_counter() - t0
-                phases[f"{key}_cpu"] = time.process_time() - c0
-
-        return wrapper
-
-    run.collect_hour = timed("collect", run.collect_hour)  # type: ignore[assignment]
-    run.attribute_hour = timed("attribute", run.attribute_hour)  # type: ignore[assignment]
-    run.store_hour = timed("write", run.store_hour)  # type: ignore[assignment]
+    model = fleet_model("2026-11-01T00:00:00Z")
     engine = make_engine(pg_url)
     reader = PrometheusReader(url, timeout=600)
     imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -214,8 +200,13 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         profiler = cProfile.Profile()
         profiler.enable()
     t0, c0 = time.perf_counter(), time.process_time()
-    report = run.ingest(engine, reader, model, "bench", [hour])
+    with timed_phases() as calls:
+        report = run.ingest(engine, reader, model, "bench", [hour])
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
+    phases = {}
+    for key, found in calls.items():
+        phases[key] = sum(wall for wall, _ in found)
+        phases[f"{key}_cpu"] = sum(used for _, used in found)
     if profiler is not None:
         import pstats
 
@@ -244,26 +235,6 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         "lines": lines,
         "facts": facts,
     }
-
-
-def _model() -> Any:
-    from bench.costsvc_rollup import H100
-    from costsvc.costmodel import parse
-
-    return parse(
-        {
-            "policies": {"shared_gpu_policy": "usage"},
-            "versions": [
-                {
-                    "effective_from": "2026-11-01T00:00:00Z",
-                    "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
-                }
-            ],
-            "carbon": [
-                {"effective_from": "2026-11-01T00:00:00Z", "grams_per_kwh": "380", "pue": "1.3"}
-            ],
-        }
-    )
 
 
 def _measure(url: str, pg_url: str, hour: datetime, repeat: int) -> list[dict[str, Any]]:

@@ -133,27 +133,9 @@ def ingest(
     return ingest_hours(engine, prom, model, cluster, hours, progress, source)
 
 
-def ingest_hours(
-    engine: Engine,
-    prom: PrometheusReader,
-    model: CostModel,
-    cluster: str,
-    hours: list[datetime],
-    progress: Callable[[datetime, str | None], None] | None = None,
-    source: str = "auto",
-    watermark: bool = True,
-    started: Callable[[datetime, int], None] | None = None,
-) -> Report:
-    """:func:`ingest`, one hour after another in this process. ``watermark`` False: each hour
-    done leaves the watermark as it is (a parallel ingest's worker: its parent moves it).
-    ``started(hour, run_id)``: called when an hour's run is recorded, before its work."""
-    with collections_paused():
-        return _ingest(engine, prom, model, cluster, hours, progress, source, watermark, started)
-
-
 @contextmanager
 def collections_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while hours are ingested (:func:`_ingest`).
+    """Python's cyclic garbage collector paused while hours are ingested (:func:`ingest_hours`).
     An hour allocates millions of short-lived objects that form no cycles (samples, Decimals,
     rows: reference counting frees them) while the process holds millions of long-lived ones
     (a block's summaries, label sets); the collector's automatic runs traverse the long-lived
@@ -172,17 +154,21 @@ def collections_paused() -> Iterator[None]:
         gc.collect()
 
 
-def _ingest(
+@collections_paused()
+def ingest_hours(
     engine: Engine,
     prom: PrometheusReader,
     model: CostModel,
     cluster: str,
     hours: list[datetime],
-    progress: Callable[[datetime, str | None], None] | None,
-    source: str,
-    watermark: bool,
-    started: Callable[[datetime, int], None] | None,
+    progress: Callable[[datetime, str | None], None] | None = None,
+    source: str = "auto",
+    watermark: bool = True,
+    started: Callable[[datetime, int], None] | None = None,
 ) -> Report:
+    """:func:`ingest`, one hour after another in this process. ``watermark`` False: each hour
+    done leaves the watermark as it is (a parallel ingest's worker: its parent moves it).
+    ``started(hour, run_id)``: called when an hour's run is recorded, before its work."""
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)

@@ -124,11 +124,7 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     locks: dict[object, threading.Lock] = field(default_factory=dict)
     following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
-    latest: dict[tuple[str, str, int, str], dict[str, list[dict[str, str]]]] = field(
-        default_factory=dict
-    )
-    latest_ids: dict[int, dict[str, str]] = field(default_factory=dict)  # the blocks' label sets
-    derived: dict[object, dict[int, tuple[dict[str, str], object]]] = field(default_factory=dict)
+    latest: dict[tuple[str, str, int, str], _Latest] = field(default_factory=dict)
     early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
     pool: ThreadPoolExecutor | None = None
 
@@ -181,8 +177,6 @@ def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
         st.summaries.clear()
         st.ups.clear()
         st.latest.clear()
-        st.latest_ids.clear()
-        st.derived.clear()
         for f in st.early.values():
             f.cancel()
         st.early.clear()
@@ -257,41 +251,45 @@ def _count(text: str) -> int:
 
 
 def latest(
-    prom: PrometheusReader, selector: str, at: datetime, seconds: int
-) -> list[dict[str, str]]:
+    prom: PrometheusReader,
+    selector: str,
+    at: datetime,
+    seconds: int,
+    derive: Callable[[dict[str, str]], T],
+) -> list[tuple[dict[str, str], T]]:
     """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
-    the window), sorted: for an hour of a planned block, from one ``last_over_time`` range
-    query over the block (a series has a value at an hour's step exactly when it had a sample
-    in that hour's window). The hours of a block share the label dicts of a series."""
+    the window), sorted, each with ``derive(labels)``. For an hour of a planned block, from one
+    ``last_over_time`` range query over the block (a series has a value at an hour's step
+    exactly when it had a sample in that hour's window): the hours of a block share a series'
+    label set, and ``derive`` is worked out once per label set and block (e.g. a pod's
+    ``label_*`` labels, unchanged for days)."""
     st = _state(prom)
     instant = instant_text(at)
     first, last = st.blocks.get(instant, (instant, instant))
     if prom.reads != "fast" or first == last:
-        return sorted(prom.latest(selector, at, seconds), key=_sort_key)
-    return list(_latest_block(prom, st, selector, seconds, first, last, at).get(instant, []))
-
-
-def derived(
-    prom: PrometheusReader, labels: dict[str, str], derive: Callable[[dict[str, str]], T]
-) -> T:
-    """``derive(labels)``, worked out once per label set of a block of :func:`latest` (the
-    hours of a block share them: e.g. a pod's ``label_*`` labels, unchanged for days)."""
-    st = _state(prom)
-    memo = st.derived.get(derive)
-    if memo is None:
-        with st.lock:
-            memo = st.derived.setdefault(derive, {})
-    found = memo.get(id(labels))
-    if found is not None and found[0] is labels:
-        return cast(T, found[1])
-    value = derive(labels)
-    if st.latest_ids.get(id(labels)) is labels:  # a block's: kept while the block is
-        memo[id(labels)] = (labels, value)
-    return value
+        found = sorted(prom.latest(selector, at, seconds), key=_sort_key)
+        return [(lab, derive(lab)) for lab in found]
+    block = _latest_block(prom, st, selector, seconds, first, last, at)
+    out = []
+    for lab in block.hours.get(instant, []):
+        key = (derive, id(lab))  # the block holds lab: its id is its own while the block lives
+        if key not in block.derived:
+            block.derived[key] = derive(lab)
+        out.append((lab, cast(T, block.derived[key])))
+    return out
 
 
 def _sort_key(labels: dict[str, str]) -> list[tuple[str, str]]:
     return sorted(labels.items())
+
+
+@dataclass
+class _Latest:
+    """The label sets of one selector with a sample in each hour of a block, and what was
+    derived from them."""
+
+    hours: dict[str, list[dict[str, str]]]  # evaluation instant -> label sets, sorted
+    derived: dict[tuple[object, int], object] = field(default_factory=dict)
 
 
 def _latest_block(
@@ -302,29 +300,24 @@ def _latest_block(
     first: str,
     last: str,
     at: datetime,
-) -> dict[str, list[dict[str, str]]]:
+) -> _Latest:
     cache_key = ("latest", selector, seconds, first)
     with st.lock_for(cache_key):
         block = st.latest.get(cache_key)
         if block is None:
             start = datetime.fromtimestamp(float(first), at.tzinfo)
             end = datetime.fromtimestamp(float(last), at.tzinfo)
-            block = {}
+            block = _Latest({})
             expr = f"last_over_time({selector}[{seconds}s])"
             answer = prom.range_values(expr, start, end, 3600)
             answer.sort(key=lambda r: _sort_key(r[0]))  # each hour's label sets come sorted
             for lab, values in answer:
                 for t, _ in values:
-                    block.setdefault(t, []).append(lab)
+                    block.hours.setdefault(t, []).append(lab)
             with st.lock:
                 for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
-                    for lab in itertools.chain.from_iterable(st.latest.pop(k).values()):
-                        st.latest_ids.pop(id(lab), None)
-                        for memo in st.derived.values():
-                            memo.pop(id(lab), None)
+                    del st.latest[k]  # an earlier block of this selector is done with
                 st.latest[cache_key] = block
-                for lab, _ in answer:
-                    st.latest_ids[id(lab)] = lab
     return block
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
+from typing import TypeVar
 
 from costsvc.attribution import GpuHour, HourFacts
 from costsvc.energy import NOTHING
@@ -56,11 +57,16 @@ MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' st
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
 MICROSECOND = Decimal("0.000001")
 Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
+T = TypeVar("T")
 
 
 def us(seconds: Decimal) -> Decimal:
     """Seconds rounded to micro-seconds: what is stored is exactly what was priced."""
     return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
+
+
+def _nothing(labels: dict[str, str]) -> None:
+    return None
 
 
 def merged(series: Iterable[Series]) -> Sequence[Sample]:
@@ -114,7 +120,15 @@ class Window:
         return steady.read(self.prom, selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
-        return steady.latest(self.prom, selector, self.at, 3600)
+        """The label sets of ``selector`` with a sample in the hour, sorted."""
+        return [lab for lab, _ in self.latest_with(selector, _nothing)]
+
+    def latest_with(
+        self, selector: str, derive: Callable[[dict[str, str]], T]
+    ) -> list[tuple[dict[str, str], T]]:
+        """:meth:`latest`, each label set with ``derive(labels)`` (worked out once per label
+        set of a block of hours: costsvc/ingest/steady.py)."""
+        return steady.latest(self.prom, selector, self.at, 3600, derive)
 
     def pieces(self, samples: Sequence[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady
@@ -247,14 +261,16 @@ def _latest_labels(
 ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
     """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
     for the rare object relabelled within the hour (several series), its raw samples decide."""
-    found: dict[tuple[str, ...], list[dict[str, str]]] = {}
-    for lab in w.latest(metric):
-        found.setdefault((w.cluster_of(lab), *(lab.get(n, "") for n in names)), []).append(lab)
+    found: dict[tuple[str, ...], list[tuple[dict[str, str], dict[str, str]]]] = {}
+    for lab, own in w.latest_with(metric, ksm_labels):
+        key = (w.cluster_of(lab), *(lab.get(n, "") for n in names))
+        found.setdefault(key, []).append((lab, own))
     out = []
-    for key, sets in sorted(found.items()):
-        if len(sets) == 1:
-            out.append((key, steady.derived(w.prom, sets[0], ksm_labels)))
+    for key, pairs in sorted(found.items()):
+        if len(pairs) == 1:
+            out.append((key, pairs[0][1]))
             continue
+        sets = [lab for lab, _ in pairs]
         match = ",".join(
             f'{n}="{v}"'
             for n, v in zip(names, key[1:], strict=True)

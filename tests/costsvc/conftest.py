@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
+from costsvc.db.migrate import upgrade
 from tests.conftest import require_binary
 from tests.costsvc.history import T0, history
 from tests.costsvc.history14 import TS, history14
@@ -123,6 +124,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty database of each kind."""
     with fresh_database(request.param, request, tmp_path) as url:
         yield url
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine on ``db_url``, migrated to the head."""
+    upgrade(db_url)
+    e = create_engine(db_url)
+    try:
+        yield e
+    finally:
+        e.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

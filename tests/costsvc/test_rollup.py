@@ -7,7 +7,6 @@ hours written by the writer (originals, re-writes of an hour, corrections of a c
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -81,16 +80,6 @@ def answers(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) ->
 def assert_same(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) -> None:
     via_days, hourly = answers(engine, start, end, monkeypatch)
     assert via_days == hourly, (start, end)
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    upgrade(db_url)
-    e = create_engine(db_url)
-    try:
-        yield e
-    finally:
-        e.dispose()
 
 
 def line(rng: random.Random, cluster: str) -> Line:

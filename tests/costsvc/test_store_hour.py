@@ -6,35 +6,23 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, func, select, text
+from sqlalchemy import Engine, func, select, text
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner, attribute_hour
 from costsvc.chargeback import AMOUNTS, KEY, month_of
 from costsvc.db import runs
 from costsvc.db.bulk import binary_types
 from costsvc.db.hours import store_hour
-from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
 from tests.costsvc.history import H100, as_utc, model, rollup_days, rollup_months, rollup_pod_days
 
 HOUR = datetime(2026, 11, 20, 5, tzinfo=UTC)
 US = 1_000_000
-
-
-@pytest.fixture
-def engine(db_url: str) -> Iterator[Engine]:
-    upgrade(db_url)
-    e = create_engine(db_url)
-    try:
-        yield e
-    finally:
-        e.dispose()
 
 
 def facts(extra_pod: bool = False) -> HourFacts:
