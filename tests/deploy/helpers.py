@@ -30,7 +30,7 @@ RULES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 
 EXPORTER_PORT, COSTSVC_PORT = 9400, 8080
 JOBS = {"gpu-exporter", "gpu-costsvc"}  # the scrape jobs the alert rules assume
-K8S_VERSIONS = ("1.29", "latest")
+K8S_VERSIONS = ("1.30", "1.34")  # the oldest the chart supports, and a recent one
 CRD_GROUP = "monitoring.coreos.com/v1"
 WORKLOADS = ("DaemonSet", "Deployment")
 FIELD_REF_SAMPLE = "gpu-node-1"  # stands for a downward-API value (spec.nodeName)
@@ -45,10 +45,16 @@ def kustomization() -> dict[str, Any]:
     return load_yaml(K8S / "kustomization.yaml")
 
 
+def resource_files() -> list[str]:
+    """The files kustomization.yaml lists (its folders are other kustomizations: the chart's
+    dashboards, tests/deploy/test_chart.py)."""
+    return [name for name in kustomization()["resources"] if not (K8S / name).is_dir()]
+
+
 def _documents() -> list[tuple[str, dict[str, Any]]]:
     """(file, object) for every object of the files kustomization.yaml lists."""
     out = []
-    for name in kustomization()["resources"]:
+    for name in resource_files():
         text = (K8S / name).read_text(encoding="utf-8")
         out += [(name, doc) for doc in yaml.safe_load_all(text) if doc]
     return out
