@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -242,10 +243,13 @@ def check_env(env: dict[str, str], where: str) -> None:
 
 
 def costsvc_settings(env: dict[str, str]) -> CostsvcSettings:
-    fields = {
-        k.removeprefix("COSTSVC_").lower(): v for k, v in env.items() if k.startswith("COSTSVC_")
-    }
-    return CostsvcSettings.model_validate(fields)  # the validators run; extra fields are refused
+    """The settings gpu-costsvc makes of this environment (JSON values decoded, validators
+    run), as it reads them: from the environment; an unknown name is refused."""
+    unknown = {k for k in env if k.startswith("COSTSVC_")} - costsvc_env_names()
+    assert not unknown, f"no such gpu-costsvc setting: {sorted(unknown)}"
+    outside = {k: v for k, v in os.environ.items() if not k.startswith("COSTSVC_")}
+    with mock.patch.dict(os.environ, {**outside, **env}, clear=True):
+        return CostsvcSettings()
 
 
 def run_exporter(argv: list[str], env: dict[str, str]) -> exporter_cli.Settings:

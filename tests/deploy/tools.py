@@ -29,8 +29,11 @@ def run(args: list[str], check: bool = True) -> subprocess.CompletedProcess[str]
     return subprocess.run(args, capture_output=True, text=True, check=check, timeout=120)
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml: the dashboards are large
+
+
 def documents(text: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    return [d for d in yaml.load_all(text, Loader=_LOADER) if d]
 
 
 def helm_template(
