@@ -378,6 +378,11 @@ def test_cost_service_only_on_dcgm_exporter() -> None:
     for kind in ("ServiceMonitor", "PrometheusRule"):
         for obj in objects(name, kind):
             assert obj["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # every alert but those about our exporter's job (GPUExporterDown would fire: no target)
+    every = [r for p in RULES for g in load_yaml(p)["groups"] for r in g["rules"]]
+    kept = [r for g in one(name, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
+    assert kept == [r for r in every if 'job="gpu-exporter"' not in r["expr"]]
+    assert len(kept) < len(every)
     (policy,) = objects(name, "NetworkPolicy")
     assert policy["metadata"]["name"] == "gpu-costsvc"
 
