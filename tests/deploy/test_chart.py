@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import base64
 import copy
-import importlib.util
 import json
 import re
+import runpy
 from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -123,14 +123,9 @@ def pod(workload: dict[str, Any]) -> dict[str, Any]:
     return workload["spec"]["template"]["spec"]
 
 
-def _script(name: str) -> Any:
-    """deploy/NAME.py, loaded as a module."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "deploy" / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def _script(name: str) -> dict[str, Any]:
+    """The globals of deploy/NAME.py (deploy/ holds scripts, not a package)."""
+    return runpy.run_path(str(ROOT / "deploy" / f"{name}.py"), run_name=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -333,13 +328,13 @@ def test_every_value_is_in_the_schema_and_documented() -> None:
 def test_sync_keeps_every_copy_and_the_docs_current() -> None:
     """The chart's copies (alerts, dashboards, cost model), the kustomize PrometheusRule and
     dashboards, and docs/deploy.md's table of values are what deploy/sync.py makes."""
-    assert _script("sync").main(["--check"]) == 0, "run: python deploy/sync.py"
+    assert _script("sync")["main"](["--check"]) == 0, "run: python deploy/sync.py"
 
 
 def test_the_values_table_has_a_row_per_value() -> None:
     doc = (ROOT / "docs" / "deploy.md").read_text()
     schema = json.loads((CHART / "values.schema.json").read_text())
-    paths = [p for p, _ in _script("values_doc").rows(schema)]
+    paths = [p for p, _ in _script("values_doc")["rows"](schema)]
     assert len(paths) > 60
     for path in paths:
         assert f"| `{path}` |" in doc, path
