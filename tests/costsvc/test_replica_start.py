@@ -11,10 +11,10 @@ import httpx
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from costsvc import cli
 from costsvc.db.migrate import LOCK_KEY, upgrade
 from costsvc.db.tokens import digest, principal_of, register_given
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.test_cli import run
 
 
 def test_upgrade_waits_for_another_replicas_upgrade(
@@ -61,38 +61,44 @@ def test_upgrade_waits_for_another_replicas_upgrade(
         engine.dispose()
 
 
-def test_admin_token_from_a_secret_file(tmp_path: Path) -> None:
-    """The token of the file is registered with its role (it then opens the API), once: the
-    next replica's init container leaves it as it is; a bad token or a taken name fail
-    naming why."""
+def test_admin_token_from_a_secret_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The token of the file is registered with its role, once: the next replica's init
+    container leaves it as it is; a bad token, a missing file or a taken name fail (exit 2)
+    naming why. In-process `gpu-costsvc` (tests/costsvc/test_cli.py runs the real process)."""
     url = f"sqlite:///{tmp_path / 'cli.db'}"
-    env = {"COSTSVC_DATABASE_URL": url}
-    assert run("db", "upgrade", env=env).returncode == 0
+    monkeypatch.setenv("COSTSVC_DATABASE_URL", url)
+    upgrade(url)
+
+    def gpu_costsvc(*args: str) -> tuple[int, str]:
+        code = cli.main(list(args))
+        out = capsys.readouterr()
+        return code, out.out + out.err
+
     secret = tmp_path / "token"
     token = "gfo_" + "A1b2C3d4" * 6
     secret.write_text(token + "\n")
-    args = ["token", "create", "--name", "bootstrap-admin", "--role", "admin"]
-    first = run(*args, "--from-file", str(secret), env=env)
-    assert first.returncode == 0, first.stderr
-    assert "registered" in first.stderr and token not in first.stdout + first.stderr
-    again = run(*args, "--from-file", str(secret), env=env)
-    assert again.returncode == 0 and "live token already" in again.stderr
+    create = ["token", "create", "--name", "bootstrap-admin", "--role", "admin", "--from-file"]
+    code, said = gpu_costsvc(*create, str(secret))
+    assert code == 0 and "registered" in said and token not in said
+    code, said = gpu_costsvc(*create, str(secret))
+    assert code == 0 and "live token already" in said
     engine = create_engine(url)
     who = principal_of(engine, digest(token))
     assert who is not None and (who.name, who.role) == ("bootstrap-admin", "admin")
-    listed = run("token", "list", env=env).stdout.splitlines()
-    assert listed == ["bootstrap-admin\tadmin\t-\tlive"]
+    assert gpu_costsvc("token", "list")[1].splitlines() == ["bootstrap-admin\tadmin\t-\tlive"]
 
     other = tmp_path / "other"
     other.write_text("gfo_" + "Z9" * 20)
-    taken = run(*args, "--from-file", str(other), env=env)
-    assert taken.returncode == 2 and "bootstrap-admin" in taken.stderr
+    code, said = gpu_costsvc(*create, str(other))
+    assert code == 2 and "'bootstrap-admin' exists" in said
     short = tmp_path / "short"
     short.write_text("abc")
-    bad = run(*args, "--from-file", str(short), env=env)
-    assert bad.returncode == 2 and "32 to 512" in bad.stderr
-    missing = run(*args, "--from-file", str(tmp_path / "nope"), env=env)
-    assert missing.returncode == 2 and "--from-file" in missing.stderr
+    code, said = gpu_costsvc(*create, str(short))
+    assert code == 2 and "32 to 512" in said
+    code, said = gpu_costsvc(*create, str(tmp_path / "nope"))
+    assert code == 2 and "--from-file" in said
     assert register_given(engine, "bootstrap-admin", "admin", token, "test") is False
     engine.dispose()
 
