@@ -114,6 +114,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="create: write the token to this file (mode 0644) instead of standard output, "
         "and do nothing when the file already holds a live token (for a scraper's token file)",
     )
+    token.add_argument(
+        "--from-file",
+        dest="from_file",
+        help="create: register the token held in this file (e.g. a mounted Secret) instead of "
+        "a new one; nothing is done when it is a live token already",
+    )
     return p
 
 
@@ -585,6 +591,8 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
         raise UsageError(f"token {args.action} needs --name")
     engine = make_engine(settings.database_url)
     try:
+        if args.action == "create" and args.from_file:
+            return _token_from_file(engine, args)
         if args.action == "create":
             out = Path(args.output) if args.output else None
             if out is not None and out.is_file():
@@ -614,6 +622,26 @@ def _token(settings: Settings, args: argparse.Namespace) -> int:
                 print(f"{t.name}\t{t.role}\t{t.team or '-'}\t{state}")
     finally:
         engine.dispose()
+    return 0
+
+
+def _token_from_file(engine: Engine, args: argparse.Namespace) -> int:
+    """``token create --from-file``: the token of a file (an admin token from a Kubernetes
+    Secret, deploy/helm), registered once; its hash only is stored."""
+    from costsvc.db.tokens import register_given
+
+    if args.output or args.team:
+        raise UsageError("--from-file takes neither --output nor --team")
+    try:
+        token = Path(args.from_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--from-file {args.from_file}: {exc}") from None
+    try:
+        added = register_given(engine, args.name, args.role, token, "cli")
+    except ValueError as exc:
+        raise UsageError(f"--from-file {args.from_file}: {exc}") from None
+    state = "registered" if added else "is a live token already"
+    print(f"{PROG}: the token of {args.from_file} {state} ({args.name})", file=sys.stderr)
     return 0
 
 

@@ -1,6 +1,7 @@
 """``gpu-exporter``: parse the flags, build the exporter, serve /metrics until a signal.
 
-A bad flag, value or spec file exits 2 with one line that names it (:mod:`exporter.flags`).
+A bad flag, value, spec file or web configuration file exits 2 with one line that names it
+(:mod:`exporter.flags`, :mod:`exporter.webconfig`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from types import FrameType
 from exporter.build import build
 from exporter.flags import LOG_LEVELS, PROG, Settings, UsageError, parse_settings
 from exporter.http import MetricsServer
+from exporter.webconfig import WebConfigError, WebGate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,10 +34,16 @@ def run(settings: Settings) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     log = logging.getLogger(PROG)
+    gate = None
+    if settings.web_config_file is not None:
+        try:
+            gate = WebGate.open(settings.web_config_file)
+        except WebConfigError as exc:
+            raise UsageError(f"--web.config.file {settings.web_config_file}: {exc}") from None
     built = build(settings)
     exporter = built.exporter
     try:
-        server = MetricsServer(settings.listen_address, exporter)
+        server = MetricsServer(settings.listen_address, exporter, gate)
     except OSError as exc:
         print(
             f"{PROG}: cannot listen on {settings.listen_address}: {exc.strerror}", file=sys.stderr

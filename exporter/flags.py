@@ -55,6 +55,7 @@ class Settings:
     kubeconfig: str | None = None
     kube_api_url: str | None = None
     hostname_label: str = "Hostname"
+    web_config_file: Path | None = None
 
 
 def parse_duration(text: str) -> float:
@@ -98,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         dest="listen_address",
         default=":9400",
         help="address to serve /metrics on (default :9400)",
+    )
+    p.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        default=None,
+        help="TLS and basic authentication, in the Prometheus exporter-toolkit's format "
+        "(as node_exporter reads it; docs/deploy.md)",
     )
     p.add_argument(
         "--collect-interval",
@@ -206,6 +214,7 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
     defaults: dict[str, Any] = {}
     for flag, dest in (
         ("web.listen-address", "listen_address"),
+        ("web.config.file", "web_config_file"),
         ("collect-interval", "collect_interval"),
         ("simulate", "simulate"),
         ("hostname", "hostname"),
@@ -270,4 +279,5 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         kubeconfig=args.kubeconfig,
         kube_api_url=args.kube_api_url,
         hostname_label=args.hostname_label,
+        web_config_file=Path(args.web_config_file) if args.web_config_file else None,
     )

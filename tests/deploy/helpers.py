@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
+from unittest import mock
 
 import pytest
 import yaml
@@ -30,7 +31,7 @@ RULES = sorted((ROOT / "alerts").glob("*.rules.yml"))
 
 EXPORTER_PORT, COSTSVC_PORT = 9400, 8080
 JOBS = {"gpu-exporter", "gpu-costsvc"}  # the scrape jobs the alert rules assume
-K8S_VERSIONS = ("1.29", "latest")
+K8S_VERSIONS = ("1.30", "1.34")  # the oldest the chart supports, and a recent one
 CRD_GROUP = "monitoring.coreos.com/v1"
 WORKLOADS = ("DaemonSet", "Deployment")
 FIELD_REF_SAMPLE = "gpu-node-1"  # stands for a downward-API value (spec.nodeName)
@@ -45,10 +46,16 @@ def kustomization() -> dict[str, Any]:
     return load_yaml(K8S / "kustomization.yaml")
 
 
+def resource_files() -> list[str]:
+    """The files kustomization.yaml lists (its folders are other kustomizations: the chart's
+    dashboards, tests/deploy/test_chart.py)."""
+    return [name for name in kustomization()["resources"] if not (K8S / name).is_dir()]
+
+
 def _documents() -> list[tuple[str, dict[str, Any]]]:
     """(file, object) for every object of the files kustomization.yaml lists."""
     out = []
-    for name in kustomization()["resources"]:
+    for name in resource_files():
         text = (K8S / name).read_text(encoding="utf-8")
         out += [(name, doc) for doc in yaml.safe_load_all(text) if doc]
     return out
@@ -236,10 +243,13 @@ def check_env(env: dict[str, str], where: str) -> None:
 
 
 def costsvc_settings(env: dict[str, str]) -> CostsvcSettings:
-    fields = {
-        k.removeprefix("COSTSVC_").lower(): v for k, v in env.items() if k.startswith("COSTSVC_")
-    }
-    return CostsvcSettings.model_validate(fields)  # the validators run; extra fields are refused
+    """The settings gpu-costsvc makes of this environment (JSON values decoded, validators
+    run), as it reads them: from the environment; an unknown name is refused."""
+    unknown = {k for k in env if k.startswith("COSTSVC_")} - costsvc_env_names()
+    assert not unknown, f"no such gpu-costsvc setting: {sorted(unknown)}"
+    outside = {k: v for k, v in os.environ.items() if not k.startswith("COSTSVC_")}
+    with mock.patch.dict(os.environ, {**outside, **env}, clear=True):
+        return CostsvcSettings()
 
 
 def run_exporter(argv: list[str], env: dict[str, str]) -> exporter_cli.Settings:

@@ -17,14 +17,11 @@ from __future__ import annotations
 import copy
 import importlib.util
 import re
-import shutil
-import subprocess
 from pathlib import Path, PurePosixPath
 from types import ModuleType
 from typing import Any
 
 import pytest
-import yaml
 
 from costsvc.costmodel import load as load_cost_model
 from tests.deploy.helpers import (
@@ -54,10 +51,12 @@ from tests.deploy.helpers import (
     pod_spec,
     port_of,
     program,
+    resource_files,
     run_costsvc,
     run_exporter,
     validator_module,
 )
+from tests.deploy.tools import kustomize
 
 # --------------------------------------------------------------------------------------------
 # (a) Schemas
@@ -65,7 +64,7 @@ from tests.deploy.helpers import (
 
 
 def test_kustomization_lists_every_manifest() -> None:
-    listed = set(kustomization()["resources"])
+    listed = set(resource_files())
     on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == on_disk
     for name in listed:
@@ -214,20 +213,12 @@ def test_prometheus_rule_file_is_the_generators_output() -> None:
     assert _generator().main(["--check"]) == 0, "run: python deploy/prometheusrule.py"
 
 
-def test_kustomize_build(tmp_path: Path) -> None:
-    """The real kustomize (in kubectl) builds the base and the overlay, when kubectl is here."""
-    kubectl = shutil.which("kubectl")
-    if not kubectl:
-        pytest.skip("kubectl not found: the kustomize build is checked structurally only")
-    base = subprocess.run(
-        [kubectl, "kustomize", str(K8S)], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    over = subprocess.run(
-        [kubectl, "kustomize", str(OVERLAY)], capture_output=True, text=True, check=True, timeout=60
-    ).stdout
-    base_docs = [d for d in yaml.safe_load_all(base) if d]
-    over_docs = [d for d in yaml.safe_load_all(over) if d]
-    assert len(base_docs) == len(DOCS) + len(generated_configmaps())
+def test_kustomize_build() -> None:
+    """The real kustomize (in kubectl) builds the base and the overlay."""
+    base_docs = kustomize(K8S)
+    over_docs = kustomize(OVERLAY)
+    dashboards = sorted((ROOT / "dashboards").glob("*.json"))
+    assert len(base_docs) == len(DOCS) + len(generated_configmaps()) + len(dashboards)
     (ds,) = [d for d in over_docs if d["kind"] == "DaemonSet"]
     assert ds == overlay_daemonset()
     assert [d for d in over_docs if d["kind"] != "DaemonSet"] == [
@@ -376,9 +367,17 @@ def test_kubernetes_commands_parse_and_ports_match() -> None:
     assert costsvc["spec"]["replicas"] == 1
     spec = pod_spec(costsvc)
     assert not spec.get("enableServiceLinks", True)
-    (init,) = spec["initContainers"]
+    init, admin = spec["initContainers"]
     assert [*init["command"], *init["args"]] == ["gpu-costsvc", "db", "upgrade"]
     run_costsvc(init["args"], container_env(init))
+    # the admin token of a Secret, registered once (tests/costsvc/test_replica_start.py)
+    assert admin["command"] == ["gpu-costsvc"] and admin["args"][:2] == ["token", "create"]
+    run_costsvc(admin["args"], container_env(admin))
+    token_file = PurePosixPath(admin["args"][admin["args"].index("--from-file") + 1])
+    (mount,) = [m for m in admin["volumeMounts"] if m["name"] == "admin-token"]
+    assert token_file.parent == PurePosixPath(mount["mountPath"]) and mount["readOnly"]
+    (volume,) = [v for v in spec["volumes"] if v["name"] == "admin-token"]
+    assert volume["secret"]["secretName"] == "gpu-costsvc-admin-token"
     (main,) = spec["containers"]
     assert main["command"] == ["gpu-costsvc"] and main["args"][0] == "serve"
     settings = run_costsvc(main["args"], container_env(main))
