@@ -63,7 +63,8 @@ def close(
     try:
         close_month(db, state.month, v.principal.name, now, force=force == "yes")
     except MonthIncomplete as exc:
-        context = {"state": state, "error": str(exc), "refused": exc.spans}
+        refused = MonthState(state.month, "incomplete", gaps=exc.spans)
+        context = {"state": refused, "error": str(exc), "refused": exc.spans}
         return page(request, "close.html", context, status=409, viewer=v)
     except MonthError as exc:
         context = {"state": month_state(db, state.month, now), "error": str(exc)}
