@@ -111,6 +111,30 @@ def owner(cluster: str, namespace: str, pod: str) -> Owner | None:
     }.get(pod)
 
 
+def reprice(db_url: str, hour: datetime, h100: str) -> None:
+    """``hour`` stored again with the H100 at ``h100`` an hour (a back-dated price: in a
+    closed month, corrections billed in the next open one)."""
+    engine = create_engine(db_url)
+    doc = MODEL.document()
+    doc["versions"][0]["prices"][0]["hourly"] = h100
+    model = parse(doc)
+    try:
+        run_id = runs.start_run(
+            engine, CLUSTER, hour, "ingest", runs.record_cost_model(engine, model)
+        )
+        f = facts(hour)
+        store_hour(
+            engine,
+            CLUSTER,
+            f,
+            attribute_hour(hour, f.gpus, f.holdings, owner, model),
+            "USD",
+            run_id,
+        )
+    finally:
+        engine.dispose()
+
+
 def seed(db_url: str) -> None:
     """The history above in a fresh database (migrated here)."""
     upgrade(db_url)

@@ -15,6 +15,7 @@ import io
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -36,7 +37,7 @@ from tests.costsvc.browser import (
     origin,
 )
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.pages_history import FAILED, NOW, TEAMS, seed
+from tests.costsvc.pages_history import FAILED, NOW, TEAMS, reprice, seed
 
 MONEY = ("total_cost", "allocated_cost", "used_cost", "allocated_idle_cost", "unmeasured_cost")
 
@@ -305,6 +306,20 @@ def test_close_a_month_and_refuse_one(site: Site, chrome: Browser) -> None:
         'a[href="/ui/reports/chargeback.csv?month=2026-10"]', "chargeback-2026-10.csv"
     )
     assert hashlib.sha256(got).hexdigest() == sha
+    # a back-dated price for an October hour: a correction, billed in November, listed
+    assert chrome.texts("#corrections-table tbody tr") == []
+    reprice(site.api.db_url, datetime(2026, 10, 31, 22, tzinfo=UTC), "3.00")
+    chrome.visit(f"{site.base}/ui/finance")
+    rows = chrome.driver.find_elements(By.CSS_SELECTOR, "#corrections-table tbody tr")
+    fixed = {
+        tuple(c.text for c in r.find_elements(By.CSS_SELECTOR, "th, td")[:3]): r.find_element(
+            By.CSS_SELECTOR, ".num"
+        ).get_attribute("data-exact")
+        for r in rows
+    }
+    # team a held 1.5 H100-hours at 22:00 (GPU-A0 all hour, GPU-A1 half): 1.5 x 0.50 more
+    assert fixed[("2026-11", "2026-10", "a")] == "0.750000"
+    assert set(fixed) == {("2026-11", "2026-10", t) for t in ("a", "b", "nlp", "__idle__")}
     audit = site.api.get("/v1/audit", "admin").json()[0]
     assert (audit["actor"], audit["action"], audit["target"]) == (
         "finance",
