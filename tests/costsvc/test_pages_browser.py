@@ -163,6 +163,29 @@ def test_the_overview_is_v1_costs(site: Site, chrome: Browser, month: str) -> No
         }
 
 
+def test_the_fleet_counts_each_gpus_hours(site: Site, chrome: Browser) -> None:
+    """December's six hours (pages_history.py): A0 held all of them, A1 half, B0 all (two
+    pods), B1 50 of 60 minutes (10 lost), C0 none."""
+    enter(chrome, site, "finance")
+    assert_clean(chrome.visit(f"{site.base}/ui/fleet?month=2026-12"), site.base)
+
+    def table(css: str) -> list[list[str]]:
+        rows = chrome.driver.find_elements(By.CSS_SELECTOR, f"{css} tbody tr")
+        return [[c.text for c in r.find_elements(By.CSS_SELECTOR, "th, td")] for r in rows]
+
+    # model, GPUs, hours, allocated, idle, unavailable
+    assert table("#by-model") == [
+        ["NVIDIA A100-SXM4-80GB", "2", "12.0", "5.0", "6.0", "1.0"],
+        ["NVIDIA H100 80GB HBM3", "3", "18.0", "15.0", "3.0", "0.0"],
+    ]
+    assert table("#by-node") == [
+        ["c1", "node-a", "2", "12.0", "9.0", "3.0", "0.0"],
+        ["c1", "node-b", "2", "12.0", "11.0", "0.0", "1.0"],
+        ["c1", "node-c", "1", "6.0", "0.0", "6.0", "0.0"],
+    ]
+    assert [r[0] for r in table("#idlest")] == ["GPU-C0", "GPU-A1"]
+
+
 def test_downloads_are_the_api_bytes(site: Site, chrome: Browser) -> None:
     enter(chrome, site, "finance")
     assert_clean(chrome.visit(f"{site.base}/ui/finance"), site.base)
