@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import require_binary
@@ -133,13 +134,33 @@ class Browser:
 
     # -- what a person does ------------------------------------------------------------
 
+    def click(self, css: str) -> Visit:
+        """Click what ``css`` selects (a link, a form's button) and wait for the page it
+        leads to: the old document gone, the new one loaded."""
+        with self.acting() as visit:
+            old = self.driver.find_element(By.TAG_NAME, "html")
+            self.driver.find_element(By.CSS_SELECTOR, css).click()
+            wait = WebDriverWait(self.driver, 20, poll_frequency=0.05)
+            wait.until(staleness_of(old))
+            wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+        visit.url = self.driver.current_url
+        return visit
+
+    def until_console(self, visit: Visit, text: str) -> None:
+        """Wait until the console has said ``text`` (it reports asynchronously), adding what
+        it says meanwhile to ``visit``."""
+
+        def said(_: Any) -> bool:
+            self._record(visit)
+            return any(text in e["message"] for e in visit.console)
+
+        WebDriverWait(self.driver, 10, poll_frequency=0.05).until(said)
+
     def sign_in(self, base: str, token: str) -> Visit:
         self.driver.delete_all_cookies()
         first = self.visit(f"{base}/ui/signin")
-        with self.acting() as visit:
-            self.driver.find_element(By.ID, "token").send_keys(token)
-            self.driver.find_element(By.CSS_SELECTOR, "main form button").click()
-            WebDriverWait(self.driver, 10).until(lambda d: "/signin" not in d.current_url)
+        self.driver.find_element(By.ID, "token").send_keys(token)
+        visit = self.click("main form button")
         visit.requests = first.requests + visit.requests
         visit.console = first.console + visit.console
         return visit
@@ -148,7 +169,7 @@ class Browser:
         """Be the browser of an existing session (its cookie, as sign-in sets it): quicker
         than the sign-in form, which :meth:`sign_in` goes through."""
         self.driver.delete_all_cookies()
-        self.driver.get(f"{base}/ui/static/favicon.svg")  # on the origin, to set its cookie
+        self.driver.get(f"{base}/ui/signin")  # on the origin, to set its cookie
         cookie = {"name": "gfo_session", "value": session_id, "path": "/ui", "httpOnly": True}
         self.driver.add_cookie({**cookie, "sameSite": "Strict"})
 

@@ -288,7 +288,7 @@ def test_the_origin_check_fails_when_a_page_loads_from_another_origin(
             "document.body.appendChild(i);",
             outside,
         )
-        chrome.driver.execute_script("return document.readyState")
+    chrome.until_console(visit, "Content Security Policy")
     assert any("Content Security Policy" in e for e in errors(visit)), visit.console
     with pytest.raises(AssertionError):
         assert_clean(visit, site.base)
@@ -303,9 +303,8 @@ def test_close_a_month_and_refuse_one(site: Site, chrome: Browser) -> None:
     }
     assert states == {"2026-12": "open", "2026-11": "incomplete", "2026-10": "closable"}
     # November: refused, naming its failed and missing hours; nothing closed
-    chrome.driver.find_element(By.CSS_SELECTOR, 'a[href="/ui/finance/close?month=2026-11"]').click()
-    with chrome.acting() as visit:
-        chrome.driver.find_element(By.ID, "confirm-close").click()
+    assert chrome.click('a[href="/ui/finance/close?month=2026-11"]').status == 200
+    visit = chrome.click("#confirm-close")
     assert visit.status == 409
     assert_clean(visit, site.base, refused=f"{site.base}/ui/finance/close")
     refused = chrome.texts("#refused-hours li")
@@ -315,8 +314,7 @@ def test_close_a_month_and_refuse_one(site: Site, chrome: Browser) -> None:
     shoot(chrome, site, "close-refused")
     # October: closed, its hash shown as the API gives it, the download those bytes
     chrome.visit(f"{site.base}/ui/finance/close?month=2026-10")
-    with chrome.acting() as visit:
-        chrome.driver.find_element(By.ID, "confirm-close").click()
+    visit = chrome.click("#confirm-close")
     assert_clean(visit, site.base)
     assert chrome.driver.current_url == f"{site.base}/ui/finance?closed=2026-10"
     state = site.api.get("/v1/months/2026-10", "finance").json()
@@ -357,8 +355,7 @@ def test_sign_out_ends_the_session(site: Site, chrome: Browser) -> None:
     chrome.visit(f"{site.base}/ui/fleet")
     old = chrome.driver.get_cookie("gfo_session")
     assert old is not None
-    with chrome.acting() as visit:
-        chrome.driver.find_element(By.CSS_SELECTOR, "header form.signout button").click()
+    visit = chrome.click("header form.signout button")
     assert_clean(visit, site.base)
     assert chrome.driver.current_url == f"{site.base}/ui/signin"
     assert chrome.driver.get_cookie("gfo_session") is None
