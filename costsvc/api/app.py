@@ -33,6 +33,7 @@ from costsvc.api.routes import (
     tokens,
 )
 from costsvc.db.engine import make_engine, reachable
+from costsvc.pages.site import install as install_pages
 from costsvc.settings import Settings
 
 Clock = Callable[[], datetime]
@@ -86,6 +87,7 @@ def create_app(
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
     _docs(app)
+    install_pages(app)  # the pages under /ui (costsvc/pages/), / leads there
     if settings.metrics_public:
         _metrics_auth_optional(app)
 

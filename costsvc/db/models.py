@@ -486,3 +486,17 @@ class QuotaUsage(Base):
     unit_price: Mapped[int | None] = mapped_column(BigInteger)  # micro-units per unit-hour
     unused_monthly: Mapped[int | None] = mapped_column(BigInteger)  # quota nobody held
     idle_monthly: Mapped[int | None] = mapped_column(BigInteger)  # held but idle
+
+
+class WebSession(Base):
+    """A signed-in browser of the cost service's pages (costsvc/db/sessions.py): an API token
+    exchanged for a random cookie, kept as its SHA-256, until it expires, is signed out, or
+    its token is revoked. ``csrf``: the session's form token (the pages' POST forms)."""
+
+    __tablename__ = "web_sessions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    session_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    token_id: Mapped[int] = mapped_column(ForeignKey("api_tokens.id", ondelete="CASCADE"))
+    csrf: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)

@@ -31,6 +31,7 @@ TABLES = {
     "resource_quotas",
     "usage_facts",
     "watermarks",
+    "web_sessions",
 }
 
 

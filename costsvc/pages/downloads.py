@@ -1,0 +1,38 @@
+"""One-click downloads for a signed-in browser: the chargeback CSV and FOCUS of a month,
+answered by the API's own report routes (costsvc/api/routes/reports.py) with the session's
+principal — the same bytes, the same scope (a team session: its own team's rows), the same
+``X-Content-SHA256`` of a closed month — as ``/v1/reports/…`` with that token."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from costsvc.api.deps import Db
+from costsvc.api.routes import reports
+from costsvc.chargeback import MONTH
+from costsvc.pages.render import PREFIX, PageError
+from costsvc.pages.session import SignedIn
+
+router = APIRouter(prefix=f"{PREFIX}/reports", include_in_schema=False)
+
+
+def _month(month: str) -> str:
+    if not MONTH.match(month):
+        raise PageError(400, "month: expected YYYY-MM, e.g. 2026-11")
+    return month
+
+
+def _private(answer: Response) -> Response:
+    answer.headers["Cache-Control"] = "no-store"
+    answer.headers["X-Content-Type-Options"] = "nosniff"
+    return answer
+
+
+@router.get("/chargeback.csv")
+def chargeback(v: SignedIn, db: Db, month: str = "") -> Response:
+    return _private(reports.chargeback(v.principal, db, _month(month), []))
+
+
+@router.get("/focus.csv")
+def focus(v: SignedIn, db: Db, month: str = "") -> Response:
+    return _private(reports.focus(v.principal, db, _month(month)))

@@ -1,0 +1,150 @@
+"""What the pages show, gathered from the functions the API answers from (costsvc/queries.py,
+costsvc/db/budgets.py, costsvc/db/advice.py): the same rows, the same figures — a page
+never reads a table itself. Money stays the API's decimal strings (exact); the totals the
+pages add up are summed in micro-units."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from costsvc.api.deps import Db
+from costsvc.api.routes.advice import quota_row, recommendation_row, team_quotas
+from costsvc.chargeback import IDLE, UNALLOCATED, budget_state, month_of, parse_month
+from costsvc.db.advice import quota_usage, recommendations
+from costsvc.db.budgets import budgets
+from costsvc.energy import kg, kwh
+from costsvc.money import MICRO, money, money_rounded, to_micro
+from costsvc.pages.charts import Chart, stacked_columns
+from costsvc.queries import costs, forecast
+from costsvc.rightsizing import ACTIONABLE
+
+DAY = timedelta(days=1)
+
+
+def month_range(month: str, now: datetime) -> tuple[datetime, datetime, bool]:
+    """[start, end) of ``month`` and whether it is ``now``'s (forecasts and budgets apply)."""
+    start, end = parse_month(month)
+    return start, end, month == month_of(now)
+
+
+@dataclass(slots=True)
+class Sums:
+    """Rows of /v1/costs added up, per currency, in micro-units."""
+
+    by_currency: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, row: dict[str, Any], *names: str) -> None:
+        mine = self.by_currency.setdefault(row["currency"], {})
+        for name in names:
+            mine[name] = mine.get(name, 0) + to_micro(row[name])
+
+    def text(self, name: str) -> list[str]:
+        """'USD 1,234.57' per currency (nothing when there are no rows)."""
+        return [f"{cur} {money_rounded(v.get(name, 0))}" for cur, v in self.by_currency.items()]
+
+
+MONEY = ("total_cost", "allocated_cost", "used_cost", "allocated_idle_cost", "unmeasured_cost")
+
+
+def by_team(db: Db, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """``/v1/costs?group_by=team`` over [start, end), as the API answers it."""
+    with db.connect() as conn:
+        return costs(conn, start, end, ["team"], None, {})
+
+
+def overview_sums(rows: list[dict[str, Any]]) -> dict[str, Sums]:
+    """The overview's cards: everything, idle capacity, unallocated pods, lost GPUs."""
+    out = {k: Sums() for k in ("all", "idle", "unallocated", "unavailable")}
+    for r in rows:
+        out["all"].add(r, *MONEY, "idle_cost")
+        out["unavailable"].add(r, "unavailable_cost")
+        if r["group"]["team"] == IDLE:
+            out["idle"].add(r, "total_cost")
+        elif r["group"]["team"] == UNALLOCATED:
+            out["unallocated"].add(r, "total_cost")
+    return out
+
+
+def team_forecasts(db: Db, now: datetime, teams: list[str]) -> dict[str, dict[str, str]]:
+    """Month to date, burn rate and month-end forecast per team (``now``'s month)."""
+    out = {}
+    with db.connect() as conn:
+        for team in teams:
+            f = forecast(conn, now, team)
+            out[team] = {
+                "month_to_date": money(f.month_to_date),
+                "burn_rate_per_hour": money(f.burn_rate),
+                "forecast": money(f.forecast),
+                "energy_kwh": kwh(f.energy_forecast),
+                "co2e_kg": kg(f.co2e_forecast),
+            }
+    return out
+
+
+def daily_chart(
+    db: Db,
+    title: str,
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    dimension: str,
+    filters: dict[str, list[str]],
+) -> tuple[Chart, list[dict[str, Any]]]:
+    """Cost per day of [start, end) (up to today), stacked by ``dimension``; and the rows."""
+    with db.connect() as conn:
+        rows = costs(conn, start, end, [dimension], "day", filters)
+    last = min(end, now.replace(hour=0, minute=0, second=0, microsecond=0) + DAY)
+    days = []
+    day = start
+    while day < last:
+        days.append(day.strftime("%Y-%m-%dT00:00:00Z"))
+        day += DAY
+    index = {d: i for i, d in enumerate(days)}
+    per: dict[str, list[int]] = {}
+    for r in rows:
+        values = per.setdefault(r["group"][dimension] or "(none)", [0] * len(days))
+        if r["start"] in index:
+            values[index[r["start"]]] += to_micro(r["total_cost"])
+    labels = [d[8:10] for d in days]
+    chart = stacked_columns(title, labels, sorted(per.items()), money_rounded, MICRO)
+    return chart, rows
+
+
+def budget_lines(db: Db, now: datetime, team: str | None = None) -> list[dict[str, Any]]:
+    """Each budget (of ``team``, or all) against this month: as ``/v1/budgets/{id}/status``."""
+    out = []
+    with db.connect() as conn:
+        for b in budgets(db, team):
+            f = forecast(conn, now, b.team, b.project or None)
+            state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
+            out.append(
+                {
+                    "team": b.team,
+                    "project": b.project,
+                    "currency": b.currency,
+                    "amount": money(b.amount),
+                    "month_to_date": money(f.month_to_date),
+                    "burn_rate_per_hour": money(f.burn_rate),
+                    "forecast": money(f.forecast),
+                    "used_ratio": state.used_ratio,
+                    "forecast_ratio": state.forecast_ratio,
+                    "crossed": state.crossed,
+                    "over": f.forecast > b.amount,
+                }
+            )
+    return out
+
+
+def savings(db: Db, team: str | None = None, limit: int = 10) -> list[dict[str, Any]]:
+    """The biggest monthly savings of the latest rightsizing run (``/v1/recommendations``)."""
+    filters = {} if team is None else {"team": [team]}
+    rows = recommendations(db, filters, ACTIONABLE, limit=limit)
+    return [recommendation_row(r) for r in rows]
+
+
+def quotas(db: Db, team: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A team's quota against use: per namespace, and per resource (``/v1/quotas``)."""
+    found = quota_usage(db, {"team": [team]})
+    return [quota_row(q) for q in found], team_quotas(found)

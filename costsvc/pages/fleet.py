@@ -1,0 +1,52 @@
+"""The fleet (finance and admin): GPUs by model and by node with their allocated, idle and
+unavailable hours over a month (costsvc/fleet.py), and the idlest GPUs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from costsvc.api.deps import Db, Now
+from costsvc.billing import billing_months
+from costsvc.fleet import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
+from costsvc.pages.charts import stacked_bars
+from costsvc.pages.figures import month_range
+from costsvc.pages.render import PREFIX, chosen_month, page
+from costsvc.pages.session import FinanceIn
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+PARTS = (("allocated", 0), ("idle", 1), ("unavailable", 2))
+
+
+@router.get("/fleet")
+def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = None) -> Response:
+    chosen = chosen_month(month, now)
+    start, end, _ = month_range(chosen, now)
+    with db.connect() as conn:
+        gpus = gpu_use(conn, start, end)
+    models = totals_by(gpus, lambda g: g.model)
+    nodes = totals_by(gpus, lambda g: (g.cluster, g.node))
+    everything = UseTotals()
+    for g in gpus:
+        everything.add(g)
+
+    def values(part: str) -> list[int]:
+        return [getattr(t, f"{part}_us") for _, t in models]
+
+    chart = stacked_bars(
+        f"GPU-hours by model, {chosen}",
+        [m for m, _ in models],
+        [(name, colour, values(name)) for name, colour in PARTS],
+        hours,
+        HOUR_US,
+    )
+    context = {
+        "month": chosen,
+        "months": billing_months(db, now),
+        "total": everything,
+        "models": models,
+        "nodes": nodes,
+        "idlest": [g for g in idlest(gpus) if g.idle_us > 0],
+        "chart": chart,
+        "hours": hours,
+    }
+    return page(request, "fleet.html", context, viewer=v)

@@ -1,0 +1,48 @@
+"""The overview (finance and admin): a month by team — to date, idle capacity, unallocated
+pods, lost GPUs — a daily stacked chart, forecasts, budgets' state and the biggest savings."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+
+from costsvc.api.deps import Db, Now
+from costsvc.billing import billing_months
+from costsvc.pages.figures import (
+    budget_lines,
+    by_team,
+    daily_chart,
+    month_range,
+    overview_sums,
+    savings,
+    team_forecasts,
+)
+from costsvc.pages.render import PREFIX, chosen_month, page
+from costsvc.pages.session import FinanceIn
+from costsvc.utc import iso_z
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+
+
+@router.get("/overview")
+def overview(
+    request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = None
+) -> Response:
+    chosen = chosen_month(month, now)
+    start, end, current = month_range(chosen, now)
+    rows = by_team(db, start, end)
+    chart, _ = daily_chart(db, f"Cost per day, {chosen}, by team", start, end, now, "team", {})
+    teams = [r["group"]["team"] for r in rows]
+    context = {
+        "month": chosen,
+        "months": billing_months(db, now),
+        "current": current,
+        "start": iso_z(start),
+        "end": iso_z(end),
+        "rows": rows,
+        "sums": overview_sums(rows),
+        "chart": chart,
+        "forecasts": team_forecasts(db, now, teams) if current else {},
+        "budgets": budget_lines(db, now) if current else [],
+        "savings": savings(db, limit=5),
+    }
+    return page(request, "overview.html", context, viewer=v)

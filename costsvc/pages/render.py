@@ -1,0 +1,120 @@
+"""How a page is answered: the Jinja2 templates (autoescaped: every label value from a pod is
+text, never markup), the filters that write figures for people, and the headers every page
+carries — a Content-Security-Policy that allows nothing from another origin (no script at
+all: the pages need none), no caching, no framing."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+from importlib.resources import files
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse
+from fastapi.templating import Jinja2Templates
+
+from costsvc.chargeback import month_of, parse_month
+from costsvc.db.tokens import Principal
+from costsvc.money import money, money_rounded, to_micro
+
+PREFIX = "/ui"
+CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class PageError(Exception):
+    """A page's own refusal (a bad month, a wrong form), answered as an HTML page."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def amount(text: str | None) -> str:
+    """A money string of the API ('12.345678') rounded for reading ('12.35')."""
+    if text is None:
+        return "—"
+    try:
+        return money_rounded(to_micro(text))
+    except (InvalidOperation, ValueError):
+        return str(text)
+
+
+def percent(ratio: str | Decimal | None) -> str:
+    """A ratio ('0.345678') as a percentage with one decimal ('34.6 %'); '—' when unknown."""
+    if ratio is None:
+        return "—"
+    value = (Decimal(ratio) * 100).quantize(Decimal("0.1"), ROUND_HALF_EVEN)
+    return f"{value} %"
+
+
+def places(text: str | None, n: int = 1) -> str:
+    """A decimal string ('12.345678901') with ``n`` places, half to even ('12.3')."""
+    if text is None:
+        return "—"
+    return str(Decimal(text).quantize(Decimal(1).scaleb(-n), ROUND_HALF_EVEN))
+
+
+def segment(text: str) -> str:
+    """``text`` as one URL path segment: every character but letters, digits and ``-._~``
+    percent-encoded (a team named from a pod label may hold '/', '?' or '#')."""
+    return quote(text, safe="-._~")
+
+
+def short(text: str | None, keep: int = 12) -> str:
+    return "" if not text else text[:keep] + ("…" if len(text) > keep else "")
+
+
+TEMPLATES = Jinja2Templates(directory=str(files("costsvc.pages") / "templates"))
+TEMPLATES.env.filters.update(
+    amount=amount, percent=percent, places=places, segment=segment, short=short, money_text=money
+)
+
+
+def nav(who: Principal | None) -> list[tuple[str, str]]:
+    """The pages this principal may open: (path, title)."""
+    if who is None:
+        return []
+    if who.sees_all:
+        return [
+            (f"{PREFIX}/overview", "Overview"),
+            (f"{PREFIX}/finance", "Finance"),
+            (f"{PREFIX}/fleet", "Fleet"),
+        ]
+    assert who.team is not None
+    return [(f"{PREFIX}/teams/{segment(who.team)}", f"Team {who.team}")]
+
+
+def page(
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    status: int = 200,
+    viewer: Any = None,
+) -> HTMLResponse:
+    """The template rendered with ``context``, the viewer (a signed-in session or None) and
+    its navigation, with :data:`HEADERS`."""
+    who = None if viewer is None else viewer.principal
+    base = {"viewer": viewer, "nav": nav(who), "path": request.url.path, "prefix": PREFIX}
+    return TEMPLATES.TemplateResponse(
+        request, template, {**base, **context}, status_code=status, headers=HEADERS
+    )
+
+
+def chosen_month(month: str | None, now: datetime) -> str:
+    """The month a page shows: ``month`` (``YYYY-MM``) or now's; a bad one is a 400."""
+    if not month:
+        return month_of(now)
+    try:
+        parse_month(month)
+    except ValueError:
+        raise PageError(400, "month: expected YYYY-MM, e.g. 2026-11") from None
+    return month

@@ -1,0 +1,61 @@
+"""A team's page (a team session: its own team only, as the API's ``check_team``; finance
+and admin: any): projects and stages, the daily trend, efficiency and idle waste, budgets
+with burn and forecast, quota against use, rightsizing savings, energy and CO2e."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Request, Response
+from fastapi import Path as PathParam
+
+from costsvc.api.auth import check_team
+from costsvc.api.deps import Db, Now
+from costsvc.billing import billing_months
+from costsvc.pages.figures import (
+    budget_lines,
+    daily_chart,
+    month_range,
+    quotas,
+    savings,
+    team_forecasts,
+)
+from costsvc.pages.render import PREFIX, chosen_month, page
+from costsvc.pages.session import SignedIn
+from costsvc.queries import costs, top_wasters
+
+router = APIRouter(prefix=PREFIX, include_in_schema=False)
+TeamPath = Annotated[str, PathParam(min_length=1, max_length=253)]
+
+
+@router.get("/teams/{team}")
+def team_page(
+    request: Request, team: TeamPath, v: SignedIn, db: Db, now: Now, month: str | None = None
+) -> Response:
+    check_team(v.principal, team)  # the API's rule: another team is a 404
+    chosen = chosen_month(month, now)
+    start, end, current = month_range(chosen, now)
+    mine = {"team": [team]}
+    with db.connect() as conn:
+        total = costs(conn, start, end, [], None, mine)
+        by_project = costs(conn, start, end, ["project", "stage"], None, mine)
+        wasters = top_wasters(conn, start, end, team)
+    title = f"Cost per day, {chosen}, {team} by project"
+    chart, _ = daily_chart(db, title, start, end, now, "project", mine)
+    per_namespace, per_resource = quotas(db, team)
+    context = {
+        "team": team,
+        "month": chosen,
+        "months": billing_months(db, now),
+        "current": current,
+        "total": total[0] if total else None,
+        "projects": by_project,
+        "chart": chart,
+        "wasters": wasters,
+        "forecast": team_forecasts(db, now, [team])[team] if current else None,
+        "budgets": budget_lines(db, now, team) if current else [],
+        "quotas": per_namespace,
+        "quota_teams": per_resource,
+        "savings": savings(db, team),
+    }
+    return page(request, "team.html", context, viewer=v)
