@@ -26,6 +26,7 @@ from costsvc.api.routes import (
     budgets,
     cost_model,
     costs,
+    inference,
     ingest,
     metrics,
     months,
@@ -83,8 +84,10 @@ def create_app(
     app.add_exception_handler(RequestValidationError, validation_problem)
     for module in (costs, reports, months, budgets, tokens, cost_model, ingest, advice):
         app.include_router(module.router, prefix="/v1")
+    app.include_router(inference.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
+    app.include_router(inference.opencost_router)  # OpenCost's /inferenceCost/total
     _docs(app)
     if settings.metrics_public:
         _metrics_auth_optional(app)

@@ -104,7 +104,7 @@ def load_served(conn: Connection, hour: datetime) -> tuple[list[Served], dict[Po
     """An ingested hour's served facts, and the owner each serving pod was charged to."""
     t = InferenceHour
     served, owners = [], {}
-    for r in conn.execute(select(t).where(t.hour == hour).order_by(t.id)).scalars():
+    for r in conn.execute(select(*t.__table__.c).where(t.hour == hour).order_by(t.id)):
         s = Served(
             r.cluster,
             r.namespace,

@@ -7,6 +7,8 @@ reprice of the output:input weight."""
 
 from __future__ import annotations
 
+import csv
+import io
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -16,6 +18,7 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from costsvc.db.models import Chargeback, InferenceHour
+from costsvc.ingest.reprice import reprice, stale_hours
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
@@ -30,6 +33,7 @@ from tests.costsvc.inference_history import (
     QWEN,
     T2,
     history,
+    inference_model,
 )
 from tests.costsvc.scraped import as_scraped
 from tests.prom import Prometheus
@@ -91,7 +95,7 @@ def rows(url: str, hour: datetime | None = None) -> dict[tuple[str, str], dict[s
         q = q.where(t.hour == hour)
     with engine.connect() as conn:
         found = {
-            (r.pod, r.model): {c: getattr(r, c) for c in t.__table__.c}
+            (r.pod, r.model): {c.name: getattr(r, c.name) for c in t.__table__.c}
             for r in conn.execute(q)
         }
     engine.dispose()
@@ -181,3 +185,218 @@ def test_rows_add_up_to_the_pods_chargeback(ingested: str, hour: datetime) -> No
         assert set(charged) - set(served) == {"batch-0"}
         assert charged["batch-0"] == (2_500_000, 1_750_000)
     assert_every_hour_adds_up(ingested)
+
+
+# per 10^6 tokens, from the sums of inference_history.py (micro-units, half to even):
+# L at I1: input 625 000 x 2 / (432 000 + 359 500) -> 1 250 000e6 / 791 500 = 1 579 279.85,
+# output 3 750 000e6 / 395 750 = 9 475 679.09; usage 750 000e6 / 791 500 = 947 567.91,
+# 2 250 000e6 / 395 750 = 5 685 407.45
+BY_MODEL_I1 = {
+    LLAMA: ("1.579280", "9.475679", "0.947568", "5.685407"),
+    # 416 667e6 / 360 000 = 1 157 408.33; 833 333e6 / 180 000 = 4 629 627.78;
+    # 333 333e6 / 360 000 = 925 925.00; 666 667e6 / 180 000 = 3 703 705.56
+    QWEN: ("1.157408", "4.629628", "0.925925", "3.703706"),
+    # 446 429e6 / 180 000 = 2 480 161.11; 803 571e6 / 108 000 = 7 440 472.22;
+    # 178 571e6 / 180 000 = 992 061.11; 321 429e6 / 108 000 = 2 976 194.44
+    MISTRAL: ("2.480161", "7.440472", "0.992061", "2.976194"),
+    # 2 500 000e6 / 1 080 000 = 2 314 814.81; 2 500 000e6 / 540 000 = 4 629 629.63;
+    # 1 250 000e6 / 1 080 000 = 1 157 407.41; 2 000 000e6 / 540 000 = 3 703 703.70
+    DEEPSEEK: ("2.314815", "4.629630", "1.157407", "3.703704"),
+}
+RATES = (
+    "cost_per_1m_input_tokens",
+    "cost_per_1m_output_tokens",
+    "usage_cost_per_1m_input_tokens",
+    "usage_cost_per_1m_output_tokens",
+)
+
+
+def by(api: Api, who: str = "finance", **params: Any) -> dict[str, dict[str, Any]]:
+    r = api.get("/v1/inference", who, **params)
+    assert r.status_code == 200, r.text
+    return {"/".join(row["group"].values()): row for row in r.json()["rows"]}
+
+
+def test_cost_per_million_tokens_by_model(api: Api) -> None:
+    got = by(api, start=WINDOW["start"], end="2026-11-20T15:00:00Z")
+    assert {m: tuple(got[m][f] for f in RATES) for m in got} == BY_MODEL_I1
+    llama = got[LLAMA]
+    assert (llama["input_tokens"], llama["output_tokens"], llama["requests"]) == (
+        791_500,
+        395_750,
+        7_915,
+    )
+    assert llama["tokens_per_gpu_hour"] == "593625.000"  # 1 187 250 tokens over 2 GPU-hours
+    assert llama["split_rules"] == ["time"]
+    assert got[DEEPSEEK]["split_rules"] == ["role"]
+    # both hours of L: 1 750 000e6 / 971 500 = 1 801 338.14; 5 750 000e6 / 485 750
+    # = 11 837 364.90; usage 850 000e6 / 971 500 = 874 935.67, 2 650 000e6 / 485 750
+    # = 5 455 481.22
+    two = by(api, **WINDOW, model=LLAMA)[LLAMA]
+    assert tuple(two[f] for f in RATES) == ("1.801338", "11.837365", "0.874936", "5.455481")
+    hourly = by(api, **WINDOW, model=LLAMA, step="hour")
+    assert len(hourly) == 1  # one group; the rows are per step
+    r = api.get("/v1/inference", **WINDOW, model=LLAMA, step="hour")
+    starts = [row["start"] for row in r.json()["rows"]]
+    assert starts == ["2026-11-20T14:00:00Z", "2026-11-20T15:00:00Z"]
+
+
+def test_checked_against_v1_costs_for_the_same_pods(api: Api) -> None:
+    """Per pod, the allocation basis is the pod's /v1/costs total, the usage basis its used
+    cost, and allocation - usage is exactly its measured idle (allocated_idle_cost): not the
+    < 1 % of OpenCost #3900."""
+    served = by(api, **WINDOW, group_by="namespace,pod")
+    r = api.get("/v1/costs", **WINDOW, group_by="namespace,pod")
+    assert r.status_code == 200, r.text
+    costs = {f"{x['group']['namespace']}/{x['group']['pod']}": x for x in r.json()["rows"]}
+    assert set(costs) - set(served) == {"llm/batch-0"}  # no token series: not inference
+    for pod, row in served.items():
+        c = costs[pod]
+        assert row["allocation_cost"] == c["total_cost"], pod
+        assert row["usage_cost"] == c["used_cost"], pod
+        assert row["idle_cost"] == c["allocated_idle_cost"], pod
+        assert money_of(row["allocation_cost"]) - money_of(row["usage_cost"]) == money_of(
+            c["allocated_idle_cost"]
+        )
+    # team chat: what the inference rows cost + batch-0 = the team's chargeback
+    team = {
+        x["group"]["team"]: x
+        for x in api.get("/v1/costs", **WINDOW, group_by="team").json()["rows"]
+    }
+    inference = by(api, **WINDOW, group_by="team")
+    assert money_of(team["chat"]["total_cost"]) == money_of(
+        inference["chat"]["allocation_cost"]
+    ) + money_of(costs["llm/batch-0"]["total_cost"])
+    assert costs["llm/batch-0"]["total_cost"] == "2.500000"
+    # measured idle by model: L I1 + I2 = (2.5 - 1.5) + (2.5 - 1.5) + (2.5 - 0.5) = 4.0
+    llama = by(api, **WINDOW, model=LLAMA)[LLAMA]
+    assert (llama["allocation_cost"], llama["usage_cost"], llama["idle_cost"]) == (
+        "7.500000",
+        "3.500000",
+        "4.000000",
+    )
+
+
+def money_of(text: str) -> int:
+    units, _, frac = text.partition(".")
+    return int(units) * 1_000_000 + int(frac)
+
+
+def test_team_tokens_see_their_own_team(api: Api) -> None:
+    mine = by(api, "team:search", **WINDOW)
+    assert set(mine) == {MISTRAL}
+    assert api.get("/v1/inference", "team:search", **WINDOW, team="chat").status_code == 403
+    assert api.get("/v1/inference", "metrics", **WINDOW).status_code == 403
+    assert api.get("/v1/inference", None, **WINDOW).status_code == 401
+    body = api.get(
+        "/inferenceCost/total", "team:search", window="2026-11-20T14:00:00Z,2026-11-20T16:00:00Z"
+    ).json()
+    assert set(body["data"]["inferenceCosts"]) == {f"{MISTRAL}:search"}
+    csv_text = api.get("/v1/inference.csv", "team:search", **WINDOW).text
+    assert LLAMA not in csv_text and MISTRAL in csv_text
+    for bad in ({"group_by": "gpu"}, {"step": "week"}, {"start": "2026-11-20T14:30:00Z"}):
+        assert api.get("/v1/inference", **{**WINDOW, **bad}).status_code in (400, 422), bad
+
+
+def test_the_csv_is_the_json(api: Api) -> None:
+    rows = api.get("/v1/inference", **WINDOW, group_by="model,pod").json()["rows"]
+    r = api.get("/v1/inference.csv", **WINDOW, group_by="model,pod")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    lines = list(csv.DictReader(io.StringIO(r.text)))
+    assert len(lines) == len(rows) == 6
+    for line, row in zip(lines, rows, strict=True):
+        assert (line["model"], line["pod"]) == (row["group"]["model"], row["group"]["pod"])
+        for name in ("input_tokens", "allocation_cost", "cost_per_1m_output_tokens"):
+            assert line[name] == ("" if row[name] is None else str(row[name]))
+
+
+OC_WINDOW = "2026-11-20T14:00:00Z,2026-11-20T15:00:00Z"
+
+
+def test_opencost_inference_cost_total(api: Api) -> None:
+    r = api.get("/inferenceCost/total", window=OC_WINDOW)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["code"] == 200
+    data = body["data"]
+    assert data["window"] == {"start": "2026-11-20T14:00:00Z", "end": "2026-11-20T15:00:00Z"}
+    costs = data["inferenceCosts"]
+    assert set(costs) == {f"{LLAMA}:llm", f"{QWEN}:llm", f"{MISTRAL}:search", f"{DEEPSEEK}:llm"}
+    llama = costs[f"{LLAMA}:llm"]
+    assert llama["properties"] == {"modelName": LLAMA, "namespace": "llm"}
+    assert llama["costBasis"] == "allocation"
+    assert (llama["totalCost"], llama["promptTokens"], llama["generationTokens"]) == (
+        5.0,
+        791_500,
+        395_750,
+    )
+    assert (llama["inputCostPerMillionTokens"], llama["outputCostPerMillionTokens"]) == (
+        1.57928,
+        9.475679,
+    )
+    assert llama["allocationMethod"] == "compute_time"
+    assert costs[f"{QWEN}:llm"]["allocationMethod"] == "multiplier"
+    usage = api.get("/inferenceCost/total", window=OC_WINDOW, costBasis="usage").json()
+    u = usage["data"]["inferenceCosts"][f"{DEEPSEEK}:llm"]
+    assert (u["costBasis"], u["totalCost"], u["inputCost"], u["outputCost"]) == (
+        "usage",
+        3.25,
+        1.25,
+        2.0,
+    )
+    assert (u["inputCostPerMillionTokens"], u["outputCostPerMillionTokens"]) == (
+        1.157407,
+        3.703704,
+    )
+    by_ns = api.get("/inferenceCost/total", window=OC_WINDOW, aggregate="namespace").json()
+    ns = by_ns["data"]["inferenceCosts"]
+    assert set(ns) == {"llm", "search"}
+    assert ns["llm"]["properties"] == {"modelName": "", "namespace": "llm"}
+    assert ns["llm"]["totalCost"] == 5.0 + 1.25 + 5.0
+    one = api.get("/inferenceCost/total", window=OC_WINDOW, filter=f'model_name:"{QWEN}"').json()[
+        "data"
+    ]["inferenceCosts"]
+    assert set(one) == {f"{QWEN}:llm"}
+    for params, message in (
+        ({}, "missing required 'window' parameter"),
+        ({"window": "nope"}, "invalid 'window' parameter: illegal window: nope"),
+        ({"window": OC_WINDOW, "costBasis": "x"}, "invalid 'costBasis' parameter"),
+        ({"window": OC_WINDOW, "aggregate": "node"}, "unsupported 'aggregate' dimension"),
+        ({"window": OC_WINDOW, "filter": "team:x"}, "unsupported filter property"),
+    ):
+        bad = api.get("/inferenceCost/total", **params)
+        assert bad.status_code == 400, params
+        assert bad.json()["code"] == 400 and message in bad.json()["message"], bad.json()
+
+
+def test_a_weight_change_reprices_exactly_the_hours_it_covers(
+    inference_prom: Prometheus, db_url: str
+) -> None:
+    """Qwen's output:input weight 4 -> 2 from I1: stale is I1 only (I2 served no Qwen), the
+    reprice splits Qwen's 1 250 000 as 360 000 : 360 000 -> 625 000 each and changes no
+    chargeback row; per 10^6: 625 000e6 / 360 000 = 1 736 111.11, / 180 000 = 3 472 222.22."""
+    ingest_with(inference_prom.url, db_url, MODEL, HOURS)
+    engine = create_engine(db_url)
+    before = chargeback_by_pod(db_url, I1)
+    changed = inference_model(
+        {"effective_from": "2026-11-20T14:00:00Z", "model": "Qwen/*", "output_weight": "2"}
+    )
+    assert stale_hours(engine, MODEL) == []
+    assert stale_hours(engine, changed) == [I1]
+    assert reprice(engine, changed, "c1", [I1]).done == [I1]
+    assert stale_hours(engine, changed) == []
+    engine.dispose()
+    qwen = rows(db_url, I1)[("qwen-0", QWEN)]
+    assert (qwen["input_cost"], qwen["output_cost"], qwen["weight_ppm"]) == (
+        625_000,
+        625_000,
+        2_000_000,
+    )
+    assert (qwen["input_used"], qwen["output_used"]) == (500_000, 500_000)
+    assert chargeback_by_pod(db_url, I1) == before
+    with serve(db_url, Clock(datetime(2026, 11, 21, tzinfo=UTC))) as running:
+        got = by(running, start=WINDOW["start"], end="2026-11-20T15:00:00Z", model=QWEN)[QWEN]
+    assert (got["cost_per_1m_input_tokens"], got["cost_per_1m_output_tokens"]) == (
+        "1.736111",
+        "3.472222",
+    )
