@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
 from costsvc.db.models import Chargeback, InferenceHour
@@ -400,3 +401,40 @@ def test_a_weight_change_reprices_exactly_the_hours_it_covers(
         "1.736111",
         "3.472222",
     )
+
+
+def test_metrics_per_served_model(api: Api) -> None:
+    """The last ingested hour is I2: llama-0 alone, output 2 000 000e6 / 90 000 =
+    22 222 222.22 per 10^6; the 7 days up to it hold I1 and I2: 11 837 364.90 (above); no
+    previous week. Tokens per GPU-hour: 270 000 over 1 GPU-hour."""
+    text = api.get("/metrics", "metrics").text
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if s.name.startswith("costsvc_inference")
+    }
+    base = {"team": "chat", "namespace": "llm", "model": LLAMA}
+
+    def value(name: str, **labels: str) -> float | None:
+        return samples.get((name, tuple(sorted({**base, **labels}.items()))))
+
+    rate = "costsvc_inference_cost_per_million_tokens"
+    weekly = "costsvc_inference_weekly_cost_per_million_tokens"
+    out = {"direction": "output", "currency": "USD"}
+    assert value(rate, **out, basis="allocation") == 22.222222
+    assert value(rate, **out, basis="usage") == 4.444444  # 400 000e6 / 90 000
+    assert value(weekly, **out, basis="allocation", week="current") == 11.837365
+    assert value(weekly, **out, basis="allocation", week="previous") is None
+    assert value("costsvc_inference_tokens_per_gpu_hour") == 270_000
+    hour = "costsvc_inference_cost_per_hour"
+    assert value(hour, basis="allocation", currency="USD") == 2.5
+    assert value(hour, basis="usage", currency="USD") == 0.5
+    assert {dict(k[1])["model"] for k in samples if k[0] == weekly} == {
+        LLAMA,
+        QWEN,
+        MISTRAL,
+        DEEPSEEK,
+    }
+    mine = api.get("/metrics", "team:search").text
+    assert MISTRAL in mine and LLAMA not in mine
