@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
-from sqlalchemy import Connection, Engine, delete, select
+from sqlalchemy import Connection, Engine, delete, func, select
 
 from costsvc.attribution import Owner
 from costsvc.db.bulk import insert_tuples
-from costsvc.db.models import InferenceHour
+from costsvc.db.models import Chargeback, InferenceHour
 from costsvc.inference import US, PodKey, Priced, Served
 from costsvc.utc import as_utc
 
@@ -129,3 +130,50 @@ def charged_weights(engine: Engine) -> list[tuple[datetime, str, int]]:
     cols = (t.hour, t.model, t.weight_ppm)
     with engine.connect() as conn:
         return [(as_utc(r[0]), r[1], int(r[2])) for r in conn.execute(select(*cols).distinct())]
+
+
+def serving_hours(
+    engine: Engine, cluster: str, start: datetime, end: datetime
+) -> list[dict[str, Any]]:
+    """Each (hour, pod, model) served in [start, end) in ``cluster``: its team, tokens and
+    money, and the GPU model of the pod's chargeback (the model it held most of), for
+    rightsizing (costsvc/advise.py)."""
+    t, c = InferenceHour, Chargeback
+    where = (t.cluster == cluster, t.hour >= start, t.hour < end)
+    cols = (t.hour, t.namespace, t.pod, t.model, t.team, t.allocated, t.used, t.waste)
+    tokens = (t.input_tokens + t.output_tokens).label("tokens")
+    held = (c.hour, c.namespace, c.pod, c.gpu_model)
+    with engine.connect() as conn:
+        served = conn.execute(select(*cols, tokens, t.gpu_hours).where(*where)).all()
+        models: dict[tuple[Any, str, str], tuple[int, str]] = {}
+        gpu = conn.execute(
+            select(*held, func.sum(c.gpu_hours))
+            .where(c.cluster == cluster, c.hour >= start, c.hour < end, c.gpu_model != "")
+            .group_by(*held)
+        )
+        for hour, ns, pod, gpu_model, hours in gpu:
+            key = (as_utc(hour), ns, pod)
+            found = models.get(key)
+            if found is None or (int(hours), gpu_model) > found:
+                models[key] = (int(hours), gpu_model)
+    out = []
+    for r in served:
+        found = models.get((as_utc(r.hour), r.namespace, r.pod))
+        if found is None:
+            continue  # no GPU held: nothing to rightsize
+        out.append(
+            {
+                "hour": as_utc(r.hour),
+                "namespace": r.namespace,
+                "pod": r.pod,
+                "model": r.model,
+                "team": r.team,
+                "tokens": int(r.tokens),
+                "allocated": int(r.allocated),
+                "used": int(r.used),
+                "waste": int(r.waste),
+                "gpu_hours": int(r.gpu_hours),
+                "gpu_model": found[1],
+            }
+        )
+    return out

@@ -11,15 +11,19 @@ import csv
 import io
 import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
+from costsvc.advise import Options, compute
 from costsvc.db.models import Chargeback, InferenceHour
+from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.reprice import reprice, stale_hours
+from costsvc.rightsizing import Rules
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
@@ -438,3 +442,33 @@ def test_metrics_per_served_model(api: Api) -> None:
     }
     mine = api.get("/metrics", "team:search").text
     assert MISTRAL in mine and LLAMA not in mine
+
+
+def test_rightsizing_sizes_served_models_by_their_tokens(
+    inference_prom: Prometheus, ingested: str
+) -> None:
+    """Each served model gets a recommendation of kind Model from its tokens (all of them
+    hold their peak here: keep), and its pods are not sized again as workloads; batch-0,
+    which serves nothing, is."""
+    engine = create_engine(ingested)
+    reader = PrometheusReader(inference_prom.url)
+    opts = Options(window=timedelta(hours=2), rules=Rules(min_hours=Decimal(1)))
+    try:
+        out = compute(engine, reader, MODEL, "c1", I2 + timedelta(hours=1), opts)
+    finally:
+        reader.close()
+        engine.dispose()
+    served = {
+        (r["namespace"], r["workload"]): r
+        for r in out.recommendations
+        if r["workload_kind"] == "Model"
+    }
+    assert set(served) == {("llm", LLAMA), ("llm", QWEN), ("search", MISTRAL), ("llm", DEEPSEEK)}
+    llama = served[("llm", LLAMA)]
+    # 1 457 250 tokens over 1.4 busy GPU-hours; the peak hour 1 187 250 x 1.15 needs 1.31
+    # GPUs: both replicas
+    assert (llama["action"], llama["pods"], llama["gpu_hours"]) == ("keep", 2, 3_000_000)
+    assert "1040893 tokens per busy GPU-hour" in llama["reason"]
+    assert served[("llm", DEEPSEEK)]["pods"] == 2
+    workloads = {r["workload"] for r in out.recommendations if r["workload_kind"] != "Model"}
+    assert workloads == {"batch"}  # StatefulSet batch, from the pod name batch-0
