@@ -242,6 +242,31 @@ def get_inference_csv(
     return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers=headers)
 
 
+class InferenceCostError(BaseModel):
+    """OpenCost's ``protocol.WriteError`` body."""
+
+    code: int
+    data: None
+    message: str
+
+
+OPENCOST_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "OpenCost's answer: data.inferenceCosts (key -> cost per million "
+        "tokens of a model and namespace) and data.window",
+        "content": {"application/json": {"schema": {"type": "object"}}},
+    },
+    400: {
+        "model": InferenceCostError,
+        "description": "a bad parameter, as OpenCost answers it (a query no API takes — a "
+        "control character, too long — is a plain-text 400: costsvc/api/limits.py)",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    },
+    401: ERRORS[401],
+    403: ERRORS[403],
+}
+
+
 def _opencost_error(exc: BadParameter) -> Response:
     """OpenCost's ``protocol.WriteError(w, protocol.BadRequest(...))``."""
     return Response(
@@ -257,6 +282,7 @@ def _opencost_error(exc: BadParameter) -> Response:
     description="OpenCost's `/inferenceCost/total` parameters and answer (docs/inference.md). "
     "Same bearer tokens as /v1; a team token sees its own team's pods only.",
     response_model=None,
+    responses=OPENCOST_RESPONSES,
 )
 def inference_cost_total(
     who: Caller,
