@@ -20,9 +20,11 @@ prometheus_client, which writes a counter as ``<name>_total`` and a histogram as
 The pod a series belongs to is the scrape's ``namespace`` and ``pod`` target labels (a
 Kubernetes scrape config relabels ``__meta_kubernetes_namespace`` and
 ``__meta_kubernetes_pod_name`` into them: docs/inference.md); a series without them cannot
-be joined to any pod's cost and is left out (logged). Each series' increase over the hour
-follows the one counter rule (:func:`costsvc.ingest.integrate.increase`: resets count the new
-value; what a counter counted across a scrape gap is still the pod's, it served it). A series
+be joined to any pod's cost and is left out (logged). Label values are untrusted text:
+stored without NUL and cut to the columns' size (253 characters, a role 64). Each series'
+increase over the hour follows the one counter rule (:func:`costsvc.ingest.integrate.increase`:
+resets count the new value; what a counter counted across a scrape gap is still the pod's,
+it served it). A series
 counts in an hour when it has a sample in it (a pod gone at the hour's start does not serve
 in it; a pod up and serving nothing does, with 0 tokens). The series of one (pod, model) add
 up; tokens and requests are rounded half to even once.
@@ -81,7 +83,8 @@ def collect_served(
     for s in prom.raw(SELECTOR, at, 3600 + int(MAX_GAP)):
         lab = s.labels
         engine, what = WHAT[lab["__name__"]]
-        namespace, pod, model = lab.get("namespace", ""), lab.get("pod", ""), lab.get("model_name")
+        namespace, pod = _text(lab.get("namespace", "")), _text(lab.get("pod", ""))
+        model = _text(lab.get("model_name", ""))
         if not namespace or not pod or not model:
             unjoined += 1
             continue
@@ -106,6 +109,7 @@ def collect_served(
         cluster, namespace, pod, model, engine = key
         labels = pod_labels.get((cluster, namespace, pod), {})
         role = next((labels[k] for k in keys if labels.get(k)), engine_type.get(key, ""))
+        role = _text(role, 64)
         out.append(
             Served(
                 cluster,
@@ -113,7 +117,7 @@ def collect_served(
                 pod,
                 model,
                 engine,
-                role[:64],
+                role,
                 _count(found.get("input")),
                 _count(found.get("output")),
                 _count(found.get("requests")),
@@ -122,6 +126,12 @@ def collect_served(
             )
         )
     return out
+
+
+def _text(value: str, limit: int = 253) -> str:
+    """A label value as stored: untrusted text, so no NUL (PostgreSQL text cannot hold it)
+    and at most ``limit`` characters (the columns' size)."""
+    return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")[:limit]
 
 
 def _count(value: Decimal | None) -> int:
