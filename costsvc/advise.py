@@ -18,13 +18,14 @@ from sqlalchemy import Engine
 from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import CostModel, LabelKeys
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
+from costsvc.db.inference import serving_hours
 from costsvc.db.labels import LabelHistory
 from costsvc.evidence import EvidenceReader, PodEvidence
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.labels import resolve_owner
 from costsvc.migprofiles import mig_table
 from costsvc.quotas import figures
-from costsvc.rightsizing import Evidence, Fleet, Rules, advise
+from costsvc.rightsizing import Evidence, Fleet, Rules, Serving, advise, advise_serving
 from costsvc.workloads import Workload, workload_from_name, workload_of
 from kube.labels import ksm_labels, sanitize_label
 
@@ -116,8 +117,13 @@ def compute(
     by_namespace: dict[str, dict[tuple[str, str], tuple[str, str] | None]] = defaultdict(dict)
     for (ns, controller), parent in parents.items():
         by_namespace[ns][controller] = parent
+    window_hours = Decimal(window_s) / 3600
+    # served models first: their pods are sized by the tokens they serve, not again below
+    recs, sized = _serving(engine, cluster, (start, end), pods, fleet, rules, model.currency)
     groups: dict[tuple[str, Workload, str], list[tuple[str, PodEvidence]]] = defaultdict(list)
     for (namespace, pod, gpu_model), ev in pods.items():
+        if (namespace, pod) in sized:
+            continue
         raw = hist_pods.get((namespace, pod)) or _unsanitised_hash(pod_labels.get((namespace, pod)))
         if (namespace, pod) in owners:
             wl = workload_of(pod, owners[(namespace, pod)], by_namespace[namespace], raw)
@@ -125,8 +131,6 @@ def compute(
             wl = workload_from_name(pod, raw)
         groups[(namespace, wl, gpu_model)].append((pod, ev))
 
-    window_hours = Decimal(window_s) / 3600
-    recs = []
     for (namespace, wl, gpu_model), members in sorted(groups.items()):
         evidence = _combine(gpu_model, [e for _, e in members])
         advice = advise(evidence, fleet, rules, window_hours)
@@ -211,6 +215,93 @@ def run(
     outcome = compute(engine, prom, model, cluster, end, options)
     save_advice(engine, cluster, outcome.recommendations, outcome.quotas)
     return outcome
+
+
+MODEL_KIND = "Model"  # a served model's recommendation: workload_kind, the model its name
+
+
+def _serving(
+    engine: Engine,
+    cluster: str,
+    window: tuple[datetime, datetime],
+    pods: dict[tuple[str, str, str], PodEvidence],
+    fleet: Fleet,
+    rules: Rules,
+    currency: str,
+) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
+    """Recommendations per served model (namespace, model, GPU model) from the hours its pods
+    served it (costsvc/rightsizing.py: ``advise_serving``), and the pods they size (those of
+    a model with enough data: the workload rules leave them alone)."""
+    start, end = window
+    window_hours = Decimal(int((end - start).total_seconds())) / 3600
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in serving_hours(engine, cluster, start, end):
+        groups[(row["namespace"], row["model"], row["gpu_model"])].append(row)
+    recs: list[dict[str, Any]] = []
+    sized: set[tuple[str, str]] = set()
+    for (namespace, name, gpu_model), rows in sorted(groups.items()):
+        per_hour: dict[datetime, int] = defaultdict(int)
+        busy: Decimal | None = Decimal(0)
+        team_hours: dict[str, int] = defaultdict(int)
+        for r in rows:
+            per_hour[r["hour"]] += r["tokens"]
+            team_hours[r["team"]] += r["gpu_hours"]
+            held = Decimal(r["gpu_hours"]) / PPM
+            if r["allocated"] - r["used"] - r["waste"] > 0:
+                busy = None  # a pod with no utilisation series: throughput unknown
+            elif busy is not None and r["allocated"]:
+                busy += held * r["used"] / r["allocated"]
+        members = sorted({r["pod"] for r in rows})
+        evidence = [pods.get((namespace, p, gpu_model)) for p in members]
+        memory = [e.memory_peak if e is not None else None for e in evidence]
+        ev = Serving(
+            model_name=name,
+            gpu_model=gpu_model,
+            hours=Decimal(len(per_hour)),
+            pod_hours=Decimal(len(rows)),
+            gpu_hours=sum((Decimal(r["gpu_hours"]) for r in rows), Decimal(0)) / PPM,
+            busy_gpu_hours=busy,
+            tokens=sum(r["tokens"] for r in rows),
+            peak_tokens=max(per_hour.values()),
+            memory_peak_bytes=None
+            if any(m is None for m in memory)
+            else int(max(m for m in memory if m is not None)),
+        )
+        advice = advise_serving(ev, fleet, rules, window_hours)
+        if advice.action != "insufficient":
+            sized |= {(namespace, p) for p in members}
+        team = min(team_hours, key=lambda t: (-team_hours[t], t))
+        busy_ratio = busy / ev.gpu_hours if busy is not None and ev.gpu_hours else None
+        recs.append(
+            {
+                "computed_at": end,
+                "window_start": start,
+                "window_end": end,
+                "team": team,
+                "namespace": namespace,
+                "workload_kind": MODEL_KIND,
+                "workload": name[:253],
+                "gpu_model": gpu_model,
+                "pods": len(members),
+                "action": advice.action,
+                "target": advice.target[:128],
+                "reason": advice.reason[:500],
+                "device_hours": int(ev.pod_hours * PPM),
+                "gpu_hours": int(ev.gpu_hours * PPM),
+                "memory_p95_bytes": None,
+                "memory_peak_bytes": ev.memory_peak_bytes,
+                "activity_p95_ppm": _ppm(busy_ratio),
+                "activity_source": "tokens",
+                "idle_ppm": None,
+                "current_share_ppm": _ppm(advice.current_share) or 0,
+                "target_share_ppm": _ppm(advice.target_share) or 0,
+                "currency": currency,
+                "current_monthly": advice.current_monthly,
+                "recommended_monthly": advice.recommended_monthly,
+                "saving_monthly": advice.saving_monthly,
+            }
+        )
+    return recs, sized
 
 
 def _combine(gpu_model: str, pods: list[PodEvidence]) -> Evidence:

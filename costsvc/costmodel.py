@@ -165,6 +165,32 @@ def _check_hour(at: datetime) -> None:
         raise ValueError("effective_from must be on a whole hour (UTC): prices apply per hour")
 
 
+# the output:input weight where the cost model gives none: OpenCost's
+# ``defaultOutputTokenCostMultiplier`` (opencost/opencost pkg/inferencecost/types.go), so the
+# two tools agree out of the box (docs/inference.md)
+DEFAULT_OUTPUT_WEIGHT = Decimal("2.5")
+
+
+class InferenceWeight(_Model):
+    """How much a served output token costs against an input token, for the models whose
+    served name (vLLM/SGLang ``model_name``) matches ``model`` (``*`` glob), in force from
+    ``effective_from`` until the next entry for the same models — the split rule's fallback
+    where a pod has no prefill/decode time histograms (costsvc/inference.py)."""
+
+    effective_from: datetime
+    model: Annotated[str, Field(min_length=1, max_length=253)] = "*"
+    output_weight: Annotated[Decimal, Field(gt=0, le=1000, decimal_places=6)]
+
+    @model_validator(mode="after")
+    def _on_the_hour(self) -> InferenceWeight:
+        _check_hour(self.effective_from)
+        return self
+
+    def specificity(self, model: str) -> tuple[int, int]:
+        """An exact name over a glob over ``*``."""
+        return (self.model == model, self.model != "*")
+
+
 class Policies(_Model):
     mig_share_basis: Literal["compute", "memory"] = "compute"
     # DRA and fractional holdings (HAMi, memory-profile vGPU; anything not MIG): priced by
@@ -179,6 +205,8 @@ class LabelKeys(_Model):
     project: list[str] = ["project"]
     stage: list[str] = ["stage"]
     namespace_fallback: bool = True
+    # a serving pod's role in disaggregated serving (llm-d: prefill, decode; docs/inference.md)
+    role: list[str] = ["llm-d.ai/role"]
 
 
 class CostModel(_Model):
@@ -187,6 +215,7 @@ class CostModel(_Model):
     labels: LabelKeys = LabelKeys()
     versions: Annotated[list[Version], Field(min_length=1)]
     carbon: list[Carbon] = []
+    inference: list[InferenceWeight] = []
 
     @model_validator(mode="after")
     def _distinct_dates(self) -> CostModel:
@@ -243,6 +272,16 @@ class CostModel(_Model):
         ]
         best = max(found, key=lambda c: (c.specificity(cluster), c.effective_from), default=None)
         return best.ug_per_kwh() if best is not None else 0
+
+    def output_weight_at(self, at: datetime, model: str) -> Decimal:
+        """The output:input weight in force at ``at`` for the served model ``model``: the
+        most specific matching entry, the latest in force; :data:`DEFAULT_OUTPUT_WEIGHT` when
+        none is."""
+        found = [
+            w for w in self.inference if w.effective_from <= at and fnmatchcase(model, w.model)
+        ]
+        best = max(found, key=lambda w: (w.specificity(model), w.effective_from), default=None)
+        return best.output_weight if best is not None else DEFAULT_OUTPUT_WEIGHT
 
     def document(self) -> dict[str, Any]:
         """The model as plain JSON data (what is stored with the hours it priced)."""

@@ -29,7 +29,6 @@ Every split is largest-remainder (:func:`costsvc.money.split`), so per GPU and h
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
@@ -37,6 +36,7 @@ from typing import Any
 
 from sqlalchemy import Numeric, String, cast, func
 
+from costsvc.ingest.integrate import increase
 from costsvc.money import split
 
 MJ_PER_KWH = 3_600_000_000
@@ -66,56 +66,11 @@ def _mj(value: Decimal) -> int:
 def counter_energy(
     samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal
 ) -> Measured:
-    """The increase of an energy counter (mJ) over [start, end). Samples are sorted by time
-    (strictly increasing) and may begin before ``start`` (a look-back). Each pair of consecutive
-    samples adds its increase — the later value on a reset — spread evenly over the pair's
-    interval, the part of it inside the window counted; a pair further apart than ``max_gap``
-    counts as gap. Runs of ordinary pairs inside the window add up to last - first."""
-    times = [t for t, _ in samples]
-    values = [v for _, v in samples]
-    n = len(samples)
-    energy = gap = seconds = Decimal(0)
-
-    def pair(k: int) -> None:  # the pair k -> k + 1, by the rule above
-        nonlocal energy, gap, seconds
-        ta, tb = times[k], times[k + 1]
-        if tb <= start or ta >= end:
-            return
-        va, vb = values[k], values[k + 1]
-        rise = vb - va if vb >= va else vb
-        since, until = max(ta, start), min(tb, end)
-        part = rise if (since, until) == (ta, tb) else rise * (until - since) / (tb - ta)
-        energy += part
-        if tb - ta > max_gap:
-            gap += part
-        else:
-            seconds += until - since
-
-    first = bisect.bisect_left(times, start)  # the first sample at or after start
-    last = bisect.bisect_right(times, end) - 1  # the last sample at or before end
-    if first > last:  # no sample inside: at most one pair across the whole window
-        if 0 < first < n:
-            pair(first - 1)
-    else:
-        if first > 0:
-            pair(first - 1)  # across start
-        odd = [
-            k
-            for k in range(first, last)
-            if values[k + 1] < values[k] or times[k + 1] - times[k] > max_gap
-        ]
-        run = first
-        for k in [*odd, last]:  # ordinary runs telescope; resets and gaps pair by pair
-            energy += values[k] - values[run]
-            seconds += times[k] - times[run]
-            if k == last:
-                break
-            pair(k)
-            run = k + 1
-        if last + 1 < n:
-            pair(last)  # across end
-    total = _mj(energy)
-    return Measured(total, min(total, _mj(gap)), seconds)
+    """The increase of an energy counter (mJ) over [start, end), by the counter rule of
+    :func:`costsvc.ingest.integrate.increase` (resets and scrape gaps), rounded to the mJ."""
+    found = increase(samples, start, end, max_gap)
+    total = _mj(found.total)
+    return Measured(total, min(total, _mj(found.gap)), found.seconds)
 
 
 def power_energy(power_integral_ws: Decimal, seconds: Decimal) -> Measured:

@@ -29,6 +29,8 @@ from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.budgets import budgets
 from costsvc.db.runs import failed_hour_counts
 from costsvc.db.tokens import Principal
+from costsvc.inference import Totals, per_million
+from costsvc.inference_queries import ModelFigures, model_figures
 from costsvc.queries import (
     PodMoney,
     efficiency,
@@ -81,6 +83,32 @@ ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         [*_QUOTA, "currency"],
     ),
 )  # fmt: skip
+_MODEL = ["team", "namespace", "model"]
+INFERENCE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
+    (
+        "costsvc_inference_cost_per_million_tokens",
+        "Cost per 10^6 input or output tokens of a served model, the last ingested hour, on "
+        "the allocation or usage basis (docs/inference.md)",
+        [*_MODEL, "direction", "basis", "currency"],
+    ),
+    (
+        "costsvc_inference_weekly_cost_per_million_tokens",
+        "The same over the 7 days up to the last ingested hour (week=current) and the 7 days "
+        "before (week=previous)",
+        [*_MODEL, "direction", "basis", "week", "currency"],
+    ),
+    (
+        "costsvc_inference_tokens_per_gpu_hour",
+        "Tokens (input + output) a served model delivered per GPU-hour its pods held, the "
+        "last ingested hour",
+        _MODEL,
+    ),
+    (
+        "costsvc_inference_cost_per_hour",
+        "Cost of a served model's pods, the last ingested hour, on each basis",
+        [*_MODEL, "basis", "currency"],
+    ),
+)
 FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_cost_month_to_date",
@@ -232,7 +260,7 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     start, end = parse_month(month_of(now))
     g = {
         name: GaugeMetricFamily(name, doc, labels=labels)
-        for name, doc, labels in (*FAMILIES, *ADVICE_FAMILIES)
+        for name, doc, labels in (*FAMILIES, *ADVICE_FAMILIES, *INFERENCE_FAMILIES)
     }
     errors = CounterMetricFamily(
         "costsvc_ingest_errors", "Failed hour ingests (and reprices)", labels=["cluster"]
@@ -287,6 +315,8 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
                 g["costsvc_budget_energy_forecast_ratio"].add_metric(
                     who, _ratio(f.energy_forecast, b.energy_mj)
                 )
+        if last is not None:
+            _inference(g, model_figures(conn, last))
         per_pod = pod_money(conn, start, end)
         states, failed = ingest_state(conn)
         failing = failed_hour_counts(conn)
@@ -328,6 +358,48 @@ def _top_pods(
             g["costsvc_pod_waste_month_to_date"].add_metric(
                 [r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
             )
+
+
+def _rates(t: Totals) -> list[tuple[str, str, int | None]]:
+    """(direction, basis, micro-units per 10^6 tokens or None) of a model's totals; the
+    usage basis only where all of its cost was measured."""
+    usage = t.unmeasured == 0
+    return [
+        ("input", "allocation", per_million(t.input_cost, t.input_tokens)),
+        ("output", "allocation", per_million(t.output_cost, t.output_tokens)),
+        ("input", "usage", per_million(t.input_used, t.input_tokens) if usage else None),
+        ("output", "usage", per_million(t.output_used, t.output_tokens) if usage else None),
+    ]
+
+
+def _inference(g: dict[str, GaugeMetricFamily], figures: list[ModelFigures]) -> None:
+    """Cost per 10^6 tokens per served model: the last hour, and week over week."""
+    for f in figures:
+        labels = [f.team, f.namespace, f.model]
+        if f.hour.input_tokens or f.hour.output_tokens or f.hour.cost:
+            for direction, basis, rate in _rates(f.hour):
+                if rate is not None:
+                    g["costsvc_inference_cost_per_million_tokens"].add_metric(
+                        [*labels, direction, basis, f.currency], _units(rate)
+                    )
+            g["costsvc_inference_cost_per_hour"].add_metric(
+                [*labels, "allocation", f.currency], _units(f.hour.cost)
+            )
+            if f.hour.unmeasured == 0:
+                g["costsvc_inference_cost_per_hour"].add_metric(
+                    [*labels, "usage", f.currency], _units(f.hour.used)
+                )
+            if f.hour.gpu_hours:
+                tokens = f.hour.input_tokens + f.hour.output_tokens
+                g["costsvc_inference_tokens_per_gpu_hour"].add_metric(
+                    labels, float(Decimal(tokens) * 1_000_000 / f.hour.gpu_hours)
+                )
+        for week, totals in (("current", f.week), ("previous", f.previous_week)):
+            for direction, basis, rate in _rates(totals):
+                if rate is not None:
+                    g["costsvc_inference_weekly_cost_per_million_tokens"].add_metric(
+                        [*labels, direction, basis, week, f.currency], _units(rate)
+                    )
 
 
 def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:

@@ -27,6 +27,7 @@ micro-units, rounded half to even once at the end.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
@@ -36,8 +37,8 @@ from costsvc.costmodel import HOURS_PER_MONTH
 from costsvc.migprofiles import mig_table
 from costsvc.money import round_micro
 
-Action = Literal["release", "mig", "timeslice", "model", "keep", "insufficient"]
-ACTIONABLE = ("release", "mig", "timeslice", "model")
+Action = Literal["release", "mig", "timeslice", "model", "replicas", "keep", "insufficient"]
+ACTIONABLE = ("release", "mig", "timeslice", "model", "replicas")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,3 +188,101 @@ def advise(ev: Evidence, fleet: Fleet, rules: Rules, window_hours: Decimal) -> A
 
 def _gib(n: int) -> str:
     return f"{Decimal(n) / (1 << 30):.1f} GiB"
+
+
+# -- served models (docs/inference.md) -------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """One served model of a namespace on one GPU model over the window, from the hours its
+    pods served it (inference_hours with the pods' chargeback)."""
+
+    model_name: str  # the served model (vLLM/SGLang model_name)
+    gpu_model: str
+    hours: Decimal  # hours in which it was served
+    pod_hours: Decimal  # Σ serving pods per hour: replicas = pod_hours / hours
+    gpu_hours: Decimal  # Σ GPU-hours its pods held
+    busy_gpu_hours: Decimal | None  # Σ GPU-hours x used / allocated; None: not measured
+    tokens: int  # input + output tokens served
+    peak_tokens: int  # the busiest hour's tokens
+    memory_peak_bytes: int | None  # the most GPU memory a pod of it used (None: unknown)
+
+
+def advise_serving(ev: Serving, fleet: Fleet, rules: Rules, window_hours: Decimal) -> Advice:
+    """Fewer replicas, or a smaller MIG profile, for a served model whose tokens would fit.
+
+    Its throughput is what its GPUs served while busy: ``tokens / busy_gpu_hours`` tokens per
+    fully busy GPU-hour. At its busiest hour, plus ``activity_headroom``, it needs
+    ``peak_tokens x (1 + headroom) / throughput`` GPUs' worth. Each replica holds
+    ``gpu_hours / pod_hours`` of a GPU. ``replicas``: the fewest replicas of that size that
+    hold the need (at least one); ``mig``: as many replicas as that, each on the smallest
+    MIG profile of the GPU model whose compute share holds its part of the need and whose
+    memory holds the pods' peak plus ``memory_headroom`` (none without the memory figure).
+    A model that served no token at all held its GPUs for nothing: ``release``. The
+    cheapest option wins; money as :func:`advise` counts it (monthly = the window's
+    GPU-hours x 730 / window hours)."""
+    price = fleet.prices.get(ev.gpu_model)
+    replicas = ev.pod_hours / ev.hours if ev.hours > 0 else Decimal(0)
+    share = ev.gpu_hours / ev.pod_hours if ev.pod_hours > 0 else Decimal(0)
+    per_month = HOURS_PER_MONTH / window_hours if window_hours > 0 else Decimal(0)
+    current = ev.gpu_hours * (price or 0) * per_month  # micro-units a month
+
+    def result(
+        action: Action, target: str, new_share: Decimal, monthly: Decimal, why: str
+    ) -> Advice:
+        return Advice(
+            action,
+            target,
+            why,
+            share,
+            new_share,
+            round_micro(current),
+            round_micro(monthly),
+            round_micro(current - monthly),
+        )
+
+    def nothing(action: Action, why: str) -> Advice:
+        return result(action, "", share, current, why)
+
+    if ev.hours < rules.min_hours:
+        return nothing("insufficient", f"{ev.hours:.1f} h of data, {rules.min_hours} h needed")
+    if price is None:
+        return nothing("insufficient", f"the cost model has no price for {ev.gpu_model}")
+    if ev.tokens == 0:
+        return result("release", "", Decimal(0), Decimal(0), "served no token in the window")
+    if not ev.busy_gpu_hours:
+        return nothing("insufficient", "no utilisation series: its throughput is unknown")
+    throughput = ev.tokens / ev.busy_gpu_hours  # tokens per fully busy GPU-hour
+    need = ev.peak_tokens * (1 + rules.activity_headroom) / throughput  # GPUs at the peak
+    hours_served = ev.hours * per_month  # serving hours a month
+    now = math.ceil(replicas)
+    fewer = max(1, math.ceil(need / share)) if share > 0 else now
+    rate = f"{throughput:.0f} tokens per busy GPU-hour, peak {ev.peak_tokens} tokens/h"
+    candidates: list[tuple[Decimal, int, Advice]] = []
+    if fewer < now:
+        monthly = fewer * share * price * hours_served
+        why = f"{rate}: {fewer} of {now} replicas hold it"
+        candidates.append(
+            (monthly, 0, result("replicas", f"{fewer} replicas", share, monthly, why))
+        )
+    table = mig_table(ev.gpu_model)
+    k = min(fewer, now)
+    if table is not None and ev.memory_peak_bytes is not None and k > 0:
+        need_memory = Decimal(ev.memory_peak_bytes) * (1 + rules.memory_headroom)
+        for p in table.profiles:
+            compute = Decimal(p.compute_slices) / table.compute_slices
+            billed = (
+                compute
+                if fleet.mig_share_basis == "compute"
+                else Decimal(p.memory_slices) / table.memory_slices
+            )
+            if compute * k >= need and p.memory_bytes >= need_memory and billed < share:
+                monthly = k * billed * price * hours_served
+                why = f"{rate}: {k} x {p.name} hold it (peak {_gib(ev.memory_peak_bytes)})"
+                target = f"{p.name} x {k}"
+                candidates.append((monthly, 1, result("mig", target, billed, monthly, why)))
+                break
+    if not candidates:
+        return nothing("keep", f"{rate}: no smaller option holds it")
+    return min(candidates, key=lambda c: (c[0], c[1]))[2]

@@ -25,6 +25,7 @@ from dashboards.common import (
     up_panel,
     value_columns,
 )
+from dashboards.inference import inference
 from dashboards.selectors import (
     BUDGETS,
     COST_LINES,
@@ -100,6 +101,7 @@ def finops(currency: str) -> models.Dashboard:
     add_row(b, "Efficiency", efficiency())
     add_row(b, "Budgets", budgets(money))
     add_row(b, "Energy and carbon", energy())
+    add_row(b, "Inference: cost per million tokens", inference(money))
     b.with_row(collapsed_row("Cost service health", health()))
     return finish(b)
 

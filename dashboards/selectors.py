@@ -48,3 +48,9 @@ QUOTAS = 'team=~"$team", namespace=~"$namespace"'
 PER_TEAM_RESOURCE = "team, resource"
 # one recommendation: a workload on one GPU model
 PER_RECOMMENDATION = "team, namespace, workload_kind, workload, gpu_model, action, target"
+
+# served-model series (docs/inference.md) of the selected teams: money in the selected currency
+SERVED_MODELS = 'team=~"$team", currency=~"$currency"'
+SERVED_MODEL_TEAMS = 'team=~"$team"'
+# one series per served model
+PER_SERVED_MODEL = "namespace, model"

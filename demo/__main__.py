@@ -14,14 +14,17 @@
    (examples/cost-model.yaml), then computes the GPU rightsizing recommendations over those
    hours (docs/rightsizing.md).
 3. **Left running:** live exporters for the five nodes (going on where the history stops),
-   ``kube_pod_labels`` for their pods, Prometheus scraping them, and the cost-service API with
+   ``kube_pod_labels`` for their pods, the simulated vLLM/SGLang metrics of the fleet's serving
+   pods (demo/vllm.py: the inference deployment, in the history too), Prometheus scraping
+   them, and the cost-service API with
    its /docs; the cost service ingests each new hour a minute after it ends. An admin token
    is printed with a per-team cost table read from the API and the top three rightsizing
    savings. Ctrl-C stops everything.
 
 Ports (flags): the API 8080, Prometheus 9090, the exporters from 9400 (one per node),
-``kube_pod_labels`` 9408. A busy port is reported and waited for (``--port-wait`` seconds),
-then the demo exits naming it — it never moves to another port in silence.
+``kube_pod_labels`` 9408, the served models' metrics the port after the exporters' (9405). A
+busy port is reported and waited for (``--port-wait`` seconds), then the demo exits naming it
+— it never moves to another port in silence.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
 """
@@ -60,6 +63,7 @@ from costsvc.rightsizing import ACTIONABLE, Rules
 from costsvc.settings import Settings
 from demo.history import NODES, ROOT, PodLabels, make_history, spec_with_epoch
 from demo.stack import PortBusy, Stack, claim_port, wait_http
+from demo.vllm import ServedMetrics, scrape_config
 
 CLUSTER = "demo"
 SETTLE = timedelta(minutes=1)  # an hour is ingested once it is this long over (last scrapes)
@@ -124,12 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--labels-port", type=int, default=9408, help="kube_pod_labels (9408)")
     ap.add_argument(
+        "--vllm-port",
+        type=int,
+        default=None,
+        help="the served models' vLLM/SGLang metrics (default: after the exporters', 9405)",
+    )
+    ap.add_argument(
         "--port-wait",
         type=float,
         default=60.0,
         help="seconds to wait for a busy port before exiting (default 60)",
     )
     args = ap.parse_args(argv)
+    if args.vllm_port is None:
+        args.vllm_port = args.exporter_port + len(NODES)
 
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
@@ -158,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 for i, name in enumerate(NODES)
             ),
             (args.labels_port, "kube_pod_labels", "--labels-port"),
+            (args.vllm_port, "the served models' metrics", "--vllm-port"),
         ]
         for port, what, flag in wanted:  # before the minutes of simulation, not after
             claim_port(port, what, args.port_wait, _say, flag)
@@ -198,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             exporters.append(p)
         labels_port = port(args.labels_port, "kube_pod_labels", "--labels-port")
         stack.stops.append(PodLabels(specs, day, labels_port).stop)
+        vllm_port = port(args.vllm_port, "the served models' metrics", "--vllm-port")
+        stack.stops.append(ServedMetrics(specs, day, vllm_port).stop)
         api_port = port(args.api_port, "the cost-service API", "--api-port")
         prom_port = port(args.prometheus_port, "Prometheus", "--prometheus-port")
         config = workdir / "prometheus.yml"
@@ -209,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
             + "]\n"
             "  - job_name: kube-state-metrics\n    static_configs:\n"
             f'      - targets: ["127.0.0.1:{labels_port}"]\n'
-            "  - job_name: gpu-costsvc\n    static_configs:\n"
+            + scrape_config(vllm_port)  # the inference deployment (demo/vllm.py)
+            + "  - job_name: gpu-costsvc\n    static_configs:\n"
             f'      - targets: ["127.0.0.1:{api_port}"]\n'
             # /metrics needs a metrics-role token (docs/security.md), written below
             f"    authorization: {{credentials_file: {workdir / 'costsvc-token'}}}\n"
@@ -314,6 +330,8 @@ def main(argv: list[str] | None = None) -> int:
             f"'{api}/v1/costs?window=yesterday&group_by=team,project'\n"
             f"               curl -s -H 'Authorization: Bearer {token}' "
             f"'{api}/v1/reports/chargeback.csv?month={day:%Y-%m}'\n"
+            f"               curl -s -H 'Authorization: Bearer {token}' "
+            f"'{api}/v1/inference?window=yesterday&group_by=model'\n"
             f"  files:       {workdir}\n"
             "Ctrl-C stops everything."
         )

@@ -23,6 +23,7 @@ from typing import IO
 
 import yaml
 
+from demo.vllm import scrapes as served_scrapes
 from exporter.build import Built, build
 from exporter.flags import parse_settings
 from exporter.simulate.spec import FleetSpec, load
@@ -130,10 +131,13 @@ def make_history(workdir: Path, day: datetime, step: int, end: datetime) -> tupl
     for i, name in enumerate(NODES):
         built = simulated_node(spec_with_epoch(name, day, workdir), clock)
         nodes.append((built, f'job="gpu-exporter",instance="node-{i}:9400"'))
+    fleets = [built.spec for built, _ in nodes if built.spec is not None]
     try:
         stop = end.timestamp()
         while clock.t < stop:
             stamp = int(clock.t)
+            for body, extra in served_scrapes(fleets, clock.t - day.timestamp()):
+                families.add(body, stamp, extra)  # the inference deployment (demo/vllm.py)
             for built, extra in nodes:
                 assert built.spec is not None
                 exporter = built.exporter

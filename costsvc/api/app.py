@@ -26,6 +26,7 @@ from costsvc.api.routes import (
     budgets,
     cost_model,
     costs,
+    inference,
     ingest,
     metrics,
     months,
@@ -84,8 +85,10 @@ def create_app(
     app.add_exception_handler(RequestValidationError, validation_problem)
     for module in (costs, reports, months, budgets, tokens, cost_model, ingest, advice):
         app.include_router(module.router, prefix="/v1")
+    app.include_router(inference.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
+    app.include_router(inference.opencost_router)  # OpenCost's /inferenceCost/total
     _docs(app)
     install_pages(app)  # the pages under /ui (costsvc/pages/), / leads there
     if settings.metrics_public:

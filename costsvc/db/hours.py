@@ -7,7 +7,7 @@ hour was attributed from, so a reprice gives the same money as a re-ingest would
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
@@ -16,13 +16,17 @@ from sqlalchemy import Connection, Engine, delete, select
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
 from costsvc.chargeback import IDLE
 from costsvc.db.bulk import insert_tuples
+from costsvc.db.inference import load_served, write_served
 from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
+from costsvc.inference import Priced, Served
 from costsvc.utc import as_utc
 
 US = 1_000_000
 Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
+# a repriced hour's served tokens priced against its new money (costsvc/inference.py)
+Infer = Callable[[HourResult, list[Served], Owners], list[Priced]]
 
 
 def store_hour(
@@ -33,14 +37,16 @@ def store_hour(
     currency: str,
     run_id: int,
     watermark: bool = True,
+    served: Sequence[Priced] = (),
 ) -> None:
-    """An ingested hour: its facts and money replace what the hour had, the watermark moves
-    up to it (unless not ``watermark``: a worker of a parallel ingest, whose parent moves it,
-    costsvc/ingest/parallel.py) and its run is done — all or nothing."""
-    clusters = {cluster} | {g.cluster for g in facts.gpus}
+    """An ingested hour: its facts and money (and its ``served`` tokens, priced) replace what
+    the hour had, the watermark moves up to it (unless not ``watermark``: a worker of a
+    parallel ingest, whose parent moves it, costsvc/ingest/parallel.py) and its run is done
+    — all or nothing."""
+    clusters = {cluster} | {g.cluster for g in facts.gpus} | {p.served.cluster for p in served}
     with engine.begin() as conn:
         lock_clusters(conn, clusters)
-        replace_hour(conn, clusters, facts, result, currency, usage=True)
+        replace_hour(conn, clusters, facts, result, currency, usage=True, served=served)
         if watermark:
             advance_watermark(conn, cluster, facts.start)
         mark_done(conn, run_id)
@@ -53,17 +59,21 @@ def restore_hour(
     run_id: int,
     price: Callable[[HourFacts, Owners], HourResult],
     currency: str,
+    infer: Infer,
 ) -> None:
     """A repriced hour: its stored facts and owners go through ``price`` and the money
-    replaces the hour's, in one transaction under the lock (the facts cannot change
-    underneath)."""
+    replaces the hour's, its served tokens priced again by ``infer``, in one transaction
+    under the lock (the facts cannot change underneath)."""
     with engine.begin() as conn:
         found = select(GpuPresence.cluster).where(GpuPresence.hour == hour).distinct()
         clusters = {cluster} | set(conn.execute(found).scalars())
+        served, served_owners = load_served(conn, hour)
+        clusters |= {s.cluster for s in served}
         lock_clusters(conn, clusters)
         facts, owners = load_hour(conn, hour)
         result = price(facts, owners)
-        replace_hour(conn, clusters, facts, result, currency, usage=False)
+        priced = infer(result, served, served_owners)
+        replace_hour(conn, clusters, facts, result, currency, usage=False, served=priced)
         mark_done(conn, run_id)
 
 
@@ -74,8 +84,10 @@ def replace_hour(
     result: HourResult,
     currency: str,
     usage: bool,
+    served: Sequence[Priced] = (),
 ) -> None:
-    """Replace the hour's GPU rows and chargeback (and its usage facts, when ``usage``)."""
+    """Replace the hour's GPU rows, chargeback and served tokens (and its usage facts, when
+    ``usage``)."""
     hour = facts.start
     tables = (UsageFact, GpuPresence) if usage else (GpuPresence,)
     for table in tables:
@@ -131,6 +143,7 @@ def replace_hour(
         ]
         insert_tuples(conn, UsageFact, FACT_COLUMNS, fact_rows)
     write_lines(conn, hour, clusters, result.lines, currency)
+    write_served(conn, hour, clusters, served, currency)
 
 
 # the columns of a gpu_hours row, and of a usage_facts row, as replace_hour builds them

@@ -500,3 +500,49 @@ class WebSession(Base):
     csrf: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+
+
+class InferenceHour(Base):
+    """What one pod served of one model in one hour, and its cost (costsvc/inference.py):
+    the tokens and requests counted for the model by the pod's role, the measured prefill
+    and decode time (micro-seconds; NULL: no such histogram), the split rule and the
+    output:input weight in force (millionths), and the pod's chargeback of the hour
+    (allocated, used, waste, the idle spread onto it, GPU-hours) with its split into input
+    and output on the allocation basis (allocated + idle) and the usage basis (used).
+    Replaced with the hour by each ingest and reprice; a pod with no token series has no
+    row (its cost is in the chargeback, not here)."""
+
+    __tablename__ = "inference_hours"
+    __table_args__ = (
+        UniqueConstraint("hour", "cluster", "namespace", "pod", "model", "engine"),
+        Index("ix_inference_hours_team_hour", "team", "hour"),
+        Index("ix_inference_hours_hour", "hour"),
+    )
+    id: Mapped[int] = mapped_column(primary_key=True)
+    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    cluster: Mapped[str] = mapped_column(String(253))
+    namespace: Mapped[str] = mapped_column(String(253))
+    pod: Mapped[str] = mapped_column(String(253))
+    model: Mapped[str] = mapped_column(String(253))  # the served model name (model_name)
+    engine: Mapped[str] = mapped_column(String(16))  # vllm | sglang
+    role: Mapped[str] = mapped_column(String(64))  # llm-d.ai/role, SGLang engine_type, or ""
+    team: Mapped[str] = mapped_column(String(253))
+    project: Mapped[str] = mapped_column(String(253))
+    stage: Mapped[str] = mapped_column(String(253))
+    currency: Mapped[str] = mapped_column(String(3))
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    requests: Mapped[int] = mapped_column(BigInteger)
+    prefill_us: Mapped[int | None] = mapped_column(BigInteger)
+    decode_us: Mapped[int | None] = mapped_column(BigInteger)
+    rule: Mapped[str] = mapped_column(String(8))  # role | time | weight
+    weight_ppm: Mapped[int] = mapped_column(BigInteger)
+    allocated: Mapped[int] = mapped_column(BigInteger)
+    used: Mapped[int] = mapped_column(BigInteger)
+    waste: Mapped[int] = mapped_column(BigInteger)
+    idle: Mapped[int] = mapped_column(BigInteger)
+    gpu_hours: Mapped[int] = mapped_column(BigInteger)
+    input_cost: Mapped[int] = mapped_column(BigInteger)
+    output_cost: Mapped[int] = mapped_column(BigInteger)
+    input_used: Mapped[int] = mapped_column(BigInteger)
+    output_used: Mapped[int] = mapped_column(BigInteger)

@@ -10,8 +10,10 @@ value into the window. Time is in seconds, values are Decimal, results are exact
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
@@ -161,3 +163,69 @@ def mean(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decim
     """Time-weighted mean over the known part of the window (0 when nothing is known)."""
     known = covered(samples, start, end, max_gap)
     return integral(samples, start, end, max_gap) / known if known else Decimal(0)
+
+
+@dataclass(frozen=True, slots=True)
+class Increase:
+    """What a counter counted over a window (:func:`increase`)."""
+
+    total: Decimal  # everything it counted (across gaps too)
+    gap: Decimal  # the part counted across silences longer than the gap limit
+    seconds: Decimal  # the time covered outside such silences
+
+
+def increase(samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal) -> Increase:
+    """The increase of a counter over [start, end): **the one counter rule** (energy in mJ,
+    costsvc/energy.py; served tokens and requests, costsvc/ingest/tokens.py). Samples are
+    sorted by time (strictly increasing) and may begin before ``start`` (a look-back).
+
+    Each pair of consecutive samples adds its increase — the later value when the counter
+    went down (a reset: a driver reload, a restarted server, as Prometheus' ``increase()``
+    counts it) — spread evenly over the pair's interval, the part of it inside the window
+    counted. A pair further apart than ``max_gap`` (a scrape gap) still counts (the counter
+    kept counting) but as ``gap``: nobody's holding is known then. Runs of ordinary pairs
+    inside the window add up to last - first."""
+    times = [t for t, _ in samples]
+    values = [v for _, v in samples]
+    n = len(samples)
+    total = gap = seconds = Decimal(0)
+
+    def pair(k: int) -> None:  # the pair k -> k + 1, by the rule above
+        nonlocal total, gap, seconds
+        ta, tb = times[k], times[k + 1]
+        if tb <= start or ta >= end:
+            return
+        va, vb = values[k], values[k + 1]
+        rise = vb - va if vb >= va else vb
+        since, until = max(ta, start), min(tb, end)
+        part = rise if (since, until) == (ta, tb) else rise * (until - since) / (tb - ta)
+        total += part
+        if tb - ta > max_gap:
+            gap += part
+        else:
+            seconds += until - since
+
+    first = bisect.bisect_left(times, start)  # the first sample at or after start
+    last = bisect.bisect_right(times, end) - 1  # the last sample at or before end
+    if first > last:  # no sample inside: at most one pair across the whole window
+        if 0 < first < n:
+            pair(first - 1)
+    else:
+        if first > 0:
+            pair(first - 1)  # across start
+        odd = [
+            k
+            for k in range(first, last)
+            if values[k + 1] < values[k] or times[k + 1] - times[k] > max_gap
+        ]
+        run = first
+        for k in [*odd, last]:  # ordinary runs telescope; resets and gaps pair by pair
+            total += values[k] - values[run]
+            seconds += times[k] - times[run]
+            if k == last:
+                break
+            pair(k)
+            run = k + 1
+        if last + 1 < n:
+            pair(last)  # across end
+    return Increase(total, gap, seconds)

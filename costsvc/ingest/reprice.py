@@ -20,6 +20,8 @@ from costsvc.attribution import HourFacts, HourResult, attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.hours import Owners, charged_energy_rates, charged_prices, restore_hour
+from costsvc.db.inference import PPM, charged_weights
+from costsvc.inference import Priced, Served, price_hour
 from costsvc.ingest.run import RETRYABLE, Report, record_failure
 
 log = logging.getLogger(__name__)
@@ -42,6 +44,10 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
         now_kwh = price.micro_per_kwh() if price is not None else None
         if now_kwh != kwh_price or model.carbon_at(hour, cluster, pool) != carbon:
             stale.add(hour)
+    for hour, served_model, weight_ppm in charged_weights(engine):
+        # an output:input weight now given differently (it splits the served tokens' cost)
+        if int(model.output_weight_at(hour, served_model) * PPM) != weight_ppm:
+            stale.add(hour)
     return sorted(stale)
 
 
@@ -56,10 +62,13 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
             facts.start, facts.gpus, facts.holdings, lambda *pod: owners.get(pod), model
         )
 
+    def infer(result: HourResult, served: list[Served], owners: Owners) -> list[Priced]:
+        return price_hour(served, result, model, lambda *pod: owners.get(pod))
+
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "reprice", model_id)
         try:
-            restore_hour(engine, cluster, hour, run_id, price, model.currency)
+            restore_hour(engine, cluster, hour, run_id, price, model.currency, infer)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             continue

@@ -28,9 +28,11 @@ from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.hours import store_hour
 from costsvc.db.labels import LabelHistory
+from costsvc.inference import price_hour
 from costsvc.ingest import steady
 from costsvc.ingest.hour import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
+from costsvc.ingest.tokens import collect_served
 from costsvc.labels import OwnerLookup, merge_history
 
 log = logging.getLogger(__name__)
@@ -185,7 +187,9 @@ def ingest_hours(
             merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
             owners = OwnerLookup(facts, model.labels)
             result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)
-            store_hour(engine, cluster, facts, result, model.currency, run_id, watermark)
+            served = collect_served(prom, hour, cluster, facts.pod_labels, model.labels.role)
+            priced = price_hour(served, result, model, owners)
+            store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0

@@ -84,6 +84,16 @@ COSTSVC_METRICS = frozenset(
         "costsvc_quota_used_ratio",
         "costsvc_quota_held_units",
         "costsvc_quota_active_units",
+        "costsvc_inference_weekly_cost_per_million_tokens",
+    }
+)
+# The inference servers' token counters (docs/inference.md): vLLM's and SGLang's own names.
+INFERENCE_SERVER_METRICS = frozenset(
+    {
+        "vllm:prompt_tokens_total",
+        "vllm:generation_tokens_total",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
     }
 )
 KUBE_STATE_METRICS = frozenset(
@@ -95,7 +105,13 @@ KUBE_STATE_METRICS = frozenset(
     }
 )
 PROMETHEUS_METRICS = frozenset({"up"})
-ALLOWED_METRICS = EXPORTER_METRICS | COSTSVC_METRICS | KUBE_STATE_METRICS | PROMETHEUS_METRICS
+ALLOWED_METRICS = (
+    EXPORTER_METRICS
+    | COSTSVC_METRICS
+    | KUBE_STATE_METRICS
+    | PROMETHEUS_METRICS
+    | INFERENCE_SERVER_METRICS
+)
 
 PROMQL_KEYWORDS = frozenset(
     {

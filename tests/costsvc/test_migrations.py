@@ -21,6 +21,7 @@ TABLES = {
     "cost_model_versions",
     "cost_months",
     "gpu_hours",
+    "inference_hours",
     "ingest_runs",
     "month_closes",
     "namespace_labels",

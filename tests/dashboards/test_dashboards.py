@@ -131,6 +131,9 @@ COSTSVC_METRICS = frozenset(
         "costsvc_quota_used_ratio",
         "costsvc_quota_unused_cost_monthly",
         "costsvc_quota_held_idle_cost_monthly",
+        "costsvc_inference_cost_per_million_tokens",
+        "costsvc_inference_cost_per_hour",
+        "costsvc_inference_tokens_per_gpu_hour",
     }
 )
 KUBE_STATE_METRICS = frozenset(
