@@ -1,0 +1,60 @@
+"""Every panel of every dashboard has data on the demo (issue #23, Build 6): each target's
+PromQL, with the dashboard's variables at "All" and Grafana's intervals as Grafana works them
+out for the demo's Prometheus, evaluated against the demo's Prometheus now and over the last
+hour. A panel whose description says when it is empty ("Empty when ...") may be empty now,
+never over the whole hour."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.dashboards.exprs import dashboards, iter_panels, substitute
+from tests.demo.conftest import STEP, Demo
+
+# Grafana: $__rate_interval = max($__interval + scrape interval, 4 x scrape interval); the
+# demo scrapes (and its history was scraped) every STEP seconds
+INTERVALS = {
+    "__rate_interval": f"{4 * STEP}s",
+    "__interval": f"{STEP}s",
+    "__interval_ms": str(STEP * 1000),
+    "__range": "1h",
+    "__range_s": "3600",
+}
+PANELS = [
+    pytest.param(panel, id=f"{name}:{panel['title']}")
+    for name, board in dashboards().items()
+    for panel in iter_panels(board["panels"])
+    if panel["type"] != "row"
+]
+
+
+def may_be_empty_now(panel: dict[str, Any]) -> bool:
+    return "Empty when " in panel["description"]
+
+
+@pytest.fixture(scope="module")
+def scraped(demo: Demo) -> Demo:
+    """The demo once Prometheus has scraped the cost service's /metrics."""
+    assert demo.await_query('up{job="gpu-costsvc"} == 1', 60), "the cost service unscraped"
+    return demo
+
+
+def test_the_panels_are_all_here() -> None:
+    assert len(PANELS) >= 100
+    assert [p.values[0]["title"] for p in PANELS if may_be_empty_now(p.values[0])] == [
+        "XID errors by code"  # an XID is an event: none in the last rate window is normal
+    ]
+
+
+@pytest.mark.parametrize("panel", PANELS)
+def test_every_panel_has_data(scraped: Demo, panel: dict[str, Any]) -> None:
+    now = time.time()
+    for target in panel["targets"]:
+        expr = substitute(target["expr"], INTERVALS)
+        hour = scraped.query(expr, start=now - 3600, end=now, step=STEP)
+        assert hour, f"{panel['title']} {target['refId']}: no data over the last hour: {expr}"
+        if not may_be_empty_now(panel):
+            assert scraped.query(expr, time=now), f"{panel['title']} {target['refId']}: {expr}"
