@@ -66,8 +66,8 @@ def _add(
     return lambda entry, t: entry.setdefault(key, []).append(item(t))
 
 
-LOST_AFTER = timedelta(seconds=45)  # once the live exporters know the GPU (NVML can't say
-# which GPU a lost one was to an exporter that starts after the loss)
+LOST_AFTER = timedelta(seconds=20)  # once the live exporters know the GPU (NVML can't say
+# which GPU a lost one was to an exporter that starts after the loss): they start in seconds
 INCIDENTS = (
     Incident(
         "fleet-mixed.yaml",

@@ -152,7 +152,14 @@ def demo() -> Iterator[Demo]:
         text=True,
         start_new_session=True,  # its own process group, as in a terminal
     )
-    demo = Demo(proc, started=datetime.now(UTC), **d)
+    demo = Demo(
+        proc,
+        api_port=d["api_port"],
+        prometheus_port=d["prometheus_port"],
+        exporter_port=d["exporter_port"],
+        labels_port=d["labels_port"],
+        started=datetime.now(UTC),
+    )
     try:
         deadline = time.monotonic() + READY_WITHIN
         assert proc.stdout is not None

@@ -121,7 +121,8 @@ def test_the_cost_table_reconciles_and_is_the_apis(demo: Demo) -> None:
 
 def test_every_complete_hour_is_ingested(demo: Demo) -> None:
     first, end, n = _window(demo)
-    assert end == demo.started.replace(minute=0, second=0, microsecond=0)
+    hour = demo.started.replace(minute=0, second=0, microsecond=0)
+    assert end in (hour, hour + timedelta(hours=1))  # the hour the demo started in, or the next
     rows = demo.get("/v1/costs", start=_iso(first), end=_iso(end), step="hour")["rows"]
     assert len({r["start"] for r in rows}) == n
 
@@ -205,16 +206,20 @@ def test_no_gap_where_history_hands_over_to_the_live_exporters(demo: Demo) -> No
     assert m, demo.out
     handover = datetime.combine(demo.started.date(), datetime.strptime(m[1], "%H:%M:%S").time())
     handover = handover.replace(tzinfo=demo.started.tzinfo)
-    # two live scrapes of every target: the first, and the first after Prometheus' restart
+    # a live scrape of every target since Prometheus started again over the history (the
+    # first after the handover may come before or after it)
+    info = httpx.get(f"{demo.prometheus}/api/v1/status/runtimeinfo", timeout=30).json()
+    restart = datetime.fromisoformat(info["data"]["startTime"].replace("Z", "+00:00"))
+    assert handover < restart
     targets = 'up{job=~"gpu-exporter|kube-state-metrics"}'
-    deadline = time.monotonic() + 4 * STEP
+    deadline = time.monotonic() + 2 * STEP
     while True:
-        live = int(datetime.now(UTC).timestamp() - handover.timestamp())  # after the last
-        scraped = [len(s["values"]) for s in demo.query(f"{targets}[{live}s]")]
-        if (len(scraped) == len(NODES) + 1 and min(scraped) >= 2) or time.monotonic() > deadline:
+        live = int(datetime.now(UTC).timestamp() - restart.timestamp())
+        scraped = demo.query(f"{targets}[{live}s]")
+        if len(scraped) == len(NODES) + 1 or time.monotonic() > deadline:
             break
         time.sleep(1)  # polling interval while waiting for scrapes
-    assert len(scraped) == len(NODES) + 1 and min(scraped) >= 2, scraped
+    assert len(scraped) == len(NODES) + 1, scraped
     since = datetime.now(UTC).timestamp() - handover.timestamp() + 900  # 15 min of history
     for sel in (
         targets,
@@ -227,7 +232,7 @@ def test_no_gap_where_history_hands_over_to_the_live_exporters(demo: Demo) -> No
         assert len(series) == len(demo.query(sel)), f"{sel}: history and live are not one series"
         for s in series:
             times = [float(t) for t, _ in s["values"]]
-            assert times[0] < handover.timestamp() - 600 and times[-1] > handover.timestamp() + STEP
+            assert times[0] < handover.timestamp() - 600 and times[-1] > restart.timestamp()
             gaps = [b - a for a, b in itertools.pairwise(times)]
             assert max(gaps) <= MAX_GAP, (sel, s["metric"], max(gaps))
 
@@ -236,8 +241,8 @@ def test_the_readme_shows_the_real_output(demo: Demo) -> None:
     """The README's sample is this output, numbers and names aside: every line the demo
     prints has its like there (its tables by their teams), and its claims are true."""
     readme = (ROOT / "README.md").read_text()
-    sample = readme[readme.index("```\ngpu-finops demo:") + 4 :]
-    sample = sample[: sample.index("```")].splitlines()
+    text = readme[readme.index("```\ngpu-finops demo:") + 4 :]
+    sample = text[: text.index("```")].splitlines()
 
     def shape(line: str) -> str:
         line = line.rsplit("\r", 1)[-1]  # as a terminal shows a line of progress
