@@ -23,8 +23,11 @@ import pytest
 from demo.cluster import NAMESPACES, QUOTAS
 from demo.history import NODES
 from tests.conftest import require_binary
-from tests.demo.conftest import ROOT, STEP, Demo, env, free_ports, hold
+from tests.demo.conftest import READY_WITHIN, ROOT, STEP, Demo, env, free_ports, hold
 
+# the demo is started by the first test of the package (tests/demo/conftest.py) and stopped
+# after the last: within their time-outs
+pytestmark = pytest.mark.timeout(READY_WITHIN + 120)
 MONEY = r"(-?\d+\.\d{6})"
 ROW = re.compile(
     rf"^  (\S+)\s+{MONEY}\s+{MONEY}\s+{MONEY}\s+{MONEY}\s+{MONEY}\s+(\d+\.\d\d)\s+(\S+)$"

@@ -13,8 +13,11 @@ from typing import Any
 import pytest
 
 from tests.dashboards.exprs import dashboards, iter_panels, substitute
-from tests.demo.conftest import STEP, Demo
+from tests.demo.conftest import READY_WITHIN, STEP, Demo
 
+# the demo is started by the first test of the package (tests/demo/conftest.py) and stopped
+# after the last: within their time-outs
+pytestmark = pytest.mark.timeout(READY_WITHIN + 120)
 # Grafana: $__rate_interval = max($__interval + scrape interval, 4 x scrape interval); the
 # demo scrapes (and its history was scraped) every STEP seconds
 INTERVALS = {
