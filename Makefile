@@ -29,9 +29,9 @@ typecheck: $(STAMP)
 pytest: $(STAMP) sysdeps
 	$(BIN)/pytest
 
-demo: $(STAMP)
+demo: $(STAMP)  # options as ARGS="--api-port 8081 ..." (python -m demo --help lists them)
 	scripts/ensure-system-deps.sh --demo
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m demo
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/python -m demo $(ARGS)
 
 bench: $(STAMP)
 	scripts/ensure-system-deps.sh --bench

@@ -52,6 +52,15 @@ def rate_per_gpu(metric: str, tail: str = "") -> str:
     return f"sum by ({PER_GPU}) (rate({metric}{{{FLEET_GPUS}}}[$__rate_interval])){tail}"
 
 
+def xid_events(window: str) -> str:
+    """XID events per GPU and code over ``window``: the counter's increase, and the whole
+    count of a series born in the window (a code's first XID makes its series, at 1, and
+    increase() never sees it: the GPUCriticalXID alert counts it the same way)."""
+    sel = f"gpu_xid_errors_total{{{FLEET_GPUS}}}"
+    born = f"({sel} unless {sel} offset {window})"
+    return f"(increase({sel}[{window}]) unless on ({PER_GPU}, UUID, xid) {born}) or {born}"
+
+
 def fleet() -> models.Dashboard:
     b = board(
         "gpu-finops-fleet",
@@ -325,10 +334,10 @@ def errors() -> list[Panel]:
         bars(
             timeseries_panel(
                 "XID errors by code",
-                "gpu_xid_errors_total: XID events per rate window, by GPU and XID code.",
+                "gpu_xid_errors_total: XID events per rate window, by GPU and XID code (a "
+                "code's first XID included). Empty when no XID happened in the window.",
                 target(
-                    f"sum by ({PER_GPU}, xid) (increase(gpu_xid_errors_total"
-                    f"{{{FLEET_GPUS}}}[$__rate_interval])) > 0",
+                    f"sum by ({PER_GPU}, xid) ({xid_events('$__rate_interval')}) > 0",
                     GPU_LEGEND + " XID {{xid}}",
                 ),
             )
@@ -339,7 +348,7 @@ def errors() -> list[Panel]:
             "and XID events in the time range.",
             target(per_gpu("max", "DCGM_FI_DEV_XID_ERRORS"), table=True),
             target(
-                f"sum by ({PER_GPU}) (increase(gpu_xid_errors_total{{{FLEET_GPUS}}}[$__range]))",
+                f"sum by ({PER_GPU}) ({xid_events('$__range')})",
                 table=True,
             ),
             columns=value_columns("Last XID", "XID events in range"),

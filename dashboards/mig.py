@@ -177,11 +177,14 @@ def activity() -> list[Panel]:
         .span(8),
         ratio(
             timeseries_panel(
-                "Container SM utilisation on MIG instances",
-                "gpu_container_sm_utilization_ratio of containers on MIG instances.",
+                "Instance activity by holder",
+                "DCGM_FI_PROF_GR_ENGINE_ACTIVE of each MIG instance held by one container, "
+                "with its namespace and pod. NVML gives no per-process utilisation on MIG "
+                "instances, so this is the instance's own activity (GPM: Hopper and newer; an "
+                "A100 instance has none).",
                 target(
                     f"max by ({PER_MIG_INSTANCE}, namespace, pod) "
-                    f"(gpu_container_sm_utilization_ratio{{{MIG_INSTANCES}}})",
+                    f'(DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{MIG_INSTANCES}, pod!=""}})',
                     "{{namespace}}/{{pod}} GI {{GPU_I_ID}}",
                 ),
             ).span(16)

@@ -1,30 +1,37 @@
 """``make demo``: the whole product on one machine, no GPU and no external server.
 
-1. **History, honestly made.** Five simulated GPU nodes (examples/fleet-h100x8.yaml: whole
+1. **Live from the start.** Five simulated GPU nodes (examples/fleet-h100x8.yaml: whole
    H100s; fleet-shared.yaml: MIG, time-sliced and whole GPUs, several teams and an unlabelled
    pod; fleet-mixed.yaml: A100/L4/T4; fleet-dra.yaml: GPUs held through DRA claims, one
    shared by three pods; fleet-hami.yaml: HAMi fractions and memory-profile vGPUs) run the
    real exporter — fake NVML, real kubelet pod-resources gRPC server, real /proc
-   attribution — on a simulated clock stepped from the start of yesterday (UTC) until now.
-   Every collection's exposition is kept with its timestamp (what Prometheus would have
-   scraped), plus kube-state-metrics' ``kube_pod_labels`` for the pods, and loaded into a real
-   Prometheus with ``promtool tsdb create-blocks-from openmetrics``.
-2. **Chargeback through the production path.** The cost service ingests each complete hour
-   of it — yesterday's 24 and today's so far — from that Prometheus into SQLite
-   (examples/cost-model.yaml), then computes the GPU rightsizing recommendations over those
-   hours (docs/rightsizing.md).
-3. **Left running:** live exporters for the five nodes (going on where the history stops),
-   ``kube_pod_labels`` for their pods, the simulated vLLM/SGLang metrics of the fleet's serving
-   pods (demo/vllm.py: the inference deployment, in the history too), Prometheus scraping
-   them, and the cost-service API with
-   its /docs; the cost service ingests each new hour a minute after it ends. An admin token
-   is printed with a per-team cost table read from the API and the top three rightsizing
-   savings. Ctrl-C stops everything.
+   attribution — one process each, with a stand-in for kube-state-metrics (pod and
+   namespace labels, GPU ResourceQuotas: demo/cluster.py) and the token counters of the DRA
+   node's serving pods (simulated vLLM and SGLang: demo/vllm.py, the inference deployment),
+   and Prometheus scrapes them.
+2. **History, honestly made, up to that moment.** The same exporters, built the same way
+   (demo/history.py), are stepped on a simulated clock over the last ``--hours`` complete
+   hours and this one so far, until the moment Prometheus started scraping: every
+   collection's exposition is kept with its timestamp and target labels (what Prometheus
+   would have scraped), turned into TSDB blocks by ``promtool tsdb create-blocks-from
+   openmetrics``, and Prometheus is started again over them — so recorded history and live
+   scrapes are one series with no gap. The demo's incidents (an XID, a GPU lost, throttled
+   clocks) fall in the last three hours.
+3. **Chargeback through the production path.** The cost service ingests each complete hour
+   from that Prometheus into SQLite (examples/cost-model.yaml), computes the rightsizing
+   recommendations and quota use over them (docs/rightsizing.md), and its API starts; two
+   budgets are set through it (one exceeded, one near its limit).
+4. **Left running:** exporters, kube-state-metrics, Prometheus (with the alert rules,
+   scraping the cost service's /metrics too) and the cost service, which ingests each new
+   hour a minute after it ends. It prints the cost table of the simulated hours (read from
+   the API; each row adds up: cost = used + idle waste + unmeasured + unallocated idle), the
+   budgets, quotas and top savings, an admin token and the links to look at. Ctrl-C stops
+   everything.
 
-Ports (flags): the API 8080, Prometheus 9090, the exporters from 9400 (one per node),
-``kube_pod_labels`` 9408, the served models' metrics the port after the exporters' (9405). A
-busy port is reported and waited for (``--port-wait`` seconds), then the demo exits naming it
-— it never moves to another port in silence.
+Ports (flags): the API 8080, Prometheus 9090, the exporters from 9400 (one per node), the
+served models' metrics the port after the exporters' (9405), kube-state-metrics 9408. A busy
+port is reported and waited for (``--port-wait`` seconds), then the demo exits naming it — it
+never moves to another port in silence.
 
 Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` package).
 """
@@ -32,42 +39,34 @@ Needs the ``prometheus`` and ``promtool`` binaries (Debian's ``prometheus`` pack
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 import httpx
-import uvicorn
-from sqlalchemy import Engine
 
-from costsvc.advise import Options
-from costsvc.advise import run as advise
-from costsvc.advise import table as advice_table
-from costsvc.api.app import create_app
-from costsvc.costmodel import CostModel, load
-from costsvc.db.advice import recommendations
-from costsvc.db.engine import make_engine
-from costsvc.db.migrate import upgrade
-from costsvc.db.tokens import create_token
-from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import complete_hours, ingest, pending_hours
-from costsvc.rightsizing import ACTIONABLE, Rules
-from costsvc.settings import Settings
-from demo.history import NODES, ROOT, PodLabels, make_history, spec_with_epoch
-from demo.stack import PortBusy, Stack, claim_port, wait_http
-from demo.vllm import ServedMetrics, scrape_config
+from demo import cluster, report, vllm
+from demo.history import (
+    NODES,
+    ROOT,
+    NodeHistories,
+    record,
+    record_targets,
+    spec_with_epoch,
+    stamps,
+    target_labels,
+)
+from demo.stack import PortBusy, Prometheus, Stack, claim_port, wait_http
+from exporter.cli import main as exporter_main
+from exporter.simulate.spec import load as load_spec
 
-CLUSTER = "demo"
-SETTLE = timedelta(minutes=1)  # an hour is ingested once it is this long over (last scrapes)
-CHECK_EVERY = 30.0  # seconds between looks for a new hour to ingest
+COSTSVC_SCRAPE = 15  # seconds between Prometheus' scrapes of the cost service's /metrics
 
 
 def _say(text: str) -> None:
@@ -78,42 +77,54 @@ def _indent(text: str) -> str:
     return "\n".join("  " + line for line in text.splitlines())
 
 
-def _table(rows: list[dict[str, Any]], currency: str) -> str:
-    lines = [
-        f"  {'team':<18} {'cost':>12} {'allocated':>12} {'idle waste':>12} "
-        f"{'GPU-hours':>10} {'efficiency':>10}"
-    ]
-    for r in sorted(rows, key=lambda r: -float(r["total_cost"])):
-        eff = f"{float(r['efficiency']):.0%}" if r["efficiency"] is not None else "-"
-        lines.append(
-            f"  {r['group']['team'][:18]:<18} {r['total_cost']:>12} "
-            f"{r['allocated_cost']:>12} {r['allocated_idle_cost']:>12} "
-            f"{float(r['gpu_hours']):>10.2f} {eff:>10}"
-        )
-    total = sum(float(r["total_cost"]) for r in rows)
-    lines.append(f"  {'total (' + currency + ')':<18} {total:>12.6f}")
-    return "\n".join(lines)
-
-
-def _ingest_live(
-    engine: Engine, reader: PrometheusReader, model: CostModel, stopping: threading.Event
+def _prometheus_config(
+    path: Path, step: int, targets: dict[str, list[int]], api_port: int, token: Path, more: str
 ) -> None:
-    """Each new hour (and any failed one due for a retry), once it is over, while the demo
-    runs: the path ``gpu-costsvc serve`` takes every hour."""
-    while not stopping.wait(CHECK_EVERY):
-        hours = pending_hours(engine, CLUSTER, datetime.now(UTC) - SETTLE)
-        if not hours:
-            continue
-        report = ingest(engine, reader, model, CLUSTER, hours)
-        for hour in report.done:
-            _say(f"  cost service: ingested {hour:%Y-%m-%d %H:00} (live)")
-        for hour, why in report.failed.items():
-            _say(f"  cost service: {hour:%Y-%m-%d %H:00} failed: {why} (it will be retried)")
+    """Every target of ``targets`` (job -> ports) every ``step`` s, as the history has them,
+    and the jobs of ``more`` (YAML ``scrape_configs`` entries); the cost service's /metrics
+    (with a metrics-role token: docs/security.md) more often."""
+    jobs = "".join(
+        f"  - job_name: {job}\n    static_configs:\n      - targets: ["
+        + ", ".join(f'"127.0.0.1:{p}"' for p in ports)
+        + "]\n"
+        for job, ports in targets.items()
+    )
+    path.write_text(
+        f"global: {{scrape_interval: {step}s, evaluation_interval: {step}s}}\n"
+        f"scrape_configs:\n{jobs}{more}"
+        f"  - job_name: gpu-costsvc\n    scrape_interval: {COSTSVC_SCRAPE}s\n"
+        f'    static_configs:\n      - targets: ["127.0.0.1:{api_port}"]\n'
+        f"    authorization: {{credentials_file: {token}}}\n"
+        f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
+    )
+
+
+def _age() -> float:
+    """Seconds since this process started (Linux: /proc), imports included."""
+    ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _first_answering(urls: list[str]) -> str:
+    """The first of ``urls`` that answers 200 (Debian's Prometheus 2.42 has only its classic
+    UI, under /classic/; upstream builds have the new one at /)."""
+    for url in urls:
+        try:
+            if httpx.get(url, timeout=10).status_code == 200:
+                return url
+        except httpx.HTTPError:
+            pass
+    return urls[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n")[0])
-    ap.add_argument("--step", type=int, default=60, help="seconds between simulated scrapes")
+    ap.add_argument(
+        "--hours", type=int, default=3, help="complete hours of history before this one (3)"
+    )
+    ap.add_argument(
+        "--step", type=int, default=60, help="seconds between scrapes, history and live (60)"
+    )
     ap.add_argument(
         "--duration",
         type=float,
@@ -124,14 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--api-port", type=int, default=8080, help="the cost-service API (8080)")
     ap.add_argument("--prometheus-port", type=int, default=9090, help="Prometheus (9090)")
     ap.add_argument(
-        "--exporter-port", type=int, default=9400, help="the first exporter's (9400; then +1, +2)"
+        "--exporter-port",
+        type=int,
+        default=9400,
+        help=f"the first exporter's (9400; one per node, {len(NODES)} in all)",
     )
-    ap.add_argument("--labels-port", type=int, default=9408, help="kube_pod_labels (9408)")
+    ap.add_argument("--labels-port", type=int, default=9408, help="kube-state-metrics (9408)")
     ap.add_argument(
         "--vllm-port",
         type=int,
         default=None,
-        help="the served models' vLLM/SGLang metrics (default: after the exporters', 9405)",
+        help="the served models' vLLM/SGLang metrics (default: the port after the exporters')",
     )
     ap.add_argument(
         "--port-wait",
@@ -142,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.vllm_port is None:
         args.vllm_port = args.exporter_port + len(NODES)
+    if not 1 <= args.hours <= 48:
+        ap.error("--hours: from 1 to 48")
+    if not 5 <= args.step <= 120:
+        ap.error("--step: from 5 to 120 seconds")
 
     for tool in ("prometheus", "promtool"):
         if shutil.which(tool) is None:
@@ -150,7 +168,6 @@ def main(argv: list[str] | None = None) -> int:
                 "(sudo apt-get install prometheus)"
             )
             return 1
-    started = time.monotonic()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="gpu-finops-demo-"))
     workdir.mkdir(parents=True, exist_ok=True)
     stack = Stack()
@@ -162,176 +179,148 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
+        exporter_ports = [args.exporter_port + i for i in range(len(NODES))]
         wanted = [
             (args.api_port, "the cost-service API", "--api-port"),
             (args.prometheus_port, "Prometheus", "--prometheus-port"),
             *(
-                (args.exporter_port + i, f"the exporter of {name}", "--exporter-port")
-                for i, name in enumerate(NODES)
+                (p, f"the exporter of {name}", "--exporter-port")
+                for p, name in zip(exporter_ports, NODES, strict=True)
             ),
-            (args.labels_port, "kube_pod_labels", "--labels-port"),
+            (args.labels_port, "kube-state-metrics", "--labels-port"),
             (args.vllm_port, "the served models' metrics", "--vllm-port"),
         ]
-        for port, what, flag in wanted:  # before the minutes of simulation, not after
+        for port, what, flag in wanted:  # before the simulation, not after
             claim_port(port, what, args.port_wait, _say, flag)
         now = datetime.now(UTC)
-        today = now.replace(hour=0, minute=0, second=0, microsecond=0)
-        day = today - timedelta(days=1)
+        first = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=args.hours)
+        specs, incidents = [], []
+        for name in NODES:
+            spec, happened = spec_with_epoch(name, first, workdir, now)
+            specs.append(spec)
+            incidents += happened
+        # forked before this process starts any thread
+        histories = NodeHistories(
+            specs,
+            [target_labels("gpu-exporter", p) for p in exporter_ports],
+            workdir,
+            first,
+            args.step,
+        )
+        stack.stops.append(histories.stop)
         _say(
-            f"gpu-finops demo: simulating {len(NODES)} GPU nodes from {day:%Y-%m-%d} 00:00 "
-            f"until now ({now:%H:%M} UTC), a scrape every {args.step} s ..."
+            f"gpu-finops demo: {len(NODES)} simulated GPU nodes, live from {now:%H:%M:%S} UTC "
+            f"with their history from {first:%Y-%m-%d %H:%M}, a scrape every {args.step} s ..."
         )
-        history, samples = make_history(workdir, day, args.step, now)
-        _say(f"  {samples:,} samples of exporter output; loading them into Prometheus ...")
-        data = workdir / "prometheus"
-        subprocess.run(
-            ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-            check=True,
-            capture_output=True,
-        )
-        history.unlink()
 
         def port(number: int, what: str, flag: str) -> int:  # still free? (no waiting now)
             return claim_port(number, what, 0, _say, flag)
 
-        exporters, specs = [], []
         for i, name in enumerate(NODES):
-            specs.append(spec_with_epoch(name, day, workdir))  # live, where the history ends
-            p = port(args.exporter_port + i, f"the exporter of {name}", "--exporter-port")
-            stack.process(
-                [
-                    "gpu-exporter",
-                    "--simulate",
-                    str(specs[-1]),
-                    "--web.listen-address",
-                    f"127.0.0.1:{p}",
-                ],
-                workdir / f"exporter-{i}.log",
-            )
-            exporters.append(p)
-        labels_port = port(args.labels_port, "kube_pod_labels", "--labels-port")
-        stack.stops.append(PodLabels(specs, day, labels_port).stop)
+            p = port(exporter_ports[i], f"the exporter of {name}", "--exporter-port")
+            # `gpu-exporter --simulate SPEC --web.listen-address ...`, forked: no interpreter
+            # to start and import it all again, five times, while the history is made
+            argv = ["--simulate", str(specs[i]), "--web.listen-address", f"127.0.0.1:{p}"]
+            stack.fork(exporter_main, argv, workdir / f"exporter-{i}.log")
+        labels_port = port(args.labels_port, "kube-state-metrics", "--labels-port")
+        ksm = cluster.KubeStateMetrics(specs, first, labels_port)
+        stack.stops.append(ksm.stop)
         vllm_port = port(args.vllm_port, "the served models' metrics", "--vllm-port")
-        stack.stops.append(ServedMetrics(specs, day, vllm_port).stop)
+        served = vllm.ServedMetrics(specs, first, vllm_port)
+        stack.stops.append(served.stop)
         api_port = port(args.api_port, "the cost-service API", "--api-port")
         prom_port = port(args.prometheus_port, "Prometheus", "--prometheus-port")
+        # every target answers before Prometheus' first scrape (else: a gap at the handover)
+        targets = {"gpu-exporter": exporter_ports, "kube-state-metrics": [labels_port]}
+        for ports in targets.values():
+            for p in ports:
+                wait_http(f"http://127.0.0.1:{p}/metrics", 60)
+        token_file = workdir / "costsvc-token"  # written once the database exists
+        token_file.write_text("")
         config = workdir / "prometheus.yml"
-        (workdir / "costsvc-token").write_text("")  # the token comes once the database exists
-        config.write_text(
-            "global: {scrape_interval: 15s}\nscrape_configs:\n"
-            "  - job_name: gpu-exporter\n    static_configs:\n      - targets: ["
-            + ", ".join(f'"127.0.0.1:{p}"' for p in exporters)
-            + "]\n"
-            "  - job_name: kube-state-metrics\n    static_configs:\n"
-            f'      - targets: ["127.0.0.1:{labels_port}"]\n'
-            + scrape_config(vllm_port)  # the inference deployment (demo/vllm.py)
-            + "  - job_name: gpu-costsvc\n    static_configs:\n"
-            f'      - targets: ["127.0.0.1:{api_port}"]\n'
-            # /metrics needs a metrics-role token (docs/security.md), written below
-            f"    authorization: {{credentials_file: {workdir / 'costsvc-token'}}}\n"
-            f"rule_files: [{ROOT / 'alerts' / 'gpu-finops.rules.yml'}]\n"
-        )
-        prom = stack.process(
-            [
-                "prometheus",
-                f"--config.file={config}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{prom_port}",
-                "--storage.tsdb.retention.time=10y",
-            ],
-            workdir / "prometheus.log",
-        )
-        prom_url = f"http://127.0.0.1:{prom_port}"
-        wait_http(f"{prom_url}/-/ready", 60, prom)
+        for pod in vllm.SERVED:
+            wait_http(f"http://127.0.0.1:{vllm_port}{vllm.path(pod)}", 60)
+        more = vllm.scrape_config(vllm_port)
+        _prometheus_config(config, args.step, targets, api_port, token_file, more)
+        data = workdir / "prometheus"
+        prometheus = Prometheus(stack, config, data, prom_port, workdir / "prometheus.log")
+        handover = datetime.now(UTC)  # live scrapes from here on, history until here
+        prometheus.start()
+        histories.record(handover)
+        # the cost service's modules load while the nodes' processes make their history
+        from demo.costs import serve_costs
 
-        db_url = f"sqlite:///{workdir / 'gpu-costsvc.db'}"
-        upgrade(db_url)
-        engine = make_engine(db_url)
-        stack.stops.append(engine.dispose)
-        model = load(ROOT / "examples" / "cost-model.yaml")
-        reader = PrometheusReader(prom_url)
-        stack.stops.append(reader.close)
-        hours = complete_hours(day, now)
-        for i, hour in enumerate(hours, 1):
-            report = ingest(engine, reader, model, CLUSTER, [hour])
-            if report.failed:
-                raise RuntimeError(f"ingest {hour:%H:00}: {report.failed[hour]}")
-            print(f"\r  cost service: ingested {i}/{len(hours)} hours", end="", flush=True)
-        print(flush=True)
-        # rightsizing over the simulated hours (the product's default: 7 days, 24 hours)
-        advised_until = hours[-1] + timedelta(hours=1)
-        advise(
-            engine,
-            reader,
-            model,
-            CLUSTER,
-            advised_until,
-            Options(
-                window=advised_until - day,
-                step_s=max(300, args.step),
-                rules=Rules(min_hours=Decimal(6)),
-            ),
+        fleets = [load_spec(p) for p in specs]
+        t0 = first.timestamp()
+        ksm_blocks, ksm_samples = record(
+            workdir / "kube-state-metrics",
+            stamps(first, handover, args.step),
+            target_labels("kube-state-metrics", labels_port),
+            lambda stamp: cluster.exposition(fleets, stamp - t0),
         )
-        top = recommendations(engine, actions=ACTIONABLE, limit=3)
-        token = create_token(engine, f"demo-admin-{int(time.time())}", "admin", None, "demo")
-        scrape = f"demo-prometheus-{int(time.time())}"
-        (workdir / "costsvc-token").write_text(
-            create_token(engine, scrape, "metrics", None, "demo") + "\n"
+        served_history = record_targets(
+            workdir / "vllm",
+            stamps(first, handover, args.step),
+            lambda stamp: vllm.scrapes(fleets, stamp - t0, vllm_port),
         )
-        live = threading.Thread(
-            target=_ingest_live, args=(engine, reader, model, stopping), name="ingest", daemon=True
-        )
-        live.start()
-        stack.stops.append(lambda: live.join(30))
-
-        settings = Settings(
-            database_url=db_url,
-            prometheus_url=prom_url,
-            cluster=CLUSTER,
-            cost_model=ROOT / "examples" / "cost-model.yaml",
-        )
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings), host="127.0.0.1", port=api_port, log_level="warning"
-            )
-        )
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-
-        def stop_api() -> None:
-            server.should_exit = True
-            thread.join(10)
-
-        stack.stops.append(stop_api)
-        api = f"http://127.0.0.1:{api_port}"
-        wait_http(f"{api}/healthz", 30)
-        answer = httpx.get(
-            f"{api}/v1/costs",
-            params={"window": "yesterday", "group_by": "team"},
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=30,
-        ).json()
-        currency = answer["rows"][0]["currency"] if answer["rows"] else model.currency
-        took = time.monotonic() - started
+        made = [*histories.results(), (ksm_blocks, ksm_samples), served_history]
         _say(
-            f"\nGPU cost per team on {day:%Y-%m-%d} (from {api}/v1/costs):\n"
-            f"{_table(answer['rows'], currency)}\n\n"
-            f"Top {len(top)} GPU savings (rightsizing over {day:%Y-%m-%d %H:00} to "
-            f"{advised_until:%Y-%m-%d %H:00}, {api}/v1/recommendations):\n"
-            + (_indent(advice_table(top)) if top else "  none")
+            f"  {sum(n for _, n in made):,} samples of history until {handover:%H:%M:%S}; "
+            "loading them into Prometheus ..."
+        )
+        prometheus.ready()
+        prometheus.stop()
+        for folder, _ in made:
+            for block in folder.iterdir():
+                block.rename(data / block.name)
+        prometheus.start()
+        prometheus.ready()
+
+        c = serve_costs(
+            stack, workdir, prometheus.url, first, handover, args.step, api_port, stopping
+        )
+        token, api_url, rows, hours, advised_until = c.token, c.api_url, c.rows, c.hours, c.until
+        prom_url = prometheus.url
+        took = _age()
+        graph = _first_answering([f"{prom_url}/graph", f"{prom_url}/classic/graph"])
+        alerts = _first_answering([f"{prom_url}/alerts", f"{prom_url}/classic/alerts"])
+        lost = report.unavailable(rows)
+        currency = rows[0]["currency"] if rows else "USD"
+        _say(
+            f"\nGPU cost per team, {report.hours_text(hours[0], advised_until)}, "
+            f"from {api_url}/v1/costs:\n"
+            f"{report.cost_table(rows, currency)}\n"
+            "  (idle waste: held but idle; unmeasured: held, with no utilisation series; "
+            "unalloc. idle: nobody held it"
+            + (f", {lost} of it on lost GPUs)" if lost else ")")
+            + "\n\n"
+            f"Budgets this month ({api_url}/v1/budgets):\n{report.budget_lines(c.budgets)}\n\n"
+            f"GPU quotas ({api_url}/v1/quotas):\n{report.quota_lines(c.quotas)}\n\n"
+            f"Cost per 1M tokens by served model, {report.hours_text(hours[0], advised_until)} "
+            f"({api_url}/v1/inference; allocation basis, then usage basis):\n"
+            f"{report.served_lines(c.served)}\n\n"
+            f"Top {len(c.top)} GPU savings (rightsizing over "
+            f"{report.hours_text(hours[0], advised_until)}, {api_url}/v1/recommendations):\n"
+            + (_indent(c.advice) if c.top else "  none")
+            + "\n\nIncidents in the last three hours (UTC):\n"
+            + "\n".join(f"  {at:%H:%M:%S}  {what}" for at, what in sorted(incidents))
             + "\n\n"
             f"ready in {took:.0f} s. Look at:\n"
+            f"  pages:       {api_url}/\n"
+            f"  cost API:    {api_url}/docs\n"
+            f"  Prometheus:  {graph}   (alerts: {alerts})\n"
             f"  exporters:   "
-            + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in exporters)
-            + f"\n  Prometheus:  {prom_url}/graph   (alerts: {prom_url}/alerts)\n"
-            f"  cost API:    {api}/docs\n"
+            + "  ".join(f"http://127.0.0.1:{p}/metrics" for p in exporter_ports)
+            + f"\n  kube-state-metrics: http://127.0.0.1:{labels_port}/metrics\n"
+            f"  served models: http://127.0.0.1:{vllm_port}"
+            f"{vllm.path(vllm.SERVED[0])}  (vLLM; tokens per model: /v1/inference)\n"
             f"  admin token: {token}\n"
             f"  try:         curl -s -H 'Authorization: Bearer {token}' "
-            f"'{api}/v1/costs?window=yesterday&group_by=team,project'\n"
+            f"'{api_url}/v1/costs?window=today&group_by=team,project'\n"
             f"               curl -s -H 'Authorization: Bearer {token}' "
-            f"'{api}/v1/reports/chargeback.csv?month={day:%Y-%m}'\n"
+            f"'{api_url}/v1/reports/chargeback.csv?month={hours[-1]:%Y-%m}'\n"
             f"               curl -s -H 'Authorization: Bearer {token}' "
-            f"'{api}/v1/inference?window=yesterday&group_by=model'\n"
+            f"'{api_url}/v1/inference?window=today&group_by=model'\n"
             f"  files:       {workdir}\n"
             "Ctrl-C stops everything."
         )

@@ -1,33 +1,38 @@
-"""History for the demo: three simulated GPU nodes scraped on a simulated clock, from the
-start of yesterday until the moment the demo starts.
+"""History for the demo: the simulated GPU nodes scraped on a simulated clock, from the start
+of the simulated hours until the moment Prometheus starts scraping the live exporters.
 
 Each node's exporter is built exactly as ``gpu-exporter --simulate`` builds it
 (:func:`exporter.build.build`), on a clock the demo steps through the history; every
-collection's exposition is kept with its timestamp (what Prometheus would have scraped),
-together with kube-state-metrics' ``kube_pod_labels`` for the pods alive at that moment. The
-specs are given the history's start as their epoch (:func:`spec_with_epoch`), so the live
-exporters the demo then starts go on where the history stops, and :class:`PodLabels` serves
-``kube_pod_labels`` live, as kube-state-metrics would.
+collection's exposition is kept with its timestamp and the labels Prometheus gives the
+target (``job``, ``instance``: the live exporter's address, so history and live are one
+series), plus ``up`` 1, as Prometheus would have written them. kube-state-metrics' series
+(demo/cluster.py) are kept the same way. Each node's history is made in a process of its
+own (forked before any thread starts) and turned into TSDB blocks by its own ``promtool tsdb
+create-blocks-from openmetrics``, so the nodes go in parallel.
+
+The specs are copies of the examples given the history's start as their epoch
+(:func:`spec_with_epoch`), so the live exporters go on where the history stops, and the
+demo's incidents (:data:`INCIDENTS`: an XID, a lost GPU, clock throttling) are placed in them
+relative to the moment the demo starts.
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import shutil
-import threading
-import time
-from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import yaml
 
-from demo.vllm import scrapes as served_scrapes
 from exporter.build import Built, build
 from exporter.flags import parse_settings
-from exporter.simulate.spec import FleetSpec, load
-from kube.labels import sanitize_label
 
 ROOT = Path(__file__).resolve().parents[1]
 NODES = (
@@ -36,6 +41,70 @@ NODES = (
     "fleet-mixed.yaml",
     "fleet-dra.yaml",  # GPUs handed out through DRA claims (one shared by three pods)
     "fleet-hami.yaml",  # HAMi fractions (cores % and MiB) and memory-profile vGPUs
+)  # the DRA node's serving pods also count their tokens (demo/vllm.py: the inference deployment)
+# promtool cuts blocks of this length at most (2 h by default, and it reads its whole input
+# once per block): one block for the few simulated hours
+MAX_BLOCK = "24h"
+
+
+@dataclass(frozen=True, slots=True)
+class Incident:
+    """Something that goes wrong on a node, ``after`` the demo starts (negative: before)."""
+
+    node: str
+    model: str  # the spec entry it happens to (the first with this GPU model)
+    after: timedelta
+    what: str  # as the demo prints it
+    change: Callable[[dict[str, Any], float], None]  # (spec entry, t at the demo's start)
+
+
+def _add(
+    key: str, item: Callable[[float], dict[str, Any]]
+) -> Callable[[dict[str, Any], float], None]:
+    return lambda entry, t: entry.setdefault(key, []).append(item(t))
+
+
+LOST_AFTER = timedelta(seconds=20)  # once the live exporters know the GPU (NVML can't say
+# which GPU a lost one was to an exporter that starts after the loss): they start in seconds
+INCIDENTS = (
+    Incident(
+        "fleet-mixed.yaml",
+        "NVIDIA L4",
+        timedelta(hours=-2),
+        "power cap (sw_power_cap) on both L4s of gpu-node-mixed-01, still on",
+        _add(
+            "clock_events",
+            lambda t: {"from": t - 7200, "to": t + 30 * 86400, "reasons": ["sw_power_cap"]},
+        ),
+    ),
+    Incident(
+        "fleet-h100x8.yaml",
+        "NVIDIA H100 80GB HBM3",
+        timedelta(minutes=-50),
+        "thermal slowdown of the H100s of gpu-node-h100-01 for 10 minutes",
+        _add(
+            "clock_events",
+            lambda t: {
+                "from": t - 3000,
+                "to": t - 2400,
+                "reasons": ["sw_thermal_slowdown", "hw_thermal_slowdown"],
+            },
+        ),
+    ),
+    Incident(
+        "fleet-shared.yaml",
+        "NVIDIA H100 80GB HBM3",
+        timedelta(minutes=-30),
+        "XID 31 (GPU memory page fault) on GPU 0 of gpu-node-shared-01",
+        _add("xid", lambda t: {"t": t - 1800, "xid": 31}),
+    ),
+    Incident(
+        "fleet-mixed.yaml",
+        "Tesla T4",
+        LOST_AFTER,
+        "the T4 of gpu-node-mixed-01 falls off the bus (XID 79): unavailable, never charged",
+        lambda entry, t: entry.update(lost_at=t + LOST_AFTER.total_seconds()),
+    ),
 )
 
 
@@ -49,11 +118,11 @@ class Clock:
 
 class FamilyFiles:
     """OpenMetrics wants each family's samples together: one temporary file per family,
-    joined at the end, so a day of history never has to fit in memory."""
+    joined at the end, so the history never has to fit in memory."""
 
-    def __init__(self, workdir: Path) -> None:
-        self.dir = workdir / "families"
-        self.dir.mkdir()
+    def __init__(self, folder: Path) -> None:
+        self.dir = folder
+        self.dir.mkdir(parents=True)
         self.meta: dict[str, list[str]] = {}
         self.files: dict[str, IO[str]] = {}
         self.samples = 0
@@ -91,6 +160,21 @@ class FamilyFiles:
                 with open(f.name) as src:
                     shutil.copyfileobj(src, dst)
             dst.write("# EOF\n")
+        shutil.rmtree(self.dir)
+
+
+def target_labels(job: str, port: int) -> str:
+    """The labels Prometheus gives what it scrapes from ``127.0.0.1:port`` in ``job``."""
+    return f'job="{job}",instance="127.0.0.1:{port}"'
+
+
+def stamps(start: datetime, end: datetime, step: int) -> list[int]:
+    """Scrape times every ``step`` s up to just before ``end`` (where live scraping takes
+    over: the last is 1 s before it), back to the first at or before ``start``."""
+    last = int(end.timestamp()) - 1
+    first = int(start.timestamp())
+    n = (last - first + step - 1) // step
+    return [last - k * step for k in range(n, -1, -1)]
 
 
 def simulated_node(spec_path: Path, clock: Clock) -> Built:
@@ -101,88 +185,133 @@ def simulated_node(spec_path: Path, clock: Clock) -> Built:
     return build(settings, clock=clock, monotonic=clock)
 
 
-def kube_pod_labels(spec: FleetSpec, t: float) -> str:
-    """kube-state-metrics' ``kube_pod_labels`` for the spec's pods alive at ``t`` (seconds)."""
-    ksm = ["# TYPE kube_pod_labels gauge"]
-    for pod in spec.pods:
-        if not pod.alive(t):
-            continue
-        labels = "".join(f',{sanitize_label(k)}="{v}"' for k, v in sorted(pod.labels.items()))
-        ksm.append(f'kube_pod_labels{{namespace="{pod.namespace}",pod="{pod.name}"{labels}}} 1')
-    return "\n".join(ksm)
-
-
-def spec_with_epoch(name: str, epoch: datetime, workdir: Path) -> Path:
-    """A copy of the example spec ``name`` whose curves and pods start at ``epoch``."""
+def spec_with_epoch(
+    name: str, epoch: datetime, workdir: Path, started: datetime
+) -> tuple[Path, list[tuple[datetime, str]]]:
+    """A copy of the example spec ``name`` whose curves and pods start at ``epoch``, with the
+    :data:`INCIDENTS` of that node placed around ``started``; and those incidents (when, what)."""
     raw = yaml.safe_load((ROOT / "examples" / name).read_text())
     raw["epoch"] = epoch.isoformat()
+    t = (started - epoch).total_seconds()
+    happened = []
+    for incident in INCIDENTS:
+        if incident.node == name:
+            entry = next(g for g in raw["gpus"] if g["model"] == incident.model)
+            incident.change(entry, t)
+            happened.append((started + incident.after, incident.what))
     out = workdir / f"live-{name}"
     out.write_text(yaml.safe_dump(raw, sort_keys=False))
-    return out
+    return out, happened
 
 
-def make_history(workdir: Path, day: datetime, step: int, end: datetime) -> tuple[Path, int]:
-    """Scrapes of the simulated nodes (and kube_pod_labels) from ``day`` until ``end``, as
-    OpenMetrics."""
+def blocks(history: Path, out: Path) -> None:
+    """``history`` (OpenMetrics) as TSDB blocks in ``out``; the input is removed."""
+    subprocess.run(
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            f"--max-block-duration={MAX_BLOCK}",
+            str(history),
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    history.unlink()
+
+
+def record(
+    folder: Path, times: list[int], labels: str, scrape: Callable[[int], str]
+) -> tuple[Path, int]:
+    """``scrape(t)`` at each of ``times`` (and ``up`` 1) with the target's ``labels``, as
+    TSDB blocks in ``folder``/blocks; the number of samples."""
+    return record_targets(folder, times, lambda stamp: [(scrape(stamp), labels)])
+
+
+def record_targets(
+    folder: Path, times: list[int], scrape: Callable[[int], list[tuple[str, str]]]
+) -> tuple[Path, int]:
+    """Several targets at once: ``scrape(t)`` gives (exposition, target labels) of each
+    target that answers at ``t``; each with its ``up`` 1, as TSDB blocks in
+    ``folder``/blocks; the number of samples."""
+    families = FamilyFiles(folder / "families")
+    for stamp in times:
+        for body, labels in scrape(stamp):
+            families.add(body, stamp, labels)
+            families.add("# TYPE up gauge\nup 1", stamp, labels)
+    history = folder / "history.om"
+    families.write(history)
+    blocks(history, folder / "blocks")
+    return folder / "blocks", families.samples
+
+
+def _node_worker(
+    conn: Connection, spec: Path, folder: Path, labels: str, first: datetime, step: int
+) -> None:
+    """In a process of its own: build the node, wait for the end, record its scrapes."""
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
-    families = FamilyFiles(workdir)
-    clock = Clock(day.timestamp())
-    nodes = []
-    for i, name in enumerate(NODES):
-        built = simulated_node(spec_with_epoch(name, day, workdir), clock)
-        nodes.append((built, f'job="gpu-exporter",instance="node-{i}:9400"'))
-    fleets = [built.spec for built, _ in nodes if built.spec is not None]
     try:
-        stop = end.timestamp()
-        while clock.t < stop:
-            stamp = int(clock.t)
-            for body, extra in served_scrapes(fleets, clock.t - day.timestamp()):
-                families.add(body, stamp, extra)  # the inference deployment (demo/vllm.py)
-            for built, extra in nodes:
-                assert built.spec is not None
-                exporter = built.exporter
-                exporter.collect_once()
-                families.add(exporter.exposition.body("openmetrics").decode(), stamp, extra)
-                ksm = kube_pod_labels(built.spec, clock.t - day.timestamp())
-                families.add(ksm, stamp, 'job="kube-state-metrics"')
-            clock.t += step
-    finally:
-        for built, _ in nodes:
-            built.exporter.close()
+        clock = Clock(first.timestamp() - step)  # no later than the first scrape
+        built = simulated_node(spec, clock)
+        exporter = built.exporter
+
+        def scrape(stamp: int) -> str:
+            clock.t = float(stamp)
+            exporter.collect_once()
+            return exporter.exposition.body("openmetrics").decode()
+
+        try:
+            end = conn.recv()
+            conn.send(record(folder, stamps(first, end, step), labels, scrape))
+        finally:
+            exporter.close()
             built.stop()
-    out = workdir / "history.om"
-    families.write(out)
-    return out, families.samples
+    except BaseException as exc:  # the parent says what failed
+        conn.send(exc)
+    finally:
+        conn.close()
 
 
-class PodLabels:
-    """A stand-in for kube-state-metrics while the demo runs: ``/metrics`` answers
-    ``kube_pod_labels`` for the pods of the live specs alive now (t since ``epoch``)."""
+class NodeHistories:
+    """One forked process per node, started before the demo starts any thread; each builds
+    its node at once, and records it from ``first`` once :meth:`record` says until when."""
 
-    def __init__(self, specs: list[Path], epoch: datetime, port: int) -> None:
-        fleets = [load(p) for p in specs]
-        start = epoch.timestamp()
+    def __init__(
+        self, specs: list[Path], labels: list[str], workdir: Path, first: datetime, step: int
+    ) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.conns: list[Connection] = []
+        self.procs = []
+        for i, (spec, lab) in enumerate(zip(specs, labels, strict=True)):
+            parent, child = ctx.Pipe()
+            folder = workdir / f"node-{i}"
+            folder.mkdir()
+            proc = ctx.Process(
+                target=_node_worker, args=(child, spec, folder, lab, first, step), daemon=True
+            )
+            proc.start()
+            child.close()
+            self.conns.append(parent)
+            self.procs.append(proc)
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] != "/metrics":
-                    self.send_error(404)
-                    return
-                t = time.time() - start
-                body = ("\n".join(kube_pod_labels(f, t) for f in fleets) + "\n").encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+    def record(self, end: datetime) -> None:
+        for conn in self.conns:
+            conn.send(end)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+    def results(self) -> list[tuple[Path, int]]:
+        out = []
+        for conn, proc in zip(self.conns, self.procs, strict=True):
+            answer = conn.recv()
+            proc.join()
+            if isinstance(answer, BaseException):
+                raise RuntimeError(f"history of {proc.name}: {answer!r}") from answer
+            out.append(answer)
+        return out
 
     def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join()

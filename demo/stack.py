@@ -3,14 +3,34 @@ listen on, and waiting for an HTTP endpoint to answer."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+
+
+def stop_process(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s; nothing when it has ended."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def _run_logged(main: Callable[[list[str]], int], argv: list[str], log: Path) -> None:
+    with log.open("ab") as out:
+        os.dup2(out.fileno(), 1)
+        os.dup2(out.fileno(), 2)
+    sys.exit(main(argv))
 
 
 class Stack:
@@ -20,22 +40,58 @@ class Stack:
         self.stops: list[Callable[[], None]] = []
 
     def process(self, argv: list[str], log: Path) -> subprocess.Popen[bytes]:
-        with log.open("wb") as out:
+        with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+        self.stops.append(lambda: stop_process(proc))
+        return proc
+
+    def fork(self, main: Callable[[list[str]], int], argv: list[str], log: Path) -> None:
+        """``main(argv)`` in a forked child (a program's entry point, without a new
+        interpreter importing it all again), its output to ``log``."""
+        child = multiprocessing.get_context("fork").Process(
+            target=_run_logged, args=(main, argv, log), daemon=True
+        )
+        child.start()
 
         def stop() -> None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            child.terminate()  # SIGTERM, as stop_process
+            child.join(10)
+            if child.is_alive():
+                child.kill()
+                child.join()
 
         self.stops.append(stop)
-        return proc
 
     def close(self) -> None:
         for stop in reversed(self.stops):
             stop()
+
+
+class Prometheus:
+    """``prometheus`` on 127.0.0.1:``port`` with ``config`` over ``data``; stopped and started
+    again to load blocks written meanwhile (it looks for new blocks only once a minute)."""
+
+    def __init__(self, stack: Stack, config: Path, data: Path, port: int, log: Path) -> None:
+        self.stack, self.log, self.url = stack, log, f"http://127.0.0.1:{port}"
+        self.argv = [
+            "prometheus",
+            f"--config.file={config}",
+            f"--storage.tsdb.path={data}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--storage.tsdb.retention.time=10y",
+        ]
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = self.stack.process(self.argv, self.log)
+
+    def ready(self, seconds: float = 60) -> None:
+        assert self.proc is not None
+        wait_http(f"{self.url}/-/ready", seconds, self.proc)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc)
 
 
 class PortBusy(RuntimeError):

@@ -174,15 +174,18 @@ def _alive(fleets: list[FleetSpec], pod: ServedPod, t: float) -> bool:
     )
 
 
-def target_labels(pod: ServedPod) -> str:
-    """The labels Prometheus puts on the pod's series (job, instance, namespace, pod)."""
-    return f'job="{JOB}",instance="{pod.pod}:8000",namespace="{pod.namespace}",pod="{pod.pod}"'
+def target_labels(pod: ServedPod, port: int) -> str:
+    """The labels Prometheus puts on the pod's series as :func:`scrape_config` scrapes it from
+    ``127.0.0.1:port`` (job, instance, namespace, pod): history and live are one series."""
+    return f'job="{JOB}",instance="127.0.0.1:{port}",namespace="{pod.namespace}",pod="{pod.pod}"'
 
 
-def scrapes(fleets: list[FleetSpec], t: float) -> list[tuple[str, str]]:
+def scrapes(fleets: list[FleetSpec], t: float, port: int) -> list[tuple[str, str]]:
     """(exposition, target labels) of every served pod alive at ``t`` (seconds since the
     epoch of ``fleets``): what Prometheus would have scraped then."""
-    return [(exposition(p, t, om=True), target_labels(p)) for p in SERVED if _alive(fleets, p, t)]
+    return [
+        (exposition(p, t, om=True), target_labels(p, port)) for p in SERVED if _alive(fleets, p, t)
+    ]
 
 
 def path(pod: ServedPod) -> str:

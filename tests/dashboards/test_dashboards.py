@@ -596,3 +596,50 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
         timeout=60,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_xid_panels_count_a_codes_first_xid(tmp_path: Path) -> None:
+    """A code's first XID makes its counter series, at 1: increase() alone never sees it
+    (the GPUCriticalXID alert's rule). Counted the minute it appears, and in the range's
+    total; a later XID of the same code by its increase, not twice."""
+    promtool = require_binary("promtool")
+    gpu = 'Hostname="n1", modelName="H100", UUID="GPU-0", gpu="0"'
+    f = "gpu-fleet.json"
+    by_code = expr_of(f, "XID errors by code").replace("[1m]", "[2m]").replace(" 1m", " 2m")
+    total = expr_of(f, "Last XID per GPU", "B").replace("[1h]", "[10m]").replace(" 1h", " 10m")
+    tests = {
+        "interval": "1m",
+        "input_series": [
+            # XID 31 first at minute 4, again at minute 19; XID 13 at 1 all along
+            {"series": f'gpu_xid_errors_total{{{gpu}, xid="31"}}', "values": "_x4 1x14 2x10"},
+            {"series": f'gpu_xid_errors_total{{{gpu}, xid="13"}}', "values": "1x30"},
+        ],
+        "promql_expr_test": [
+            {
+                "expr": by_code,
+                "eval_time": "5m",
+                "exp_samples": [{"labels": '{Hostname="n1", gpu="0", xid="31"}', "value": 1}],
+            },
+            {"expr": by_code, "eval_time": "12m", "exp_samples": []},
+            {
+                "expr": by_code,
+                "eval_time": "20m",
+                "exp_samples": [{"labels": '{Hostname="n1", gpu="0", xid="31"}', "value": 1}],
+            },
+            {
+                "expr": total,
+                "eval_time": "10m",
+                "exp_samples": [{"labels": '{Hostname="n1", gpu="0"}', "value": 1}],
+            },
+        ],
+    }
+    path = tmp_path / "test.yml"
+    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
+    proc = subprocess.run(
+        [promtool, "test", "rules", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

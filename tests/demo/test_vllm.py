@@ -62,15 +62,15 @@ def test_the_servers_series_and_counters_that_only_go_up() -> None:
 
 def test_the_history_form_is_openmetrics_for_the_pods_alive() -> None:
     fleets = [load(ROOT / "examples" / "fleet-dra.yaml")]
-    found = scrapes(fleets, 600.0)
+    found = scrapes(fleets, 600.0, 9405)
     assert [extra for _, extra in found] == [
-        f'job="vllm",instance="{p.pod}:8000",namespace="{p.namespace}",pod="{p.pod}"'
+        f'job="vllm",instance="127.0.0.1:9405",namespace="{p.namespace}",pod="{p.pod}"'
         for p in SERVED
     ]
     for body, _ in found:
         families = list(openmetrics_families(body + "# EOF\n"))
         assert {f.name for f in families} <= set(VLLM) | set(SGLANG)
-    assert scrapes([], 600.0) == []  # no fleet holds the pods: no series
+    assert scrapes([], 600.0, 9405) == []  # no fleet holds the pods: no series
 
 
 def test_the_live_server_and_its_scrape_job() -> None:
