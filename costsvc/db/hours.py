@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
+from costsvc.attribution import Controller, GpuHour, Holding, HourFacts, HourResult, Owner
 from costsvc.chargeback import IDLE
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.lines import write_lines
@@ -23,6 +23,7 @@ from costsvc.utc import as_utc
 
 US = 1_000_000
 Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
+Controllers = dict[tuple[str, str, str], Controller]  # ... -> its controller, as charged
 
 
 def store_hour(
@@ -51,18 +52,18 @@ def restore_hour(
     cluster: str,
     hour: datetime,
     run_id: int,
-    price: Callable[[HourFacts, Owners], HourResult],
+    price: Callable[[HourFacts, Owners, Controllers], HourResult],
     currency: str,
 ) -> None:
-    """A repriced hour: its stored facts and owners go through ``price`` and the money
+    """A repriced hour: its stored facts, owners and controllers go through ``price`` and the money
     replaces the hour's, in one transaction under the lock (the facts cannot change
     underneath)."""
     with engine.begin() as conn:
         found = select(GpuPresence.cluster).where(GpuPresence.hour == hour).distinct()
         clusters = {cluster} | set(conn.execute(found).scalars())
         lock_clusters(conn, clusters)
-        facts, owners = load_hour(conn, hour)
-        result = price(facts, owners)
+        facts, owners, controllers = load_hour(conn, hour)
+        result = price(facts, owners, controllers)
         replace_hour(conn, clusters, facts, result, currency, usage=False)
         mark_done(conn, run_id)
 
@@ -175,8 +176,8 @@ FACT_COLUMNS = (
 UNMEASURED = -1
 
 
-def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
-    """An ingested hour's facts, and the owner each pod was charged to."""
+def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Controllers]:
+    """An ingested hour's facts, and the owner and controller each pod was charged to."""
     facts = HourFacts(hour)
     g, u, c = GpuPresence, UsageFact, Chargeback
     gpu_rows = conn.execute(
@@ -251,12 +252,22 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
             )
         )
     charged = conn.execute(
-        select(c.cluster, c.namespace, c.pod, c.team, c.project, c.stage).where(
-            c.hour == hour, c.team != IDLE
-        )
-    )
+        select(
+            c.cluster,
+            c.namespace,
+            c.pod,
+            c.team,
+            c.project,
+            c.stage,
+            c.controller_kind,
+            c.controller,
+        ).where(c.hour == hour, c.team != IDLE)
+    ).all()
     owners = {(r.cluster, r.namespace, r.pod): Owner(r.team, r.project, r.stage) for r in charged}
-    return facts, owners
+    controllers = {
+        (r.cluster, r.namespace, r.pod): (r.controller_kind, r.controller) for r in charged
+    }
+    return facts, owners, controllers
 
 
 def charged_prices(engine: Engine) -> list[tuple[datetime, str, str | None, int]]:
