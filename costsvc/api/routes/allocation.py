@@ -25,7 +25,7 @@ from costsvc.api.cache import AnswerCache
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.costmodel import CostModelError, LabelKeys, load
-from costsvc.opencost.aggregates import LABEL_PREFIX, parse_aggregates
+from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import (
     BadParameter,
@@ -215,6 +215,8 @@ def allocation(
         return _error(exc)
     if options.idle_by_node:
         columns.add("node")
+    if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows
+        columns |= set(CONTROLLER_COLUMNS)
     from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
     if from_history:  # pod labels from the history, by pod
         columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
