@@ -5,7 +5,8 @@ Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py)
 ``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
 ``close`` (freeze a month), ``cost-model`` (import, show: where the cost model lives in the
 database), ``recommend`` (GPU rightsizing: compute, store, print the top savings) and ``token``
-(create, revoke, list API tokens).
+(create, revoke, list API tokens), ``opencost-proxy`` (OpenCost's clients against
+``/allocation``: costsvc/opencost_proxy.py).
 """
 
 from __future__ import annotations
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="create: write the token to this file (mode 0644) instead of standard output, "
         "and do nothing when the file already holds a live token (for a scraper's token file)",
     )
+    from costsvc.opencost_proxy import add_parser as add_proxy_parser
+
+    add_proxy_parser(sub)
     return p
 
 
@@ -693,6 +697,13 @@ def main(argv: list[str] | None = None) -> int:
             return _cost_model_command(settings, args.action, args.file, args.actor)
         if args.command == "recommend":
             return _recommend(settings, args)
+        if args.command == "opencost-proxy":
+            from costsvc.opencost_proxy import ProxyError, run
+
+            try:
+                return run(args)
+            except ProxyError as exc:
+                raise UsageError(str(exc)) from None
         return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
