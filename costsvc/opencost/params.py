@@ -9,11 +9,21 @@ Forms and messages follow opencost/opencost (read at the commit named in docs/ap
   ``^(\\d+)[,|-](\\d+)$``; RFC 3339 pairs ``YYYY-MM-DDTHH:MM:SSZ,YYYY-MM-DDTHH:MM:SSZ``.
   Anything else: ``illegal window: <w>``. The time zone is UTC (OpenCost's default offset).
 - ``step``: ``pkg/costmodel/aggregation.go`` ``resolveStepFromQuery`` — ``hour``, ``day``,
-  ``week`` or a Go duration with OpenCost's ``d``/``w`` units (``timeutil.ParseDuration``);
-  default: the window. gpu-costsvc keeps hours, so a step must be a whole number of hours.
-- ``accumulate``, ``includeIdle``, ``shareIdle``, ``idleByNode``: ``strconv.ParseBool``
+  ``week`` (``month``, ``quarter``: daily sets) or a Go duration with OpenCost's ``d``/``w``
+  units (``timeutil.ParseDuration``); default: the window, or what the accumulation needs
+  (``resolveDefaultStepFromAccumulate``, ``resolveStepForAccumulate``). gpu-costsvc keeps
+  hours, so a step given must be a whole number of hours (the window as its own step may be
+  any length); weekly steps start on the Sunday before (``step_align.go``
+  ``alignStepStart``).
+- ``accumulate`` / ``accumulateBy``: ``resolveAccumulateFromQuery`` and
+  ``resolveAccumulateOption`` — ``all``, a Go bool, or a calendar period (``hour``, ``day``,
+  ``week``, ``month``, ``quarter``): the window widened to whole periods
+  (``resolveQueryWindowForAccumulate``, window.go ``GetAccumulateWindows``; UTC, weeks from
+  Sunday), the sets summed per period (``AllocationSetRange.Accumulate``), periods outside the
+  window dropped (``trimAllocationSetRangeToRequestWindow``).
+- ``includeIdle``, ``shareIdle``, ``idleByNode``: ``strconv.ParseBool``
   (``1 t T TRUE true True 0 f F FALSE false False``); anything else is the default, false,
-  as OpenCost's ``GetBool`` has it; ``accumulate=all`` is true.
+  as OpenCost's ``GetBool`` has it.
 - ``aggregate``: a comma list (``GetList``: split on ``,``, blanks trimmed);
   ``ParseAggregationProperties``: none given = cluster, node, namespace, pod, container.
 """

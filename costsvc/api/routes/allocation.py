@@ -3,9 +3,11 @@ from the chargeback (docs/api.md, "OpenCost-compatible /allocation").
 
 Parameters, their forms and the 400 answers follow OpenCost's ``ComputeAllocationHandler``
 (opencost/opencost ``pkg/costmodel/aggregation.go``): a bad ``window`` is a plain-text 400
-(``http.Error``), a bad ``step``, ``accumulate`` or ``filter`` a JSON one (``{"code": 400,
-"message": "Error: …"}``, ``WriteError``). Same bearer tokens as ``/v1``; a team token sees
-its own team's allocations only.
+(``http.Error``), a bad ``step``, ``accumulateBy`` or ``filter`` a JSON one (``{"code": 400,
+"message": "Error: …"}``, ``WriteError``); ``aggregate`` names OpenCost does not know are
+dropped, as OpenCost drops them. Same bearer tokens as ``/v1`` (in the header only); a team
+token sees its own team's allocations only. OpenCost's clients that cannot send a token use
+``gpu-costsvc opencost-proxy`` (costsvc/opencost_proxy.py).
 """
 
 from __future__ import annotations
