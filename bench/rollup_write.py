@@ -46,7 +46,7 @@ def main() -> int:
     from bench import costsvc_api as api
     from bench.pgcluster import start_postgres
     from costsvc.attribution import Line
-    from costsvc.chargeback import AMOUNTS, KEY
+    from costsvc.chargeback import AMOUNTS, LINE_KEY
     from costsvc.db.lines import write_lines
     from costsvc.db.migrate import upgrade
     from costsvc.db.models import Chargeback
@@ -78,11 +78,11 @@ def main() -> int:
         with engine.connect() as conn:  # the hour's lines, as attribution would hand them over
             c = Chargeback
             rows = conn.execute(
-                select(*(getattr(c, k) for k in KEY), *(getattr(c, a) for a in AMOUNTS)).where(
+                select(*(getattr(c, k) for k in LINE_KEY), *(getattr(c, a) for a in AMOUNTS)).where(
                     c.hour == hour
                 )
             ).all()
-        lines = [Line(*r[: len(KEY)], *r[len(KEY) :]) for r in rows]  # type: ignore[arg-type]
+        lines = [Line(*r[: len(LINE_KEY)], *r[len(LINE_KEY) :]) for r in rows]  # type: ignore[arg-type]
         clusters = {ln.cluster for ln in lines}
         # the hour as not yet ingested: its rows out, the day's rollups without it
         pg.execute("DELETE FROM chargeback WHERE hour = %s", (hour,))

@@ -39,7 +39,7 @@ from datetime import datetime
 from decimal import Decimal
 from operator import attrgetter
 
-from costsvc.chargeback import IDLE, KEY, UNALLOCATED
+from costsvc.chargeback import IDLE, LINE_KEY, UNALLOCATED
 from costsvc.costmodel import CostModel
 from costsvc.energy import (
     MJ_PER_KWH,
@@ -54,7 +54,7 @@ from costsvc.energy import (
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
-_KEY_OF = attrgetter(*KEY)
+_KEY_OF = attrgetter(*LINE_KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
 GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
@@ -115,6 +115,10 @@ class Owner:
     stage: str
 
 
+Controller = tuple[str, str]  # a pod's controller: (kind as the API names it, name)
+NO: Controller = ("", "")
+
+
 @dataclass(slots=True)
 class Line:
     """One chargeback line of one hour."""
@@ -128,6 +132,9 @@ class Line:
     node: str = ""
     gpu_model: str = ""
     mig_profile: str = ""
+    container: str = ""  # the holding's container
+    controller_kind: str = ""  # the pod's controller at that hour ("" none)
+    controller: str = ""
     allocated: int = 0
     used: int = 0
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
@@ -144,14 +151,15 @@ class Line:
 
     @property
     def key(self) -> tuple[str, ...]:
-        """The line's chargeback key (:data:`costsvc.chargeback.KEY`)."""
+        """The line's chargeback key (:data:`costsvc.chargeback.LINE_KEY`)."""
         found: tuple[str, ...] = _KEY_OF(self)
         return found
 
 
 @dataclass
 class HourFacts:
-    """One hour of one Prometheus: the GPUs present, their holdings and the pods' labels."""
+    """One hour of one Prometheus: the GPUs present, their holdings, the pods' labels and
+    controllers."""
 
     start: datetime
     gpus: list[GpuHour] = field(default_factory=list)
@@ -159,6 +167,10 @@ class HourFacts:
     pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
     namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
+    controllers: dict[PodKey, Controller] = field(default_factory=dict)  # pods' controllers
+
+    def controller_of(self, cluster: str, namespace: str, pod: str) -> Controller | None:
+        return self.controllers.get((cluster, namespace, pod))
 
 
 def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
@@ -230,10 +242,12 @@ def attribute_hour(
     holdings: Iterable[Holding],
     owner_of: Callable[[str, str, str], Owner | None],
     model: CostModel,
+    controller_of: Callable[[str, str, str], Controller | None] | None = None,
 ) -> HourResult:
     """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
-    owner (None: nobody, ``__unallocated__``). Holdings of GPUs not in ``gpus`` are ignored:
-    the caller makes every held GPU present (costsvc.ingest.hour does)."""
+    owner (None: nobody, ``__unallocated__``), ``controller_of`` its controller (None: none
+    known). Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU
+    present (costsvc.ingest.hour does)."""
     gpus = list(gpus)
     by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
@@ -306,6 +320,7 @@ def attribute_hour(
             who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
                 UNALLOCATED, UNALLOCATED, UNALLOCATED
             )
+            kind, name = (controller_of and controller_of(g.cluster, h.namespace, h.pod)) or NO
             key = (
                 g.cluster,
                 who.team,
@@ -316,6 +331,9 @@ def attribute_hour(
                 g.node,
                 g.model,
                 h.mig_profile,
+                h.container,
+                kind,
+                name,
             )
             line = lines.get(key)
             if line is None:

@@ -2,8 +2,10 @@
 the two owner names that are not teams, billing months, ``group_by`` names and budget state.
 Pure: no I/O, no database.
 
-A line is keyed by :data:`KEY` (who held the GPU, and where) and carries the :data:`MONEY`
-columns in integer micro-units (``gpu_hours`` in micro GPU-hours). ``__idle__`` is capacity
+A line is keyed by :data:`LINE_KEY`: :data:`KEY` (who held the GPU, and where), and the
+holding's container and its pod's controller (:data:`WORKLOAD`, as at that hour: OpenCost's
+container, controller and controllerKind); it carries the :data:`MONEY` columns in integer
+micro-units (``gpu_hours`` in micro GPU-hours). ``__idle__`` is capacity
 nobody held; ``__unallocated__`` is a pod whose labels name no team (docs/cost-model.md).
 """
 
@@ -21,14 +23,29 @@ UNALLOCATED = "__unallocated__"
 OWNER = ("team", "project", "stage")
 # a chargeback line's key, in the order of the tables and the CSV's columns
 KEY = ("cluster", *OWNER, "namespace", "pod", "node", "gpu_model", "mig_profile")
+# the container and the pod's controller (kind as the Kubernetes API names it, and name): ""
+# where unknown; columns after KEY in the tables, at the end of the CSV
+WORKLOAD = ("container", "controller_kind", "controller")
+LINE_KEY = (*KEY, *WORKLOAD)
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours", "unavailable", "unavailable_gpu_hours")
 # energy (mJ) and carbon (mg CO2e) of a line, kept like allocated and idle (costsvc/energy.py)
 ENERGY = ("energy_mj", "idle_energy_mj", "co2e_mg", "idle_co2e_mg")
 AMOUNTS = (*MONEY, *ENERGY)  # every summed column of a line
 # what ``group_by`` and the filters may name, in the order the API documents them
-DIMENSIONS = (*OWNER, "namespace", "pod", "cluster", "node", "gpu_model", "mig_profile")
+# (``workload``: ``<Kind>/<name>`` of the controller, "" none)
+DIMENSIONS = (
+    *OWNER,
+    "namespace",
+    "pod",
+    "cluster",
+    "node",
+    "gpu_model",
+    "mig_profile",
+    *WORKLOAD,
+    "workload",
+)
 OWNER_DIMENSIONS = frozenset({*OWNER, "cluster"})  # what the per-owner rollup keeps
-assert set(DIMENSIONS) == set(KEY)
+assert set(DIMENSIONS) == {*LINE_KEY, "workload"}
 
 MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")  # 1970-01 .. 2999-12
 

@@ -5,7 +5,8 @@ Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py)
 ``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
 ``close`` (freeze a month), ``cost-model`` (import, show: where the cost model lives in the
 database), ``recommend`` (GPU rightsizing: compute, store, print the top savings) and ``token``
-(create, revoke, list API tokens).
+(create, revoke, list API tokens), ``opencost-proxy`` (OpenCost's clients against
+``/allocation``: costsvc/opencost_proxy.py).
 """
 
 from __future__ import annotations
@@ -120,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="create: register the token held in this file (e.g. a mounted Secret) instead of "
         "a new one; nothing is done when it is a live token already",
     )
+    from costsvc.opencost_proxy import add_parser as add_proxy_parser
+
+    add_proxy_parser(sub)
     return p
 
 
@@ -721,6 +725,13 @@ def main(argv: list[str] | None = None) -> int:
             return _cost_model_command(settings, args.action, args.file, args.actor)
         if args.command == "recommend":
             return _recommend(settings, args)
+        if args.command == "opencost-proxy":
+            from costsvc.opencost_proxy import ProxyError, run
+
+            try:
+                return run(args)
+            except ProxyError as exc:
+                raise UsageError(str(exc)) from None
         return _token(settings, args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

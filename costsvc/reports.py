@@ -9,7 +9,9 @@ CSV columns, in order (``group_by`` replaces the owner/placement columns by the 
 billing_month, charge_period_start, charge_period_end, charge_class (regular | correction),
 cluster, team, project, stage, namespace, pod, node, gpu_model, mig_profile, currency,
 gpu_hours, allocated_cost, used_cost, allocated_idle_cost, idle_cost, total_cost, energy_kwh
-(idle energy spread onto the row included), idle_energy_kwh (of it), co2e_kg.
+(idle energy spread onto the row included), idle_energy_kwh (of it), co2e_kg, container (the
+holding's, "" on idle rows and rows from before containers were kept), workload (the pod's
+controller as at that hour, ``<Kind>/<name>``: ``Deployment/trainer``; "" none or unknown).
 Text cells from labels are spreadsheet-safe: one starting with ``=``, ``+``, ``-``, ``@``, tab
 or CR gets a leading ``'``; the numeric columns are never altered.
 """
@@ -42,6 +44,8 @@ AMOUNTS = (
     "idle_energy_kwh",
     "co2e_kg",
 )
+# after the amounts, at the end of the ungrouped CSV: a line's container and its workload
+TRAILING = ("container", "workload")
 CHUNK = 2000  # rows per database fetch and per streamed piece
 ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
 
@@ -57,6 +61,7 @@ def csv_columns(group_by: list[str] | None) -> list[str]:
         *KEY,
         "currency",
         *AMOUNTS,
+        *TRAILING,
     ]
 
 
@@ -86,7 +91,10 @@ def chargeback_csv(
         if team is not None:
             q = q.where(c.team == team)
     else:
-        q = _month_rows(month, team, c.hour, c.correction, *_key(), c.currency, *money_columns)
+        trailing = (c.container, c.workload)
+        q = _month_rows(
+            month, team, c.hour, c.correction, *_key(), c.currency, *money_columns, *trailing
+        )
     if copy and engine.dialect.name == "postgresql":
         yield from _copy_csv(engine, q, month, group_by)
         return
@@ -97,8 +105,10 @@ def chargeback_csv(
         for part in result.partitions():
             rows: list[Sequence[object]] = []
             for r in part:
+                tail = () if group_by else tuple(safe_cell(str(v)) for v in r[-2:])
+                values = r if group_by else r[:-2]
                 # sums are Decimal on PG
-                gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = map(int, r[-9:])
+                gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = map(int, values[-9:])
                 amounts = (
                     money(gpu_h),
                     money(alloc),
@@ -126,6 +136,7 @@ def chargeback_csv(
                             *map(safe_cell, r[2 : 2 + n_place]),
                             r[2 + n_place],
                             *amounts,
+                            *tail,
                         )
                     )
             out.rows(rows)
@@ -140,6 +151,9 @@ def _copy_csv(
     millions of rows), and byte for byte what the Python path writes."""
     sub = q.order_by(None).subquery()
     cols = list(sub.c)
+    trailing = [] if group_by else cols[-2:]
+    if trailing:
+        cols = cols[:-2]
     gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = cols[-9:]  # as above
 
     def label(col: Any) -> Any:
@@ -170,7 +184,7 @@ def _copy_csv(
             *(label(col) for col in cols[2 : 2 + n]),
             cols[2 + n],
         ]
-        order = [cols[0], *cols[2 : 2 + n], cols[1]]
+        order = [cols[0], *cols[2 : 2 + n], trailing[0], cols[1]]
     fields += [
         money_sql(gpu_h),
         money_sql(alloc),
@@ -181,6 +195,7 @@ def _copy_csv(
         kwh_sql(mj + idle_mj),
         kwh_sql(idle_mj),
         money_sql(mg + idle_mg),  # mg as kg: six places, like micro-units
+        *(label(col) for col in trailing),
     ]
     outer = select(*fields).select_from(sub).order_by(*order)
     sql = str(outer.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
@@ -220,7 +235,7 @@ def _month_rows(month: str, team: str | None, *columns: Any) -> Select[Any]:
     q = select(*columns).where(c.billing_month == month)
     if team is not None:
         q = q.where(c.team == team)
-    return q.order_by(c.hour, *_key(), c.correction)
+    return q.order_by(c.hour, *_key(), c.container, c.correction)
 
 
 def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:

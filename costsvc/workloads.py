@@ -17,12 +17,16 @@ names Kubernetes' controllers give decide, documented in docs/rightsizing.md:
 
 From a pod name alone a ReplicaSet's, Job's and DaemonSet's pods look the same: such a guess
 has the kind ``Controller``.
+
+The chargeback keeps each pod's controller as at that hour (:func:`controllers_of`) from the
+API's history, else kube-state-metrics' ``kube_pod_owner`` / ``kube_replicaset_owner`` /
+``kube_job_owner`` — never a guess from the pod's name alone.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,3 +103,25 @@ def workload_from_name(pod: str, labels: Mapping[str, str] | None = None) -> Wor
     if m := _GENERATED_POD.match(pod):
         return Workload("Controller", m[1])
     return Workload("Pod", pod)
+
+
+Controller = tuple[str, str]  # (kind, name) of a pod's controller; ("", "") none
+
+
+def controllers_of(
+    pods: Mapping[tuple[str, str], Owner | None],
+    parents: Iterable[tuple[tuple[str, Owner], Owner | None]],
+    labels: Mapping[tuple[str, str], Mapping[str, str]] | None = None,
+) -> dict[tuple[str, str], Controller]:
+    """Each pod's controller, (namespace, pod) -> (kind, name), from its own owner and the
+    owners of ReplicaSets and Jobs, ((namespace, (kind, name)), owner) (:func:`workload_of`);
+    ("", "") for a pod that has none. ``labels``: pods' labels (``pod-template-hash``)."""
+    by_namespace: dict[str, dict[Owner, Owner | None]] = {}
+    for (namespace, controller), parent in parents:
+        by_namespace.setdefault(namespace, {})[controller] = parent
+    out = {}
+    for (namespace, pod), owner in pods.items():
+        own = (labels or {}).get((namespace, pod))
+        wl = workload_of(pod, owner, by_namespace.get(namespace, {}), own)
+        out[(namespace, pod)] = ("", "") if wl.kind == "Pod" else (wl.kind, wl.name)
+    return out

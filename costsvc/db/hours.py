@@ -13,7 +13,7 @@ from decimal import Decimal
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner
+from costsvc.attribution import Controller, GpuHour, Holding, HourFacts, HourResult, Owner
 from costsvc.chargeback import IDLE
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.inference import load_served, write_served
@@ -27,6 +27,7 @@ US = 1_000_000
 Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
 # a repriced hour's served tokens priced against its new money (costsvc/inference.py)
 Infer = Callable[[HourResult, list[Served], Owners], list[Priced]]
+Controllers = dict[tuple[str, str, str], Controller]  # ... -> its controller, as charged
 
 
 def store_hour(
@@ -57,12 +58,12 @@ def restore_hour(
     cluster: str,
     hour: datetime,
     run_id: int,
-    price: Callable[[HourFacts, Owners], HourResult],
+    price: Callable[[HourFacts, Owners, Controllers], HourResult],
     currency: str,
     infer: Infer,
 ) -> None:
-    """A repriced hour: its stored facts and owners go through ``price`` and the money
-    replaces the hour's, its served tokens priced again by ``infer``, in one transaction
+    """A repriced hour: its stored facts, owners and controllers go through ``price`` and the
+    money replaces the hour's, its served tokens priced again by ``infer``, in one transaction
     under the lock (the facts cannot change underneath)."""
     with engine.begin() as conn:
         found = select(GpuPresence.cluster).where(GpuPresence.hour == hour).distinct()
@@ -70,8 +71,8 @@ def restore_hour(
         served, served_owners = load_served(conn, hour)
         clusters |= {s.cluster for s in served}
         lock_clusters(conn, clusters)
-        facts, owners = load_hour(conn, hour)
-        result = price(facts, owners)
+        facts, owners, controllers = load_hour(conn, hour)
+        result = price(facts, owners, controllers)
         priced = infer(result, served, served_owners)
         replace_hour(conn, clusters, facts, result, currency, usage=False, served=priced)
         mark_done(conn, run_id)
@@ -188,8 +189,8 @@ FACT_COLUMNS = (
 UNMEASURED = -1
 
 
-def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
-    """An ingested hour's facts, and the owner each pod was charged to."""
+def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Controllers]:
+    """An ingested hour's facts, and the owner and controller each pod was charged to."""
     facts = HourFacts(hour)
     g, u, c = GpuPresence, UsageFact, Chargeback
     gpu_rows = conn.execute(
@@ -264,12 +265,22 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners]:
             )
         )
     charged = conn.execute(
-        select(c.cluster, c.namespace, c.pod, c.team, c.project, c.stage).where(
-            c.hour == hour, c.team != IDLE
-        )
-    )
+        select(
+            c.cluster,
+            c.namespace,
+            c.pod,
+            c.team,
+            c.project,
+            c.stage,
+            c.controller_kind,
+            c.controller,
+        ).where(c.hour == hour, c.team != IDLE)
+    ).all()
     owners = {(r.cluster, r.namespace, r.pod): Owner(r.team, r.project, r.stage) for r in charged}
-    return facts, owners
+    controllers = {
+        (r.cluster, r.namespace, r.pod): (r.controller_kind, r.controller) for r in charged
+    }
+    return facts, owners, controllers
 
 
 def charged_prices(engine: Engine) -> list[tuple[datetime, str, str | None, int]]:

@@ -19,15 +19,15 @@ from operator import attrgetter
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
-from costsvc.chargeback import AMOUNTS, KEY, OWNER, billing_month_for, month_of
+from costsvc.chargeback import AMOUNTS, LINE_KEY, OWNER, billing_month_for, month_of
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, CostHour, MonthClose
 from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
-_KEY_OF = attrgetter(*KEY)
+_KEY_OF = attrgetter(*LINE_KEY)
 # a chargeback row as write_lines builds it: the line's key, then these, then its amounts
-COLUMNS = (*KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS)
+COLUMNS = (*LINE_KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS)
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -52,10 +52,10 @@ def write_lines(
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
     billed: dict[tuple[str, ...], list[int]] = {}
-    cols = [getattr(Chargeback, c) for c in KEY]
+    cols = [getattr(Chargeback, c) for c in LINE_KEY]
     sums = [func.sum(getattr(Chargeback, c)) for c in AMOUNTS]
     for r in conn.execute(select(*cols, *sums).where(*where).group_by(*cols)):
-        billed[tuple(r[: len(KEY)])] = [int(v or 0) for v in r[len(KEY) :]]
+        billed[tuple(r[: len(LINE_KEY)])] = [int(v or 0) for v in r[len(LINE_KEY) :]]
     wanted = {ln.key: [getattr(ln, c) for c in AMOUNTS] for ln in lines}
     for key in sorted(set(billed) | set(wanted)):
         new, old = wanted.get(key, [0] * len(AMOUNTS)), billed.get(key, [0] * len(AMOUNTS))
@@ -65,7 +65,7 @@ def write_lines(
         match = (
             *where,
             Chargeback.billing_month == target,
-            *(getattr(Chargeback, c) == v for c, v in zip(KEY, key, strict=True)),
+            *(getattr(Chargeback, c) == v for c, v in zip(LINE_KEY, key, strict=True)),
         )
         existing = conn.execute(select(Chargeback.id).where(*match)).scalar()
         if existing is None:
@@ -105,7 +105,7 @@ def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> 
 def _row(
     hour: datetime, ln: Line, currency: str, month: str, correction: bool
 ) -> dict[str, object]:
-    row: dict[str, object] = dict(zip(KEY, ln.key, strict=True))
+    row: dict[str, object] = dict(zip(LINE_KEY, ln.key, strict=True))
     row.update(hour=hour, billing_month=month, correction=correction, currency=currency)
     row.update(zip(AMOUNTS, _AMOUNTS_OF(ln), strict=True))
     return row

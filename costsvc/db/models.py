@@ -10,14 +10,18 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    ColumnElement,
     DateTime,
     ForeignKey,
     Index,
     MetaData,
     String,
     UniqueConstraint,
+    case,
     false,
+    literal,
 )
+from sqlalchemy.ext.hybrid import hybrid_property
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -172,6 +176,7 @@ class Chargeback(Base):
             "node",
             "gpu_model",
             "mig_profile",
+            "container",
             "billing_month",
         ),
         Index("ix_chargeback_team_hour", "team", "hour"),
@@ -189,6 +194,11 @@ class Chargeback(Base):
     node: Mapped[str] = mapped_column(String(253), server_default="")
     gpu_model: Mapped[str] = mapped_column(String(128), server_default="")
     mig_profile: Mapped[str] = mapped_column(String(32), server_default="")
+    # the holding's container ("" before they were kept), and its pod's controller as the
+    # Kubernetes API names it at that hour (kind "Deployment", "CronJob", ...; "" none)
+    container: Mapped[str] = mapped_column(String(253), server_default="")
+    controller_kind: Mapped[str] = mapped_column(String(253), server_default="")
+    controller: Mapped[str] = mapped_column(String(253), server_default="")
     billing_month: Mapped[str] = mapped_column(String(7))  # YYYY-MM
     correction: Mapped[bool] = mapped_column(server_default=false())
     currency: Mapped[str] = mapped_column(String(3))
@@ -204,6 +214,17 @@ class Chargeback(Base):
     idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
     idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+
+    @hybrid_property
+    def workload(self) -> str:
+        """``<Kind>/<name>`` of the pod's controller ("" none): ``group_by=workload``."""
+        return f"{self.controller_kind}/{self.controller}" if self.controller else ""
+
+    @workload.inplace.expression
+    @classmethod
+    def _workload(cls) -> ColumnElement[str]:
+        joined = cls.controller_kind + literal("/") + cls.controller
+        return case((cls.controller == "", literal("")), else_=joined).label("workload")
 
 
 class CostHour(Base):

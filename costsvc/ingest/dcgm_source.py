@@ -76,6 +76,7 @@ from costsvc.ingest.window import (
     measure,
     merged,
     pod_and_namespace_labels,
+    pod_controllers,
     us,
 )
 
@@ -207,6 +208,7 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
     facts.holdings.extend(h for h in held.values() if h.share_seconds > 0)
     add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
+    pod_controllers(w, facts)
 
 
 def _utilisation(w: Window, seen: dict[str, list[Series]], devices: dict[Unit, Device]) -> None:

@@ -33,6 +33,7 @@ from costsvc.ingest.window import (
     measure,
     merged,
     pod_and_namespace_labels,
+    pod_controllers,
     us,
 )
 
@@ -211,6 +212,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
 
     add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
+    pod_controllers(w, facts)
     return facts
 
 

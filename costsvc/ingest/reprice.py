@@ -5,8 +5,9 @@ version from a date forward, or one back-dated into hours already ingested — t
 price the model now gives differently are exactly the ones it covers (:func:`stale_hours`), and
 :func:`reprice` recomputes them from ``gpu_hours`` and ``usage_facts`` — no Prometheus needed,
 so hours past its retention are repriced too. Owners stay as they were charged (the labels in
-force at that hour, resolved when the hour was ingested). The hour's chargeback and GPU rows
-are replaced in one transaction, under the same lock as ingestion.
+force at that hour, resolved when the hour was ingested), and so do the pods' controllers. The
+hour's chargeback and GPU rows are replaced in one transaction, under the same lock as
+ingestion.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from sqlalchemy import Engine
 from costsvc.attribution import HourFacts, HourResult, attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
-from costsvc.db.hours import Owners, charged_energy_rates, charged_prices, restore_hour
+from costsvc.db.hours import (
+    Controllers,
+    Owners,
+    charged_energy_rates,
+    charged_prices,
+    restore_hour,
+)
 from costsvc.db.inference import PPM, charged_weights
 from costsvc.inference import Priced, Served, price_hour
 from costsvc.ingest.run import RETRYABLE, Report, record_failure
@@ -57,9 +64,14 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
     report = Report()
     model_id = runs.record_cost_model(engine, model)
 
-    def price(facts: HourFacts, owners: Owners) -> HourResult:
+    def price(facts: HourFacts, owners: Owners, controllers: Controllers) -> HourResult:
         return attribute_hour(
-            facts.start, facts.gpus, facts.holdings, lambda *pod: owners.get(pod), model
+            facts.start,
+            facts.gpus,
+            facts.holdings,
+            lambda *pod: owners.get(pod),
+            model,
+            lambda *pod: controllers.get(pod),
         )
 
     def infer(result: HourResult, served: list[Served], owners: Owners) -> list[Priced]:

@@ -26,6 +26,7 @@ from sqlalchemy.exc import OperationalError
 from costsvc.attribution import attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
+from costsvc.db.advice import OwnerHistory
 from costsvc.db.hours import store_hour
 from costsvc.db.labels import LabelHistory
 from costsvc.inference import price_hour
@@ -34,6 +35,7 @@ from costsvc.ingest.hour import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.tokens import collect_served
 from costsvc.labels import OwnerLookup, merge_history
+from costsvc.workloads import controllers_of
 
 log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run
@@ -174,6 +176,7 @@ def ingest_hours(
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     history = LabelHistory(engine, cluster)
+    owner_history = OwnerHistory(engine, cluster)
     steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
     down = 0
     for n, hour in enumerate(hours, 1):
@@ -184,9 +187,22 @@ def ingest_hours(
             started(hour, run_id)
         try:
             facts = collect_hour(prom, hour, cluster, source)
-            merge_history(facts, cluster, *history.labels_during(hour, hour + timedelta(hours=1)))
+            end = hour + timedelta(hours=1)
+            pod_labels, spaces = history.labels_during(hour, end)
+            merge_history(facts, cluster, pod_labels, spaces)
+            # controllers: the Kubernetes-API history wins over kube-state-metrics'
+            pods, parents = owner_history.owners_during(hour, end)
+            found = controllers_of(pods, parents.items(), pod_labels)
+            facts.controllers.update({(cluster, *pod): c for pod, c in found.items()})
             owners = OwnerLookup(facts, model.labels)
-            result = attribute_hour(hour, facts.gpus, facts.holdings, owners, model)
+            result = attribute_hour(
+                hour,
+                facts.gpus,
+                facts.holdings,
+                owners,
+                model,
+                facts.controller_of,
+            )
             served = collect_served(prom, hour, cluster, facts.pod_labels, model.labels.role)
             priced = price_hour(served, result, model, owners)
             store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced)

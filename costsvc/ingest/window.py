@@ -50,6 +50,7 @@ from costsvc.ingest.power import (
     power_readings,
 )
 from costsvc.ingest.prom import PrometheusReader, Series
+from costsvc.workloads import controllers_of
 from kube.labels import ksm_labels
 
 SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
@@ -229,6 +230,61 @@ def pod_and_namespace_labels(w: Window, facts: HourFacts) -> None:
         facts.pod_labels[(cluster, ns, pod)] = labels
     for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
         facts.namespace_labels[(cluster, ns)] = labels
+
+
+# kube-state-metrics' owner series (docs/pod-metrics.md, replicaset-metrics.md, job-metrics.md:
+# owner_kind, owner_name, owner_is_controller; "<none>" for an object without owners), and the
+# label naming the owned object in each
+OWNER_SERIES = (
+    ("kube_pod_owner", "pod"),
+    ("kube_replicaset_owner", "replicaset"),
+    ("kube_job_owner", "job_name"),
+)
+NO_OWNER = "<none>"
+
+
+def pod_controllers(w: Window, facts: HourFacts) -> None:
+    """The controller of each pod that held a GPU in the hour, from kube-state-metrics' owner
+    series: a pod's ``kube_pod_owner`` (its controller reference, else its first owner), and
+    one level up ``kube_replicaset_owner`` / ``kube_job_owner`` (a Deployment, a CronJob)."""
+    held = {(h.cluster, h.namespace, h.pod) for h in facts.holdings}
+    if not held:
+        return
+    owners: dict[str, dict[tuple[str, str, str], list[tuple[bool, str, str]]]] = {}
+    for metric, name in OWNER_SERIES:
+        found = owners.setdefault(name, {})
+        for lab in w.latest(metric):
+            kind, owner = lab.get("owner_kind", ""), lab.get("owner_name", "")
+            key = (w.cluster_of(lab), lab.get("namespace", ""), lab.get(name, ""))
+            if kind and NO_OWNER not in (kind, owner):
+                is_controller = lab.get("owner_is_controller") == "true"
+                found.setdefault(key, []).append((not is_controller, kind, owner))
+            else:
+                found.setdefault(key, [])
+    pods = {k: v for k, v in owners["pod"].items() if k in held}
+    if not pods:
+        return
+    for cluster in sorted({k[0] for k in pods}):
+        parents = [
+            ((ns, (kind, obj)), _first(refs))
+            for name, kind in (("replicaset", "ReplicaSet"), ("job_name", "Job"))
+            for (c, ns, obj), refs in owners[name].items()
+            if c == cluster
+        ]
+        mine = {(ns, pod): _first(refs) for (c, ns, pod), refs in pods.items() if c == cluster}
+        labels = {
+            (ns, pod): {"pod-template-hash": lab.get("label_pod_template_hash", "")}
+            for (c, ns, pod), lab in facts.pod_labels.items()
+            if c == cluster and (ns, pod) in mine
+        }
+        for (ns, pod), controller in controllers_of(mine, parents, labels).items():
+            facts.controllers[(cluster, ns, pod)] = controller
+
+
+def _first(refs: list[tuple[bool, str, str]]) -> tuple[str, str] | None:
+    """The controller among an object's owners (else the first by kind and name); None: it
+    has none."""
+    return min(refs)[1:] if refs else None
 
 
 def add_gpu(

@@ -14,12 +14,15 @@ of values is "any of" (``namespace:"a","b"``), and for a negated operator "none 
 end at the next ``"`` (no escapes). Identifiers are ``[0-9A-Za-z_-]``; other bytes outside
 strings are an error.
 
-gpu-costsvc keeps, per chargeback line, ``cluster``, ``node``, ``namespace``, ``pod`` and the
-owner labels (team, project, stage); any other pod label comes from the label history
-(costsvc/opencost/podlabels.py). Those fields filter: ``label[<key>]`` and ``team`` (OpenCost's
-team alias). OpenCost's other fields (``container``, ``controllerKind``, ``controllerName``,
-``services``, ``provider``, ``annotation``, ``department``, ``environment``, ``owner``,
-``product``) parse, and are then refused (400) by name: the chargeback does not keep them.
+gpu-costsvc keeps, per chargeback line, ``cluster``, ``node``, ``namespace``, ``pod``,
+``container``, the pod's controller (``controllerKind`` as OpenCost names kinds,
+``controllerName``) and the owner labels (team, project, stage); any other pod label comes from
+the label history (costsvc/opencost/podlabels.py). Those fields filter, with
+``label[<key>]``, ``team`` (the cost model's team) and OpenCost's other label aliases
+(``department``, ``environment``, ``owner``, ``product``: the labels ``department``, ``env``,
+``owner``, ``app``). ``services``, ``provider`` and ``annotation[<key>]`` compare with
+nothing (gpu-costsvc watches neither Services nor annotations), as OpenCost compares an
+allocation that has none; ``label`` and ``annotation`` without a key are refused.
 """
 
 from __future__ import annotations
@@ -28,21 +31,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-STRING_FIELDS = ("cluster", "node", "namespace", "pod")
+STRING_FIELDS = ("cluster", "node", "namespace", "pod", "container")
+CONTROLLER_FIELDS = ("controllerKind", "controllerName")
 KEPT_ALIASES = ("team",)
-NOT_KEPT = (
-    "container",
-    "controllerKind",
-    "controllerName",
-    "services",
-    "provider",
-    "department",
-    "environment",
-    "owner",
-    "product",
-)
+# OpenCost's label aliases and its default label names (LabelConfig)
+LABEL_ALIASES = {"department": "department", "environment": "env", "owner": "owner"}
+LABEL_ALIASES["product"] = "app"
+EMPTY_FIELDS = ("services", "provider")  # not watched: an allocation has none
 MAP_FIELDS = ("label", "annotation")
-FIELDS = (*STRING_FIELDS, *KEPT_ALIASES, *NOT_KEPT)
+FIELDS = (*STRING_FIELDS, *CONTROLLER_FIELDS, *KEPT_ALIASES, *LABEL_ALIASES, *EMPTY_FIELDS)
 OPS = ("!~>:", "!<~:", "!~:", "~>:", "<~:", "!:", "~:", ":")
 IDENT = re.compile(r"[0-9A-Za-z_-]+")
 MAX_LENGTH = 4096  # a filter longer than this is refused before it is parsed

@@ -9,11 +9,21 @@ Forms and messages follow opencost/opencost (read at the commit named in docs/ap
   ``^(\\d+)[,|-](\\d+)$``; RFC 3339 pairs ``YYYY-MM-DDTHH:MM:SSZ,YYYY-MM-DDTHH:MM:SSZ``.
   Anything else: ``illegal window: <w>``. The time zone is UTC (OpenCost's default offset).
 - ``step``: ``pkg/costmodel/aggregation.go`` ``resolveStepFromQuery`` — ``hour``, ``day``,
-  ``week`` or a Go duration with OpenCost's ``d``/``w`` units (``timeutil.ParseDuration``);
-  default: the window. gpu-costsvc keeps hours, so a step must be a whole number of hours.
-- ``accumulate``, ``includeIdle``, ``shareIdle``, ``idleByNode``: ``strconv.ParseBool``
+  ``week`` (``month``, ``quarter``: daily sets) or a Go duration with OpenCost's ``d``/``w``
+  units (``timeutil.ParseDuration``); default: the window, or what the accumulation needs
+  (``resolveDefaultStepFromAccumulate``, ``resolveStepForAccumulate``). gpu-costsvc keeps
+  hours, so a step given must be a whole number of hours (the window as its own step may be
+  any length); weekly steps start on the Sunday before (``step_align.go``
+  ``alignStepStart``).
+- ``accumulate`` / ``accumulateBy``: ``resolveAccumulateFromQuery`` and
+  ``resolveAccumulateOption`` — ``all``, a Go bool, or a calendar period (``hour``, ``day``,
+  ``week``, ``month``, ``quarter``): the window widened to whole periods
+  (``resolveQueryWindowForAccumulate``, window.go ``GetAccumulateWindows``; UTC, weeks from
+  Sunday), the sets summed per period (``AllocationSetRange.Accumulate``), periods outside the
+  window dropped (``trimAllocationSetRangeToRequestWindow``).
+- ``includeIdle``, ``shareIdle``, ``idleByNode``: ``strconv.ParseBool``
   (``1 t T TRUE true True 0 f F FALSE false False``); anything else is the default, false,
-  as OpenCost's ``GetBool`` has it; ``accumulate=all`` is true.
+  as OpenCost's ``GetBool`` has it.
 - ``aggregate``: a comma list (``GetList``: split on ``,``, blanks trimmed);
   ``ParseAggregationProperties``: none given = cluster, node, namespace, pod, container.
 """
@@ -41,6 +51,11 @@ HOUR_NS = NS["h"]
 HOUR = timedelta(hours=1)
 # OpenCost: month and quarter steps are daily sets (resolveStepFromQuery)
 KEYWORD_STEPS = {"hour": HOUR, "day": DAY, "week": WEEK, "month": DAY, "quarter": DAY}
+# accumulation: none (every set), all (one), or one set per calendar period (UTC)
+NONE, ALL = "", "all"
+PERIODS = ("hour", "day", "week", "month", "quarter")
+# the sets an accumulation is made of without a step (resolveDefaultStepFromAccumulate)
+DEFAULT_STEPS = {"hour": HOUR, "day": DAY, "week": WEEK, "month": DAY, "quarter": DAY}
 MAX_SPAN = timedelta(days=800)  # as /v1/costs: no question reads more than this
 MAX_SETS = 1000  # allocation sets in one answer (window / step)
 TRUE = {"1", "t", "T", "TRUE", "true", "True"}
@@ -154,13 +169,20 @@ def _checked(window: Window, text: str) -> Window:
     return window
 
 
-def parse_step(text: str | None, window: Window) -> timedelta:
-    """The duration of each allocation set: the window when not given."""
+def parse_step(text: str | None, window: Window, accumulate: str = NONE) -> timedelta:
+    """The duration of each allocation set, as OpenCost's ``resolveStepFromQuery`` resolves
+    it for the accumulation asked (``resolveStepForAccumulate``): hourly sets for ``hour``
+    (and for ``day`` unless the step is a day), daily sets for ``week`` (unless the step is a
+    week), ``month`` and ``quarter``; without a step, the default of the accumulation
+    (``resolveDefaultStepFromAccumulate``) or the window itself. A step given must be a whole
+    number of hours; the window as its own step may be any length (one set)."""
     raw = (text or "").strip().lower()
     if not raw:
-        step = window.duration
+        step = _for_accumulate(DEFAULT_STEPS.get(accumulate, window.duration), accumulate)
+        if step == window.duration:  # one set, whatever its length (window=month, 30m...)
+            return step if step > timedelta(0) else HOUR
     elif raw in KEYWORD_STEPS:
-        step = KEYWORD_STEPS[raw]
+        step = _for_accumulate(KEYWORD_STEPS[raw], accumulate)
     else:
         if not GO_DURATION.match(raw):
             raise BadParameter(
@@ -172,16 +194,22 @@ def parse_step(text: str | None, window: Window) -> timedelta:
             raise _not_hours(raw)
         if ns > int(MAX_SPAN.total_seconds()) * NS["s"]:
             raise BadParameter(f"Invalid step parameter: {raw}: longer than {MAX_SPAN.days} days")
-        step = HOUR * int(ns // HOUR_NS)
+        step = _for_accumulate(HOUR * int(ns // HOUR_NS), accumulate)
     if step <= timedelta(0):  # an empty window
         return HOUR
     if step % HOUR:
         raise _not_hours(raw or "window")
-    sets = -(-window.duration // step)
-    if sets > MAX_SETS:
-        raise BadParameter(
-            f"Invalid step parameter: {raw}: {sets} sets over this window, at most {MAX_SETS}"
-        )
+    return step
+
+
+def _for_accumulate(step: timedelta, accumulate: str) -> timedelta:
+    """OpenCost's ``resolveStepForAccumulate``: the sets an accumulation is made of."""
+    if accumulate == "hour":
+        return HOUR
+    if accumulate == "day":
+        return DAY if step == DAY else HOUR
+    if accumulate in ("week", "month", "quarter"):
+        return WEEK if accumulate == "week" and step == WEEK else DAY
     return step
 
 
@@ -201,28 +229,134 @@ def parse_bool(text: str | None, default: bool = False) -> bool:
     return default
 
 
-def parse_accumulate(text: str | None, by: str | None = None) -> bool:
-    """``accumulate``: a bool, or ``all`` (sum every set into one); ``accumulateBy``, when
-    given, decides instead: ``all`` or ``none`` (OpenCost's ``resolveAccumulateOption``)."""
-    for name, value in (("accumulateBy", by), ("accumulate", text)):
-        raw = (value or "").strip().lower()
-        if raw in ("hour", "day", "week", "month", "quarter"):
-            raise BadParameter(
-                f"Invalid '{name}' parameter: {raw}: gpu-costsvc accumulates all sets "
-                "(accumulate=true); for per-day sets use step=1d"
-            )
-    chosen = (by or "").strip().lower()
-    if chosen in ("all", "none"):
-        return chosen == "all"
-    if chosen:
-        raise BadParameter(f"Invalid 'accumulateBy' parameter: invalid accumulateBy option: {by}")
+def _accumulate_option(text: str) -> str:
+    """OpenCost's ``ParseAccumulate``: a period, ``true`` (all), else none."""
+    raw = text.lower()
+    if raw in PERIODS:
+        return raw
+    return ALL if raw == "true" else NONE
+
+
+def parse_accumulate(text: str | None, by: str | None = None) -> str:
+    """``accumulate`` and ``accumulateBy`` as OpenCost resolves them
+    (``resolveAccumulateFromQuery``, ``resolveAccumulateOption``): ``all`` (one set), a
+    period (``hour``, ``day``, ``week``, ``month``, ``quarter``: one set per calendar period,
+    UTC) or :data:`NONE` (every set as computed). ``accumulate`` is a period, ``all`` or a
+    Go bool (anything else: none); ``accumulateBy``, when given, decides: ``all``, ``none``
+    or a period (anything else is OpenCost's 400)."""
     raw = (text or "").strip()
-    return raw.lower() == "all" or parse_bool(raw)
+    if raw.lower() == ALL:
+        chosen = ALL
+    else:
+        chosen = _accumulate_option(raw)
+        if chosen == NONE and parse_bool(text):
+            chosen = ALL
+    by_raw = (by or "").strip().lower()
+    if not by_raw:
+        return chosen
+    if by_raw in (ALL, "none"):
+        return ALL if by_raw == ALL else NONE
+    option = _accumulate_option(by_raw)
+    if option == NONE:
+        raise BadParameter(f"Invalid 'accumulateBy' parameter: invalid accumulateBy option: {by}")
+    return option
 
 
 def split_list(values: list[str] | None) -> list[str]:
     """OpenCost's ``GetList(key, ",")`` over every occurrence of the parameter."""
     return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What an ``/allocation`` question reads and answers: the hours of ``query``, in sets
+    ``step`` long from its start (``sets``), summed into the answer's sets (``groups``: the
+    window of each and the computed sets it sums)."""
+
+    query: Window
+    sets: list[Window]
+    groups: list[tuple[Window, tuple[int, ...]]]
+
+    @property
+    def step(self) -> timedelta:
+        return self.sets[0].duration if self.sets else self.query.duration
+
+
+def plan(window: Window, step: timedelta, accumulate: str = NONE, stepped: bool = False) -> Plan:
+    """OpenCost's sets for ``window``: with a period accumulation the window is first
+    rounded out to whole calendar periods (``resolveQueryWindowForAccumulate``, window.go
+    ``GetAccumulateWindows``), weekly sets asked for (``stepped``: a ``step`` was given)
+    start on the Sunday before (``alignStepStart``; a 7-day window is its own set),
+    the computed sets are summed per period (``AllocationSetRange.Accumulate``) and the
+    periods that do not meet the window asked are dropped
+    (``trimAllocationSetRangeToRequestWindow``)."""
+    query = round_out(window, accumulate) if accumulate in PERIODS else window
+    if stepped and step == WEEK:
+        query = Window(_sunday(query.start), query.end)
+    sets = set_windows(query, step)
+    if len(sets) > MAX_SETS:
+        raise BadParameter(
+            f"Invalid step parameter: {len(sets)} sets of {step} over this window, "
+            f"at most {MAX_SETS}"
+        )
+    groups = _groups(sets, step, accumulate)
+    if accumulate in PERIODS:
+        groups = [g for g in groups if g[0].start < window.end and g[0].end > window.start]
+    return Plan(query, sets, groups)
+
+
+def _sunday(t: datetime) -> datetime:
+    """00:00 UTC of the Sunday on or before ``t`` (Go's weeks start on Sunday)."""
+    day = _midnight(t)
+    return day - ((day.weekday() + 1) % 7) * DAY
+
+
+def _period_start(t: datetime, period: str) -> datetime:
+    if period == "hour":
+        return t.replace(minute=0, second=0, microsecond=0)
+    if period == "day":
+        return _midnight(t)
+    if period == "week":
+        return _sunday(t)
+    first = _midnight(t).replace(day=1)
+    if period == "month":
+        return first
+    return first.replace(month=(t.month - 1) // 3 * 3 + 1)  # quarter
+
+
+def _next_period(t: datetime, period: str) -> datetime:
+    """The start of the period after the one starting at ``t``."""
+    if period in ("hour", "day", "week"):
+        return t + {"hour": HOUR, "day": DAY, "week": WEEK}[period]
+    months = 1 if period == "month" else 3
+    month = t.month - 1 + months
+    return t.replace(year=t.year + month // 12, month=month % 12 + 1)
+
+
+def round_out(window: Window, period: str) -> Window:
+    """The window widened to whole calendar periods (UTC): its start back to the start of
+    its period, its end on to the next period start unless it is one."""
+    start = _period_start(window.start, period)
+    end = _period_start(window.end, period)
+    if end < window.end:
+        end = _next_period(end, period)
+    return Window(start, max(end, start))
+
+
+def _groups(
+    sets: list[Window], step: timedelta, accumulate: str
+) -> list[tuple[Window, tuple[int, ...]]]:
+    if not sets:
+        return []
+    if accumulate == ALL:
+        return [(Window(sets[0].start, sets[-1].end), tuple(range(len(sets))))]
+    native = {"hour": HOUR, "day": DAY, "week": WEEK}
+    if accumulate not in PERIODS or native.get(accumulate) == step:
+        return [(w, (i,)) for i, w in enumerate(sets)]
+    by_period: dict[datetime, list[int]] = {}
+    for i, w in enumerate(sets):
+        by_period.setdefault(_period_start(w.start, accumulate), []).append(i)
+    return [(Window(sets[ix[0]].start, sets[ix[-1]].end), tuple(ix)) for ix in by_period.values()]
 
 
 def set_windows(window: Window, step: timedelta) -> list[Window]:

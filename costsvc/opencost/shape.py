@@ -10,27 +10,33 @@ What each GPU field holds (docs/api.md):
 
 - ``gpuCost``: the allocated cost, plus its share of idle when ``shareIdle`` (then also in
   ``gpuCostIdle``, else 0); ``totalCost`` = ``gpuCost``: GPUs are all we price.
-- ``gpuHours``: ∫ share dt in physical-GPU hours; ``gpuCount`` = ``gpuHours`` / the hours from
-  the allocation's first to its last hour (OpenCost's ``GPUs()``).
+- ``gpuHours``: ∫ share dt in physical-GPU hours, plus the idle GPU-hours shared onto it with
+  ``shareIdle`` (OpenCost adds ``GPUHours`` x the idle coefficient); ``gpuCount`` =
+  ``gpuHours`` / the hours from the allocation's first to its last hour (``GPUs()``).
 - ``gpuEfficiency``: used / (used + waste), sample resolution (docs/cost-model.md); ``null``
-  when nothing was measured (OpenCost writes NaN as ``null`` too).
+  when nothing was measured (OpenCost writes NaN as ``null`` too). ``totalEfficiency``:
+  OpenCost's cost-weighted mean over the resources priced — GPUs only here, so the same
+  figure (OpenCost weighs CPU and RAM, and would say 0 for a GPU-only allocation).
 - ``gpuAllocation``: ``gpuRequestAverage`` = ``gpuCount``; ``gpuUsageAverage`` = ``gpuCount``
   x ``gpuEfficiency`` (cost-weighted when prices differ); ``isGPUShared``: a holding on a
   time-sliced or MPS GPU (``usage_facts.shared``) is part of it.
 - CPU, RAM, network, PV, load balancer, external and shared fields are 0 (``pvs``,
-  ``lbAllocations`` ``null``): outside gpu-costsvc's scope. ``totalEfficiency`` is OpenCost's
-  CPU/RAM efficiency: 0.
+  ``lbAllocations`` ``null``): outside gpu-costsvc's scope.
 
 Idle (``includeIdle``) is the cost of GPU capacity no pod held (``__idle__`` chargeback
 lines, and the idle an ``weighted``/``even`` idle policy spread over teams: /allocation
 collects it back, so its answers do not depend on the cost model's idle policy). Its scope is
 the cluster, or the node (``idleByNode``). Without ``shareIdle`` it is one ``__idle__``
-allocation per set (OpenCost combines idle by name); with it, each scope's idle is split over
-that scope's allocations in proportion to their allocated cost (OpenCost's
-``ShareWeighted``), exactly to the micro-unit, and what has nobody to go to stays
-``__idle__``. With a filter, ``__idle__`` carries the idle of the scopes where something
-matched. Σ of one set's ``totalCost`` with ``includeIdle`` and no filter = the fleet's cost of
-those hours.
+allocation per set (OpenCost combines idle by name); with it, each scope's idle cost and idle
+GPU-hours are split over that scope's allocations in proportion to their allocated cost
+(OpenCost's ``ShareWeighted``, core/pkg/opencost/allocation.go ``computeIdleCoeffs``),
+exactly to the micro-unit, and what has nobody to go to stays ``__idle__``. With a filter
+(OpenCost's idle filtration, ``AggregateBy`` steps 2c and 7): shares are computed over all of
+a scope's allocations, matched or not, and without ``shareIdle`` ``__idle__`` carries each
+scope's idle x (allocated cost matched / allocated cost) — the idle share of what matched; a
+scope where nothing was allocated carries none (OpenCost's code keeps such a scope's idle
+whole: docs/api.md). Σ of one set's ``totalCost`` with ``includeIdle`` and no filter = the
+fleet's cost of those hours.
 """
 
 from __future__ import annotations
@@ -43,11 +49,21 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.chargeback import IDLE
 from costsvc.money import MICRO, money, split
+from costsvc.opencost.aggregates import (
+    LABEL_PREFIX,
+    Aggregate,
+    label_column,
+    name_of,
+    opencost_kind,
+    owner_value,
+)
 from costsvc.opencost.filters import (
+    CONTROLLER_FIELDS,
+    EMPTY_FIELDS,
     KEPT_ALIASES,
-    NOT_KEPT,
+    LABEL_ALIASES,
     STRING_FIELDS,
     Comparison,
     FilterError,
@@ -57,14 +73,14 @@ from costsvc.opencost.filters import (
 )
 from costsvc.opencost.params import Window
 from costsvc.utc import iso_z as _iso_z
-from kube.labels import sanitize_label
+
+__all__ = ["LABEL_PREFIX", "Aggregate", "label_column"]
 
 HOUR = timedelta(hours=1)
 iso_z = lru_cache(maxsize=4096)(_iso_z)  # a few distinct hours per answer, many allocations
 SIX = Decimal("0.000001")
-# the properties an allocation can carry from the chargeback
-PROPERTY_COLUMNS = ("cluster", "node", "namespace", "pod")
-DEFAULT_AGGREGATE = ("cluster", "node", "namespace", "pod")  # OpenCost's + container
+# the properties an allocation can carry, in the order of OpenCost's AllocationProperties
+PROPERTY_COLUMNS = ("cluster", "node", "container", "controller", "namespace", "pod")
 ZERO_BEFORE_GPU = (
     "cpuCores",
     "cpuCoreRequestAverage",
@@ -104,23 +120,7 @@ ZERO_AFTER_GPU = (
     "sharedCost",
 )
 NULL_FIELDS = ("pvs",)
-LABEL_PREFIX = "label:"  # a row column holding a pod label that is no owner column
-
-
-def label_column(key: str) -> str:
-    """The row column of a label the chargeback does not keep (costsvc/opencost/podlabels.py
-    fills it from the label history)."""
-    return LABEL_PREFIX + sanitize_label(key)
-
-
-@dataclass(frozen=True, slots=True)
-class Aggregate:
-    """One ``aggregate`` property: its OpenCost name, the chargeback column that answers
-    it, and the label key (``label:<key>``) it came from."""
-
-    name: str
-    column: str
-    label: str | None = None
+Groups = Sequence[tuple[Window, Sequence[int]]]  # the answer's sets: window, computed sets
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,48 +149,69 @@ class Options:
     include_idle: bool = False
     share_idle: bool = False
     idle_by_node: bool = False
-    accumulate: bool = False
 
 
 def check_filter(node: Node, label_columns: Mapping[str, str]) -> set[str]:
-    """The chargeback columns the filter reads; raises :class:`FilterError` for a field the
-    chargeback does not keep."""
+    """The chargeback columns the filter reads; raises :class:`FilterError` for a map field
+    without a key."""
     needed: set[str] = set()
     for c in comparisons(node):
-        needed.add(_filter_column(c, label_columns))
+        needed |= _filter_columns(c, label_columns)
     return needed
 
 
-def _filter_column(c: Comparison, label_columns: Mapping[str, str]) -> str:
+def _filter_columns(c: Comparison, label_columns: Mapping[str, str]) -> set[str]:
     if c.field in STRING_FIELDS:
-        return c.field
+        return {c.field}
+    if c.field in CONTROLLER_FIELDS:
+        return {"controller_kind", "controller"}
     if c.field in KEPT_ALIASES:
-        return "team"
-    if c.field == "label":
-        if c.key is None:
-            raise FilterError("label without a key: gpu-costsvc filters on label[<key>]")
-        return label_columns.get(c.key) or label_column(c.key)
-    assert c.field in (*NOT_KEPT, "annotation")
-    raise FilterError(f"{c.field}: not kept by gpu-costsvc's chargeback")
-
-
-def _owner(value: str) -> str:
-    """An owner column as a label value: none for ``__unallocated__``/``__idle__``."""
-    return "" if value in (UNALLOCATED, IDLE) else value
+        return {"team"}
+    if c.field in EMPTY_FIELDS:
+        return set()
+    key = LABEL_ALIASES.get(c.field, c.key)
+    if key is None:
+        raise FilterError(f"{c.field} without a key: gpu-costsvc filters on {c.field}[<key>]")
+    if c.field == "annotation":
+        return set()
+    return {label_columns.get(key) or label_column(key)}
 
 
 def lookup(row: Row, label_columns: Mapping[str, str]) -> Lookup:
     def get(name: str, key: str | None) -> str:
+        values = row.values
         if name in STRING_FIELDS:
-            return row.values.get(name, "")
+            return values.get(name, "")
+        if name == "controllerName":
+            return values.get("controller", "")
+        if name == "controllerKind":
+            has = values.get("controller", "")
+            return opencost_kind(values.get("controller_kind", "")) if has else ""
         if name in KEPT_ALIASES:
-            return _owner(row.values.get("team", ""))
+            return owner_value(values.get("team", ""))
+        if name in EMPTY_FIELDS or name == "annotation":
+            return ""
+        key = LABEL_ALIASES.get(name, key)
         assert key is not None
         if key in label_columns:
-            return _owner(row.values.get(label_columns[key], ""))
-        return row.values.get(label_column(key), "")
+            return owner_value(values.get(label_columns[key], ""))
+        return values.get(label_column(key), "")
 
     return get
+
+
+def _properties(values: Mapping[str, str]) -> dict[str, str | None]:
+    """An allocation's OpenCost properties from a row's columns ("" is none)."""
+    out: dict[str, str | None] = {}
+    for column in PROPERTY_COLUMNS:
+        if column == "controller":
+            if "controller" in values:
+                name = values["controller"]
+                out["controller"] = name or None
+                out["controllerKind"] = opencost_kind(values["controller_kind"]) if name else None
+        elif column in values:
+            out[column] = values[column] or None
+    return out
 
 
 @dataclass(slots=True)
@@ -212,15 +233,12 @@ class _Acc:
         self.first = first if self.first is None else min(self.first, first)
         self.end = end if self.end is None else max(self.end, end)
 
-    def merge_properties(self, values: Mapping[str, str]) -> None:
-        for column in PROPERTY_COLUMNS:
-            if column not in values:
-                continue
-            value = values[column] or None
-            if column not in self.properties:
-                self.properties[column] = value
-            elif self.properties[column] != value:
-                self.properties[column] = None  # differs: OpenCost keeps common ones only
+    def merge_properties(self, properties: Mapping[str, str | None]) -> None:
+        for name, value in properties.items():
+            if name not in self.properties:
+                self.properties[name] = value
+            elif self.properties[name] != value:
+                self.properties[name] = None  # differs: OpenCost keeps common ones only
 
     def add(self, other: _Acc) -> None:
         self.allocated += other.allocated
@@ -231,27 +249,21 @@ class _Acc:
         self.shared = self.shared or other.shared
         if other.first is not None and other.end is not None:
             self.span(other.first, other.end)
-        for column, value in other.properties.items():
-            if column not in self.properties:
-                self.properties[column] = value
-            elif self.properties[column] != value:
-                self.properties[column] = None
+        self.merge_properties(other.properties)
         for key, value in other.labels.items():
             self.labels.setdefault(key, value)
 
 
-def _name(values: Mapping[str, str], aggregate: Sequence[Aggregate]) -> str:
-    parts = []
-    for a in aggregate:
-        value = values.get(a.column, "")
-        if a.label is not None or a.column == "team":
-            value = _owner(value)
-        parts.append(value or UNALLOCATED)
-    return "/".join(parts)
-
-
 def _scope(row: Row, by_node: bool) -> tuple[str, str]:
     return (row.values.get("cluster", ""), row.values.get("node", "") if by_node else "")
+
+
+def _share(amount: int, part: int, whole: int) -> int:
+    """``amount`` x part / whole in micro-units, as the share of a largest-remainder split
+    (0 when ``whole`` is: nothing allocated, nothing matched)."""
+    if part <= 0 or whole <= 0:
+        return 0
+    return amount if part >= whole else split(amount, [part, whole - part])[0]
 
 
 def shape_set(
@@ -261,7 +273,7 @@ def shape_set(
     ``keep`` is the filter (None: everything)."""
     rows = list(rows)
     by_node = options.idle_by_node
-    pool: dict[tuple[str, str], int] = {}
+    pool: dict[tuple[str, str], int] = {}  # idle cost per scope
     idle_hours: dict[tuple[str, str], int] = {}
     idle_span: dict[tuple[str, str], tuple[datetime, datetime]] = {}
     for r in rows:
@@ -273,58 +285,63 @@ def shape_set(
             lo, hi = idle_span.get(s, (r.first, r.last))
             idle_span[s] = (min(lo, r.first), max(hi, r.last))
     holders = [r for r in rows if not r.is_idle]
-    shares: dict[int, int] = {}
-    left = dict(pool)
+    in_scope: dict[tuple[str, str], list[int]] = {}
+    for i, r in enumerate(holders):
+        in_scope.setdefault(_scope(r, by_node), []).append(i)
+    allocated = {s: sum(holders[i].allocated for i in ix) for s, ix in in_scope.items()}
+    shares: dict[int, tuple[int, int]] = {}  # holder -> (idle cost, idle GPU-hours) shared
+    left, left_hours = dict(pool), dict(idle_hours)
     if options.include_idle and options.share_idle:
-        in_scope: dict[tuple[str, str], list[int]] = {}
-        for i, r in enumerate(holders):
-            in_scope.setdefault(_scope(r, by_node), []).append(i)
         for s, members in in_scope.items():
             weights = [holders[i].allocated for i in members]
-            if pool.get(s, 0) and sum(weights):
-                for i, part in zip(members, split(pool[s], weights), strict=True):
-                    shares[i] = part
-                left[s] = 0
-    selected: set[tuple[str, str]] = set()
+            if (pool.get(s, 0) or idle_hours.get(s, 0)) and sum(weights):
+                costs = split(pool.get(s, 0), weights)
+                parts = split(idle_hours.get(s, 0), weights)
+                shares.update(zip(members, zip(costs, parts, strict=True), strict=True))
+                left[s] = left_hours[s] = 0
+    matched: dict[tuple[str, str], int] = {}
     allocations: dict[str, _Acc] = {}
     for i, r in enumerate(holders):
         if keep is not None and not keep_row(r, keep, label_columns):
             continue
-        selected.add(_scope(r, by_node))
-        name = _name(r.values, options.aggregate)
+        s = _scope(r, by_node)
+        matched[s] = matched.get(s, 0) + r.allocated
+        name = name_of(r.values, options.aggregate)
         acc = allocations.get(name)
         if acc is None:
             acc = allocations[name] = _Acc()
             for a in options.aggregate:
-                if a.label is not None and _owner(r.values.get(a.column, "")):
+                if a.label is not None and owner_value(r.values.get(a.column, "")):
                     acc.labels[a.label] = r.values[a.column]
+        idle_cost, idle_gpu_hours = shares.get(i, (0, 0))
         acc.allocated += r.allocated
         acc.used += r.used
         acc.waste += r.waste
-        acc.idle += shares.get(i, 0)
-        acc.gpu_hours += r.gpu_hours
+        acc.idle += idle_cost
+        acc.gpu_hours += r.gpu_hours + idle_gpu_hours
         acc.shared = acc.shared or r.shared
         acc.span(r.first, r.last + HOUR)
-        acc.merge_properties(r.values)
-    if keep is None:
-        selected = set(pool) | set(idle_hours)
-    else:
-        for r in rows:
-            if r.is_idle and keep_row(r, keep, label_columns):
-                selected.add(_scope(r, by_node))
+        acc.merge_properties(_properties(r.values))
     if not options.include_idle:
         return allocations, None
     idle = _Acc()
-    for s in sorted(selected):
-        cost = left.get(s, 0)
-        hours = idle_hours.get(s, 0) if cost or not options.share_idle else 0
+    for s in sorted(set(pool) | set(idle_hours)):
+        cost, hours = left.get(s, 0), left_hours.get(s, 0)
+        undistributable = options.share_idle and not allocated.get(s)
+        if keep is not None and (cost or hours) and not undistributable:
+            # OpenCost's idle filtration: the idle share of what matched (idle with nobody
+            # to share it with stays whole, as OpenCost keeps it: AggregateBy step 10)
+            cost = _share(cost, matched.get(s, 0), allocated.get(s, 0))
+            hours = _share(hours, matched.get(s, 0), allocated.get(s, 0))
         if not cost and not hours:
             continue
         idle.idle += cost
         idle.gpu_hours += hours
         lo, hi = idle_span[s]
         idle.span(lo, hi + HOUR)
-        idle.merge_properties({"cluster": s[0], **({"node": s[1]} if by_node else {})})
+        idle.merge_properties(
+            {"cluster": s[0] or None, **({"node": s[1] or None} if by_node else {})}
+        )
     return allocations, (idle if idle.first is not None else None)
 
 
@@ -356,6 +373,7 @@ def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> str:
     efficiency: Decimal | None = Decimal(acc.used) / measured if measured else None
     if is_idle:
         efficiency = Decimal(0)
+    eff = "null" if efficiency is None else _ratio(efficiency)
     gpu_cost = money(acc.idle if is_idle else acc.allocated + acc.idle)
     properties: dict[str, Any] = {k: v for k, v in acc.properties.items() if v}
     if acc.labels:
@@ -377,9 +395,9 @@ def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> str:
         ZEROS_BEFORE_GPU,
         f'"gpuCount":{_ratio(count)},"gpuHours":{_ratio(gpu_hours)},"gpuCost":{gpu_cost}',
         f'"gpuCostAdjustment":0,"gpuCostIdle":{money(0 if is_idle else acc.idle)}',
-        f'"gpuEfficiency":{"null" if efficiency is None else _ratio(efficiency)}',
+        f'"gpuEfficiency":{eff}',
         ZEROS_AFTER_GPU,
-        f'"totalCost":{gpu_cost},"totalEfficiency":0',
+        f'"totalCost":{gpu_cost},"totalEfficiency":{eff}',
         AFTER_TOTAL,
         f'"gpuAllocation":{gpu_allocation}',
     ]
@@ -392,34 +410,35 @@ def response_json(
     options: Options,
     label_columns: Mapping[str, str],
     keep: Node | None = None,
+    groups: Groups | None = None,
 ) -> str:
-    """OpenCost's ``Response`` as JSON text: ``data`` one map per set (one in all when
-    accumulating), names sorted, ``__idle__`` last."""
+    """OpenCost's ``Response`` as JSON text: ``data`` one map per answer set (``groups``:
+    the computed sets each sums, as ``AllocationSetRange.Accumulate`` sums them; default:
+    every set as computed), names sorted, ``__idle__`` last."""
     by_set: dict[int, list[Row]] = {}
     for r in rows:
         by_set.setdefault(r.set_index, []).append(r)
     shaped = [
         shape_set(by_set.get(i, []), keep, options, label_columns) for i in range(len(windows))
     ]
-    if options.accumulate and windows:
+    if groups is None:
+        groups = [(w, (i,)) for i, w in enumerate(windows)]
+    sets = []
+    for window, members in groups:
         total: dict[str, _Acc] = {}
         idle_total: _Acc | None = None
-        for allocations, idle in shaped:
+        for i in members:
+            allocations, idle = shaped[i]
             for name, acc in allocations.items():
                 total.setdefault(name, _Acc()).add(acc)
             if idle is not None:
                 idle_total = idle_total or _Acc()
                 idle_total.add(idle)
-        shaped = [(total, idle_total)]
-        windows = [Window(windows[0].start, windows[-1].end)]
-    sets = []
-    for (allocations, idle), window in zip(shaped, windows, strict=True):
         items = [
-            f"{_string(name)}:{render(name, acc, window)}"
-            for name, acc in sorted(allocations.items())
+            f"{_string(name)}:{render(name, acc, window)}" for name, acc in sorted(total.items())
         ]
-        if idle is not None:
-            items.append(f"{_string(IDLE)}:{render(IDLE, idle, window, is_idle=True)}")
+        if idle_total is not None:
+            items.append(f"{_string(IDLE)}:{render(IDLE, idle_total, window, is_idle=True)}")
         sets.append("{" + ",".join(items) + "}")
     return '{"code":200,"status":"success","data":[' + ",".join(sets) + "]}"
 

@@ -1,7 +1,7 @@
 """inference_hours: tokens served per hour, model and pod, and their cost (cost per 1M tokens)
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-11-24 10:00:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -164,6 +164,25 @@ def history() -> str:
         }
         add("kube_pod_labels", labels, 1, before, end)
     add("kube_namespace_labels", {"namespace": "search", "label_team": "search"}, 1, before, end)
+    # the pods' owners as kube-state-metrics exports them (docs/pod-metrics.md etc.: one
+    # series per owner, "<none>" for an object without): ml/p a Deployment's through its
+    # ReplicaSet, ml/g a StatefulSet's, search/a a CronJob's through its Job, search/b none
+    for ns, pod, kind, name in (
+        ("ml", "p", "ReplicaSet", "trainer-7c9d8b6f5d"),
+        ("ml", "g", "StatefulSet", "gen"),
+        ("search", "a", "Job", "nightly-29400000"),
+        ("search", "b", "<none>", "<none>"),
+    ):
+        is_controller = "<none>" if kind == "<none>" else "true"
+        owner = {"namespace": ns, "pod": pod, "uid": f"u-{pod}", "owner_kind": kind}
+        owner |= {"owner_name": name, "owner_is_controller": is_controller}
+        add("kube_pod_owner", owner, 1, before, end)
+    rs = {"namespace": "ml", "replicaset": "trainer-7c9d8b6f5d", "owner_kind": "Deployment"}
+    rs |= {"owner_name": "trainer", "owner_is_controller": "true"}
+    add("kube_replicaset_owner", rs, 1, before, end)
+    job = {"namespace": "search", "job_name": "nightly-29400000", "owner_kind": "CronJob"}
+    job |= {"owner_name": "nightly", "owner_is_controller": "true"}
+    add("kube_job_owner", job, 1, before, end)
 
     # hour 06:00: a MIG H100 on node pool "mig-pool" (7.00/h) as 3g.40gb + 2g.20gb + 2 x 1g.10gb
     # (x holds GI 2 and 9, y holds GI 3, GI 10 unheld), and a spot H100 (2.50 - 60 % = 1.00)

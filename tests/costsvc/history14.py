@@ -225,6 +225,13 @@ def dcgm_exporter(h: History) -> None:
         [(s - 60, half, "Running"), (half, e, "Succeeded")],
     )
     team("batch", "job", "job")
+    # its owners as kube-state-metrics exports them: a Job of the CronJob nightly
+    owner = {"namespace": "batch", "pod": "job", "uid": "uid-batch-job", "owner_kind": "Job"}
+    owner |= {"owner_name": "nightly-29387520", "owner_is_controller": "true"}
+    h.add("kube_pod_owner", owner, 1, s, e)
+    job = {"namespace": "batch", "job_name": "nightly-29387520", "owner_kind": "CronJob"}
+    job |= {"owner_name": "nightly", "owner_is_controller": "true"}
+    h.add("kube_job_owner", job, 1, s, e)
 
     # mig-node: 3g + 2g + 1g + 1g, dcgm-exporter main's lower-case hostname label
     m = dcgm_gpu("GPU-DM", 0, "mig-node", "hostname")

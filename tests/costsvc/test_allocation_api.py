@@ -22,11 +22,24 @@ import pytest
 from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.db.advice import OwnerHistory
 from costsvc.db.labels import LabelHistory
+from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
+from costsvc.opencost.aggregates import opencost_kind
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, HOUR2, HOUR3, MODEL, ingest_with
+from tests.costsvc.opencost_clients import (
+    DRILLDOWN,
+    FILTER_PROPERTY,
+    KUBECTL_COMMANDS,
+    UI_PATH,
+    axios_query,
+    kubectl_query,
+    ui_params,
+    ui_requests,
+)
 from tests.prom import Prometheus
 
 HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
@@ -108,6 +121,7 @@ CPU_RAM_AND_THE_REST = [
     and f not in ("minutes", "totalCost", "totalEfficiency")
 ]
 RFC3339 = "%Y-%m-%dT%H:%M:%SZ"
+EFFICIENCIES = ("gpuEfficiency", "totalEfficiency")  # null where nothing was measured
 
 
 def decimals(text: str) -> Any:
@@ -130,13 +144,15 @@ def check_shape(answer: dict[str, Any]) -> None:
             for t in (a["start"], a["end"], a["window"]["start"], a["window"]["end"]):
                 datetime.strptime(t, RFC3339)  # RFC 3339, UTC
             for f in FIELDS:
-                if f in NOT_NUMBERS or (f == "gpuEfficiency" and a[f] is None):
+                if f in NOT_NUMBERS or (f in EFFICIENCIES and a[f] is None):
                     continue
                 assert isinstance(a[f], Decimal), (name, f, a[f])
             for f in CPU_RAM_AND_THE_REST:
                 assert a[f] == 0, f  # outside our scope: zero, as documented
             assert a["pvs"] is None and a["lbAllocations"] is None
             assert a["totalCost"] == a["gpuCost"]
+            # GPU-aware: the efficiency of what is priced (GPUs), unknown where unmeasured
+            assert a["totalEfficiency"] == a["gpuEfficiency"]
             if name == IDLE:
                 assert a["gpuAllocation"] is None
                 continue
@@ -157,8 +173,24 @@ def ingested(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prometheus: Prometheus
 ) -> Iterator[str]:
     with fresh_database(request.param, request, tmp_path_factory.mktemp("oc")) as url:
+        owner_history(url)
         ingest_with(prometheus.url, url, MODEL, HOURS)
         yield url
+
+
+def owner_history(url: str) -> None:
+    """ml/g's owners as the Kubernetes watcher keeps them (costsvc/k8sowners.py), before the
+    ingest: a ReplicaSet of the Deployment gen-server. kube-state-metrics says a StatefulSet
+    (history.py): the API's history wins."""
+    upgrade(url)
+    engine = create_engine(url)
+    owners = OwnerHistory(engine, "c1")
+    since = datetime(2026, 11, 10, 4, tzinfo=UTC)
+    owners.observe_pod("u-g", "ml", "g", ("ReplicaSet", "gen-server-5f7c9"), since, since)
+    owners.observe_controller(
+        "ml", "ReplicaSet", "gen-server-5f7c9", ("Deployment", "gen-server"), since
+    )
+    engine.dispose()
 
 
 @pytest.fixture(scope="module")
@@ -398,20 +430,29 @@ def test_filters(api: Api) -> None:
     assert sorted(either) == ["a", "g"]
     listed = get(api, window=H05, aggregate="pod", filter='pod:"a","g" + cluster:"c1"')
     assert sorted(listed["data"][0]) == ["a", "g"]
-    # idle of the clusters where something matched
+    # idle: the share of what matched (OpenCost's idle filtration): 2.708333 x 1.25 / 4.791667
     with_idle = get(api, window=H05, aggregate="pod", filter='pod:"a"', includeIdle="true")
-    assert with_idle["data"][0][IDLE]["gpuCost"] == Decimal("2.708333")
+    assert with_idle["data"][0][IDLE]["gpuCost"] == Decimal("0.706522")
     nothing = get(api, window=H05, filter='cluster:"nowhere"', includeIdle="true")
     assert nothing["data"] == [{}]
 
 
 def test_default_aggregation_names_five_parts(api: Api) -> None:
     """No aggregate: OpenCost's cluster/node/namespace/pod/container (kubectl-cost splits the
-    name in five); the chargeback keeps pods, so the container part is __unallocated__."""
+    name in five); each line keeps its holding's container."""
     (one,) = get(api, window=H05)["data"]
     assert all(len(name.split("/")) == 5 for name in one)
     assert {name.split("/")[3] for name in one} == {"a", "b", "g", "p"}
-    assert all(name.endswith(f"/{UNALLOCATED}") for name in one)
+    assert all(name.endswith("/main") for name in one)
+    assert one["c1/node-A/ml/p/main"]["properties"] == {
+        "cluster": "c1",
+        "node": "node-A",
+        "container": "main",
+        "controller": "trainer",
+        "controllerKind": "deployment",
+        "namespace": "ml",
+        "pod": "p",
+    }
     compute = api.get("/allocation/compute", window=H05)
     assert compute.status_code == 200 and decimals(compute.text)["data"] == [one]
 
@@ -446,18 +487,13 @@ def test_team_tokens_see_their_team_only(api: Api) -> None:
         ({"window": "1d", "step": "30m"}, False, "whole number of hours"),
         ({"window": "1d", "step": "0h"}, False, "whole number of hours"),
         ({"window": "90d", "step": "1h"}, False, "at most 1000"),
-        ({"window": "1d", "accumulate": "week"}, False, "Invalid 'accumulate' parameter"),
         ({"window": "1d", "accumulateBy": "often"}, False, "Invalid 'accumulateBy' parameter"),
-        ({"window": "1d", "aggregate": "label:"}, True, "Invalid 'aggregate' parameter"),
-        ({"window": "1d", "aggregate": "controller"}, True, "not kept"),
-        ({"window": "1d", "aggregate": "annotation:owner"}, True, "not kept"),
-        ({"window": "1d", "aggregate": "colour"}, True, "Invalid 'aggregate' parameter"),
         ({"window": "1d", "filter": 'namespace:"a" + pod:"b" | node:"c"'}, False, "Expected"),
         ({"window": "1d", "filter": '(namespace:"a"'}, False, "Invalid filter"),
         ({"window": "1d", "filter": 'namespace:"a")'}, False, "without matching"),
         ({"window": "1d", "filter": 'colour:"red"'}, False, "expect filter field"),
-        ({"window": "1d", "filter": 'container:"main"'}, False, "not kept"),
         ({"window": "1d", "filter": 'label:"x"'}, False, "label without a key"),
+        ({"window": "1d", "filter": 'annotation:"x"'}, False, "annotation without a key"),
         ({"window": "1d", "filter": 'namespace:"unterminated'}, False, "unterminated"),
         ({"window": "1d", "filter": "(" * 40 + 'pod:"a"' + ")" * 40}, False, "nested"),
         ({"window": "1d", "filter": 'pod:"' + "x" * 5000 + '"'}, False, "longer than"),
@@ -502,3 +538,241 @@ def test_the_opencost_ui_s_own_request(api: Api) -> None:
     start, end = datetime(2026, 11, 15, tzinfo=UTC), datetime(2026, 11, 16, tzinfo=UTC)
     allocated = sums(api.db_url, Chargeback.namespace, start, end)["finance"][0]
     assert micro(finance["gpuCost"]) == allocated
+
+
+def test_controller_dimensions(api: Api) -> None:
+    """Each line's pod's controller as at that hour: ml/p a Deployment's (kube-state-metrics:
+    pod -> ReplicaSet -> Deployment), ml/g the watcher's Deployment (its history wins over
+    kube-state-metrics' StatefulSet), search/a a CronJob's (OpenCost: kind job, the CronJob's
+    name), search/b none."""
+    (one,) = get(api, window=H05, aggregate="controller")["data"]
+    assert {n: a["gpuCost"] for n, a in one.items()} == {
+        "deployment:trainer": Decimal("1.250000"),
+        "deployment:gen-server": Decimal("1.666667"),
+        "job:nightly": Decimal("1.250000"),
+        UNALLOCATED: Decimal("0.625000"),
+    }
+    (kinds,) = get(api, window=H05, aggregate="controllerKind", includeIdle="true")["data"]
+    assert sorted(kinds) == sorted(["deployment", "job", UNALLOCATED, IDLE])
+    assert kinds["deployment"]["properties"]["controllerKind"] == "deployment"
+    (deps,) = get(api, window=H05, aggregate="namespace,deployment")["data"]
+    assert sorted(deps) == ["ml/gen-server", "ml/trainer", f"search/{UNALLOCATED}"]
+    (jobs,) = get(api, window=H05, aggregate="JOB", filter='controllerKind:"job"')["data"]
+    assert sorted(jobs) == ["nightly"]  # names compare case-insensitively, as ParseProperty
+    (named,) = get(api, window=H05, aggregate="pod", filter='controllerName:"trainer"')["data"]
+    assert sorted(named) == ["p"]
+    # /v1/costs and the CSV carry it too
+    r = api.get(
+        "/v1/costs", start="2026-11-10T05:00:00Z", end="2026-11-10T06:00:00Z", group_by="workload"
+    )
+    by_workload = {x["group"]["workload"]: x["allocated_cost"] for x in r.json()["rows"]}
+    assert by_workload["Deployment/trainer"] == "1.250000"
+    assert by_workload["CronJob/nightly"] == "1.250000"
+    assert by_workload[""] == "0.625000"  # search/b, and idle capacity (no allocated cost)
+    csv_text = api.get("/v1/reports/chargeback.csv", month="2026-11").text
+    header, *lines = csv_text.splitlines()
+    assert header.endswith(",co2e_kg,container,workload")
+    assert any(line.endswith(",main,Deployment/gen-server") for line in lines)
+
+
+def test_aggregates_opencost_accepts_are_answered(api: Api) -> None:
+    """What OpenCost accepts is a 200 (a 400 only where OpenCost says 400): unknown names are
+    dropped (OpenCost's ParseAggregationProperties), service/annotation have no value here,
+    nothing left (or all) is one allocation named ""."""
+    (dropped,) = get(api, window=H05, aggregate="namespace,colour,cronjob,providerID")["data"]
+    assert sorted(dropped) == ["ml", "search"]
+    for nothing in ("colour", "all"):
+        (one,) = get(api, window=H05, aggregate=nothing)["data"]
+        assert list(one) == [""] and one[""]["gpuCost"] == Decimal("4.791667")
+    for unknown in ("service", "annotation:owner", "label:"):
+        (one,) = get(api, window=H05, aggregate=unknown)["data"]
+        assert list(one) == [UNALLOCATED], unknown
+    (product,) = get(api, window=H05, aggregate="product")["data"]  # OpenCost's label app
+    assert sorted(product) == ["gen", "search", "searchspace", "trainer2"]
+    weeks = get(api, window="month", accumulate="week", aggregate="cluster")["data"]
+    assert len(weeks) == 3  # Sunday weeks from the 1st to the 22nd; data from the 10th
+    assert [w["c1"]["window"]["start"] for w in weeks if w] == [
+        "2026-11-08T00:00:00Z",
+        "2026-11-15T00:00:00Z",
+    ]
+    for window in ("month", "week", "lastmonth", "30m", "1d offset 1d"):
+        get(api, window=window)  # every window form without a step
+
+
+def test_filtered_idle_and_shared_idle_gpu_hours_by_hand(api: Api) -> None:
+    """05:00 (history.py): allocated ml 2.916667 (p 1.25 + g 1.666667), search 1.875 (a 1.25
+    + b 0.625), 4.791667 in all; idle 2.708333 and 1.083333 GPU-hours (GPU-A half an hour,
+    a quarter of GPU-B's replicas, GPU-C's 20 minutes between its two holds)."""
+    (plain,) = get(api, window=H05, aggregate="namespace", includeIdle="true")["data"]
+    assert (plain[IDLE]["gpuCost"], plain[IDLE]["gpuHours"]) == (
+        Decimal("2.708333"),
+        Decimal("1.083333"),
+    )
+    # filter namespace:"ml": the idle share of what matched, by allocated cost (OpenCost's
+    # idle filtration): 2.708333 x 2.916667 / 4.791667 = 1.6485506 -> 1.648551 and
+    # 1.083333 x 2.916667 / 4.791667 = 0.6594201 -> 0.659420
+    (ml,) = get(
+        api, window=H05, aggregate="namespace", filter='namespace:"ml"', includeIdle="true"
+    )["data"]
+    assert sorted(ml) == sorted(["ml", IDLE])
+    assert (ml[IDLE]["gpuCost"], ml[IDLE]["gpuHours"]) == (Decimal("1.648551"), Decimal("0.659420"))
+    # shareIdle: the same shares go onto ml, cost and GPU-hours (0.5 + 0.666667 of its own)
+    (shared,) = get(api, window=H05, aggregate="namespace", includeIdle="true", shareIdle="true")[
+        "data"
+    ]
+    assert shared["ml"]["gpuCostIdle"] == Decimal("1.648551")
+    assert shared["ml"]["gpuHours"] == Decimal("1.166667") + Decimal("0.659420")
+    assert shared["search"]["gpuHours"] == Decimal("0.750000") + Decimal("0.423913")
+    assert IDLE not in shared
+    # with a filter too: shares computed over all allocations, only ml's shown, no __idle__
+    (both,) = get(
+        api,
+        window=H05,
+        aggregate="namespace",
+        filter='namespace:"ml"',
+        includeIdle="true",
+        shareIdle="true",
+    )["data"]
+    assert both == {"ml": shared["ml"]}
+
+
+def test_accumulate_day_sums_to_accumulate_true(api: Api) -> None:
+    """accumulate=day over 7 days: 7 daily sets whose sum is the accumulate=true answer,
+    exactly, allocation by allocation."""
+    window = "2026-11-09T00:00:00Z,2026-11-16T00:00:00Z"
+    params = {"window": window, "aggregate": "namespace", "includeIdle": "true"}
+    daily = get(api, accumulate="day", **params)["data"]
+    assert len(daily) == 7
+    assert [d[next(iter(d))]["window"]["start"] for d in daily if d] == [
+        "2026-11-10T00:00:00Z",
+        "2026-11-11T00:00:00Z",
+        "2026-11-15T00:00:00Z",
+    ]
+    (whole,) = get(api, accumulate="true", **params)["data"]
+    for name, a in whole.items():
+        for f in ("gpuCost", "gpuHours", "totalCost", "gpuCostIdle"):
+            assert a[f] == sum(d[name][f] for d in daily if name in d), (name, f)
+    assert sorted(whole) == sorted({n for d in daily for n in d})
+
+
+# --- OpenCost's own clients, replayed ------------------------------------------------------
+
+
+def v1_hours(api: Api, start: str, end: str) -> list[dict[str, Any]]:
+    """/v1/costs by hour and by every dimension a client filters on."""
+    r = api.get(
+        "/v1/costs",
+        start=start,
+        end=end,
+        step="hour",
+        group_by="namespace,controller_kind,controller,pod,container",
+    )
+    assert r.status_code == 200, r.text
+    rows: list[dict[str, Any]] = r.json()["rows"]
+    return rows
+
+
+def matches(group: dict[str, str], filters: list[tuple[str, str]]) -> bool:
+    """An OpenCost UI filter (prop:"value" joined with +) against /v1/costs' groups."""
+    values = {
+        "namespace": group["namespace"],
+        "pod": group["pod"],
+        "container": group["container"],
+        "controllerName": group["controller"],
+        "controllerKind": opencost_kind(group["controller_kind"]) if group["controller"] else "",
+    }
+    return all(values[p] == v for p, v in filters)
+
+
+def assert_money_as_v1(
+    api: Api, answer: dict[str, Any], filters: list[tuple[str, str]], idle: bool
+) -> None:
+    """Each set's money is /v1/costs' for the same hours: Σ allocated (and, with idle and no
+    filter, the whole fleet's cost)."""
+    for one in answer["data"]:
+        if not one:
+            continue
+        window = next(iter(one.values()))["window"]
+        rows = v1_hours(api, window["start"], window["end"])
+        allocated = sum(
+            micro(Decimal(r["allocated_cost"])) for r in rows if matches(r["group"], filters)
+        )
+        got = sum(micro(a["gpuCost"] - a["gpuCostIdle"]) for n, a in one.items() if n != IDLE)
+        assert got == allocated, (window, filters)
+        if idle and not filters:
+            total = sum(micro(Decimal(r["total_cost"])) for r in rows)
+            assert sum(micro(a["totalCost"]) for a in one.values()) == total, window
+
+
+def ui_get(api: Api, params: dict[str, object]) -> dict[str, Any]:
+    r = api.http.get(f"{UI_PATH}?{axios_query(params)}", headers=api.auth("finance"))
+    assert r.status_code == 200, (params, r.text)
+    answer = decimals(r.text)
+    check_shape(answer)
+    for one in answer["data"]:  # what rangeToCumulative / the table read
+        for a in one.values():
+            assert a["minutes"] >= 0 and a["window"]["start"] and a["name"] is not None
+    return answer
+
+
+def test_the_opencost_ui_s_requests(api: Api) -> None:
+    """Every request of the OpenCost UI's allocation pages (tests/costsvc/opencost_clients.py):
+    200, OpenCost's shape, and the money of /v1/costs for the same hours."""
+    for params in ui_requests():
+        answer = ui_get(api, params)
+        assert_money_as_v1(api, answer, [], bool(params["includeIdle"]))
+    # its default view (dashboard): one set a day of the 7 days
+    daily = ui_get(api, ui_params("7d", "namespace", "day"))
+    assert len(daily["data"]) == 7
+
+
+def test_the_opencost_ui_s_drill_down(api: Api) -> None:
+    """namespace -> controllerKind -> controller -> pod -> container, clicking the first row
+    each time as the UI builds its next request (drilldown, FilterBreadcrumb)."""
+    window = "14d"
+    aggregate, filters = "namespace", []
+    seen = []
+    while True:
+        answer = ui_get(api, ui_params(window, aggregate, True, filters))
+        assert_money_as_v1(api, answer, filters, True)
+        (one,) = answer["data"]
+        rows = sorted(n for n in one if IDLE not in n and UNALLOCATED not in n)
+        seen.append((aggregate, rows))
+        if aggregate not in DRILLDOWN or not rows:
+            break
+        value = "ml" if aggregate == "namespace" else rows[0]
+        if aggregate == "controller":  # kind:name: the kind filter if not there, the name
+            value = value.split(":", 1)[1]
+        filters.append((FILTER_PROPERTY[aggregate], value))
+        aggregate = DRILLDOWN[aggregate]
+    assert seen[1:] == [
+        ("controllerKind", ["deployment"]),
+        ("controller", ["deployment:gen-server", "deployment:trainer"]),
+        ("pod", ["g"]),
+        ("container", ["main"]),
+    ]
+
+
+@pytest.mark.parametrize("command", sorted(KUBECTL_COMMANDS))
+def test_kubectl_cost_requests(api: Api, command: str) -> None:
+    """``kubectl cost <command> --window W --opencost`` (opencost_clients.py): 200, names that
+    split into the aggregation's parts (WriteAllocationTable), minutes to scale by, money as
+    /v1/costs."""
+    aggregation = KUBECTL_COMMANDS[command]
+    for window in ("1d", "7d", "14d", "lastweek"):
+        r = api.http.get(f"{UI_PATH}?{kubectl_query(command, window)}", headers=api.auth("finance"))
+        assert r.status_code == 200, r.text
+        answer = decimals(r.text)
+        check_shape(answer)
+        (one,) = answer["data"]  # accumulate=true: allocations[0]
+        for name, a in one.items():
+            assert name == IDLE or len(name.split("/")) == len(aggregation), name
+            assert a["minutes"] > 0  # 43200 / Minutes() when projecting a month
+        assert_money_as_v1(api, answer, [], True)
+    if command == "controller":
+        (one,) = decimals(
+            api.http.get(
+                f"{UI_PATH}?{kubectl_query(command, '14d')}", headers=api.auth("finance")
+            ).text
+        )["data"]
+        assert "c1/ml/deployment:trainer" in one and "c1/search/job:nightly" in one

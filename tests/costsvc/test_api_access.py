@@ -415,3 +415,122 @@ def test_a_pages_session_is_a_cookie_for_the_pages_only(api: Api) -> None:
         assert client.get("/ui/teams/b").status_code == 200
         assert http.delete("/v1/tokens/lead-b", headers=api.auth("admin")).status_code == 204
         assert client.get("/ui/teams/b").status_code == 303
+
+
+# --- OpenCost's /allocation, and the proxy for clients that cannot send a token -----------
+
+ALLOCATION_VIEWS = [
+    {"aggregate": "namespace", "includeIdle": "true", "shareIdle": "true"},
+    {"aggregate": "controller", "includeIdle": "true", "accumulate": "day"},
+    {"aggregate": "controllerKind,deployment,job,container", "includeIdle": "true"},
+    {"filter": 'controllerKind:"job" | namespace!:"x"', "includeIdle": "true"},
+    {},  # OpenCost's default: cluster/node/namespace/pod/container
+]
+
+
+@pytest.mark.parametrize("me", TEAMS)
+def test_a_team_token_sees_only_its_allocations(api: Api, me: str) -> None:
+    """Every new aggregate, accumulation and filter of /allocation keeps a team to its own
+    lines: their namespaces only, and no idle of the fleet."""
+    mine = {
+        x["group"]["namespace"]
+        for x in api.get("/v1/costs", f"team:{me}", group_by="namespace", window="30d").json()[
+            "rows"
+        ]
+    }
+    assert mine
+    for view in ALLOCATION_VIEWS:
+        r = api.get("/allocation", f"team:{me}", window="30d", **view)
+        assert r.status_code == 200, (view, r.text)
+        for one in r.json()["data"]:
+            for name, a in one.items():
+                assert a["properties"].get("namespace", next(iter(mine))) in mine, (view, name)
+                assert name != "__idle__" or a["totalCost"] == 0, (view, a)
+
+
+def test_no_money_without_a_token(api: Api) -> None:
+    """OpenCost's paths answer no money to a request without a bearer token, whatever its
+    query says (no token in a query parameter)."""
+    finance = api.tokens["finance"]
+    for path in ("/allocation", "/allocation/compute"):
+        for params in ({}, {"token": finance}, {"access_token": finance}, {"key": finance}):
+            r = api.http.get(path, params={"window": "30d", **params})
+            assert r.status_code == 401, (path, params, r.text)
+
+
+@pytest.fixture(scope="module")
+def proxy(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """gpu-costsvc opencost-proxy in front of the API, holding team a's token."""
+    import threading
+    import time
+
+    import uvicorn
+
+    from costsvc.opencost_proxy import TokenFile, build_app
+    from tests.prom import free_port
+
+    token_file = tmp_path_factory.mktemp("proxy") / "token"
+    token_file.write_text(api.tokens["team:a"] + "\n")
+    port = free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(
+            build_app(api.base, TokenFile(token_file)), "127.0.0.1", port, log_level="warning"
+        )
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:  # uvicorn sets it once listening
+        assert thread.is_alive() and time.monotonic() < deadline
+        time.sleep(0.01)
+    yield f"http://127.0.0.1:{port}", token_file
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_the_opencost_proxy_lends_its_token_for_allocations_only(
+    api: Api, proxy: tuple[str, Path]
+) -> None:
+    base, token_file = proxy
+    query = {"window": "30d", "aggregate": "namespace", "includeIdle": "true"}
+    direct = api.get("/allocation/compute", "team:a", **query)
+    with httpx.Client(base_url=base, timeout=30) as client:
+        for path in ("/allocation/compute", "/model/allocation/compute", "/model/allocation"):
+            r = client.get(path, params=query)
+            assert r.status_code == 200, (path, r.text)
+            assert r.json() == direct.json()  # team a's view, exactly
+        # a caller's own header changes nothing: the proxy's token is the one sent
+        r = client.get("/allocation", params=query, headers=api.auth("finance"))
+        assert r.json() == direct.json()
+        assert client.get("/model/v1/costs").status_code == 404
+        assert client.get("/v1/teams/a/summary").status_code == 404
+        assert client.get("/metrics").status_code == 404
+        assert client.post("/allocation", params=query).status_code == 405
+        assert client.get("/healthz").text == "ok\n"
+        # a rotated token is read again; a revoked one is the API's 401, passed on
+        token_file.write_text(api.tokens["team:b"])
+        r = client.get("/allocation", params=query)
+        assert r.json() == api.get("/allocation", "team:b", **query).json()
+        token_file.write_text("not a token")
+        assert client.get("/allocation", params=query).status_code == 503
+        token_file.write_text(api.tokens["team:a"])
+
+
+def test_the_opencost_proxy_refuses_bad_flags(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from costsvc.cli import main
+
+    good, bad = tmp_path / "token", tmp_path / "bad"
+    good.write_text("gfo_" + "x" * 43)
+    bad.write_text("secret")
+    for argv, says in (
+        (["--token-file", str(tmp_path / "missing")], "--token-file"),
+        (["--token-file", str(tmp_path)], "--token-file"),
+        (["--token-file", str(bad)], "--token-file"),
+        (["--token-file", str(good), "--upstream", "ftp://x"], "--upstream"),
+        (["--token-file", str(good), "--listen-address", "9003"], "--listen-address"),
+    ):
+        assert main(["opencost-proxy", *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert says in err and "secret" not in err, err

@@ -88,6 +88,15 @@ def test_dcgm_exporter_and_kube_state_metrics(
     assert facts[("GPU-DM", 1, "m3")] == (1_542_857_143, 3, 4)
     assert facts[("GPU-DM", 13, "m1")] == (514_285_714, 1, 1)
     assert ("GPU-DA1", -1, "job") in facts and ("GPU-DT0", -1, "c") not in facts
+    # the pods' controllers from kube-state-metrics' owner series (kube_pod_owner -> Job ->
+    # kube_job_owner -> CronJob); none known for the others
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        c = Chargeback
+        found = set(conn.execute(select(c.pod, c.controller_kind, c.controller).distinct()))
+    engine.dispose()
+    assert ("job", "CronJob", "nightly") in found
+    assert {k for p, k, _ in found if p != "job"} == {""}
 
 
 def test_our_exporter_ignores_dcgm_hours(prometheus14: Prometheus, db_url: str) -> None:

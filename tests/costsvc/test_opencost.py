@@ -23,6 +23,8 @@ from costsvc.opencost.params import (
     parse_bool,
     parse_step,
     parse_window,
+    plan,
+    round_out,
     set_windows,
 )
 from costsvc.opencost.podlabels import Labelled, with_labels
@@ -117,8 +119,9 @@ def test_step_keywords_and_limits() -> None:
     assert parse_step("3600s", month) == timedelta(hours=1)
     with pytest.raises(BadParameter, match="invalid step"):
         parse_step("soon", month)
+    two_months = Window(t("2026-01-01"), t("2026-03-01"))
     with pytest.raises(BadParameter, match="at most 1000"):
-        parse_step("1h", Window(t("2026-01-01"), t("2026-03-01")))
+        plan(two_months, parse_step("1h", two_months))
     assert [(w.start, w.end) for w in set_windows(month, timedelta(days=14))] == [
         (t("2026-11-01"), t("2026-11-15")),
         (t("2026-11-15"), t("2026-11-29")),
@@ -135,16 +138,73 @@ def test_booleans_as_strconv_parse_bool(text: str | None, value: bool) -> None:
 
 
 def test_accumulate() -> None:
-    assert parse_accumulate("all") and parse_accumulate("true")
-    assert not parse_accumulate("nope")  # GetBool: not a bool is the default
-    with pytest.raises(BadParameter, match="step=1d"):
-        parse_accumulate("day")
-    # accumulateBy, when given, decides (OpenCost's resolveAccumulateOption)
-    assert parse_accumulate("false", "all") and not parse_accumulate("true", "none")
+    """OpenCost's resolveAccumulateFromQuery / resolveAccumulateOption."""
+    assert parse_accumulate("all") == parse_accumulate("true") == parse_accumulate("1") == "all"
+    assert parse_accumulate("nope") == parse_accumulate(None) == ""  # not a bool: none
+    assert parse_accumulate(" Day ") == "day" and parse_accumulate("QUARTER") == "quarter"
+    assert parse_accumulate("weeknow") == ""  # the new UI's option: OpenCost knows it not
+    # accumulateBy, when given, decides
+    assert parse_accumulate("false", "all") == "all" and parse_accumulate("true", "none") == ""
+    assert parse_accumulate("true", "week") == "week"
     with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter"):
         parse_accumulate(None, "sometimes")
-    with pytest.raises(BadParameter, match="Invalid 'accumulateBy' parameter: week"):
-        parse_accumulate(None, "week")
+
+
+WEEK_OF_18TH = Window(t("2026-11-12"), t("2026-11-19"))  # 7d on the 18th (a Wednesday)
+
+
+@pytest.mark.parametrize(
+    ("accumulate", "step", "sets", "answer"),
+    [
+        # resolveStepFromQuery: the sets an accumulation is made of, without a step
+        ("", None, [("2026-11-12", "2026-11-19")], [("2026-11-12", "2026-11-19")]),
+        ("all", "1d", [("2026-11-12", "2026-11-13")] * 1, [("2026-11-12", "2026-11-19")]),
+        ("day", None, [("2026-11-12", "2026-11-13")], [("2026-11-12", "2026-11-13")]),
+        # hourly sets summed per day: 168 sets, 7 answers
+        ("day", "1h", [("2026-11-12", "2026-11-12 01:00")], [("2026-11-12", "2026-11-13")]),
+        # weeks start on Sunday: the 8th to the 22nd, two weekly sets
+        ("week", None, [("2026-11-08", "2026-11-15")], [("2026-11-08", "2026-11-15")]),
+        # daily sets summed per calendar month: November, all of it
+        ("month", None, [("2026-11-01", "2026-11-02")], [("2026-11-01", "2026-12-01")]),
+        ("quarter", "week", [("2026-10-01", "2026-10-02")], [("2026-10-01", "2027-01-01")]),
+        ("hour", "1d", [("2026-11-12", "2026-11-12 01:00")], [("2026-11-12", "2026-11-12 01:00")]),
+    ],
+)
+def test_accumulation_sets_as_opencost_makes_them(
+    accumulate: str, step: str | None, sets: list[tuple[str, str]], answer: list[tuple[str, str]]
+) -> None:
+    made = plan(WEEK_OF_18TH, parse_step(step, WEEK_OF_18TH, accumulate), accumulate, bool(step))
+    first = made.sets[0]
+    assert (first.start, first.end) == (t(sets[0][0]), t(sets[0][1]))
+    window, _ = made.groups[0]
+    assert (window.start, window.end) == (t(answer[0][0]), t(answer[0][1]))
+    covered = [i for _, ix in made.groups for i in ix]
+    assert covered == sorted(covered) and len(set(covered)) == len(covered)
+    counts = {"": 1, "all": 1, "day": 7, "week": 2, "month": 1, "quarter": 1, "hour": 168}
+    assert len(made.groups) == counts[accumulate]
+
+
+def test_windows_rounded_out_to_calendar_periods() -> None:
+    w = Window(t("2026-11-17 11:00"), t("2026-11-18 11:00"))  # 24h on the 18th
+    assert round_out(w, "day") == Window(t("2026-11-17"), t("2026-11-19"))
+    assert round_out(w, "hour") == w
+    assert round_out(w, "week") == Window(t("2026-11-15"), t("2026-11-22"))
+    assert round_out(w, "month") == Window(t("2026-11-01"), t("2026-12-01"))
+    dec = Window(t("2026-12-30"), t("2027-01-01"))
+    assert round_out(dec, "quarter") == dec.__class__(t("2026-10-01"), t("2027-01-01"))
+    # a weekly step starts on the Sunday before (OpenCost's alignStepStart)
+    tuesday = Window(t("2026-11-10"), t("2026-11-24"))
+    assert [s.start for s in plan(tuesday, parse_step("week", tuesday), stepped=True).sets] == [
+        t("2026-11-08"),
+        t("2026-11-15"),
+        t("2026-11-22"),
+    ]
+    # every window form is an answer without a step: one set, whatever its length
+    for text in ("month", "week", "30m", "today", "1d offset 1d"):
+        span = parse_window(text, NOW)
+        assert [(s.start, s.end) for s in plan(span, parse_step(None, span)).sets] == [
+            (span.start, span.end)
+        ]
 
 
 # OpenCost's parser_test.go: inputs that parse, and inputs that must not
@@ -228,9 +288,16 @@ def test_filters_on_what_the_chargeback_does_not_keep_are_refused() -> None:
     assert check_filter(parse('label[app.kubernetes.io/name]:"x"'), labels) == {
         "label:label_app_kubernetes_io_name"  # from the label history (podlabels.py)
     }
-    for text in ('label:"x"', 'container:"c"', 'annotation[a]:"b"'):
-        with pytest.raises(FilterError):
-            check_filter(parse(text), labels)
+    with pytest.raises(FilterError):
+        check_filter(parse('label:"x"'), labels)
+    # kept now, or compared with nothing as OpenCost compares an allocation without them
+    assert check_filter(parse('container:"c" + controllerKind:"job"'), labels) == {
+        "container",
+        "controller_kind",
+        "controller",
+    }
+    assert check_filter(parse('annotation[a]:"b" | services:"s"'), labels) == set()
+    assert check_filter(parse('product:"x"'), labels) == {"label:label_app"}
     assert isinstance(parse("  "), Everything)
 
 
@@ -350,7 +417,8 @@ def test_names_labels_and_accumulation() -> None:
     assert sets[1][UNALLOCATED]["properties"] == {"cluster": "c"}
     assert sets[1][UNALLOCATED]["gpuEfficiency"] == 0
     assert sets[1]["nlp"]["gpuEfficiency"] is None  # nothing measured: unknown, not 0
-    (total,) = allocation_sets([a, b, u], two, Options(by_team, accumulate=True), {})
+    everything = [(Window(H, H + timedelta(hours=2)), (0, 1))]
+    (total,) = allocation_sets([a, b, u], two, Options(by_team), {}, None, everything)
     nlp = total["nlp"]
     assert (nlp["gpuCost"], nlp["gpuHours"], nlp["minutes"]) == (
         Decimal("0.000012"),
@@ -428,7 +496,7 @@ def test_any_window_and_step_is_an_answer_or_a_400(window: str, step: str | None
     try:
         span = parse_window(window, NOW)
         assert span.start <= span.end
-        assert set_windows(span, parse_step(step, span)) is not None
+        assert plan(span, parse_step(step, span)).sets is not None
     except BadParameter:
         pass
 

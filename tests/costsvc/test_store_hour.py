@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine, func, select, text
 
 from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner, attribute_hour
-from costsvc.chargeback import AMOUNTS, KEY, month_of
+from costsvc.chargeback import AMOUNTS, LINE_KEY, month_of
 from costsvc.db import runs
 from costsvc.db.bulk import binary_types
 from costsvc.db.hours import store_hour
@@ -121,7 +121,7 @@ def expected(f: HourFacts, result: HourResult) -> list[list[dict[str, Any]]]:
         )
     lines = [
         {
-            **dict(zip(KEY, ln.key, strict=True)),
+            **dict(zip(LINE_KEY, ln.key, strict=True)),
             "hour": HOUR,
             "billing_month": month_of(HOUR),
             "correction": False,

@@ -3,9 +3,11 @@ from the chargeback (docs/api.md, "OpenCost-compatible /allocation").
 
 Parameters, their forms and the 400 answers follow OpenCost's ``ComputeAllocationHandler``
 (opencost/opencost ``pkg/costmodel/aggregation.go``): a bad ``window`` is a plain-text 400
-(``http.Error``), a bad ``step``, ``accumulate`` or ``filter`` a JSON one (``{"code": 400,
-"message": "Error: …"}``, ``WriteError``). Same bearer tokens as ``/v1``; a team token sees
-its own team's allocations only.
+(``http.Error``), a bad ``step``, ``accumulateBy`` or ``filter`` a JSON one (``{"code": 400,
+"message": "Error: …"}``, ``WriteError``); ``aggregate`` names OpenCost does not know are
+dropped, as OpenCost drops them. Same bearer tokens as ``/v1`` (in the header only); a team
+token sees its own team's allocations only. OpenCost's clients that cannot send a token use
+``gpu-costsvc opencost-proxy`` (costsvc/opencost_proxy.py).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from costsvc.api.cache import AnswerCache
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.costmodel import CostModelError, LabelKeys, load
+from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import (
     BadParameter,
@@ -32,21 +35,17 @@ from costsvc.opencost.params import (
     parse_bool,
     parse_step,
     parse_window,
-    set_windows,
+    plan,
     split_list,
 )
 from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
-    DEFAULT_AGGREGATE,
-    LABEL_PREFIX,
     NULL_FIELDS,
     NULL_MAPS,
     ZERO_AFTER_GPU,
     ZERO_BEFORE_GPU,
-    Aggregate,
     Options,
     check_filter,
-    label_column,
     response_json,
     to_json,
 )
@@ -55,20 +54,6 @@ from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"])
 MAX_PARAMETER = 4096  # characters in any one parameter
-COLUMNS = ("cluster", "node", "namespace", "pod")
-# OpenCost aggregate properties the chargeback does not keep (ParseProperty's names)
-NOT_KEPT = (
-    "container",
-    "controller",
-    "controllerKind",
-    "service",
-    "department",
-    "environment",
-    "owner",
-    "product",
-    "providerID",
-    "all",
-)
 
 Text = Annotated[str | None, Query()]
 
@@ -101,9 +86,10 @@ def _allocation_model() -> type[BaseModel]:
     }
     numbers = [*ZERO_BEFORE_GPU, "gpuCount", "gpuHours", "gpuCost", "gpuCostAdjustment"]
     numbers += ["gpuCostIdle", *(f for f in ZERO_AFTER_GPU if f not in NULL_FIELDS)]
-    numbers += ["totalCost", "totalEfficiency"]
+    numbers += ["totalCost"]
     fields.update({f: (float, ...) for f in numbers})
     fields["gpuEfficiency"] = (float | None, ...)
+    fields["totalEfficiency"] = (float | None, ...)
     for f in (*NULL_FIELDS, *NULL_MAPS):
         fields[f] = (None, ...)
     fields["gpuAllocation"] = (GpuAllocation | None, ...)
@@ -159,32 +145,6 @@ def label_columns(request: Request) -> dict[str, str]:
     return out
 
 
-def _aggregates(values: list[str], labels: dict[str, str]) -> list[Aggregate]:
-    items = split_list(values)
-    if not items:  # OpenCost: cluster/node/namespace/pod/container
-        return [*(Aggregate(c, c) for c in DEFAULT_AGGREGATE), Aggregate("container", "")]
-    out = []
-    for item in items:
-        if item in COLUMNS:
-            out.append(Aggregate(item, item))
-        elif item == "team":  # OpenCost's team alias: the team label
-            out.append(Aggregate(item, "team"))
-        elif item.startswith("label:"):
-            key = item.removeprefix("label:")
-            if not key:
-                raise BadParameter(f"Invalid 'aggregate' parameter: {item}", plain=True)
-            out.append(Aggregate(item, labels.get(key) or label_column(key), key))
-        elif item in NOT_KEPT or item.startswith("annotation:"):
-            raise BadParameter(
-                f"Invalid 'aggregate' parameter: {item}: not kept by gpu-costsvc's chargeback "
-                "(it keeps cluster, node, namespace, pod and the owner labels)",
-                plain=True,
-            )
-        else:
-            raise BadParameter(f"Invalid 'aggregate' parameter: {item}", plain=True)
-    return out
-
-
 def _error(exc: BadParameter) -> Response:
     if exc.plain:  # Go's http.Error: text, a newline, nosniff
         return PlainTextResponse(f"{exc}\n", 400, headers={"X-Content-Type-Options": "nosniff"})
@@ -230,14 +190,15 @@ def allocation(
     labels = label_columns(request)
     try:
         span = parse_window(window or "", now)
-        aggregates = _aggregates(aggregate or [], labels)
-        sets = set_windows(span, parse_step(step, span))
+        aggregates = parse_aggregates(split_list(aggregate), labels)
+        accumulation = parse_accumulate(accumulate, accumulate_by)
+        stepped = bool((step or "").strip())
+        sets = plan(span, parse_step(step, span, accumulation), accumulation, stepped)
         options = Options(
             aggregates,
             include_idle=parse_bool(include_idle),
             share_idle=parse_bool(share_idle),
             idle_by_node=parse_bool(idle_by_node),
-            accumulate=parse_accumulate(accumulate, accumulate_by),
         )
         if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
             raise BadParameter(
@@ -245,7 +206,7 @@ def allocation(
                 "includeProportionalAssetResourceCosts is true"
             )
         keep: Node | None = None
-        columns = {a.column for a in aggregates if a.column}
+        columns = {c for a in aggregates for c in a.columns}
         if filter_text:
             try:
                 keep = parse(filter_text)
@@ -256,6 +217,8 @@ def allocation(
         return _error(exc)
     if options.idle_by_node:
         columns.add("node")
+    if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows
+        columns |= set(CONTROLLER_COLUMNS)
     from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
     if from_history:  # pod labels from the history, by pod
         columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
@@ -264,16 +227,16 @@ def allocation(
         raise HTTPException(403, f"a {who.role} token cannot read allocations")
 
     def compute() -> Response:
-        step_of = sets[0].end - sets[0].start if sets else span.duration
         rows: list[Any] = []
-        if sets:
+        if sets.sets:
+            query = sets.query
             with db.connect() as conn:
                 rows, currencies = allocation_rows(
-                    conn, span.start, span.end, step_of, columns, team
+                    conn, query.start, query.end, sets.step, columns, team
                 )
                 if from_history:
-                    history = label_history(conn, span.start, sets[-1].end)
-                    rows = with_labels(rows, sets, from_history, history)
+                    history = label_history(conn, query.start, sets.sets[-1].end)
+                    rows = with_labels(rows, sets.sets, from_history, history)
             if len(currencies) > 1:
                 return _error(
                     BadParameter(
@@ -281,19 +244,19 @@ def allocation(
                         f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
                     )
                 )
-        body = response_json(rows, sets, options, labels, keep)
+        body = response_json(rows, sets.sets, options, labels, keep, sets.groups)
         return Response(body, media_type="application/json")
 
     key = (
         "allocation",
         team,
-        span,
-        tuple(sets),
+        sets.query,
+        tuple(sets.sets),
+        tuple(sets.groups),
         tuple(aggregates),
         options.include_idle,
         options.share_idle,
         options.idle_by_node,
-        options.accumulate,
         filter_text or "",
         tuple(sorted(labels.items())),
     )

@@ -185,6 +185,8 @@ async def get_costs(
     node: Filter = None,
     gpu_model: Filter = None,
     mig_profile: Filter = None,
+    container: Filter = None,
+    workload: Filter = None,
 ) -> Response:
     lo, hi = time_range(now, start, end, window)
     given = {
@@ -197,6 +199,8 @@ async def get_costs(
         "node": node,
         "gpu_model": gpu_model,
         "mig_profile": mig_profile,
+        "container": container,
+        "workload": workload,
     }
     filters = {k: found for k, v in given.items() if (found := _split(v, k))}
     if not who.sees_all:
