@@ -462,8 +462,7 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
                 host=bind_host,
                 port=bind_port,
                 log_level="info",
-                access_log=False,
-                http="costsvc.api.server:HeaderTimeoutProtocol",  # COSTSVC_HEADER_TIMEOUT_…
+                **server.options(settings, by_name=True),
             )
         else:  # handles SIGINT / SIGTERM
             uvicorn.Server(

@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from costsvc import __version__
 from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
+from costsvc.api.exports import ExportSlots
 from costsvc.api.limits import Limits
 from costsvc.api.routes import (
     advice,
@@ -75,6 +76,7 @@ def create_app(
     app.state.answers = AnswerCache(
         settings.answer_cache_bytes, settings.answer_cache_max_answer_bytes
     )
+    app.state.exports = ExportSlots(settings.exports_per_token, settings.exports_max)
     app.add_middleware(
         Limits,
         max_body_bytes=settings.max_body_bytes,

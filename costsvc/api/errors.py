@@ -25,6 +25,17 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": Problem, "description": "conflicts with the current state"},
 }
 
+EXPORT_ERRORS: dict[int | str, dict[str, Any]] = {  # costsvc/api/exports.py
+    429: {
+        "model": Problem,
+        "description": "too many exports in progress for this token, or in all (Retry-After)",
+    },
+    507: {
+        "model": Problem,
+        "description": "the export is larger than the service spools, or its disk is full",
+    },
+}
+
 
 def shown(text: str) -> str:
     """``text`` quoted for a message: repr'd (no control character gets through) and cut."""
