@@ -179,7 +179,7 @@ class Settings(BaseSettings):
     )
     export_max_bytes: int = Field(
         default=4 * 2**30,
-        ge=2**20,
+        ge=1024,
         le=2**40,
         description="an export larger than this is refused (507): the most disk one export's "
         "spool may take",
