@@ -10,7 +10,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-SHOWN = 64  # characters of an input a message may quote
+from costsvc.quoting import SHOWN, shown
+
+__all__ = ["ERRORS", "EXPORT_ERRORS", "SHOWN", "Problem", "shown", "validation_problem"]
 
 
 class Problem(BaseModel):
@@ -35,11 +37,6 @@ EXPORT_ERRORS: dict[int | str, dict[str, Any]] = {  # costsvc/api/exports.py
         "description": "the export is larger than the service spools, or its disk is full",
     },
 }
-
-
-def shown(text: str) -> str:
-    """``text`` quoted for a message: repr'd (no control character gets through) and cut."""
-    return repr(text[:SHOWN]) + ("…" if len(text) > SHOWN else "")
 
 
 async def validation_problem(request: Request, exc: Exception) -> JSONResponse:

@@ -123,9 +123,10 @@ class SpooledResponse(Response):
         release: Callable[[], None],
         media_type: str,
         headers: Mapping[str, str],
+        status_code: int = 200,  # FastAPI's OpenAPI reads the default status from here
     ) -> None:
         self.file, self.release = body, release
-        self.status_code = 200
+        self.status_code = status_code
         self.media_type = media_type
         self.background = None
         body.seek(0, 2)
@@ -150,7 +151,11 @@ class SpooledResponse(Response):
             self.release()
 
     async def _send(self, send: Send) -> None:
-        start = {"type": "http.response.start", "status": 200, "headers": self.raw_headers}
+        start = {
+            "type": "http.response.start",
+            "status": self.status_code,
+            "headers": self.raw_headers,
+        }
         await send(start)
         while chunk := await anyio.to_thread.run_sync(self.file.read, CHUNK):
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
