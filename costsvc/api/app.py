@@ -127,7 +127,10 @@ def _docs(app: FastAPI) -> None:
             swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS}/favicon.png",
-            swagger_ui_parameters={"persistAuthorization": False},
+            # validatorUrl null: Swagger UI would otherwise send the spec's URL to its online
+            # validator (https://validator.swagger.io) from any browser not on localhost
+            # (swagger-ui docs/usage/configuration.md, "validatorUrl")
+            swagger_ui_parameters={"persistAuthorization": False, "validatorUrl": None},
         )
 
     @app.get("/redoc", include_in_schema=False)
