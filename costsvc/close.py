@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from costsvc.chargeback import parse_month
 from costsvc.db.months import (
@@ -138,6 +139,16 @@ def close_month(
         raise MonthError(f"month {month} has not ended yet (it ends {end:%Y-%m-%dT%H:%M:%SZ})")
     if (found := month_close(engine, month)) is not None and found.csv_sha256:
         raise MonthError(f"month {month} is already closed")
+    try:
+        _close(engine, month, actor, now, force)
+    except IntegrityError:  # another close of it committed first (SQLite: no writers' lock)
+        raise MonthError(f"month {month} is already closed") from None
+    closed = month_close(engine, month)
+    assert closed is not None
+    return closed
+
+
+def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool) -> None:
     with engine.begin() as conn:
         lock_for_close(conn)
         _reached("locked")
@@ -162,9 +173,6 @@ def close_month(
             extra["completed"] = True
         record_hashes(conn, month, csv_hash, focus_hash, actor, extra)
         _reached("recorded")
-    closed = month_close(engine, month)
-    assert closed is not None
-    return closed
 
 
 # tests only: SIGKILL this process when the close has reached that step (tests/costsvc/
