@@ -402,7 +402,7 @@ ISSUE = [  # the documents of issue 24, every run
 @example(ISSUE[0])
 @example(ISSUE[1])
 @example(ISSUE[2])
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=200, deadline=None, database=None)
 def test_any_cost_model_document_is_a_model_or_one_named_error(doc: Any) -> None:
     try:
         model = parse(doc, "doc")
