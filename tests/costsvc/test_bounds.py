@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from costsvc import cli
 from costsvc.costmodel import CostModelError, load, parse
+from costsvc.k8sowners import quota_limits
 from costsvc.quotas import figures, quantity
 from costsvc.quoting import SHOWN
 from exporter import cli as exporter_cli
@@ -154,6 +155,22 @@ def test_quota_quantities_are_read_within_bounds(text: str, value: Decimal | Non
     held = {("ns", "nvidia.com/gpu"): Decimal(1)}
     (row,) = figures([("ns", "requests.nvidia.com/gpu", text, None)], held, {}, {})
     assert row.hard == value
+
+
+def test_a_resource_quota_from_the_api_is_kept_within_its_columns() -> None:
+    """A ResourceQuota as the Kubernetes API gives it (any text a tenant's admin wrote): a
+    quantity too long for its column is kept cut and marked, and never reads as another."""
+    long = "0." + "0" * 70 + "1"
+    limits = quota_limits(
+        {
+            "spec": {"hard": {"requests.nvidia.com/gpu": long, "nvidia.com/mig-1g.10gb": "2"}},
+            "status": {"used": {"requests.nvidia.com/gpu": "1" * 100}},
+        }
+    )
+    hard, used = limits["requests.nvidia.com/gpu"]
+    assert len(hard) == 64 and hard.endswith("…") and quantity(hard) is None
+    assert used is not None and len(used) == 64 and quantity(used) is None
+    assert limits["nvidia.com/mig-1g.10gb"] == ("2", None)
 
 
 # -- start-up: exit 2 and one line ------------------------------------------------------------
