@@ -80,9 +80,10 @@ workers = int(sys.argv[5])
 if workers > 1:  # as `gpu-costsvc serve --workers N` runs it (bench/api_app.py: the clock)
     import os
     os.environ.update(BENCH_NOW=sys.argv[4], BENCH_DATABASE_URL=sys.argv[2])
+    from costsvc.api.server import options
     uvicorn.run("bench.api_app:app", factory=True, workers=workers, host="127.0.0.1",
-                port=int(sys.argv[3]), log_level="warning", access_log=False,
-                http="costsvc.api.server:HeaderTimeoutProtocol")
+                port=int(sys.argv[3]), log_level="warning",
+                **options(Settings(database_url=sys.argv[2]), by_name=True))
 else:  # as `gpu-costsvc serve` runs it: the header time-out, the request limits
     settings = Settings(database_url=sys.argv[2])
     app = create_app(settings, clock=lambda: now)

@@ -165,7 +165,11 @@ def _cost_model(settings: Settings, engine: Engine, hint: str = "") -> CostModel
         return in_force(settings.cost_model, engine).model
     except CostModelError as exc:
         raise UsageError(f"COSTSVC_COST_MODEL: {exc}{hint}") from None
-    except SQLAlchemyError:  # no file, and a database without the schema (or unreachable)
+    except SQLAlchemyError as exc:  # no file, and a database without the schema (or down)
+        from costsvc.db.engine import trouble
+
+        if (down := trouble(engine, exc)) is not None:
+            raise down from None
         raise UsageError(
             "COSTSVC_COST_MODEL is not set and the database holds no cost model (run "
             f"gpu-costsvc db upgrade, then gpu-costsvc cost-model import FILE){hint}"
@@ -210,7 +214,8 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
     except UsageError:
         engine.dispose()
         raise
-    failed = 0
+    failed = done = seen = 0
+    hours: list[datetime] = []
     try:
         # hours the cost model now prices differently (a new or back-dated version)
         stale = stale_hours(engine, model)
@@ -226,7 +231,6 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
         model_id = runs.record_cost_model(engine, model)
         hours = [] if settings.clusters else _hours(settings, engine, start, end, model_id)
-        done = seen = 0
 
         def progress(hour: datetime, error: str | None) -> None:
             nonlocal done, failed, seen
@@ -258,6 +262,10 @@ def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
             )
         print(f"{PROG}: ingested {done} hour(s){f', {failed} failed' if failed else ''}")
         return 1 if failed else 0
+    except Exception:
+        if len(hours) > 1 and 0 < seen < len(hours):
+            print(file=sys.stderr)  # end the progress line before the error's
+        raise
     finally:
         reader.close()
         engine.dispose()
@@ -421,7 +429,10 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
         try:
             _ingest(settings, None, None)
         except Exception as exc:  # e.g. the database is down: try again next hour
-            log.exception("ingest failed: %s", exc)
+            if (line := _database_failure(settings, exc)) is not None:
+                log.error("ingest stopped: %s; the next run tries again", line)
+            else:
+                log.exception("ingest failed: %s", exc)
         try:
             _advise(settings)
         except Exception as exc:
@@ -472,8 +483,7 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
                 host=bind_host,
                 port=bind_port,
                 log_level="info",
-                access_log=False,
-                http="costsvc.api.server:HeaderTimeoutProtocol",  # COSTSVC_HEADER_TIMEOUT_…
+                **server.options(settings, by_name=True),
             )
         else:  # handles SIGINT / SIGTERM
             uvicorn.Server(
@@ -689,6 +699,7 @@ def _label_watcher(settings: Settings) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    settings: Settings | None = None
     try:
         args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
         try:
@@ -736,6 +747,35 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        line = _database_failure(settings, exc)
+        if line is None:
+            raise
+        print(f"{PROG}: error: {line}", file=sys.stderr)
+        return 1
+
+
+def _database_failure(settings: Settings | None, exc: BaseException) -> str | None:
+    """One line for an error of the database itself or of a statement in it (naming the
+    database, never its password), or None for any other error."""
+    from sqlalchemy.exc import DBAPIError
+
+    from costsvc.db.engine import DatabaseTrouble, make_engine, trouble
+
+    if isinstance(exc, DatabaseTrouble):
+        return str(exc)
+    if not isinstance(exc, DBAPIError) or settings is None:
+        return None
+    engine = make_engine(settings.database_url)
+    try:
+        found = trouble(engine, exc)
+        where = engine.url.render_as_string(hide_password=True)
+    finally:
+        engine.dispose()
+    if found is not None:
+        return str(found)
+    lines = str(exc.orig).strip().splitlines() or [type(exc.orig).__name__]
+    return f"the database {where}: {lines[0][:300]}"
 
 
 if __name__ == "__main__":

@@ -9,18 +9,31 @@ A month is complete when every hour of it, from the hour each cluster's ingestio
 been ingested. While some hour of it failed (its latest ingest run failed) or is missing (never
 ingested), the close is refused naming those hours (:class:`MonthIncomplete`), unless forced;
 a forced close records the hours it skipped in the audit log.
+
+A close is one transaction (:func:`close_month`): killed at any step, it leaves the month
+open, and the next close does the whole of it.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
+from sqlalchemy.exc import IntegrityError
 
 from costsvc.chargeback import parse_month
-from costsvc.db.months import Closed, mark_closed, month_close, record_hashes
+from costsvc.db.months import (
+    Closed,
+    close_state,
+    lock_for_close,
+    mark_closed,
+    month_close,
+    record_hashes,
+)
 from costsvc.db.runs import done_hours, failed_hour_states, first_hours
 from costsvc.reports import chargeback_csv, focus_csv, sha256_of
 from costsvc.utc import iso_z
@@ -87,7 +100,7 @@ def _spans(cluster: str, state: str, hours: list[datetime]) -> list[Span]:
     return out
 
 
-def month_gaps(engine: Engine, month: str) -> list[Span]:
+def month_gaps(engine: Engine | Connection, month: str) -> list[Span]:
     """The month's failed and missing hours per cluster, as spans. An hour is missing when
     no ingest of it is done and none failed, from the first hour the cluster's ingestion ever
     tried (hours before a cluster was ingested at all are not its history)."""
@@ -115,22 +128,61 @@ def close_month(
     engine: Engine, month: str, actor: str, now: datetime, force: bool = False
 ) -> Closed:
     """Close ``month``. Refused (:class:`MonthIncomplete`) while it has failed or missing
-    hours, unless ``force``: then the hours skipped are recorded with the close."""
+    hours, unless ``force``: then the hours skipped are recorded with the close.
+
+    One transaction, under the writers' lock: the closed state, both reports' hashes (read in
+    that transaction, so they are the bytes every later export gives) and the audit entry
+    commit together or not at all. A close stopped anywhere — killed, the database gone —
+    leaves the month open, and the next close does it all."""
     _, end = parse_month(month)
     if end > now:
         raise MonthError(f"month {month} has not ended yet (it ends {end:%Y-%m-%dT%H:%M:%SZ})")
-    if month_close(engine, month) is not None:
+    if (found := month_close(engine, month)) is not None and found.csv_sha256:
         raise MonthError(f"month {month} is already closed")
-    gaps = month_gaps(engine, month)
-    if gaps and not force:
-        raise MonthIncomplete(month, gaps)
-    if not mark_closed(engine, month, now, actor):
-        raise MonthError(f"month {month} is already closed")
-    # its rows are frozen from here on: hash the reports as every later export will give them
-    csv_hash = sha256_of(chargeback_csv(engine, month))
-    focus_hash = sha256_of(focus_csv(engine, month))
-    extra = {"forced": True, "skipped": [s.as_dict() for s in gaps]} if force else {}
-    record_hashes(engine, month, csv_hash, focus_hash, actor, extra)
-    found = month_close(engine, month)
-    assert found is not None
-    return found
+    try:
+        _close(engine, month, actor, now, force)
+    except IntegrityError:  # another close of it committed first (SQLite: no writers' lock)
+        raise MonthError(f"month {month} is already closed") from None
+    closed = month_close(engine, month)
+    assert closed is not None
+    return closed
+
+
+def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool) -> None:
+    with engine.begin() as conn:
+        lock_for_close(conn)
+        _reached("locked")
+        state = close_state(conn, month)
+        if state == "closed":
+            raise MonthError(f"month {month} is already closed")
+        gaps = month_gaps(conn, month)
+        if gaps and not force:
+            raise MonthIncomplete(month, gaps)
+        if state is None:
+            mark_closed(conn, month, now, actor)
+        _reached("marked")
+        # its rows are frozen from here on: hash the reports as every later export gives them
+        csv_hash = sha256_of(chargeback_csv(conn, month))
+        _reached("csv")
+        focus_hash = sha256_of(focus_csv(conn, month))
+        _reached("focus")
+        extra: dict[str, Any] = {}
+        if force:
+            extra = {"forced": True, "skipped": [s.as_dict() for s in gaps]}
+        if state == "unhashed":  # left half-done by an older version: completed now
+            extra["completed"] = True
+        record_hashes(conn, month, csv_hash, focus_hash, actor, extra)
+        _reached("recorded")
+
+
+# tests only: SIGKILL this process when the close has reached that step (tests/costsvc/
+# test_close_killed.py kills it at each)
+FAULT = "COSTSVC_TEST_KILL_CLOSE_AT"
+STEPS = ("locked", "marked", "csv", "focus", "recorded")
+
+
+def _reached(step: str) -> None:
+    """A step of the close is done (tests kill the process here: ``FAULT``)."""
+    assert step in STEPS
+    if os.environ.get(FAULT) == step:
+        os.kill(os.getpid(), signal.SIGKILL)

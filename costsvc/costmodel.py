@@ -26,12 +26,26 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from costsvc.money import to_micro
+from costsvc.money import MICRO, to_micro
+from costsvc.quoting import cut
 
 HOURS_PER_MONTH = Decimal("730")  # 8760 / 12, the usual amortisation month
 
-Positive = Annotated[Decimal, Field(gt=0)]
-Fraction = Annotated[Decimal, Field(ge=0, lt=1)]
+# Bounds (docs/cost-model.md, docs/security.md): money at most six decimals (micro-units); a
+# price per GPU-hour below 10^9 in any currency (the dearest GPU in the weakest currency is
+# ~10^7), so an hour's money, in int64 micro-units, never overflows
+MAX_HOURLY = 10**9  # a GPU-hour's price, list or amortised, is below this
+MAX_PURCHASE = 10**12  # a GPU's purchase price
+MAX_KWH_PRICE = 10**6  # a kWh's price
+MAX_WATTS = 100_000  # a GPU's power draw
+MAX_MONTHS = 1200  # depreciation: a hundred years
+MAX_OVERHEAD = 100
+MAX_NAME = 253  # a GPU model, node pool or cluster pattern (a Kubernetes label value at most)
+Money = Annotated[Decimal, Field(decimal_places=6)]
+Positive = Annotated[Decimal, Field(gt=0, decimal_places=6)]
+Fraction = Annotated[Decimal, Field(ge=0, lt=1, decimal_places=6)]
+Watts = Annotated[Decimal, Field(ge=0, le=MAX_WATTS, decimal_places=3)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
 
 
 class CostModelError(ValueError):
@@ -51,11 +65,11 @@ class _Model(BaseModel):
 
 
 class Amortised(_Model):
-    purchase_price: Positive
-    depreciation_months: Annotated[int, Field(gt=0)]
-    power_watts: Annotated[Decimal, Field(ge=0)] = Decimal(0)
-    kwh_price: Annotated[Decimal, Field(ge=0)] = Decimal(0)
-    overhead_factor: Annotated[Decimal, Field(ge=1)] = Decimal(1)
+    purchase_price: Annotated[Decimal, Field(gt=0, lt=MAX_PURCHASE, decimal_places=6)]
+    depreciation_months: Annotated[int, Field(gt=0, le=MAX_MONTHS)]
+    power_watts: Watts = Decimal(0)
+    kwh_price: Annotated[Decimal, Field(ge=0, lt=MAX_KWH_PRICE, decimal_places=6)] = Decimal(0)
+    overhead_factor: Annotated[Decimal, Field(ge=1, le=MAX_OVERHEAD, decimal_places=6)] = Decimal(1)
     # nameplate: the power part of the price is power_watts x kWh price every hour; measured:
     # it is the energy the GPU actually drew that hour x kWh price (costsvc/energy.py)
     power_from: Literal["nameplate", "measured"] = "nameplate"
@@ -82,13 +96,13 @@ class Amortised(_Model):
 
 
 class Price(_Model):
-    model: Annotated[str, Field(min_length=1)]  # matched against modelName; * allowed
-    node_pool: str | None = None
+    model: Name  # matched against modelName; * allowed
+    node_pool: Annotated[str, Field(max_length=MAX_NAME)] | None = None
     pricing: Literal["on_demand", "reserved", "spot"] = "on_demand"
-    hourly: Positive | None = None
+    hourly: Annotated[Decimal, Field(gt=0, lt=MAX_HOURLY, decimal_places=6)] | None = None
     discount: Fraction = Decimal(0)
     amortised: Amortised | None = None
-    idle_watts: Annotated[Decimal, Field(ge=0)] | None = None  # the GPU's idle power draw
+    idle_watts: Watts | None = None  # the GPU's idle power draw
 
     @model_validator(mode="after")
     def _one_source(self) -> Price:
@@ -125,7 +139,12 @@ class Version(_Model):
             raise ValueError("effective_from must be on a whole hour (UTC): prices apply per hour")
         for i, p in enumerate(self.prices):
             if p.micro_per_hour() <= 0:
-                raise ValueError(f"prices[{i}] ({p.model}): the price rounds to 0")
+                raise ValueError(f"prices[{i}] ({cut(p.model)}): the price rounds to 0")
+            if p.micro_per_hour() >= MAX_HOURLY * MICRO:
+                raise ValueError(
+                    f"prices[{i}] ({cut(p.model)}): the price per GPU-hour must be below "
+                    f"{MAX_HOURLY}"
+                )
         return self
 
 
@@ -135,8 +154,8 @@ class Carbon(_Model):
     power usage effectiveness (facility energy / IT energy)."""
 
     effective_from: datetime
-    cluster: Annotated[str, Field(min_length=1)] = "*"
-    node_pool: str | None = None
+    cluster: Name = "*"
+    node_pool: Annotated[str, Field(max_length=MAX_NAME)] | None = None
     grams_per_kwh: Annotated[Decimal, Field(ge=0, le=10_000, decimal_places=3)]
     pue: Annotated[Decimal, Field(ge=1, le=10, decimal_places=3)] = Decimal(1)
 
@@ -200,10 +219,14 @@ class Policies(_Model):
     idle_policy: Literal["separate", "weighted", "even"] = "separate"
 
 
+LabelKey = Annotated[str, Field(min_length=1, max_length=317)]  # prefix (253) / name (63)
+LabelKeyList = Annotated[list[LabelKey], Field(max_length=20)]
+
+
 class LabelKeys(_Model):
-    team: list[str] = ["team"]
-    project: list[str] = ["project"]
-    stage: list[str] = ["stage"]
+    team: LabelKeyList = ["team"]
+    project: LabelKeyList = ["project"]
+    stage: LabelKeyList = ["stage"]
     namespace_fallback: bool = True
     # a serving pod's role in disaggregated serving (llm-d: prefill, decode; docs/inference.md)
     role: list[str] = ["llm-d.ai/role"]
@@ -299,7 +322,8 @@ def parse(raw: Any, source: str = "<cost model>") -> CostModel:
         return CostModel.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"])
+        # a key of the document is input: quoted as every input is (costsvc/quoting.py)
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{cut(str(p))}" for p in err["loc"])
         more = len(exc.errors()) - 1
         tail = f" (and {more} more)" if more else ""
         raise CostModelError(
@@ -313,6 +337,8 @@ def load(path: str | Path) -> CostModel:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise CostModelError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise CostModelError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

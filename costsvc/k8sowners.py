@@ -18,6 +18,7 @@ from typing import Any
 
 from costsvc.db.advice import OwnerHistory, QuotaStore
 from costsvc.k8slabels import _time
+from costsvc.quotas import MAX_TEXT
 from costsvc.workloads import controller_of
 from kube.watch import KindWatches
 
@@ -36,10 +37,17 @@ def quota_limits(obj: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
     hard = status.get("hard") or spec
     used = status.get("used") or {}
     return {
-        str(r): (str(v), None if used.get(r) is None else str(used[r]))
+        str(r)[:253]: (_kept(v), None if used.get(r) is None else _kept(used[r]))
         for r, v in hard.items()
         if gpu_resource(str(r))
     }
+
+
+def _kept(value: Any) -> str:
+    """A quantity as written; one longer than the column keeps is cut and marked with ``…``,
+    so that it never reads as another quantity (costsvc/quotas.py: no limit)."""
+    text = str(value)
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 
 
 class OwnerWatcher(KindWatches):

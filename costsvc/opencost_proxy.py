@@ -145,5 +145,9 @@ def run(args: argparse.Namespace) -> int:
     host, port, upstream, token = check(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log.info("forwarding /allocation on %s:%d to %s", host, port, upstream)
-    uvicorn.run(build_app(upstream, token), host=host, port=port, access_log=False)
+    from costsvc.api.server import config
+    from costsvc.settings import Settings
+
+    # as `serve` runs the API: the same time-outs on slow or stalled clients
+    uvicorn.Server(config(build_app(upstream, token), Settings(), host, port)).run()
     return 0

@@ -35,13 +35,21 @@ _SUFFIX = {
 }
 
 
+MAX_TEXT = 64  # characters of a quantity as written (the column that keeps it)
+MAX_UNITS = Decimal(100_000)  # GPUs or GPU slices one quota may limit
+
+
 def quantity(text: str | None) -> Decimal | None:
     """A Kubernetes quantity as the API writes it (``4``, ``500m``, ``2k``); None if it is
-    not one."""
-    if text is None:
+    not one, or not one within bounds (longer than :data:`MAX_TEXT` characters, more than
+    :data:`MAX_UNITS` units: read as no limit, as it is in effect)."""
+    if text is None or len(text) > MAX_TEXT:
         return None
     m = _QUANTITY.match(text.strip())
-    return Decimal(m[1]) * _SUFFIX[m[2]] if m else None
+    if m is None:
+        return None
+    value = Decimal(m[1]) * _SUFFIX[m[2]]
+    return value if value <= MAX_UNITS else None
 
 
 def held_resource(quota_resource: str) -> str:

@@ -1,9 +1,15 @@
 """Chargeback reports of a billing month: CSV for finance and FinOps FOCUS 1.2.
 
-Both are streamed from the database in constant memory, rows in a fixed order, money as plain
+Both are read from the database in constant memory, rows in a fixed order, money as plain
 decimal strings (never floats), UTF-8, ``\\n`` line ends. A closed month's rows never
 change, so its reports are byte-identical on every export; their SHA-256 is recorded when the
-month is closed.
+month is closed (in the close's own transaction: both take a connection too).
+
+**Never the database while a client reads.** An export over HTTP is written out in full by
+:func:`spool` — one connection, one read-only transaction, as fast as the database gives the
+rows — into a temporary file (in memory up to a bound, then on disk, refused past another);
+the connection is back in the pool before the first byte goes to the client, so a client
+that reads slowly, stalls or goes away holds a file, never a connection or a transaction.
 
 CSV columns, in order (``group_by`` replaces the owner/placement columns by the chosen ones):
 billing_month, charge_period_start, charge_period_end, charge_class (regular | correction),
@@ -19,11 +25,24 @@ or CR gets a leading ``'``; the numeric columns are never altered.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any
+from typing import IO, Any
 
-from sqlalchemy import Engine, Select, String, case, cast, func, literal, literal_column, select
+from sqlalchemy import (
+    Connection,
+    Engine,
+    Select,
+    String,
+    case,
+    cast,
+    func,
+    literal,
+    literal_column,
+    select,
+)
 
 from costsvc.chargeback import KEY, parse_group_by, parse_month
 from costsvc.csvtext import DANGEROUS_FIRST, CsvLines, csv_line, safe_cell
@@ -47,6 +66,7 @@ AMOUNTS = (
 # after the amounts, at the end of the ungrouped CSV: a line's container and its workload
 TRAILING = ("container", "workload")
 CHUNK = 2000  # rows per database fetch and per streamed piece
+STREAM = {"stream_results": True, "yield_per": CHUNK}  # per statement: not the connection's
 ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
 
 
@@ -65,8 +85,20 @@ def csv_columns(group_by: list[str] | None) -> list[str]:
     ]
 
 
+Source = Engine | Connection  # a connection: read in its transaction (the month close's)
+
+
+@contextmanager
+def _connection(source: Source) -> Iterator[Connection]:
+    if isinstance(source, Connection):
+        yield source
+        return
+    with source.connect() as conn:
+        yield conn
+
+
 def chargeback_csv(
-    engine: Engine,
+    engine: Source,
     month: str,
     group_by: list[str] | None = None,
     team: str | None = None,
@@ -100,8 +132,8 @@ def chargeback_csv(
         return
     last_hour, bounds = None, ("", "")
     n_groups, n_place = len(group_by or []), len(KEY)
-    with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
+    with _connection(engine) as conn:
+        result = conn.execute(q, execution_options=STREAM)
         for part in result.partitions():
             rows: list[Sequence[object]] = []
             for r in part:
@@ -144,7 +176,7 @@ def chargeback_csv(
 
 
 def _copy_csv(
-    engine: Engine, q: Select[Any], month: str, group_by: list[str] | None
+    engine: Source, q: Select[Any], month: str, group_by: list[str] | None
 ) -> Iterator[str]:
     """The same rows, formatted by PostgreSQL itself: ``COPY (SELECT …) TO STDOUT`` with the
     money, times and spreadsheet neutralising done in SQL — the measured hot path (a month is
@@ -199,7 +231,7 @@ def _copy_csv(
     ]
     outer = select(*fields).select_from(sub).order_by(*order)
     sql = str(outer.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
-    with engine.connect() as conn:
+    with _connection(engine) as conn:
         raw: Any = conn.connection.driver_connection
         with raw.cursor() as cur, cur.copy(f"COPY ({sql}) TO STDOUT WITH (FORMAT csv)") as copy:
             pending: list[bytes] = []
@@ -214,7 +246,7 @@ def _copy_csv(
                 yield b"".join(pending).decode()
 
 
-def focus_csv(engine: Engine, month: str, team: str | None = None) -> Iterator[str]:
+def focus_csv(engine: Source, month: str, team: str | None = None) -> Iterator[str]:
     """The month's FOCUS 1.2 CSV, piece by piece (``team``: that team's rows only)."""
     parse_month(month)
     yield from focus_lines(_charge_rows(engine, month, team), CHUNK)
@@ -238,14 +270,14 @@ def _month_rows(month: str, team: str | None, *columns: Any) -> Select[Any]:
     return q.order_by(c.hour, *_key(), c.container, c.correction)
 
 
-def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[ChargeRow]:
+def _charge_rows(engine: Source, month: str, team: str | None) -> Iterator[ChargeRow]:
     c = Chargeback
     amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours, *_energy_columns())
     q = _month_rows(
         month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
     )
-    with engine.connect() as conn:
-        result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
+    with _connection(engine) as conn:
+        result = conn.execute(q, execution_options=STREAM)
         for r in result:
             yield ChargeRow(
                 hour=as_utc(r[0]),
@@ -270,3 +302,38 @@ def sha256_of(pieces: Iterator[str]) -> str:
     for piece in pieces:
         h.update(piece.encode())
     return h.hexdigest()
+
+
+class ExportTooLarge(Exception):
+    """An export larger than the spool may hold (``COSTSVC_EXPORT_MAX_BYTES``)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"the export is larger than {limit} bytes")
+
+
+def spool(pieces: Iterator[str], memory_bytes: int, max_bytes: int) -> IO[bytes]:
+    """The whole report, read to its end, in a temporary file positioned at its start: in
+    memory up to ``memory_bytes``, then on disk (``TMPDIR``); :class:`ExportTooLarge` past
+    ``max_bytes``, ``OSError`` (ENOSPC: the disk is full) as the file system says. ``pieces``
+    is closed however it ends, so its connection is released here and now, never by the
+    garbage collector on some later thread."""
+    out: IO[bytes] = tempfile.SpooledTemporaryFile(max_size=memory_bytes)  # noqa: SIM115
+    size = 0
+    try:
+        for piece in pieces:
+            data = piece.encode()
+            size += len(data)
+            if size > max_bytes:
+                raise ExportTooLarge(max_bytes)
+            out.write(data)
+        out.flush()
+        out.seek(0)
+    except BaseException:
+        out.close()
+        raise
+    finally:
+        close = getattr(pieces, "close", None)
+        if close is not None:
+            close()
+    return out

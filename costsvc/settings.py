@@ -145,6 +145,45 @@ class Settings(BaseSettings):
     body_timeout_seconds: float = Field(
         default=30.0, gt=0, description="a request's body must arrive within this (408)"
     )
+    send_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="a client that reads nothing of an answer for this long while more of it "
+        "waits is disconnected (costsvc/api/server.py)",
+    )
+    shutdown_timeout_seconds: float = Field(
+        default=3.0,
+        gt=0,
+        le=3600,
+        description="on SIGTERM, answers in progress get this long to finish; then their "
+        "connections are closed",
+    )
+    exports_per_token: int = Field(
+        default=2,
+        ge=1,
+        le=1000,
+        description="CSV exports one token may have in progress at once, per process (429)",
+    )
+    exports_max: int = Field(
+        default=8,
+        ge=1,
+        le=1000,
+        description="CSV exports in progress at once, per process, all tokens together (429)",
+    )
+    export_memory_bytes: int = Field(
+        default=4 * 2**20,
+        ge=0,
+        le=2**30,
+        description="an export is spooled in memory up to this size, then in a temporary file",
+    )
+    export_max_bytes: int = Field(
+        default=4 * 2**30,
+        ge=1024,
+        le=2**40,
+        description="an export larger than this is refused (507): the most disk one export's "
+        "spool may take",
+    )
 
     # the pages' sign-in sessions (costsvc/pages/session.py, docs/security.md)
     session_hours: int = Field(

@@ -21,6 +21,7 @@ from costsvc.advise import Options
 from costsvc.advise import run as advise
 from costsvc.advise import table as advice_table
 from costsvc.api.app import create_app
+from costsvc.api.server import config as server_config
 from costsvc.costmodel import CostModel, load
 from costsvc.db.advice import recommendations
 from costsvc.db.engine import make_engine
@@ -130,8 +131,8 @@ def serve_costs(
         cluster=CLUSTER,
         cost_model=COST_MODEL,
     )
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=api_port, log_level="warning")
+    server = uvicorn.Server(  # as `gpu-costsvc serve` runs it: the same time-outs
+        server_config(create_app(settings), settings, "127.0.0.1", api_port, log_level="warning")
     )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()

@@ -97,8 +97,9 @@ class Exporter:
                 self.sampler.discover()
                 self.stats.gpus = self.sampler.gpu_count
             states = self.sampler.sample()
-            self.problems = self.sampler.problems
             current = self._current_assignments()
+            kubelet = self._assignments.problem if self._assignments is not None else None
+            self.problems = [*self.sampler.problems, *([kubelet] if kubelet else [])]
             attribution = (
                 None
                 if current is None
@@ -185,5 +186,6 @@ class Exporter:
 
     def health(self) -> tuple[bool, list[str]]:
         """Whether collections are fresh, and what is wrong besides (GPUs reported down and
-        why). Down GPUs do not make the exporter unhealthy: restarting it would not help."""
+        why; the kubelet's pod-resources API not answering, its socket gone). Neither makes
+        the exporter unhealthy: restarting it would not help."""
         return self.healthy(), list(self.problems)

@@ -254,6 +254,13 @@ def render() -> str:
         "200 while collections are fresh) lists it as `degraded: GPU 3 (GPU-…): NVML has not "
         "answered for 16 s (bound 15 s)…`. When the driver answers again the next collection "
         "reads the GPU and brings its series back.\n"
+        "\n**The kubelet not answering.** While the pod-resources API cannot be reached (its "
+        "socket gone, as when the kubelet restarts or the hostPath is not mounted) or does not "
+        "answer within its time-out, pods are not attributed, each failed call is counted in "
+        '`gpu_exporter_errors_total{source="pod_resources"}`, and `/health` (still 200: '
+        "restarting the exporter would not help) says so: `degraded: kubelet pod-resources: "
+        "/var/lib/kubelet/pod-resources/kubelet.sock does not exist (pods are not "
+        "attributed)`. The line goes with the first answer.\n"
         "\n**Profiling (`DCGM_FI_PROF_*`)** comes from NVML GPM, which exists on Hopper and "
         "newer GPUs only (`nvmlGpmQueryDeviceSupport`). An A100, L4 or T4 has no "
         "`DCGM_FI_PROF_*` series at all, and an A100 MIG instance has no activity series at "

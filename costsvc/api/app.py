@@ -19,6 +19,7 @@ from sqlalchemy import Engine
 from costsvc import __version__
 from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
+from costsvc.api.exports import ExportSlots
 from costsvc.api.limits import Limits
 from costsvc.api.routes import (
     advice,
@@ -77,6 +78,7 @@ def create_app(
     app.state.answers = AnswerCache(
         settings.answer_cache_bytes, settings.answer_cache_max_answer_bytes
     )
+    app.state.exports = ExportSlots(settings.exports_per_token, settings.exports_max)
     app.add_middleware(
         Limits,
         max_body_bytes=settings.max_body_bytes,
@@ -130,7 +132,10 @@ def _docs(app: FastAPI) -> None:
             swagger_js_url=f"{root}{ASSETS}/swagger-ui-bundle.js",
             swagger_css_url=f"{root}{ASSETS}/swagger-ui.css",
             swagger_favicon_url=f"{root}{ASSETS}/favicon.png",
-            swagger_ui_parameters={"persistAuthorization": False},
+            # validatorUrl null: Swagger UI would otherwise send the spec's URL to its online
+            # validator (https://validator.swagger.io) from any browser not on localhost
+            # (swagger-ui docs/usage/configuration.md, "validatorUrl")
+            swagger_ui_parameters={"persistAuthorization": False, "validatorUrl": None},
         )
 
     @app.get("/redoc", include_in_schema=False)

@@ -10,7 +10,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-SHOWN = 64  # characters of an input a message may quote
+from costsvc.quoting import SHOWN, shown
+
+__all__ = ["ERRORS", "EXPORT_ERRORS", "SHOWN", "Problem", "shown", "validation_problem"]
 
 
 class Problem(BaseModel):
@@ -25,10 +27,16 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     409: {"model": Problem, "description": "conflicts with the current state"},
 }
 
-
-def shown(text: str) -> str:
-    """``text`` quoted for a message: repr'd (no control character gets through) and cut."""
-    return repr(text[:SHOWN]) + ("…" if len(text) > SHOWN else "")
+EXPORT_ERRORS: dict[int | str, dict[str, Any]] = {  # costsvc/api/exports.py
+    429: {
+        "model": Problem,
+        "description": "too many exports in progress for this token, or in all (Retry-After)",
+    },
+    507: {
+        "model": Problem,
+        "description": "the export is larger than the service spools, or its disk is full",
+    },
+}
 
 
 async def validation_problem(request: Request, exc: Exception) -> JSONResponse:

@@ -1,4 +1,5 @@
-"""Closed months, and the SHA-256 of their reports as exported when they were closed."""
+"""Closed months, and the SHA-256 of their reports as exported when they were closed. A close
+is one transaction (costsvc/close.py): these writes take its connection."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, insert, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 
 from costsvc.db.audit import audit
 from costsvc.db.models import Chargeback, MonthClose
@@ -23,24 +24,35 @@ class Closed:
     focus_sha256: str
 
 
-def mark_closed(engine: Engine, month: str, now: datetime, actor: str) -> bool:
-    """Mark ``month`` closed (False: it already was). Writers of every cluster are held off
-    meanwhile, so no ingest can slip a change into the month afterwards."""
-    with engine.begin() as conn:
-        clusters = set(conn.execute(select(Chargeback.cluster).distinct()).scalars())
-        lock_clusters(conn, clusters)
-        if conn.execute(select(MonthClose.month).where(MonthClose.month == month)).first():
-            return False
-        conn.execute(
-            insert(MonthClose).values(
-                month=month, closed_at=now, closed_by=actor, csv_sha256="", focus_sha256=""
-            )
+def lock_for_close(conn: Connection) -> None:
+    """Hold off the writers of every cluster until the close's transaction ends, so that no
+    ingest slips a change into the month meanwhile (on SQLite the database write lock, taken
+    by the close's first write, does the same)."""
+    lock_clusters(conn, set(conn.execute(select(Chargeback.cluster).distinct()).scalars()))
+
+
+def close_state(conn: Connection, month: str) -> str | None:
+    """``closed``; ``unhashed`` (closed by a version that wrote the close in two
+    transactions and was stopped between them: its hashes and audit entry are missing); or
+    None: open."""
+    t = MonthClose
+    found = conn.execute(select(t.csv_sha256).where(t.month == month)).first()
+    if found is None:
+        return None
+    return "closed" if found[0] else "unhashed"
+
+
+def mark_closed(conn: Connection, month: str, now: datetime, actor: str) -> None:
+    """Mark ``month`` closed, in the close's transaction (its hashes follow in it)."""
+    conn.execute(
+        insert(MonthClose).values(
+            month=month, closed_at=now, closed_by=actor, csv_sha256="", focus_sha256=""
         )
-    return True
+    )
 
 
 def record_hashes(
-    engine: Engine,
+    conn: Connection,
     month: str,
     csv_sha256: str,
     focus_sha256: str,
@@ -48,11 +60,10 @@ def record_hashes(
     extra: dict[str, Any] | None = None,
 ) -> None:
     """The closed month's report hashes, and the close in the audit log (with ``extra``: a
-    forced close's skipped hours)."""
+    forced close's skipped hours), in the close's transaction."""
     hashes = {"csv_sha256": csv_sha256, "focus_sha256": focus_sha256}
-    with engine.begin() as conn:
-        conn.execute(update(MonthClose).where(MonthClose.month == month).values(**hashes))
-        audit(conn, actor, "month.close", month, {**hashes, **(extra or {})})
+    conn.execute(update(MonthClose).where(MonthClose.month == month).values(**hashes))
+    audit(conn, actor, "month.close", month, {**hashes, **(extra or {})})
 
 
 def month_close(engine: Engine, month: str) -> Closed | None:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -132,7 +133,17 @@ def failed_hours(engine: Engine, cluster: str) -> list[datetime]:
     return [f.hour for f in failed_hour_states(engine, cluster)]
 
 
-def done_hours(engine: Engine, start: datetime, end: datetime) -> dict[str, set[datetime]]:
+def _rows(source: Engine | Connection, query: Any) -> list[Any]:
+    """``query``'s rows, on a connection of its own or in ``source``'s transaction."""
+    if isinstance(source, Connection):
+        return list(source.execute(query))
+    with source.connect() as conn:
+        return list(conn.execute(query))
+
+
+def done_hours(
+    source: Engine | Connection, start: datetime, end: datetime
+) -> dict[str, set[datetime]]:
     """Per cluster, the hours in [start, end) that an ingest run has done."""
     r = IngestRun
     query = (
@@ -141,18 +152,16 @@ def done_hours(engine: Engine, start: datetime, end: datetime) -> dict[str, set[
         .distinct()
     )
     out: dict[str, set[datetime]] = {}
-    with engine.connect() as conn:
-        for cluster, hour in conn.execute(query):
-            out.setdefault(cluster, set()).add(as_utc(hour))
+    for cluster, hour in _rows(source, query):
+        out.setdefault(cluster, set()).add(as_utc(hour))
     return out
 
 
-def first_hours(engine: Engine) -> dict[str, datetime]:
+def first_hours(source: Engine | Connection) -> dict[str, datetime]:
     """Per cluster, the first hour any ingest run was started for (where its history begins)."""
     r = IngestRun
     query = select(r.cluster, func.min(r.hour)).where(r.kind == "ingest").group_by(r.cluster)
-    with engine.connect() as conn:
-        return {cluster: as_utc(hour) for cluster, hour in conn.execute(query)}
+    return {cluster: as_utc(hour) for cluster, hour in _rows(source, query)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,11 +202,7 @@ def failed_hour_states(source: Engine | Connection, cluster: str | None = None) 
     )
     if cluster is not None:
         query = query.where(r.cluster == cluster)
-    if isinstance(source, Engine):
-        with source.connect() as conn:
-            rows = conn.execute(query).all()
-    else:
-        rows = source.execute(query).all()
+    rows = _rows(source, query)
     out: dict[tuple[str, datetime], FailedHour] = {}
     for row in rows:  # in run order: the last one seen is the latest attempt
         key = (row.cluster, as_utc(row.hour))

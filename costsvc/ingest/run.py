@@ -3,7 +3,9 @@
 Re-running an hour replaces it. The watermark is the last hour done; it only moves forward. An
 hour that fails — Prometheus down, an unpriced GPU model, any unexpected error in its data — is
 recorded as a failed run and never stops the hours after it: they are ingested and the
-watermark passes it. Failed hours are retried by later runs with back-off
+watermark passes it. The database itself failing — unreachable, or its disk full — stops the
+run (:class:`~costsvc.db.engine.DatabaseTrouble`, naming the database): the hours it did not
+do stay pending, for the next run. Failed hours are retried by later runs with back-off
 (:func:`retry_due`), and listed (``gpu-costsvc ingest --status``, ``/v1/ingest/failed-hours``,
 the ``costsvc_ingest_failed_hours`` gauge). Two ingesters never write the same cluster at once
 (costsvc/db/runs.py: the writers' lock), and every run records the cost-model document it
@@ -13,6 +15,7 @@ priced with. Many hours on PostgreSQL can be ingested by worker processes
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 from collections.abc import Callable, Iterator
@@ -21,12 +24,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DBAPIError, OperationalError
 
 from costsvc.attribution import attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.advice import OwnerHistory
+from costsvc.db.engine import trouble
 from costsvc.db.hours import store_hour
 from costsvc.db.labels import LabelHistory
 from costsvc.inference import price_hour
@@ -41,8 +45,9 @@ log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run
 RETRYABLE = (PrometheusError, MissingPrices, OperationalError)
 # the source itself may be down: after this many hours in a row fail so, the run stops (the
-# hours it did not try are still pending, after the watermark or among the failed hours)
-SOURCE_ERRORS = (PrometheusError, OperationalError)
+# hours it did not try are still pending, after the watermark or among the failed hours); the
+# database's own failures stop it at once (_stop_if_database_failed)
+SOURCE_ERRORS = (PrometheusError,)
 SOURCE_DOWN_AFTER = 2
 # back-off of a failed hour: retried RETRY_FIRST after its first failure, then twice as long
 # after each further one, at most RETRY_MAX apart; sooner when the cost model changed
@@ -121,7 +126,8 @@ def ingest(
 ) -> Report:
     """Ingest ``hours`` in the order given. An hour that fails is recorded and the next is
     tried; only when the source looks down (:data:`SOURCE_DOWN_AFTER` failures of
-    Prometheus or the database in a row) does the run stop. ``progress(hour, error)`` is
+    Prometheus in a row) or the database itself fails (unreachable, its disk full:
+    :class:`~costsvc.db.engine.DatabaseTrouble`) does the run stop. ``progress(hour, error)`` is
     called after each hour (error None: done). ``source``: whose series to read
     (costsvc/ingest/hour.py: ``collect_hour``).
 
@@ -182,7 +188,11 @@ def ingest_hours(
     for n, hour in enumerate(hours, 1):
         if n % FULL_COLLECTION_EVERY == 0:
             gc.collect()
-        run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
+        try:
+            run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
+        except DBAPIError as exc:
+            _stop_if_database_failed(engine, exc)
+            raise
         if started is not None:
             started(hour, run_id)
         try:
@@ -207,6 +217,8 @@ def ingest_hours(
             priced = price_hour(served, result, model, owners)
             store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced)
         except RETRYABLE as exc:
+            if isinstance(exc, DBAPIError):
+                _stop_if_database_failed(engine, exc, run_id)
             record_failure(engine, run_id, hour, exc, report)
             down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0
         except Exception as exc:  # unexpected, in this hour's data: recorded, the rest go on
@@ -225,6 +237,20 @@ def ingest_hours(
             log.warning("the source looks down: the remaining hours wait for the next run")
             break
     return report
+
+
+def _stop_if_database_failed(engine: Engine, exc: DBAPIError, run_id: int | None = None) -> None:
+    """An hour's database error that is the database's own (unreachable, disk full) ends the
+    run, naming it (the caller says so, once): the hours after would fail the same way. The
+    hour stays pending — after the watermark, or its run left unfinished — and its run is
+    recorded failed where the database still takes that."""
+    found = trouble(engine, exc)
+    if found is None:
+        return
+    if run_id is not None:
+        with contextlib.suppress(DBAPIError):
+            runs.finish_run(engine, run_id, "failed", str(found))
+    raise found from None
 
 
 def record_failure(

@@ -1,11 +1,12 @@
 """One-click downloads for a signed-in browser: the chargeback CSV and FOCUS of a month,
 answered by the API's own report routes (costsvc/api/routes/reports.py) with the session's
 principal — the same bytes, the same scope (a team session: its own team's rows), the same
-``X-Content-SHA256`` of a closed month — as ``/v1/reports/…`` with that token."""
+``X-Content-SHA256`` of a closed month, the same spool and export slots
+(costsvc/api/exports.py) — as ``/v1/reports/…`` with that token."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db
 from costsvc.api.routes import reports
@@ -29,10 +30,10 @@ def _private(answer: Response) -> Response:
 
 
 @router.get("/chargeback.csv")
-def chargeback(v: SignedIn, db: Db, month: str = "") -> Response:
-    return _private(reports.chargeback(v.principal, db, _month(month), []))
+def chargeback(request: Request, v: SignedIn, db: Db, month: str = "") -> Response:
+    return _private(reports.chargeback(request, v.principal, db, _month(month), []))
 
 
 @router.get("/focus.csv")
-def focus(v: SignedIn, db: Db, month: str = "") -> Response:
-    return _private(reports.focus(v.principal, db, _month(month)))
+def focus(request: Request, v: SignedIn, db: Db, month: str = "") -> Response:
+    return _private(reports.focus(request, v.principal, db, _month(month)))

@@ -55,12 +55,14 @@ class PodResourcesAssignments:
         self._dra_drivers = frozenset(dra_drivers)
         self._failing = False
         self._warned_old = False
+        self.problem: str | None = None
 
     def _failed(self, failure: CallFailure) -> None:
         self._on_error("pod_resources", failure.kind)
         if not self._failing:
             log.warning("kubelet pod-resources: %s", failure.detail)
         self._failing = True
+        self.problem = f"kubelet pod-resources: {failure.detail} (pods are not attributed)"
 
     def assignments(self) -> Assignments | None:
         listed = self._client.listing()
@@ -84,6 +86,7 @@ class PodResourcesAssignments:
         if self._failing:
             log.info("kubelet pod-resources answers again")
             self._failing = False
+        self.problem = None
 
         replicas: dict[str, int] = {}
         for resource, ids in allocatable:

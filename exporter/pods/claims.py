@@ -60,6 +60,9 @@ class Assignments:
 
 
 class AssignmentSource(Protocol):
+    # why the source could not answer last time (for /health: degraded), None when it did
+    problem: str | None
+
     def assignments(self) -> Assignments | None:
         """The current assignments, or None when the source cannot answer (it counts why)."""
         ...

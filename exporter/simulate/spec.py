@@ -448,6 +448,8 @@ def load(path: str | Path) -> FleetSpec:
         raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" line {where.line + 1}" if where is not None else ""
@@ -482,8 +484,9 @@ def _where(loc: tuple[int | str, ...]) -> str:
             out += f"[{part}]"
         elif part in {"float", "CurveSpec", "function-after[_one_shape(), CurveSpec]"}:
             continue  # pydantic's name for a union member, not a place in the file
-        else:
-            out += f".{part}" if out else str(part)
+        else:  # a key of the file: at most 64 characters of it quoted
+            name = str(part)[:64]
+            out += f".{name}" if out else name
     return out or "(top level)"
 
 

@@ -32,8 +32,11 @@ class Clock:
 
 
 class Api:
-    def __init__(self, base: str, db_url: str, clock: Clock, tokens: dict[str, str]) -> None:
+    def __init__(
+        self, base: str, db_url: str, clock: Clock, tokens: dict[str, str], app: Any = None
+    ) -> None:
         self.base, self.db_url, self.clock, self.tokens = base, db_url, clock, tokens
+        self.app = app  # the FastAPI app served
         self.http = httpx.Client(base_url=base, timeout=30)
 
     def get(self, path: str, who: str | None = "finance", **params: Any) -> httpx.Response:
@@ -66,9 +69,8 @@ def serve(
     engine.dispose()
     settings = Settings(database_url=db_url, cost_model=cost_model, **settings_)
     port = free_port()
-    config = server_config(
-        create_app(settings, clock=clock), settings, "127.0.0.1", port, log_level="warning"
-    )
+    app = create_app(settings, clock=clock)
+    config = server_config(app, settings, "127.0.0.1", port, log_level="warning")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -77,7 +79,7 @@ def serve(
         if not thread.is_alive() or time.monotonic() > deadline:
             raise RuntimeError("uvicorn did not start")
         time.sleep(0.01)
-    api = Api(f"http://127.0.0.1:{port}", db_url, clock, tokens)
+    api = Api(f"http://127.0.0.1:{port}", db_url, clock, tokens, app)
     try:
         yield api
     finally:

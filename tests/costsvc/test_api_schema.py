@@ -82,6 +82,19 @@ def test_docs_are_served_from_packaged_assets(live: Api) -> None:
             assert r.status_code == 200 and len(r.content) > 1000, (page, asset)
 
 
+def test_swagger_ui_calls_no_validator(live: Api) -> None:
+    """Swagger UI's bundle sends the spec's URL to its online validator unless the page sets
+    ``validatorUrl`` to null (swagger-ui docs/usage/configuration.md): ours does, so /docs
+    reaches no outside origin, whatever host serves it."""
+    html = live.http.get("/docs").text
+    (bundle,) = re.findall(r'<script src="([^"]+)"', html)
+    assert "https://validator.swagger.io" in live.http.get(bundle).text  # its default
+    (parameters,) = re.findall(r"SwaggerUIBundle\(\{(.*?)presets:", html, re.S)
+    assert '"validatorUrl": null' in parameters
+    origins = re.findall(r"(?:https?:)?//[^/\s\"']+", html)
+    assert origins == [], origins
+
+
 @pytest.mark.parametrize("who", ["admin", "team:a"])
 def test_the_api_keeps_its_own_schema(live: Api, who: str) -> None:
     """Every operation, bounded examples each; the failures of all operations are reported

@@ -100,7 +100,8 @@ def test_most_specific_price_wins() -> None:
                 versions=[
                     {
                         "effective_from": "2026-11-01T00:00:00Z",
-                        "prices": [{"model": H100, "hourly": "0.0000001"}],
+                        # six decimals at most (issue 24): 0.000001 less 60 % rounds to 0
+                        "prices": [{"model": H100, "hourly": "0.000001", "discount": "0.6"}],
                     }
                 ]
             ),

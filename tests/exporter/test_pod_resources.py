@@ -230,6 +230,23 @@ def test_kubelet_socket_absent(make_node: Any) -> None:
     assert "gpu_allocation_share" not in m
     assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == 300  # GPUs keep reporting
     assert value(m, "gpu_exporter_errors_total", source="pod_resources", kind="unavailable") == 1
+    status, health = node.rig.get("/health")  # degraded, as for a hung GPU: still 200
+    assert status == 200 and health.startswith("ok\n"), health
+    assert f"degraded: kubelet pod-resources: {node.sim.socket_path} does not exist" in health
+
+
+def test_health_says_when_the_kubelet_answers_again(make_node: Any) -> None:
+    node = make_node({"gpus": [H100], "pods": [pod("a", ["gpu0"])]}, timeout=0.2)
+    node.collect()
+    assert node.rig.get("/health") == (200, "ok\n")
+    node.sim.servicer.delay = 1.0
+    node.collect()
+    assert (
+        "degraded: kubelet pod-resources: List: no answer within 0.2s" in node.rig.get("/health")[1]
+    )
+    node.sim.servicer.delay = 0.0
+    node.collect()
+    assert node.rig.get("/health") == (200, "ok\n")
 
 
 def test_kubelet_slower_than_the_time_out_then_recovering(make_node: Any) -> None:

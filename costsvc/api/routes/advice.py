@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel
 
 from costsvc.api.auth import Caller
 from costsvc.api.cache import json_response
 from costsvc.api.deps import Db
-from costsvc.api.errors import ERRORS
+from costsvc.api.errors import ERRORS, EXPORT_ERRORS
+from costsvc.api.exports import SpooledResponse, export
 from costsvc.csvtext import CsvLines, safe_cell
 from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.tokens import Principal
@@ -205,21 +205,22 @@ CSV_COLUMNS = list(Recommendation.model_fields)
 
 @router.get(
     "/recommendations.csv",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}},
+    response_class=SpooledResponse,
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}, **EXPORT_ERRORS},
     summary="The recommendations as CSV (the JSON answer's fields, same order and figures)",
 )
 def get_recommendations_csv(
+    request: Request,
     who: Caller,
     db: Db,
     team: Filter = None,
     namespace: Filter = None,
     workload: Filter = None,
     all: bool = False,
-) -> StreamingResponse:
+) -> SpooledResponse:
     rows = _recommendations(db, who, team, namespace, workload, all)
 
-    def body() -> Iterator[bytes]:
+    def body() -> Iterator[str]:
         out = CsvLines()
         out.row(CSV_COLUMNS)
         for r in rows:
@@ -229,10 +230,11 @@ def get_recommendations_csv(
                     for c in CSV_COLUMNS
                 ]
             )
-        yield out.take().encode()
+        yield out.take()
 
     headers = {"Content-Disposition": 'attachment; filename="recommendations.csv"'}
-    return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers=headers)
+    # as every download: spooled, sent from the file, one of the token's export slots
+    return export(request, who.name, body(), "text/csv; charset=utf-8", headers)
 
 
 @router.get(

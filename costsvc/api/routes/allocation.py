@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -50,6 +51,7 @@ from costsvc.opencost.shape import (
     to_json,
 )
 from costsvc.queries import allocation_rows, label_history
+from costsvc.quoting import clip
 from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"])
@@ -145,10 +147,13 @@ def label_columns(request: Request) -> dict[str, str]:
     return out
 
 
-def _error(exc: BadParameter) -> Response:
+def _error(exc: BadParameter, inputs: Iterable[str | None] = ()) -> Response:
+    """OpenCost's 400, its message quoting at most 64 characters of any of ``inputs``."""
+    message = clip(str(exc), [v for v in inputs if v])
     if exc.plain:  # Go's http.Error: text, a newline, nosniff
-        return PlainTextResponse(f"{exc}\n", 400, headers={"X-Content-Type-Options": "nosniff"})
-    body = {"code": 400, "status": "", "data": None, "message": f"Error: {exc}"}
+        headers = {"X-Content-Type-Options": "nosniff"}
+        return PlainTextResponse(f"{message}\n", 400, headers=headers)
+    body = {"code": 400, "status": "", "data": None, "message": f"Error: {message}"}
     return Response(to_json(body), 400, media_type="application/json")
 
 
@@ -214,7 +219,7 @@ def allocation(
             except FilterError as exc:
                 raise BadParameter(f"Invalid filter: {exc}") from None
     except BadParameter as exc:
-        return _error(exc)
+        return _error(exc, [*given, *(aggregate or [])])
     if options.idle_by_node:
         columns.add("node")
     if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows

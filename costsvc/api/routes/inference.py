@@ -3,26 +3,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
-from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
+from starlette.requests import Request as HttpRequest
 
 from costsvc.api.auth import Caller
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
+from costsvc.api.exports import SpooledResponse, export
 from costsvc.api.routes.costs import Filter, Step, _split, time_range
-from costsvc.api.routes.reports import attachment
+from costsvc.api.routes.reports import EXPORT_ANSWERS, attachment
 from costsvc.csvtext import CsvLines, safe_cell
 from costsvc.db.tokens import Principal
 from costsvc.inference_queries import DIMENSIONS, Group, parse_group_by, served_totals
 from costsvc.opencost.inference import Request, answer, parse_request
 from costsvc.opencost.params import BadParameter
 from costsvc.opencost.shape import to_json
+from costsvc.quoting import clip
 from costsvc.utc import iso_z
 
 router = APIRouter(tags=["inference"], responses=ERRORS)
@@ -189,11 +191,12 @@ CSV_FIGURES = [f for f in InferenceRow.model_fields if f not in ("start", "group
 
 @router.get(
     "/inference.csv",
-    response_class=StreamingResponse,
-    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}},
+    response_class=SpooledResponse,
+    responses=EXPORT_ANSWERS,
     summary="The same as CSV (one line per group and step)",
 )
 def get_inference_csv(
+    request: HttpRequest,
     who: Caller,
     db: Db,
     now: Now,
@@ -211,7 +214,7 @@ def get_inference_csv(
     cluster: Filter = None,
     engine: Filter = None,
     role: Filter = None,
-) -> StreamingResponse:
+) -> SpooledResponse:
     given = {
         "model": model,
         "team": team,
@@ -224,9 +227,9 @@ def get_inference_csv(
         "role": role,
     }
     q = _Query(who, now, start, end, window, step, group_by, given)
-    found = q.rows(db)
 
-    def body() -> Iterator[bytes]:
+    def body() -> Iterator[str]:
+        found = q.rows(db)
         out = CsvLines()
         out.row(["start", *q.groups, *CSV_FIGURES, "split_rules"])
         for r in found:
@@ -235,11 +238,12 @@ def get_inference_csv(
             cells += ["" if r[f] is None else r[f] for f in CSV_FIGURES]
             cells.append(" ".join(r["split_rules"]))
             out.row(cells)
-        yield out.take().encode()
+        yield out.take()
 
     name = f"inference-{q.lo:%Y%m%dT%H}-{q.hi:%Y%m%dT%H}.csv"
     headers = {"Content-Disposition": attachment(name)}
-    return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers=headers)
+    # as every download: spooled, sent from the file, one of the token's export slots
+    return export(request, who.name, body(), "text/csv; charset=utf-8", headers)
 
 
 class InferenceCostError(BaseModel):
@@ -267,10 +271,12 @@ OPENCOST_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-def _opencost_error(exc: BadParameter) -> Response:
-    """OpenCost's ``protocol.WriteError(w, protocol.BadRequest(...))``."""
+def _opencost_error(exc: BadParameter, inputs: Iterable[str | None] = ()) -> Response:
+    """OpenCost's ``protocol.WriteError(w, protocol.BadRequest(...))``, its message quoting at
+    most 64 characters of any of ``inputs`` (costsvc/quoting.py)."""
+    message = clip(str(exc), [v for v in inputs if v])
     return Response(
-        to_json({"code": 400, "data": None, "message": str(exc)}),
+        to_json({"code": 400, "data": None, "message": message}),
         400,
         media_type="application/json",
     )
@@ -308,7 +314,7 @@ def inference_cost_total(
             window, cost_basis, aggregate, accumulate, filter_text, now
         )
     except BadParameter as exc:
-        return _opencost_error(exc)
+        return _opencost_error(exc, [*given, *(aggregate or [])])
     filters = _filters(who, {})
     span = request.window
     lo = span.start.replace(minute=0, second=0, microsecond=0)

@@ -1,4 +1,5 @@
-"""Reports of a billing month: ``chargeback.csv`` and FOCUS 1.2 ``focus.csv``, streamed."""
+"""Reports of a billing month: ``chargeback.csv`` and FOCUS 1.2 ``focus.csv``, spooled then
+sent (costsvc/api/exports.py: never the database while a client reads)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,20 @@ from collections.abc import Iterator
 from typing import Annotated
 from urllib.parse import quote
 
-from fastapi import APIRouter, Query
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Query, Request
 
 from costsvc.api.auth import Caller
 from costsvc.api.deps import Db, GroupBy
-from costsvc.api.errors import ERRORS
+from costsvc.api.errors import ERRORS, EXPORT_ERRORS
+from costsvc.api.exports import SpooledResponse, export
 from costsvc.chargeback import MONTH
 from costsvc.db.months import month_close
+from costsvc.db.tokens import Principal
 from costsvc.reports import chargeback_csv, focus_csv
 
 router = APIRouter(tags=["reports"], responses=ERRORS)
 CSV = {"text/csv": {"schema": {"type": "string"}}}
+EXPORT_ANSWERS: dict[int | str, dict[str, object]] = {200: {"content": CSV}, **EXPORT_ERRORS}
 MonthParam = Annotated[str, Query(description="YYYY-MM", pattern=MONTH.pattern)]
 
 
@@ -32,42 +35,39 @@ def attachment(name: str) -> str:
     return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}"
 
 
-def _stream(pieces: Iterator[str], name: str, digest: str | None) -> StreamingResponse:
-    first = next(pieces)  # errors (a bad month) surface before the response starts
-
-    def body() -> Iterator[bytes]:
-        yield first.encode()
-        for piece in pieces:
-            yield piece.encode()
-
+def _export(
+    request: Request, who: Principal, pieces: Iterator[str], name: str, digest: str | None
+) -> SpooledResponse:
     headers = {"Content-Disposition": attachment(name)}
     if digest:
         headers["X-Content-SHA256"] = digest  # recorded when the month was closed
-    return StreamingResponse(body(), media_type="text/csv; charset=utf-8", headers=headers)
+    return export(request, who.name, pieces, "text/csv; charset=utf-8", headers)
 
 
 @router.get(
     "/reports/chargeback.csv",
-    response_class=StreamingResponse,
-    responses={200: {"content": CSV}},
+    response_class=SpooledResponse,
+    responses=EXPORT_ANSWERS,
     summary="A month's chargeback as CSV (docs: costsvc/reports.py)",
 )
-def chargeback(who: Caller, db: Db, month: MonthParam, groups: GroupBy) -> StreamingResponse:
+def chargeback(
+    request: Request, who: Caller, db: Db, month: MonthParam, groups: GroupBy
+) -> SpooledResponse:
     team = None if who.sees_all else who.team
     closed = month_close(db, month)
     digest = closed.csv_sha256 if closed and not groups and team is None else None
     name = f"chargeback-{month}{'-' + team if team else ''}.csv"
-    return _stream(chargeback_csv(db, month, groups or None, team), name, digest)
+    return _export(request, who, chargeback_csv(db, month, groups or None, team), name, digest)
 
 
 @router.get(
     "/reports/focus.csv",
-    response_class=StreamingResponse,
-    responses={200: {"content": CSV}},
+    response_class=SpooledResponse,
+    responses=EXPORT_ANSWERS,
     summary="A month's chargeback in FinOps FOCUS 1.2 (docs/focus.md)",
 )
-def focus(who: Caller, db: Db, month: MonthParam) -> StreamingResponse:
+def focus(request: Request, who: Caller, db: Db, month: MonthParam) -> SpooledResponse:
     team = None if who.sees_all else who.team
     closed = month_close(db, month)
     digest = closed.focus_sha256 if closed and team is None else None
-    return _stream(focus_csv(db, month, team), f"focus-{month}.csv", digest)
+    return _export(request, who, focus_csv(db, month, team), f"focus-{month}.csv", digest)
