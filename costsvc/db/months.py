@@ -11,6 +11,7 @@ from sqlalchemy import Engine, insert, select, update
 from costsvc.db.audit import audit
 from costsvc.db.models import Chargeback, MonthClose
 from costsvc.db.runs import lock_clusters
+from costsvc.db.version import bump
 from costsvc.utc import as_utc
 
 
@@ -36,6 +37,7 @@ def mark_closed(engine: Engine, month: str, now: datetime, actor: str) -> bool:
                 month=month, closed_at=now, closed_by=actor, csv_sha256="", focus_sha256=""
             )
         )
+        bump(conn)
     return True
 
 
