@@ -55,7 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("revision", nargs="?", default=None, help="default: head / base")
     ingest = sub.add_parser("ingest", help="ingest complete hours from Prometheus")
     ingest.add_argument("--start", help="first hour (ISO 8601, UTC); default: after the watermark")
-    ingest.add_argument("--end", help="stop before this instant; default: now")
+    ingest.add_argument(
+        "--end", help="stop before this instant; default: now (never past the last whole hour)"
+    )
     ingest.add_argument(
         "--status",
         action="store_true",
@@ -117,17 +119,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hours(
-    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
-) -> list[datetime]:
+def _span(start: str | None, end: str | None) -> tuple[datetime | None, datetime]:
+    """``--start`` and ``--end``, the end clipped to the last complete hour (said so)."""
     from costsvc.costmodel import utc
-    from costsvc.ingest.run import complete_hours, pending_hours
+    from costsvc.ingest.run import clip_end
 
     try:
         stop = utc(end) if end else datetime.now(UTC)
         begin = utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
+    stop, clipped = clip_end(stop)
+    if clipped and end:
+        print(
+            f"{PROG}: --end {end} is after the last complete hour: clipped to "
+            f"{stop:%Y-%m-%dT%H:%M:%SZ} (an hour is ingested once it has ended)",
+            file=sys.stderr,
+        )
+    return begin, stop
+
+
+def _hours(
+    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
+) -> list[datetime]:
+    from costsvc.ingest.run import complete_hours, pending_hours
+
+    begin, stop = _span(start, end)
     if begin is None:  # everything after the watermark, then failed hours due for a retry
         return pending_hours(engine, settings.cluster, stop, model_id=model_id)
     return complete_hours(begin, stop)
@@ -263,16 +280,11 @@ def _ingest_clusters(
 ) -> None:
     """``COSTSVC_CLUSTERS``: each cluster this replica can claim, with its own hours
     (costsvc/ingest/clusters.py); the clusters other replicas hold are named."""
-    from costsvc.costmodel import utc
     from costsvc.db.runs import record_cost_model
     from costsvc.ingest import clusters as fleet
     from costsvc.ingest.run import complete_hours, pending_hours
 
-    try:
-        stop = utc(end) if end else datetime.now(UTC)
-        begin = utc(start) if start else None
-    except ValueError as exc:
-        raise UsageError(f"--start/--end: {exc}") from None
+    begin, stop = _span(start, end)
     hours_for: Callable[[str, datetime], list[datetime]]
     if begin is None:  # each cluster: after its watermark, then its failed hours due
         model_id = record_cost_model(engine, model)

@@ -55,7 +55,8 @@ class Report:
 
 
 def complete_hours(start: datetime, end: datetime) -> list[datetime]:
-    """Hour starts h with start <= h and h + 1 h <= end."""
+    """Hour starts h with start <= h and h + 1 h <= end (callers clip ``end`` to now:
+    :func:`clip_end`)."""
     h = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     if h < start:
         h += timedelta(hours=1)
@@ -64,6 +65,20 @@ def complete_hours(start: datetime, end: datetime) -> list[datetime]:
         out.append(h)
         h += timedelta(hours=1)
     return out
+
+
+def last_complete(now: datetime) -> datetime:
+    """The end of the last complete hour at ``now``: the hour running now is not one."""
+    return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def clip_end(end: datetime, now: datetime | None = None) -> tuple[datetime, bool]:
+    """The rule of what may be ingested: hours that have ended. ``end`` clipped to the end of
+    the last complete hour (:func:`last_complete`), and whether it was: an hour still running
+    would be billed in part, a future one written empty, and the watermark would pass them
+    (the hourly ingest resumes after it, so they would never be ingested again)."""
+    limit = last_complete(datetime.now(UTC) if now is None else now)
+    return (limit, True) if end > limit else (end, False)
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -123,7 +138,9 @@ def ingest(
 
     ``workers`` > 1 on PostgreSQL: the hours in that many contiguous chunks, each in a process
     of its own (costsvc/ingest/parallel.py; the per-hour work is CPU-bound Python). SQLite has
-    one writer: there the hours are always ingested one after another."""
+    one writer: there the hours are always ingested one after another. An hour that has not
+    ended (:func:`clip_end`) is never taken."""
+    hours = _complete_only(hours)
     if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
         from costsvc.ingest.parallel import ingest_parallel
 
@@ -131,6 +148,14 @@ def ingest(
             engine, prom, model, cluster, hours, progress, source, workers, Report(), ingest_hours
         )
     return ingest_hours(engine, prom, model, cluster, hours, progress, source)
+
+
+def _complete_only(hours: list[datetime]) -> list[datetime]:
+    limit = last_complete(datetime.now(UTC))
+    kept = [h for h in hours if h + timedelta(hours=1) <= limit]
+    if len(kept) < len(hours):
+        log.warning("%d hour(s) not complete yet: left for later", len(hours) - len(kept))
+    return kept
 
 
 @contextmanager
