@@ -77,6 +77,16 @@ def ratio(part: int, whole: int) -> str:
     return f"{(Decimal(part) / Decimal(whole)):.6f}" if whole else "0.000000"
 
 
+def currency_mismatch(budget: str, costs: str | Iterable[str]) -> str | None:
+    """Why a budget in ``budget``'s currency cannot be compared with costs in ``costs`` (the
+    cost model's currency, or the currencies of the month's costs), or None when it can: a
+    budget is compared only with money in its own currency, never 1:1 with another."""
+    found = sorted({costs} if isinstance(costs, str) else set(costs))
+    if not found or found == [budget]:
+        return None
+    return f"the budget is in {budget}; costs are in {', '.join(found)}"
+
+
 @dataclass(frozen=True, slots=True)
 class BudgetState:
     used_ratio: str  # month to date / amount

@@ -340,6 +340,12 @@ def idle_by_currency(
     return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
 
 
+def currencies(conn: Connection, start: datetime, end: datetime) -> set[str]:
+    """The currencies of the costs over [start, end)."""
+    o = owner_rows(start, end).c
+    return {str(c) for c in conn.execute(select(o.currency).distinct()).scalars()}
+
+
 def model_energy(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int, int]]:
     """(GPU model, energy mJ, CO2e mg) the fleet's GPUs drew over [start, end)."""
     g = GpuPresence
