@@ -50,7 +50,8 @@ SELF = [
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
      "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
      "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
-     "lookup without the MIG monitor capability), `pod_resources` (`unavailable`, `timeout`, "
+     "lookup without the MIG monitor capability, `mig_geometry`: a MIG GPU whose slices NVML "
+     "does not tell, whose instances then get no `gpu_allocation_share`), `pod_resources` (`unavailable`, `timeout`, "
      "`other`), `kubernetes` (`list`, `watch`), `proc` (`read`, `missing`: no /proc at "
      "`--path.procfs`, `not_found`: a GPU process absent from it), `exporter` (`internal`); "
      "every pair exists from the start at 0."),
@@ -275,6 +276,18 @@ def render() -> str:
         "`mig_profile.go`), so the name is still canonical (`3g.40gb`); only a `+me` suffix "
         "cannot be known then. Add `SYS_ADMIN` and `NVIDIA_MIG_MONITOR_DEVICES=all` in an "
         "overlay of your own to get NVML's own names and no such errors.\n"
+        "\n**MIG geometry.** A MIG instance's share of its GPU is its slices over the GPU's: "
+        "7 compute and 8 memory slices on an A100 or H100, 4 and 4 on an A30, other boards "
+        "their own. The exporter reads the GPU's from NVML — the GPU-instance profile with "
+        "the most slices (`nvmlDeviceGetGpuInstanceProfileInfo` of each "
+        "`NVML_GPU_INSTANCE_PROFILE_*`) is the whole GPU; its memory slices are the size of its "
+        "placement (`nvmlDeviceGetGpuInstancePossiblePlacements`, privileged) or its memory "
+        "over the one-slice profile's — and publishes it as `gpu_compute_slices` and "
+        "`gpu_memory_slices` on `gpu_mig_instance_info`, where the cost service reads it. "
+        "Where NVML does not tell, those labels are empty, the instances get no shares and "
+        "`gpu_exporter_errors_total{source=\"nvml\",kind=\"mig_geometry\"}` counts it; the "
+        "cost service then uses its per-model table (`costsvc/migprofiles.py`) and flags a "
+        "model it does not know, never guessing.\n"
     )
     out.append(ALLOCATION_PATHS)
     out.append(
