@@ -32,10 +32,11 @@ from costsvc.ingest import steady
 from costsvc.ingest.hour import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.labels import OwnerLookup, merge_history
+from costsvc.migprofiles import UnknownMigGeometry
 
 log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run
-RETRYABLE = (PrometheusError, MissingPrices, OperationalError)
+RETRYABLE = (PrometheusError, MissingPrices, UnknownMigGeometry, OperationalError)
 # the source itself may be down: after this many hours in a row fail so, the run stops (the
 # hours it did not try are still pending, after the watermark or among the failed hours)
 SOURCE_ERRORS = (PrometheusError, OperationalError)
