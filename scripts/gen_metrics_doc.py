@@ -115,8 +115,8 @@ three ways, side by side; each gives `gpu_allocation_share` (compute basis) and
 
 | Path | Where it is read | `resource` label | compute share | memory share |
 |---|---|---|---|---|
-| device plugin, whole GPU / MIG / time-slice | `ContainerResources.devices` | the extended resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) | 1 · compute slices/7 · 1/replicas | 1 · memory slices/8 · 1/replicas |
-| DRA resource claim | `ContainerResources.dynamic_resources` (field 5: claim → driver, pool, device), the device looked up in this node's `ResourceSlice`s (`resource.k8s.io/v1`: attributes `type`, `uuid`, `parentUUID`, `profile` of NVIDIA's `gpu.nvidia.com` driver) | the DRA driver (`gpu.nvidia.com`) | the device's share (GPU 1, MIG compute slices/7) / the containers holding it through claims | the same on memory (MIG memory slices/8) |
+| device plugin, whole GPU / MIG / time-slice | `ContainerResources.devices` | the extended resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) | 1 · compute slices / the GPU's · 1/replicas | 1 · memory slices / the GPU's · 1/replicas |
+| DRA resource claim | `ContainerResources.dynamic_resources` (field 5: claim → driver, pool, device), the device looked up in this node's `ResourceSlice`s (`resource.k8s.io/v1`: attributes `type`, `uuid`, `parentUUID`, `profile` of NVIDIA's `gpu.nvidia.com` driver) | the DRA driver (`gpu.nvidia.com`) | the device's share (GPU 1, MIG compute slices / the GPU's) / the containers holding it through claims | the same on memory (MIG memory slices / the GPU's) |
 | HAMi | the pod annotation `hami.io/vgpu-devices-allocated` (`UUID,NVIDIA,MiB,cores:` per device, `;` between containers) of a container the kubelet lists | `nvidia.com/gpu` | cores/100; no core limit (cores 0): the memory share | MiB / the GPU's memory |
 | memory-profile vGPU | `devices` of a resource named in `--pod-resources.vgpu-profiles RESOURCE=MiB` | that resource | the memory share | profile MiB / the GPU's memory |
 
@@ -138,7 +138,7 @@ per-container usage series. A claim shared by several pods (or containers) is on
 equally among them — three pods on one claim hold 1/3 each, never 1 each and never "the last
 pod wins"; their SM usage is published per container, so the cost service's `usage` policy can
 re-split it as for a time-sliced GPU. A MIG device allocated through DRA is a MIG holding
-(`GPU_I_ID`, compute slices/7); a partitionable (dynamic-MIG) device, which its slice lists
+(`GPU_I_ID`, compute slices / the GPU's); a partitionable (dynamic-MIG) device, which its slice lists
 without a UUID until the driver creates it, is matched by its `parentUUID` and `profile` to
 the GPU's one MIG instance of that profile (with several, it is counted as an unknown device
 id, never guessed). A device of a driver that is not a GPU driver is ignored and a
