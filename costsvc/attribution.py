@@ -144,6 +144,9 @@ class Line:
     idle_energy_mj: int = 0
     co2e_mg: int = 0
     idle_co2e_mg: int = 0
+    # the price per GPU-hour its GPUs were charged (micro-units); None where they were charged
+    # different prices (a cluster's idle line over several models), or unknown
+    unit_price: int | None = None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -224,6 +227,7 @@ class Idle:
     unavailable_hours: int = 0
     energy_mj: int = 0
     co2e_mg: int = 0
+    prices: set[int] = field(default_factory=set)  # the prices its GPUs were charged
 
     def amounts(self) -> tuple[int, int, int]:
         """What the idle policy spreads: available idle cost, energy, carbon."""
@@ -257,6 +261,7 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
+    line_prices: dict[tuple[str, ...], set[int]] = {}  # the prices behind each line
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
@@ -293,6 +298,7 @@ def attribute_hour(
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
         idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        idle.prices.add(price)
         idle.unavailable += unavailable
         idle.cost += cost - allocated_total - unavailable
         idle.energy_mj += idle_energy
@@ -330,6 +336,7 @@ def attribute_hour(
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(*key)
+            line_prices.setdefault(key, set()).add(price)
             line.allocated += allocated
             line.used += used
             line.waste += waste
@@ -339,6 +346,8 @@ def attribute_hour(
         # the unheld GPU-hours: present - held, of which lost_hours were lost
         idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
+    for line_key, line in lines.items():
+        line.unit_price = _one(line_prices[line_key])
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
     separate = policy == "separate"
@@ -366,6 +375,7 @@ def attribute_hour(
             line.gpu_hours = hours
             line.unavailable = idle.unavailable
             line.unavailable_gpu_hours = idle.unavailable_hours
+            line.unit_price = _one(idle.prices)
             result.lines.append(line)
     if not separate:
         by_cluster: dict[str, Idle] = {}
@@ -375,8 +385,9 @@ def attribute_hour(
             mine.gpu_hours += idle.gpu_hours
             mine.energy_mj += idle.energy_mj
             mine.co2e_mg += idle.co2e_mg
+            mine.prices |= idle.prices
         for cluster, idle in sorted(by_cluster.items()):
-            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours)
+            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours, _one(idle.prices))
     _check(result)
     return result
 
@@ -460,8 +471,18 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
 IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
 
 
+def _one(prices: set[int]) -> int | None:
+    """The price a line's GPUs were charged, when they were all charged the same."""
+    return next(iter(prices)) if len(prices) == 1 else None
+
+
 def _place_idle(
-    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str, hours: int = 0
+    result: HourResult,
+    cluster: str,
+    amounts: tuple[int, int, int],
+    policy: str,
+    hours: int = 0,
+    price: int | None = None,
 ) -> None:
     """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
     (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
@@ -474,6 +495,7 @@ def _place_idle(
             cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
         )
         line.gpu_hours = hours
+        line.unit_price = price
         result.lines.append(line)
         return
     for name, amount in zip(IDLE_FIELDS, amounts, strict=True):

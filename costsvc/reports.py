@@ -227,7 +227,15 @@ def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[Charg
     c = Chargeback
     amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours, *_energy_columns())
     q = _month_rows(
-        month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
+        month,
+        team,
+        c.hour,
+        c.billing_month,
+        *_key(),
+        c.correction,
+        c.currency,
+        *amounts,
+        c.unit_price,
     )
     with engine.connect() as conn:
         result = conn.execution_options(stream_results=True, yield_per=CHUNK).execute(q)
@@ -247,6 +255,7 @@ def _charge_rows(engine: Engine, month: str, team: str | None) -> Iterator[Charg
                 idle_energy_mj=int(r[19]),
                 co2e_mg=int(r[20]),
                 idle_co2e_mg=int(r[21]),
+                unit_price=None if r[22] is None else int(r[22]),
             )
 
 
