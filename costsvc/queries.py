@@ -28,7 +28,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month
+from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month, shown
 from costsvc.db.models import (
     Chargeback,
     CostHour,
@@ -118,7 +118,7 @@ class Totals:
             "gpu_hours": money(self.gpu_hours),
             "unavailable_cost": money(self.unavailable),
             "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
-            "efficiency": None if eff is None else str(eff.quantize(ONE)),
+            "efficiency": None if eff is None else shown(eff),
             "energy_kwh": kwh(self.energy),
             "idle_energy_kwh": kwh(self.idle_energy_mj),
             "co2e_kg": kg(self.co2e),

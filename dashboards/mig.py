@@ -84,7 +84,8 @@ def layout() -> list[Panel]:
             stat_panel(
                 "MIG capacity held",
                 "Sum of gpu_allocation_share on MIG instances over the number of MIG-enabled GPUs: "
-                "the share of the physical GPUs' compute slices (of each GPU's: 7 on A100/H100, 4 on A30) that pods hold.",
+                "the share of the physical GPUs' compute slices (of each GPU's: 7 on A100/H100, "
+                "4 on A30) that pods hold.",
                 target(f"sum(gpu_allocation_share{{{MIG_INSTANCES}}}) / count({MIG_GPUS})"),
             )
             .span(6)

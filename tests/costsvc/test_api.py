@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.chargeback import IDLE, UNALLOCATED, shown
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.metrics import collect
 from costsvc.reports import chargeback_csv
@@ -102,7 +102,7 @@ def test_unknown_efficiency_is_null_never_zero(api: Api) -> None:
         row = got[team]
         assert row["unmeasured_cost"] == dec(alloc - used - waste)
         measured = used + waste
-        eff = None if not measured else f"{Decimal(used) / Decimal(measured):.6f}"
+        eff = None if not measured else shown(Decimal(used) / Decimal(measured))
         assert row["efficiency"] == eff, team
     # team a: three MIG instances with no activity series at all: unknown, not 0 %
     assert got["a"]["efficiency"] is None
