@@ -204,7 +204,19 @@ def _reader(settings: Settings) -> PrometheusReader:
     )
 
 
-def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
+def _ingest(settings: Settings, start: str | None, end: str | None, paused: bool = False) -> int:
+    """Ingest (and reprice); ``paused``: the ``ingest`` command, a process of its own, runs
+    with the garbage collector paused (costsvc/ingest/run.py ``collections_paused``), never
+    ``serve``'s scheduler thread, which shares its process with the API."""
+    from contextlib import nullcontext
+
+    from costsvc.ingest.run import collections_paused
+
+    with collections_paused() if paused else nullcontext():
+        return _ingest_once(settings, start, end)
+
+
+def _ingest_once(settings: Settings, start: str | None, end: str | None) -> int:
     from costsvc.db import runs
     from costsvc.db.engine import make_engine
     from costsvc.ingest.reprice import reprice, stale_hours
@@ -692,7 +704,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             if args.status:
                 return _ingest_status(settings)
-            return _ingest(settings, args.start, args.end)
+            return _ingest(settings, args.start, args.end, paused=True)
         if args.command == "serve":
             if not 1 <= args.workers <= 64:
                 raise UsageError("--workers: between 1 and 64")

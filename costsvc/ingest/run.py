@@ -161,7 +161,10 @@ def _complete_only(hours: list[datetime]) -> list[datetime]:
 
 @contextmanager
 def collections_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while hours are ingested (:func:`ingest_hours`).
+    """Python's cyclic garbage collector paused while hours are ingested — in a process that
+    only ingests: the ``ingest`` command and a parallel ingest's workers, never ``serve``,
+    whose ingest is a thread of the API process (its requests' cycles would pile up for the
+    whole run).
     An hour allocates millions of short-lived objects that form no cycles (samples, Decimals,
     rows: reference counting frees them) while the process holds millions of long-lived ones
     (a block's summaries, label sets); the collector's automatic runs traverse the long-lived
@@ -180,7 +183,6 @@ def collections_paused() -> Iterator[None]:
         gc.collect()
 
 
-@collections_paused()
 def ingest_hours(
     engine: Engine,
     prom: PrometheusReader,
@@ -201,7 +203,7 @@ def ingest_hours(
     steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
     down = 0
     for n, hour in enumerate(hours, 1):
-        if n % FULL_COLLECTION_EVERY == 0:
+        if n % FULL_COLLECTION_EVERY == 0 and not gc.isenabled():  # paused (see above)
             gc.collect()
         run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
         if started is not None:
