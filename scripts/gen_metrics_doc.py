@@ -51,10 +51,10 @@ SELF = [
      "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
      "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
      "lookup without the MIG monitor capability, `mig_geometry`: a MIG GPU whose slices NVML "
-     "does not tell, whose instances then get no `gpu_allocation_share`), `pod_resources` (`unavailable`, `timeout`, "
-     "`other`), `kubernetes` (`list`, `watch`), `proc` (`read`, `missing`: no /proc at "
-     "`--path.procfs`, `not_found`: a GPU process absent from it), `exporter` (`internal`); "
-     "every pair exists from the start at 0."),
+     "does not tell, whose instances then get no `gpu_allocation_share`), `pod_resources` "
+     "(`unavailable`, `timeout`, `other`), `kubernetes` (`list`, `watch`), `proc` (`read`, "
+     "`missing`: no /proc at `--path.procfs`, `not_found`: a GPU process absent from it), "
+     "`exporter` (`internal`); every pair exists from the start at 0."),
     ("process_*", "various", "", "",
      "prometheus_client's process collector: CPU seconds, resident memory, open fds, start time."),
 ]  # fmt: skip
@@ -285,7 +285,7 @@ def render() -> str:
         "over the one-slice profile's — and publishes it as `gpu_compute_slices` and "
         "`gpu_memory_slices` on `gpu_mig_instance_info`, where the cost service reads it. "
         "Where NVML does not tell, those labels are empty, the instances get no shares and "
-        "`gpu_exporter_errors_total{source=\"nvml\",kind=\"mig_geometry\"}` counts it; the "
+        '`gpu_exporter_errors_total{source="nvml",kind="mig_geometry"}` counts it; the '
         "cost service then uses its per-model table (`costsvc/migprofiles.py`) and flags a "
         "model it does not know, never guessing.\n"
     )

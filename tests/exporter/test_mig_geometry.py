@@ -14,6 +14,7 @@ import yaml
 from demo.history import Clock, simulated_node
 from tests.exporter.helpers import samples
 
+GI2 = "gpu0/gi2"
 A30 = {
     "model": "NVIDIA A30",
     "memory_total_mib": 24576,
@@ -34,7 +35,7 @@ def _scrape(tmp_path: Path, gpu: dict[str, Any]) -> dict[str, list[Any]]:
                 "namespace": "ns",
                 "name": "p",
                 "containers": [
-                    {"name": "c", "devices": [{"resource": "nvidia.com/mig-x", "ids": ["gpu0/gi2"]}]}
+                    {"name": "c", "devices": [{"resource": "nvidia.com/mig-x", "ids": [GI2]}]}
                 ],
             }
         ],
