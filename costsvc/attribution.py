@@ -4,8 +4,8 @@ Per physical GPU and hour (docs/cost-model.md):
 
 - its **cost** is the price in force for its model and node pool x the time it existed;
 - a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
-  GPU 1, MIG instance compute slices / 7 — or memory slices / 8 on request — time-slice replica
-  1 / replicas);
+  GPU 1, MIG instance compute slices / the GPU's — or memory slices / the GPU's on request, the
+  GPU's MIG geometry by costsvc/migprofiles.py's one rule — time-slice replica 1 / replicas);
 - a DRA claim or a fractional holding (HAMi, memory-profile vGPU) is a share like any other: by
   ``gpu_allocation_share`` (compute) by default, ``gpu_allocation_memory_share`` or the larger
   of the two on request (``fractional_share_basis``); holdings adding up to more than the GPU
@@ -34,7 +34,7 @@ All money is integer micro-units; every split is a largest-remainder split, so f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
 from operator import attrgetter
@@ -51,6 +51,7 @@ from costsvc.energy import (
     split_carbon,
     split_energy,
 )
+from costsvc.migprofiles import Geometry, known_geometry
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
@@ -75,6 +76,8 @@ class GpuHour:
     energy_seconds: Decimal = Decimal(0)
     min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
     lost_seconds: Decimal = Decimal(0)  # of present_seconds, reported lost (gpu_device_up 0)
+    # a GPU with MIG instances: its slices (costsvc/migprofiles.py), None where unknown
+    mig_geometry: Geometry | None = None
 
     @property
     def key(self) -> GpuKey:
@@ -148,6 +151,9 @@ class Line:
     idle_energy_mj: int = 0
     co2e_mg: int = 0
     idle_co2e_mg: int = 0
+    # the price per GPU-hour its GPUs were charged (micro-units); None where they were charged
+    # different prices (a cluster's idle line over several models), or unknown
+    unit_price: int | None = None
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -171,6 +177,13 @@ class HourFacts:
 
     def controller_of(self, cluster: str, namespace: str, pod: str) -> Controller | None:
         return self.controllers.get((cluster, namespace, pod))
+
+
+def with_geometry(facts: HourFacts, geometry: dict[GpuKey, Geometry]) -> None:
+    """The GPUs of ``facts`` that have MIG instances, with their geometry."""
+    facts.gpus = [
+        replace(g, mig_geometry=geometry[g.key]) if g.key in geometry else g for g in facts.gpus
+    ]
 
 
 def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
@@ -226,6 +239,7 @@ class Idle:
     unavailable_hours: int = 0
     energy_mj: int = 0
     co2e_mg: int = 0
+    prices: set[int] = field(default_factory=set)  # the prices its GPUs were charged
 
     def amounts(self) -> tuple[int, int, int]:
         """What the idle policy spreads: available idle cost, energy, carbon."""
@@ -261,6 +275,7 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
+    line_prices: dict[tuple[str, ...], set[int]] = {}  # the prices behind each line
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
@@ -277,7 +292,7 @@ def attribute_hour(
         result.gpu_kwh_price[g.key] = kwh_price
         result.fleet_cost += cost
         held = by_gpu.get(g.key, [])
-        weights = [_weight(h, basis, fractional_basis) for h in held]
+        weights = [_weight(h, basis, fractional_basis, g) for h in held]
         priced = _by_usage(held, weights) if usage_policy else weights
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
         # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
@@ -297,6 +312,7 @@ def attribute_hour(
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
         idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        idle.prices.add(price)
         idle.unavailable += unavailable
         idle.cost += cost - allocated_total - unavailable
         idle.energy_mj += idle_energy
@@ -338,6 +354,7 @@ def attribute_hour(
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(*key)
+            line_prices.setdefault(key, set()).add(price)
             line.allocated += allocated
             line.used += used
             line.waste += waste
@@ -347,6 +364,8 @@ def attribute_hour(
         # the unheld GPU-hours: present - held, of which lost_hours were lost
         idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
+    for line_key, line in lines.items():
+        line.unit_price = _one(line_prices[line_key])
     result.lines = sorted(lines.values(), key=lambda line: line.key)
     policy = model.policies.idle_policy
     separate = policy == "separate"
@@ -374,6 +393,7 @@ def attribute_hour(
             line.gpu_hours = hours
             line.unavailable = idle.unavailable
             line.unavailable_gpu_hours = idle.unavailable_hours
+            line.unit_price = _one(idle.prices)
             result.lines.append(line)
     if not separate:
         by_cluster: dict[str, Idle] = {}
@@ -383,8 +403,9 @@ def attribute_hour(
             mine.gpu_hours += idle.gpu_hours
             mine.energy_mj += idle.energy_mj
             mine.co2e_mg += idle.co2e_mg
+            mine.prices |= idle.prices
         for cluster, idle in sorted(by_cluster.items()):
-            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours)
+            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours, _one(idle.prices))
     _check(result)
     return result
 
@@ -420,7 +441,7 @@ def _energy(
     measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
     idle_mj = idle_baseline(measured, idle_watts)
     basis, fractional = model.policies.mig_share_basis, model.policies.fractional_share_basis
-    draws = [Draw(_weight(h, basis, fractional), activity(h)) for h in held]
+    draws = [Draw(_weight(h, basis, fractional, g), activity(h)) for h in held]
     energy = split_energy(measured, idle_mj, draws)
     total = carbon_mg(g.energy_mj, model.carbon_at(hour, g.cluster, g.node_pool))
     *co2e, idle_co2e = split_carbon(total, [*energy.parts, energy.idle])
@@ -432,15 +453,18 @@ def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
     return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
 
 
-def _weight(h: Holding, basis: str, fractional_basis: str = "compute") -> Decimal:
-    """∫ share dt, in GPU-seconds of the physical GPU: a MIG instance on the chosen MIG basis,
+def _weight(h: Holding, basis: str, fractional_basis: str, g: GpuHour) -> Decimal:
+    """∫ share dt, in GPU-seconds of the physical GPU: a MIG instance on the chosen MIG basis
+    (its share is published on the compute basis: slices / the GPU's; on the memory basis it
+    is rescaled by the GPU's geometry by the one rule, costsvc/migprofiles.py, which raises
+    :class:`~costsvc.migprofiles.UnknownMigGeometry` where it is unknown),
     anything else (whole GPU, replica, DRA claim, HAMi or vGPU fraction) on the fractional
     basis — compute, memory, or the larger of the two hour integrals."""
     if h.compute_slices and h.memory_slices is not None:
         if basis == "memory":
-            return (
-                h.share_seconds * (Decimal(h.memory_slices) / 8) / (Decimal(h.compute_slices) / 7)
-            )
+            gpu = known_geometry(g.model, g.mig_geometry, f" ({g.gpu_uuid})")
+            of_memory = Decimal(h.memory_slices) / gpu.memory_slices
+            return h.share_seconds * of_memory / (Decimal(h.compute_slices) / gpu.compute_slices)
         return h.share_seconds
     memory = h.memory_share_seconds
     if memory is None or fractional_basis == "compute":
@@ -465,8 +489,18 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
 IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
 
 
+def _one(prices: set[int]) -> int | None:
+    """The price a line's GPUs were charged, when they were all charged the same."""
+    return next(iter(prices)) if len(prices) == 1 else None
+
+
 def _place_idle(
-    result: HourResult, cluster: str, amounts: tuple[int, int, int], policy: str, hours: int = 0
+    result: HourResult,
+    cluster: str,
+    amounts: tuple[int, int, int],
+    policy: str,
+    hours: int = 0,
+    price: int | None = None,
 ) -> None:
     """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
     (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
@@ -479,6 +513,7 @@ def _place_idle(
             cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
         )
         line.gpu_hours = hours
+        line.unit_price = price
         result.lines.append(line)
         return
     for name, amount in zip(IDLE_FIELDS, amounts, strict=True):

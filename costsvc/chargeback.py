@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 
 IDLE = "__idle__"
 UNALLOCATED = "__unallocated__"
@@ -89,9 +89,31 @@ def parse_group_by(values: Iterable[str] | None) -> list[str]:
     return groups
 
 
+SHOWN = Decimal("0.000001")  # a ratio as shown: six places, 0.0001 %
+
+
+def shown(value: Decimal) -> str:
+    """A ratio as every answer shows it: rounded *down* to six places, so a ratio below an
+    alert threshold never reads as the threshold (0.59999979 is "0.599999", not "0.600000",
+    while the "< 60 %" alert fires); the alert rules and dashboards floor the same way
+    (alerts/README.md)."""
+    return str(value.quantize(SHOWN, rounding=ROUND_FLOOR))
+
+
 def ratio(part: int, whole: int) -> str:
-    """``part / whole`` as a decimal string with six places ("0.000000" when whole is 0)."""
-    return f"{(Decimal(part) / Decimal(whole)):.6f}" if whole else "0.000000"
+    """``part / whole`` as a decimal string with six places, :func:`shown` ("0.000000" when
+    whole is 0)."""
+    return shown(Decimal(part) / Decimal(whole)) if whole else "0.000000"
+
+
+def currency_mismatch(budget: str, costs: str | Iterable[str]) -> str | None:
+    """Why a budget in ``budget``'s currency cannot be compared with costs in ``costs`` (the
+    cost model's currency, or the currencies of the month's costs), or None when it can: a
+    budget is compared only with money in its own currency, never 1:1 with another."""
+    found = sorted({costs} if isinstance(costs, str) else set(costs))
+    if not found or found == [budget]:
+        return None
+    return f"the budget is in {budget}; costs are in {', '.join(found)}"
 
 
 @dataclass(frozen=True, slots=True)

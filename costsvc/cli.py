@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
     db.add_argument("revision", nargs="?", default=None, help="default: head / base")
     ingest = sub.add_parser("ingest", help="ingest complete hours from Prometheus")
     ingest.add_argument("--start", help="first hour (ISO 8601, UTC); default: after the watermark")
-    ingest.add_argument("--end", help="stop before this instant; default: now")
+    ingest.add_argument(
+        "--end", help="stop before this instant; default: now (never past the last whole hour)"
+    )
     ingest.add_argument(
         "--status",
         action="store_true",
@@ -127,17 +129,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hours(
-    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
-) -> list[datetime]:
+def _span(start: str | None, end: str | None) -> tuple[datetime | None, datetime]:
+    """``--start`` and ``--end``, the end clipped to the last complete hour (said so)."""
     from costsvc.costmodel import utc
-    from costsvc.ingest.run import complete_hours, pending_hours
+    from costsvc.ingest.run import clip_end
 
     try:
         stop = utc(end) if end else datetime.now(UTC)
         begin = utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
+    stop, clipped = clip_end(stop)
+    if clipped and end:
+        print(
+            f"{PROG}: --end {end} is after the last complete hour: clipped to "
+            f"{stop:%Y-%m-%dT%H:%M:%SZ} (an hour is ingested once it has ended)",
+            file=sys.stderr,
+        )
+    return begin, stop
+
+
+def _hours(
+    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
+) -> list[datetime]:
+    from costsvc.ingest.run import complete_hours, pending_hours
+
+    begin, stop = _span(start, end)
     if begin is None:  # everything after the watermark, then failed hours due for a retry
         return pending_hours(engine, settings.cluster, stop, model_id=model_id)
     return complete_hours(begin, stop)
@@ -201,7 +218,19 @@ def _reader(settings: Settings) -> PrometheusReader:
     )
 
 
-def _ingest(settings: Settings, start: str | None, end: str | None) -> int:
+def _ingest(settings: Settings, start: str | None, end: str | None, paused: bool = False) -> int:
+    """Ingest (and reprice); ``paused``: the ``ingest`` command, a process of its own, runs
+    with the garbage collector paused (costsvc/ingest/run.py ``collections_paused``), never
+    ``serve``'s scheduler thread, which shares its process with the API."""
+    from contextlib import nullcontext
+
+    from costsvc.ingest.run import collections_paused
+
+    with collections_paused() if paused else nullcontext():
+        return _ingest_once(settings, start, end)
+
+
+def _ingest_once(settings: Settings, start: str | None, end: str | None) -> int:
     from costsvc.db import runs
     from costsvc.db.engine import make_engine
     from costsvc.ingest.reprice import reprice, stale_hours
@@ -281,16 +310,11 @@ def _ingest_clusters(
 ) -> None:
     """``COSTSVC_CLUSTERS``: each cluster this replica can claim, with its own hours
     (costsvc/ingest/clusters.py); the clusters other replicas hold are named."""
-    from costsvc.costmodel import utc
     from costsvc.db.runs import record_cost_model
     from costsvc.ingest import clusters as fleet
     from costsvc.ingest.run import complete_hours, pending_hours
 
-    try:
-        stop = utc(end) if end else datetime.now(UTC)
-        begin = utc(start) if start else None
-    except ValueError as exc:
-        raise UsageError(f"--start/--end: {exc}") from None
+    begin, stop = _span(start, end)
     hours_for: Callable[[str, datetime], list[datetime]]
     if begin is None:  # each cluster: after its watermark, then its failed hours due
         model_id = record_cost_model(engine, model)
@@ -723,7 +747,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "ingest":
             if args.status:
                 return _ingest_status(settings)
-            return _ingest(settings, args.start, args.end)
+            return _ingest(settings, args.start, args.end, paused=True)
         if args.command == "serve":
             if not 1 <= args.workers <= 64:
                 raise UsageError("--workers: between 1 and 64")

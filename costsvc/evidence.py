@@ -13,6 +13,20 @@ on a MIG instance relative to the instance, so multiplied by its share of the GP
 (shared GPUs). Activity is a share of the whole GPU (what a smaller option must hold); idle
 time is judged relative to the unit held. A pod's memory is the sum of its containers' p95s
 (and peaks): an upper bound when several containers share a device.
+
+**Held time, counted exactly** (:meth:`EvidenceReader.pods`): the window's points are the
+multiples of the step in (end - window, end], ``window / step`` of them — 336 in a week of
+half hours, so a unit held all week is 168 h, never 168.5. The reads are evaluated at the end
+floored to the step, over a subquery range half a step short of the window: its left end then
+lies between two points, so Prometheus 2.x (closed ranges, ``[t - r, t]``) and 3.x (left-open
+ranges since 3.0, ``(t - r, t]``) count the same points. A unit counts as held at a point when
+it has a sample in the :data:`HELD_LOOKBACK` before it (``last_over_time``): a range function
+ignores staleness markers, so a series that ended counts the same whether it was scraped live
+(a staleness marker follows its last sample: an instant lookup stops there) or back-filled
+(none: an instant lookup goes on seeing it for the look-back). Either way a job's end counts
+for the look-back after its last sample — at most one point, and only when a point falls in
+those five minutes; the ingest's billing integrates the samples themselves and has no such
+tail.
 """
 
 from __future__ import annotations
@@ -20,7 +34,7 @@ from __future__ import annotations
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from costsvc.ingest.prom import PrometheusReader
@@ -35,6 +49,11 @@ UTILISATION = 'DCGM_FI_DEV_GPU_UTIL{pod!="", GPU_I_ID=""}'
 PROCESS = "gpu_container_sm_utilization_ratio"
 SOURCES = ("profiling", "profiling (MIG)", "utilisation", "process")
 PodKey = tuple[str, str, str]  # namespace, pod, modelName
+# a unit is held at a point when it has a sample this long before it: Prometheus' look-back
+# (five minutes, the longest scrape interval an instant lookup bridges) and a second, so that
+# a sample exactly five minutes before the point counts on 2.x (closed) and 3.x (left-open)
+# range semantics alike
+HELD_LOOKBACK = 301
 
 
 @dataclass
@@ -69,7 +88,8 @@ class EvidenceReader:
         self, prom: PrometheusReader, end: datetime, window_s: int, step_s: int = 1800
     ) -> None:
         self._prom = prom
-        self._end = end
+        # the points of the window: multiples of the step in (end - window, end]
+        self._end = datetime.fromtimestamp(int(end.timestamp()) // step_s * step_s, UTC)
         self._window = window_s
         self._step = step_s
 
@@ -78,14 +98,30 @@ class EvidenceReader:
             futures = {k: pool.submit(self._prom.vector, q, self._end) for k, q in queries.items()}
             return {k: f.result() for k, f in futures.items()}
 
+    @property
+    def points(self) -> str:
+        """The subquery range and step of the window's points: ``window / step`` points on
+        Prometheus 2.x and 3.x alike (the range's left end is half a step off every point)."""
+        return f"[{self._window * 1000 - self._step * 500}ms:{self._step}s]"
+
+    def held_query(self) -> str:
+        """Per unit: the points of the window it was held (the one subquery of the whole
+        selector)."""
+        held = f"last_over_time(gpu_allocation_share[{HELD_LOOKBACK}s])"
+        return f"max by ({UNIT}) (count_over_time({held}{self.points}))"
+
+    @property
+    def end(self) -> datetime:
+        """When the reads are evaluated: the end floored to the step."""
+        return self._end
+
     def pods(self, idle_line: Decimal) -> dict[PodKey, PodEvidence]:
-        w, sub = f"[{self._window}s]", f"[{self._window}s:{self._step}s]"
+        w, sub = f"[{self._window}s]", self.points
         line = f"{idle_line}"
         last_share = f"max by ({_INSTANCE}) (last_over_time(gpu_allocation_share{w}))"
         q = {
-            # per unit: the points it was held (the one subquery of the whole selector), and
-            # its mean share of the GPU (from the raw samples)
-            "held": f"max by ({UNIT}) (count_over_time(gpu_allocation_share{sub}))",
+            # per unit: the points it was held, and its mean share of the GPU (raw samples)
+            "held": self.held_query(),
             "share": f"max by ({UNIT}) (avg_over_time(gpu_allocation_share{w}))",
             "mem_p95": f"sum by ({POD}) "
             f"(quantile_over_time(0.95, gpu_container_memory_used_bytes{w}))",

@@ -5,14 +5,19 @@ FOCUS row, its cells in :data:`COLUMNS` order: the FOCUS 1.2 columns (alphabetic
 custom ``x_`` columns. docs/focus.md has the column-by-column mapping; in short:
 
 - Money is the integer micro-units of the row written as a plain decimal with six places (never
-  through a float). BilledCost = EffectiveCost = ListCost = ContractedCost = allocated + idle:
-  the price in the cost model is already the agreed rate (after any discount), so list,
-  contracted, effective and billed are the same amount.
-- Pod lines are priced per GPU-hour: PricingQuantity = ConsumedQuantity = the GPU-hours held,
-  unit price = cost / GPU-hours (exact to 12 decimal places). Idle lines (``__idle__``, no pod)
-  are capacity nobody held, priced the same way per idle GPU-hour (lost GPU time included);
-  one without GPU-hours (a correction's, or one from before idle lines carried them) is priced
-  as 1 Hours of that node's idle capacity, so unit price x quantity = cost holds for every row.
+  through a float). BilledCost = EffectiveCost = allocated + idle, what is charged.
+- Unit prices are **the cost model's price**, exactly: ListUnitPrice = ContractedUnitPrice =
+  the price per GPU-hour the row's GPUs were charged (``chargeback.unit_price``; the model's
+  price is already the agreed rate, so list and contracted are the same). PricingQuantity =
+  ConsumedQuantity = the GPU-hours held (an idle line: the GPU-hours nobody held, lost time
+  included), exact to the micro-hour; ListCost = ContractedCost = unit price x quantity,
+  exactly (up to 12 places), as FOCUS requires. BilledCost differs from it by the rounding of
+  the charge to the micro-unit (a 20-minute holding at 2.20: 0.733333 billed, 0.7333326 list)
+  and by what the cost model adds to the held time: idle spread onto the line (idle policy
+  ``weighted`` / ``even``) and measured energy (amortised prices).
+- A row with no single price (a cluster's idle line over GPUs charged different prices, rows
+  written before the price was kept) is priced as before: unit price = cost / quantity (12
+  places), one without GPU-hours as 1 Hours of its idle capacity.
 - A correction (``ChargeClass`` = "Correction": a change to an hour of a month already closed,
   reported in a later month) has no unit prices (FOCUS allows null there), and its amounts may
   be negative.
@@ -176,6 +181,14 @@ def _unit_price(cost: int, quantity: int) -> str:
     return f"{whole}.{frac}"
 
 
+def _exact(micro2: int) -> str:
+    """A product of two micro-unit amounts (10^-12 units), exactly, trailing zeros dropped
+    down to 6 places."""
+    text = f"{Decimal(micro2).scaleb(-12):f}"
+    whole, _, frac = text.partition(".")
+    return f"{whole}.{frac.rstrip('0').ljust(6, '0')}"
+
+
 def _json(obj: dict[str, str | bool]) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -189,8 +202,9 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     model = row.gpu_model
     mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
 
+    price = None if row.correction else row.unit_price
     if idle_line:
-        if row.gpu_hours:  # the idle GPU-hours, at the GPUs' price
+        if row.gpu_hours or price is not None:  # the idle GPU-hours, at the GPUs' price
             quantity, pricing_unit = row.gpu_hours, GPU_HOURS
         else:  # an idle line without GPU-hours: one hour of the node's idle capacity
             quantity, pricing_unit = 1_000_000, HOURS
@@ -219,8 +233,10 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     if row.mig_profile:
         details["x_MigProfile"] = row.mig_profile
 
-    unit_price = ""
-    if not row.correction:  # a correction's unit prices may be null, and are
+    unit_price, list_cost = "", billed
+    if price is not None:  # the model's price, exactly; the list cost its product
+        unit_price, list_cost = money(price), _exact(price * quantity)
+    elif not row.correction:  # a correction's unit prices may be null, and are
         if quantity:
             unit_price = _unit_price(cost, quantity)
         elif cost == 0:
@@ -241,12 +257,12 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "ChargePeriodStart": iso_z(row.hour),
         "ConsumedQuantity": money(row.gpu_hours),
         "ConsumedUnit": GPU_HOURS,
-        "ContractedCost": billed,
+        "ContractedCost": list_cost,
         "ContractedUnitPrice": unit_price,
         "EffectiveCost": billed,
         "InvoiceId": f"{account}/{row.billing_month}",
         "InvoiceIssuerName": provider,
-        "ListCost": billed,
+        "ListCost": list_cost,
         "ListUnitPrice": unit_price,
         "PricingCategory": "Standard",
         "PricingCurrency": row.currency,

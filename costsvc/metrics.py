@@ -24,7 +24,7 @@ from decimal import Decimal
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from sqlalchemy import Engine
 
-from costsvc.chargeback import IDLE, OWNER, month_of, parse_month
+from costsvc.chargeback import IDLE, OWNER, currency_mismatch, month_of, parse_month
 from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.budgets import budgets
 from costsvc.db.runs import failed_hour_counts
@@ -281,7 +281,8 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
             g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
             if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
                 g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
-        for currency, idle, lost in idle_by_currency(conn, start, end):
+        money_in = idle_by_currency(conn, start, end)
+        for currency, idle, lost in money_in:
             g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
             g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
         g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
@@ -300,12 +301,14 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
         for b in all_budgets:
             f = forecast(conn, now, b.team, b.project or None)
             g["costsvc_budget_amount"].add_metric([b.team, b.project, b.currency], _units(b.amount))
-            g["costsvc_budget_used_ratio"].add_metric(
-                [b.team, b.project], _ratio(f.month_to_date, b.amount)
-            )
-            g["costsvc_budget_forecast_ratio"].add_metric(
-                [b.team, b.project], _ratio(f.forecast, b.amount)
-            )
+            if currency_mismatch(b.currency, (c for c, _, _ in money_in)) is None:
+                # never a ratio of money in two currencies (an alert would fire on it)
+                g["costsvc_budget_used_ratio"].add_metric(
+                    [b.team, b.project], _ratio(f.month_to_date, b.amount)
+                )
+                g["costsvc_budget_forecast_ratio"].add_metric(
+                    [b.team, b.project], _ratio(f.forecast, b.amount)
+                )
             if b.energy_mj is not None:
                 who = [b.team, b.project]
                 g["costsvc_budget_energy_joules"].add_metric(who, _joules(b.energy_mj))

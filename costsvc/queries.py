@@ -28,7 +28,7 @@ from sqlalchemy import (
     type_coerce,
 )
 
-from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month
+from costsvc.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month, shown
 from costsvc.db.models import (
     Chargeback,
     CostHour,
@@ -118,7 +118,7 @@ class Totals:
             "gpu_hours": money(self.gpu_hours),
             "unavailable_cost": money(self.unavailable),
             "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
-            "efficiency": None if eff is None else str(eff.quantize(ONE)),
+            "efficiency": None if eff is None else shown(eff),
             "energy_kwh": kwh(self.energy),
             "idle_energy_kwh": kwh(self.idle_energy_mj),
             "co2e_kg": kg(self.co2e),
@@ -338,6 +338,12 @@ def idle_by_currency(
     o = owner_rows(start, end).c
     query = select(o.currency, func.sum(o.idle), func.sum(o.unavailable)).group_by(o.currency)
     return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
+
+
+def currencies(conn: Connection, start: datetime, end: datetime) -> set[str]:
+    """The currencies of the costs over [start, end)."""
+    o = owner_rows(start, end).c
+    return {str(c) for c in conn.execute(select(o.currency).distinct()).scalars()}
 
 
 def model_energy(conn: Connection, start: datetime, end: datetime) -> list[tuple[str, int, int]]:

@@ -274,7 +274,15 @@ def _charge_rows(engine: Source, month: str, team: str | None) -> Iterator[Charg
     c = Chargeback
     amounts = (c.allocated, c.used, c.waste, c.idle, c.gpu_hours, *_energy_columns())
     q = _month_rows(
-        month, team, c.hour, c.billing_month, *_key(), c.correction, c.currency, *amounts
+        month,
+        team,
+        c.hour,
+        c.billing_month,
+        *_key(),
+        c.correction,
+        c.currency,
+        *amounts,
+        c.unit_price,
     )
     with _connection(engine) as conn:
         result = conn.execute(q, execution_options=STREAM)
@@ -294,6 +302,7 @@ def _charge_rows(engine: Source, month: str, team: str | None) -> Iterator[Charg
                 idle_energy_mj=int(r[19]),
                 co2e_mg=int(r[20]),
                 idle_co2e_mg=int(r[21]),
+                unit_price=None if r[22] is None else int(r[22]),
             )
 
 

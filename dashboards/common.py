@@ -244,6 +244,7 @@ class _Panel(Protocol):
     def mappings(self, mappings: list[models.ValueMapping]) -> Self: ...
     def thresholds(self, thresholds: cog.Builder[models.ThresholdsConfig]) -> Self: ...
     def color_scheme(self, color: cog.Builder[models.FieldColor]) -> Self: ...
+    def decimals(self, decimals: float) -> Self: ...
     def min(self, min_val: float) -> Self: ...
     def max(self, max_val: float) -> Self: ...
 
@@ -267,9 +268,18 @@ def _panel(
     return panel
 
 
+def shown(expr: str) -> str:
+    """A ratio as it is shown and alerted on: rounded down to 0.01 % (the alert rules compare
+    the same floor, the API shows six places rounded down: costsvc/chargeback.py ``shown``),
+    so a value under a threshold never reads as the threshold. The hair added before the
+    floor absorbs the float product (0.29 x 10000 = 2899.9999999999995)."""
+    return f"floor(({expr}) * 10000 + 0.000001) / 10000"
+
+
 def ratio(panel: P) -> P:
-    """A 0..1 ratio, shown in percent on a 0 to 1 scale."""
-    panel.unit(units.PercentUnit).min(0).max(1)
+    """A 0..1 ratio, shown in percent on a 0 to 1 scale, two places (0.01 %: its targets go
+    through :func:`shown`)."""
+    panel.unit(units.PercentUnit).min(0).max(1).decimals(2)
     return panel
 
 

@@ -16,6 +16,7 @@ from dashboards.common import (
     finish,
     query_variable,
     ratio,
+    shown,
     stacked,
     stat_panel,
     table_panel,
@@ -310,8 +311,10 @@ def efficiency() -> list[Panel]:
                 "costsvc_efficiency_ratio (used / allocated, month to date) averaged over the "
                 "selection, weighted by month-to-date cost.",
                 target(
-                    f"sum({EFFICIENCY} * on ({PER_LINE}) sum by ({PER_LINE}) ({COST})) "
-                    f"/ sum(sum by ({PER_LINE}) ({COST}) and on ({PER_LINE}) {EFFICIENCY})"
+                    shown(
+                        f"sum({EFFICIENCY} * on ({PER_LINE}) sum by ({PER_LINE}) ({COST})) "
+                        f"/ sum(sum by ({PER_LINE}) ({COST}) and on ({PER_LINE}) {EFFICIENCY})"
+                    )
                 ),
             )
             .thresholds(thresholds(*USED_RATIO_STEPS))
@@ -322,7 +325,7 @@ def efficiency() -> list[Panel]:
                 "Efficiency month to date",
                 "costsvc_efficiency_ratio per team/project/stage: used / allocated cost this "
                 "month.",
-                target(TEAM_EFFICIENCY, LINE_LEGEND),
+                target(shown(TEAM_EFFICIENCY), LINE_LEGEND),
             ).span(9)
         ),
         ratio(
@@ -330,7 +333,7 @@ def efficiency() -> list[Panel]:
                 "Hourly efficiency",
                 "costsvc_hourly_efficiency_ratio: used / allocated in the last ingested hour.",
                 target(
-                    f"costsvc_hourly_efficiency_ratio{{{EFFICIENCY_LINES}, {TEAMS_ONLY}}}",
+                    shown(f"costsvc_hourly_efficiency_ratio{{{EFFICIENCY_LINES}, {TEAMS_ONLY}}}"),
                     LINE_LEGEND,
                 ),
             ).span(9)
@@ -339,7 +342,7 @@ def efficiency() -> list[Panel]:
             bargauge_panel(
                 "Least efficient",
                 "The ten team/project/stage lines with the lowest month-to-date efficiency.",
-                target(f"bottomk(10, {TEAM_EFFICIENCY})", LINE_LEGEND, instant=True),
+                target(shown(f"bottomk(10, {TEAM_EFFICIENCY})"), LINE_LEGEND, instant=True),
             )
             .thresholds(thresholds(*USED_RATIO_STEPS))
             .span(24)
@@ -466,16 +469,17 @@ def budgets(money: str) -> list[Panel]:
         stat_panel(
             "Budgets forecast to overrun",
             "Budgets whose month-end forecast (costsvc_budget_forecast_ratio) exceeds 100 %.",
-            target(f"count({forecast}{{{BUDGETS}}} > 1) or vector(0)"),
+            target(f"count({shown(f'{forecast}{{{BUDGETS}}}')} > 1) or vector(0)"),
         )
         .thresholds(thresholds((1, "red")))
         .span(6),
         bargauge_panel(
             "Budget used",
             "costsvc_budget_used_ratio: month-to-date cost over the monthly budget.",
-            target(per_budget(used), PROJECT_LEGEND, instant=True),
+            target(shown(per_budget(used)), PROJECT_LEGEND, instant=True),
         )
         .unit(units.PercentUnit)
+        .decimals(2)
         .min(0)
         .max(1.2)
         .thresholds(thresholds((0.8, "orange"), (1, "red")))
@@ -483,9 +487,10 @@ def budgets(money: str) -> list[Panel]:
         bargauge_panel(
             "Budget forecast (month end)",
             "costsvc_budget_forecast_ratio: forecast month-end cost over the budget.",
-            target(per_budget(forecast), PROJECT_LEGEND, instant=True),
+            target(shown(per_budget(forecast)), PROJECT_LEGEND, instant=True),
         )
         .unit(units.PercentUnit)
+        .decimals(2)
         .min(0)
         .max(1.2)
         .thresholds(thresholds((0.9, "orange"), (1, "red")))

@@ -84,7 +84,8 @@ def layout() -> list[Panel]:
             stat_panel(
                 "MIG capacity held",
                 "Sum of gpu_allocation_share on MIG instances over the number of MIG-enabled GPUs: "
-                "the share of the physical GPUs' compute slices (of 7) that pods hold.",
+                "the share of the physical GPUs' compute slices (of each GPU's: 7 on A100/H100, "
+                "4 on A30) that pods hold.",
                 target(f"sum(gpu_allocation_share{{{MIG_INSTANCES}}}) / count({MIG_GPUS})"),
             )
             .span(6)
@@ -111,7 +112,7 @@ def layout() -> list[Panel]:
         table_panel(
             "MIG instances",
             "Every MIG instance now: profile, GPU and compute instance ids, MIG UUID, compute "
-            "slices (of 7) and memory slices (of 8).",
+            "slices and memory slices, and the GPU's (gpu_compute_slices, gpu_memory_slices).",
             target(
                 "max by (Hostname, gpu, modelName, GPU_I_PROFILE, GPU_I_ID, GPU_CI_ID, "
                 "mig_uuid, compute_slices, memory_slices) "

@@ -76,7 +76,7 @@ def allocation() -> list[Panel]:
         stat_panel(
             "GPUs held",
             "Sum of gpu_allocation_share: physical GPUs held by the selected pods (whole GPU 1, "
-            "MIG instance compute slices / 7, time-slice replica 1 / replicas).",
+            "MIG instance compute slices / the GPU's, time-slice replica 1 / replicas).",
             target(f"sum({SHARE}) or vector(0)"),
         )
         .decimals(2)

@@ -70,8 +70,9 @@ def requested(fleets: Iterable[FleetSpec], t: float) -> Counter[tuple[str, str]]
     return out
 
 
-def exposition(fleets: list[FleetSpec], t: float) -> str:
-    """kube-state-metrics' answer at ``t`` (seconds since the specs' epoch)."""
+def pod_labels(fleets: list[FleetSpec], t: float) -> list[str]:
+    """kube-state-metrics' ``kube_pod_labels`` of the pods alive at ``t`` (seconds since the
+    specs' epoch), as exposition lines."""
     out = ["# TYPE kube_pod_labels gauge"]
     for spec in fleets:
         for pod in spec.pods:
@@ -80,6 +81,12 @@ def exposition(fleets: list[FleetSpec], t: float) -> str:
                 out.append(
                     f'kube_pod_labels{{namespace="{pod.namespace}",pod="{pod.name}"{labels}}} 1'
                 )
+    return out
+
+
+def exposition(fleets: list[FleetSpec], t: float) -> str:
+    """kube-state-metrics' answer at ``t`` (seconds since the specs' epoch)."""
+    out = pod_labels(fleets, t)
     out.append("# TYPE kube_namespace_labels gauge")
     for ns, ns_labels in sorted(NAMESPACES.items()):
         out.append(f'kube_namespace_labels{{namespace="{ns}"{_labels(ns_labels.items())}}} 1')

@@ -221,15 +221,19 @@ MIG_INSTANCE_INFO = Series(
     "gauge",
     "1",
     "One series per MIG instance; labels give its profile, GPU instance id, MIG UUID, compute "
-    "slices (of 7) and memory slices (of 8). Value 1.",
+    "and memory slices, and the GPU's MIG geometry: gpu_compute_slices and gpu_memory_slices "
+    "(7 and 8 on an A100 or H100, 4 and 4 on an A30; empty where NVML does not tell). Value 1.",
     "mig",
-    "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes",
+    "nvmlDeviceGetMigDeviceHandleByIndex, nvmlGpuInstanceGetInfo, nvmlDeviceGetAttributes, "
+    "nvmlDeviceGetGpuInstanceProfileInfo (the profile with the most slices), "
+    "nvmlDeviceGetGpuInstancePossiblePlacements",
 )
 ALLOCATION_SHARE = Series(
     "gpu_allocation_share",
     "gauge",
     "ratio",
-    "Share of the physical GPU a container holds: whole GPU 1, MIG instance compute slices/7, "
+    "Share of the physical GPU a container holds: whole GPU 1, MIG instance compute slices / "
+    "the GPU's (none where NVML does not tell the GPU's MIG geometry), "
     "time-slice replica 1/replicas of that device, DRA claim the device's share / its holders, "
     "HAMi cores/100.",
     "processes",
@@ -241,8 +245,8 @@ ALLOCATION_MEMORY_SHARE = Series(
     "gauge",
     "ratio",
     "Share of the physical GPU's memory a container holds: whole GPU 1, MIG instance memory "
-    "slices/8, time-slice replica 1/replicas, DRA claim the device's share / its holders, "
-    "HAMi or vGPU profile MiB / the GPU's memory.",
+    "slices / the GPU's, time-slice replica 1/replicas, DRA claim the device's share / its "
+    "holders, HAMi or vGPU profile MiB / the GPU's memory.",
     "processes",
     "kubelet pod-resources List (devices, dynamic_resources), ResourceSlices, HAMi annotations",
 )

@@ -209,6 +209,33 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+# what simulate mode provides itself (its kubelet server, /proc tree and pod directory:
+# exporter/simulate/node.py), so these flags would be ignored there
+_SIMULATED = (
+    ("pod-resources-socket", "pod_resources_socket"),
+    ("path.procfs", "procfs"),
+    ("kubernetes.node-name", "kube_node_name"),
+    ("kubernetes.kubeconfig", "kubeconfig"),
+    ("kubernetes.api-url", "kube_api_url"),
+)
+
+
+def _simulate_alone(args: argparse.Namespace) -> None:
+    """``--simulate`` with a flag that points at a real node's parts: a start-up error naming
+    them, never a flag ignored in silence."""
+    if not args.simulate:
+        return
+    plain = build_parser()  # the defaults, before the environment twins set theirs
+    given = [
+        f"--{flag}" for flag, dest in _SIMULATED if getattr(args, dest) != plain.get_default(dest)
+    ]
+    if given:
+        raise UsageError(
+            f"--simulate runs its own kubelet, /proc and pods: {', '.join(given)} cannot be "
+            "used with it"
+        )
+
+
 def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
     parser = build_parser()
     defaults: dict[str, Any] = {}
@@ -256,6 +283,7 @@ def parse_settings(argv: list[str], environ: dict[str, str]) -> Settings:
         parse_listen_address(args.listen_address)
     except ValueError as exc:
         raise UsageError(f"--web.listen-address: {exc}") from None
+    _simulate_alone(args)
     collectors = frozenset(
         name
         for name in COLLECTORS

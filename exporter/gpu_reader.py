@@ -23,6 +23,7 @@ from exporter.nvml.results import (
     Failed,
     Failure,
     GpuLost,
+    MigGeometry,
     MigInstance,
     NoPermission,
     NvlinkReading,
@@ -74,6 +75,7 @@ class GpuReader:
         self._total_bytes = 0
         self._nvlinks: tuple[int, ...] = ()
         self._mig_enabled = False
+        self._mig_geometry: MigGeometry | None = None  # read once NVML tells it
         self._gpm = False
         # the previous GPM sample, of the whole GPU (key None) or of each MIG GPU instance
         self._gpm_prev: dict[int | None, object] = {}
@@ -117,6 +119,7 @@ class GpuReader:
                 if active:
                     links.append(link)
             self._nvlinks = tuple(links)
+        self._mig_geometry = None  # read again: a reset GPU may be another board
         self._discovered = True
         log.info("GPU %d: %s %s", self.index, self.identity.model, self.identity.uuid)
 
@@ -188,7 +191,11 @@ class GpuReader:
             if (dec := ok(nvml.decoder_utilization(dev))) is not None:
                 values["DCGM_FI_DEV_DEC_UTIL"] = dec
         if self._mig_enabled:  # memory and activity belong to the instances
-            found = ok(nvml.mig_instances(dev, self._total_bytes)) if "mig" in on else None
+            geometry = self._geometry(dev, errors)
+            state.mig_geometry = geometry
+            found = (
+                ok(nvml.mig_instances(dev, self._total_bytes, geometry)) if "mig" in on else None
+            )
             if found is not None:
                 if any(isinstance(i.lookup_failure, NoPermission) for i in found):
                     errors.append(("nvml", "no_permission"))
@@ -297,6 +304,20 @@ class GpuReader:
             )
             for p in procs
         ]
+
+    def _geometry(self, dev: Device, errors: list[tuple[str, str]]) -> MigGeometry | None:
+        """The GPU's MIG geometry, read until NVML tells it (then kept); a GPU whose geometry
+        NVML will not tell is counted every collection (``kind="mig_geometry"``) and its MIG
+        instances get no shares: the cost service's per-model table decides, never a guess."""
+        if self._mig_geometry is None:
+            found = self._nvml.mig_geometry(dev)
+            if isinstance(found, GpuLost):
+                raise _Lost
+            if isinstance(found, Failure):
+                errors.append(("nvml", "mig_geometry"))
+                return None
+            self._mig_geometry = found
+        return self._mig_geometry
 
     def _read_instance(self, dev: Device, inst: MigInstance, ok: _Ok) -> MigState:
         state = MigState(inst)

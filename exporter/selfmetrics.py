@@ -16,7 +16,7 @@ from exporter import __version__
 from exporter.render.exposition import Family, format_value, from_client_metric, label_pairs
 
 ERROR_KINDS: dict[str, tuple[str, ...]] = {
-    "nvml": ("init", "gpu_lost", "query", "timeout", "no_permission"),
+    "nvml": ("init", "gpu_lost", "query", "timeout", "no_permission", "mig_geometry"),
     "pod_resources": ("unavailable", "timeout", "other"),
     "kubernetes": ("list", "watch"),
     "proc": ("read", "missing", "not_found"),

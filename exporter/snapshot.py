@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from exporter.nvml.results import MigInstance
+from exporter.nvml.results import MigGeometry, MigInstance
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +48,7 @@ class GpuState:
     down_reason: str = ""  # why it is down: "lost" (off the bus) or "hung" (NVML does not answer)
     values: dict[str, float] = field(default_factory=dict)
     mig_enabled: bool = False
+    mig_geometry: MigGeometry | None = None  # a MIG GPU's slices, where NVML tells them
     memory_bytes: int = 0  # the framebuffer's size (from discovery); 0 when unknown
     instances: list[MigState] = field(default_factory=list)
     processes: list[ProcessSample] = field(default_factory=list)

@@ -50,10 +50,11 @@ SELF = [
     ("gpu_exporter_errors_total", "counter", "1", "source, kind",
      "Errors by source and kind: `nvml` (`init`, `gpu_lost`, `query`, `timeout`: a GPU read "
      "not back within three collection intervals, `no_permission`: e.g. the MIG GPU-instance "
-     "lookup without the MIG monitor capability), `pod_resources` (`unavailable`, `timeout`, "
-     "`other`), `kubernetes` (`list`, `watch`), `proc` (`read`, `missing`: no /proc at "
-     "`--path.procfs`, `not_found`: a GPU process absent from it), `exporter` (`internal`); "
-     "every pair exists from the start at 0."),
+     "lookup without the MIG monitor capability, `mig_geometry`: a MIG GPU whose slices NVML "
+     "does not tell, whose instances then get no `gpu_allocation_share`), `pod_resources` "
+     "(`unavailable`, `timeout`, `other`), `kubernetes` (`list`, `watch`), `proc` (`read`, "
+     "`missing`: no /proc at `--path.procfs`, `not_found`: a GPU process absent from it), "
+     "`exporter` (`internal`); every pair exists from the start at 0."),
     ("process_*", "various", "", "",
      "prometheus_client's process collector: CPU seconds, resident memory, open fds, start time."),
 ]  # fmt: skip
@@ -114,8 +115,8 @@ three ways, side by side; each gives `gpu_allocation_share` (compute basis) and
 
 | Path | Where it is read | `resource` label | compute share | memory share |
 |---|---|---|---|---|
-| device plugin, whole GPU / MIG / time-slice | `ContainerResources.devices` | the extended resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) | 1 · compute slices/7 · 1/replicas | 1 · memory slices/8 · 1/replicas |
-| DRA resource claim | `ContainerResources.dynamic_resources` (field 5: claim → driver, pool, device), the device looked up in this node's `ResourceSlice`s (`resource.k8s.io/v1`: attributes `type`, `uuid`, `parentUUID`, `profile` of NVIDIA's `gpu.nvidia.com` driver) | the DRA driver (`gpu.nvidia.com`) | the device's share (GPU 1, MIG compute slices/7) / the containers holding it through claims | the same on memory (MIG memory slices/8) |
+| device plugin, whole GPU / MIG / time-slice | `ContainerResources.devices` | the extended resource (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, …) | 1 · compute slices / the GPU's · 1/replicas | 1 · memory slices / the GPU's · 1/replicas |
+| DRA resource claim | `ContainerResources.dynamic_resources` (field 5: claim → driver, pool, device), the device looked up in this node's `ResourceSlice`s (`resource.k8s.io/v1`: attributes `type`, `uuid`, `parentUUID`, `profile` of NVIDIA's `gpu.nvidia.com` driver) | the DRA driver (`gpu.nvidia.com`) | the device's share (GPU 1, MIG compute slices / the GPU's) / the containers holding it through claims | the same on memory (MIG memory slices / the GPU's) |
 | HAMi | the pod annotation `hami.io/vgpu-devices-allocated` (`UUID,NVIDIA,MiB,cores:` per device, `;` between containers) of a container the kubelet lists | `nvidia.com/gpu` | cores/100; no core limit (cores 0): the memory share | MiB / the GPU's memory |
 | memory-profile vGPU | `devices` of a resource named in `--pod-resources.vgpu-profiles RESOURCE=MiB` | that resource | the memory share | profile MiB / the GPU's memory |
 
@@ -137,7 +138,7 @@ per-container usage series. A claim shared by several pods (or containers) is on
 equally among them — three pods on one claim hold 1/3 each, never 1 each and never "the last
 pod wins"; their SM usage is published per container, so the cost service's `usage` policy can
 re-split it as for a time-sliced GPU. A MIG device allocated through DRA is a MIG holding
-(`GPU_I_ID`, compute slices/7); a partitionable (dynamic-MIG) device, which its slice lists
+(`GPU_I_ID`, compute slices / the GPU's); a partitionable (dynamic-MIG) device, which its slice lists
 without a UUID until the driver creates it, is matched by its `parentUUID` and `profile` to
 the GPU's one MIG instance of that profile (with several, it is counted as an unknown device
 id, never guessed). A device of a driver that is not a GPU driver is ignored and a
@@ -282,6 +283,18 @@ def render() -> str:
         "`mig_profile.go`), so the name is still canonical (`3g.40gb`); only a `+me` suffix "
         "cannot be known then. Add `SYS_ADMIN` and `NVIDIA_MIG_MONITOR_DEVICES=all` in an "
         "overlay of your own to get NVML's own names and no such errors.\n"
+        "\n**MIG geometry.** A MIG instance's share of its GPU is its slices over the GPU's: "
+        "7 compute and 8 memory slices on an A100 or H100, 4 and 4 on an A30, other boards "
+        "their own. The exporter reads the GPU's from NVML — the GPU-instance profile with "
+        "the most slices (`nvmlDeviceGetGpuInstanceProfileInfo` of each "
+        "`NVML_GPU_INSTANCE_PROFILE_*`) is the whole GPU; its memory slices are the size of its "
+        "placement (`nvmlDeviceGetGpuInstancePossiblePlacements`, privileged) or its memory "
+        "over the one-slice profile's — and publishes it as `gpu_compute_slices` and "
+        "`gpu_memory_slices` on `gpu_mig_instance_info`, where the cost service reads it. "
+        "Where NVML does not tell, those labels are empty, the instances get no shares and "
+        '`gpu_exporter_errors_total{source="nvml",kind="mig_geometry"}` counts it; the '
+        "cost service then uses its per-model table (`costsvc/migprofiles.py`) and flags a "
+        "model it does not know, never guessing.\n"
     )
     out.append(ALLOCATION_PATHS)
     out.append(

@@ -2,10 +2,10 @@
 
 The key holds the question (endpoint, the caller's scope, the normalised parameters, the
 resolved time range in whole hours — a live window such as ``month`` or ``24h`` is the same
-question for a whole hour) and the **data version**: the newest ingest/reprice run and the
-newest audit entry (budgets, tokens, cost model, month close). Every write that can change an
-answer adds one of those rows, whichever process makes it, so a cached answer is never stale —
-reading the version is two index lookups, much less than the aggregate it saves. Dashboards
+question for a whole hour) and the **data version** (costsvc/db/version.py): a counter every
+write that can change an answer bumps in its own transaction, whichever process makes it, so
+a cached answer is never stale — reading the version is one primary-key lookup, much less
+than the aggregate it saves. Dashboards
 and team portals ask the same questions over and over; between hourly ingests they are free.
 
 Memory is bounded in bytes, not entries (``COSTSVC_ANSWER_CACHE_BYTES``, default 64 MiB per
@@ -30,7 +30,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.encoders import jsonable_encoder
 from sqlalchemy import Engine
 
-from costsvc.db.runs import data_version
+from costsvc.db.version import data_version
 
 OVERHEAD = 1024  # bytes an entry costs besides its body and key (objects, dict slot)
 
@@ -62,15 +62,15 @@ class SharedVersion:
     the version itself. Under load (50 clients) one read serves the dozens of requests that
     arrived while the previous one ran, instead of a database round trip each."""
 
-    def __init__(self, read: Callable[[Engine], tuple[int, int]] = data_version) -> None:
+    def __init__(self, read: Callable[[Engine], int] = data_version) -> None:
         self._read = read
         self._cond = threading.Condition()
         self._started = 0  # reads started so far (the latest one's number)
         self._done = 0  # the number of the latest read that finished
-        self._value: tuple[int, int] | None = None
+        self._value: int | None = None
         self._reading = False
 
-    def get(self, engine: Engine) -> tuple[int, int]:
+    def get(self, engine: Engine) -> int:
         with self._cond:
             arrived = self._started  # a read numbered above this started after we came
             while True:
@@ -82,7 +82,7 @@ class SharedVersion:
                     mine = self._started
                     break
                 self._cond.wait()
-        value: tuple[int, int] | None = None
+        value: int | None = None
         try:
             value = self._read(engine)
             return value
@@ -99,14 +99,14 @@ class SharedVersionAsync:
     wait for a read await it there (no thread each); the read itself runs in the thread
     pool. The same rule: only a read that started after the request arrived answers it."""
 
-    def __init__(self, read: Callable[[Engine], tuple[int, int]] = data_version) -> None:
+    def __init__(self, read: Callable[[Engine], int] = data_version) -> None:
         self._read = read
         self._started = 0
         self._done = 0
-        self._value: tuple[int, int] | None = None
+        self._value: int | None = None
         self._reading: asyncio.Future[None] | None = None
 
-    async def get(self, engine: Engine) -> tuple[int, int]:
+    async def get(self, engine: Engine) -> int:
         arrived = self._started
         while True:
             if self._done > arrived and self._value is not None:

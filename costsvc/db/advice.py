@@ -20,6 +20,7 @@ from costsvc.db.models import (
     Recommendation,
     ResourceQuotaLimit,
 )
+from costsvc.db.version import bump
 from costsvc.utc import as_utc
 
 Owner = tuple[str, str]
@@ -230,6 +231,7 @@ def save_advice(
             conn.execute(insert(Recommendation), [{**r, "cluster": cluster} for r in recs])
         if quota_rows:
             conn.execute(insert(QuotaUsage), [{**q, "cluster": cluster} for q in quota_rows])
+        bump(conn)
 
 
 _REC_COLUMNS = [c for c in Recommendation.__table__.columns if c.name != "id"]

@@ -9,12 +9,15 @@ from typing import Any
 from sqlalchemy import Connection, Engine, insert, select
 
 from costsvc.db.models import AuditEntry
+from costsvc.db.version import bump
 
 
 def audit(conn: Connection, actor: str, action: str, target: str, detail: dict[str, Any]) -> None:
-    """One entry, written in the transaction of the change it records."""
+    """One entry, written in the transaction of the change it records; the change moves the
+    data version (costsvc/db/version.py) with it."""
     entry = {"at": datetime.now(UTC), "actor": actor, "action": action, "target": target[:253]}
     conn.execute(insert(AuditEntry).values(**entry, detail=detail))
+    bump(conn)
 
 
 @dataclass(frozen=True, slots=True)

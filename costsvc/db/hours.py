@@ -21,6 +21,7 @@ from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
 from costsvc.inference import Priced, Served
+from costsvc.migprofiles import Geometry, geometry
 from costsvc.utc import as_utc
 
 US = 1_000_000
@@ -115,6 +116,8 @@ def replace_hour(
                 kwh.get(g.key, 0),
                 carbon.get(g.key, 0),
                 co2e.get(g.key, 0),
+                g.mig_geometry.compute_slices if g.mig_geometry else None,
+                g.mig_geometry.memory_slices if g.mig_geometry else None,
             )
             for g in facts.gpus
         ]
@@ -166,6 +169,8 @@ GPU_COLUMNS = (
     "kwh_price",
     "carbon_ug_per_kwh",
     "co2e_mg",
+    "mig_compute_slices",
+    "mig_memory_slices",
 )
 FACT_COLUMNS = (
     "hour",
@@ -206,12 +211,29 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
             g.energy_us,
             g.min_power_mw,
             g.lost_us,
+            g.mig_compute_slices,
+            g.mig_memory_slices,
         )
         .where(g.hour == hour)
         .order_by(g.cluster, g.gpu_uuid)
     )
+    mig_gpus = set(
+        conn.execute(
+            select(u.cluster, u.gpu_uuid).where(u.hour == hour, u.gi_id >= 0).distinct()
+        ).all()
+    )
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
+        # the geometry the hour was attributed with; an hour stored before it was kept: the
+        # rule's table by model (costsvc/migprofiles.py), as a re-ingest would find it
+        kept = r.mig_compute_slices and r.mig_memory_slices
+        mig = (
+            Geometry(r.mig_compute_slices, r.mig_memory_slices)
+            if kept
+            else geometry(r.model)
+            if (r.cluster, r.gpu_uuid) in mig_gpus
+            else None
+        )
         lost = Decimal(r.lost_us) / US
         energy = (int(r.energy_mj), int(r.gap_mj), Decimal(r.energy_us) / US, r.min_power_mw)
         facts.gpus.append(
@@ -224,6 +246,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
                 present,
                 *energy,
                 lost_seconds=lost,
+                mig_geometry=mig,
             )
         )
         facts.node_of[(r.cluster, r.gpu_uuid)] = r.node

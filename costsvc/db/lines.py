@@ -27,7 +27,7 @@ from costsvc.db.rollup import put_hour, take_hour
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 _KEY_OF = attrgetter(*LINE_KEY)
 # a chargeback row as write_lines builds it: the line's key, then these, then its amounts
-COLUMNS = (*LINE_KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS)
+COLUMNS = (*LINE_KEY, "hour", "billing_month", "correction", "currency", *AMOUNTS, "unit_price")
 
 
 def closed_months(conn: Connection) -> set[str]:
@@ -45,7 +45,7 @@ def write_lines(
     if own not in closed:
         conn.execute(delete(Chargeback).where(*where))
         tail = (hour, own, False, currency)
-        rows = [_KEY_OF(ln) + tail + _AMOUNTS_OF(ln) for ln in lines]
+        rows = [(*_KEY_OF(ln), *tail, *_AMOUNTS_OF(ln), ln.unit_price) for ln in lines]
         insert_tuples(conn, Chargeback, COLUMNS, rows)
         _roll_up(conn, hour, clusters, took)
         return

@@ -94,6 +94,15 @@ class IngestRun(Base):
     cost_model_id: Mapped[int | None] = mapped_column(ForeignKey("cost_model_versions.id"))
 
 
+class DataVersion(Base):
+    """The data version (costsvc/db/version.py): one row, its counter bumped by every write
+    that can change a read answer, in that write's own transaction."""
+
+    __tablename__ = "data_version"
+    id: Mapped[int] = mapped_column(primary_key=True)  # always 1
+    version: Mapped[int] = mapped_column(BigInteger)
+
+
 class Watermark(Base):
     """The last complete hour ingested, per cluster: ingestion resumes after it."""
 
@@ -128,6 +137,10 @@ class GpuPresence(Base):
     kwh_price: Mapped[int] = mapped_column(BigInteger, server_default="0")
     carbon_ug_per_kwh: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")  # the GPU's CO2e
+    # a MIG GPU's geometry, as the hour was attributed with it (costsvc/migprofiles.py): its
+    # compute and memory slices; NULL for a GPU without MIG instances that hour
+    mig_compute_slices: Mapped[int | None] = mapped_column()
+    mig_memory_slices: Mapped[int | None] = mapped_column()
 
 
 class UsageFact(Base):
@@ -214,6 +227,10 @@ class Chargeback(Base):
     idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
     idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    # the price per GPU-hour of the row's GPUs (micro-units), as charged: FOCUS' unit price;
+    # NULL on a correction, a row whose GPUs were charged different prices, and rows written
+    # before it was kept (docs/focus.md)
+    unit_price: Mapped[int | None] = mapped_column(BigInteger)
 
     @hybrid_property
     def workload(self) -> str:

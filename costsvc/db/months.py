@@ -12,6 +12,7 @@ from sqlalchemy import Connection, Engine, insert, select, update
 from costsvc.db.audit import audit
 from costsvc.db.models import Chargeback, MonthClose
 from costsvc.db.runs import lock_clusters
+from costsvc.db.version import bump
 from costsvc.utc import as_utc
 
 
@@ -49,6 +50,7 @@ def mark_closed(conn: Connection, month: str, now: datetime, actor: str) -> None
             month=month, closed_at=now, closed_by=actor, csv_sha256="", focus_sha256=""
         )
     )
+    bump(conn)
 
 
 def record_hashes(

@@ -25,7 +25,8 @@ from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from costsvc.costmodel import CostModel
-from costsvc.db.models import AuditEntry, CostModelVersion, IngestRun, Watermark
+from costsvc.db.models import CostModelVersion, IngestRun, Watermark
+from costsvc.db.version import bump
 from costsvc.utc import as_utc
 
 log = logging.getLogger(__name__)
@@ -59,9 +60,10 @@ def start_run(engine: Engine, cluster: str, hour: datetime, kind: str, model_id:
         "cost_model_id": model_id,
     }
     with engine.begin() as conn:
-        return int(
-            conn.execute(insert(IngestRun).values(values).returning(IngestRun.id)).scalar_one()
-        )
+        found = conn.execute(insert(IngestRun).values(values).returning(IngestRun.id))
+        run_id = int(found.scalar_one())
+        bump(conn)  # the run's status is an answer (ingest status, failed hours)
+        return run_id
 
 
 def finish_run(engine: Engine, run_id: int, status: str, error: str | None = None) -> None:
@@ -72,6 +74,7 @@ def finish_run(engine: Engine, run_id: int, status: str, error: str | None = Non
     }
     with engine.begin() as conn:
         conn.execute(update(IngestRun).where(IngestRun.id == run_id).values(**values))
+        bump(conn)
 
 
 def fail_run(engine: Engine, run_id: int, message: str) -> None:
@@ -89,13 +92,17 @@ def fail_unfinished(engine: Engine, run_id: int, message: str) -> str:
     r = IngestRun
     with engine.begin() as conn:
         conn.execute(update(r).where(r.id == run_id, r.status == "running").values(**values))
-        return str(conn.execute(select(r.status).where(r.id == run_id)).scalar_one())
+        status = str(conn.execute(select(r.status).where(r.id == run_id)).scalar_one())
+        bump(conn)
+        return status
 
 
 def mark_done(conn: Connection, run_id: int) -> None:
-    """The run is done — in the transaction that wrote its hour."""
+    """The run is done — in the transaction that wrote its hour, as its last statement: the
+    data version moves with the hour's commit (costsvc/db/version.py)."""
     done = {"status": "done", "finished_at": datetime.now(UTC)}
     conn.execute(update(IngestRun).where(IngestRun.id == run_id).values(**done))
+    bump(conn)
 
 
 def watermark(engine: Engine, cluster: str) -> datetime | None:
@@ -126,6 +133,7 @@ def move_watermark(engine: Engine, cluster: str, hour: datetime) -> None:
     with engine.begin() as conn:
         lock_clusters(conn, {cluster})
         advance_watermark(conn, cluster, hour)
+        bump(conn)
 
 
 def failed_hours(engine: Engine, cluster: str) -> list[datetime]:
@@ -291,14 +299,3 @@ def done_since(engine: Engine, cluster: str, since: datetime) -> set[datetime]:
     )
     with engine.connect() as conn:
         return {as_utc(h) for h in conn.execute(query).scalars()}
-
-
-def data_version(engine: Engine) -> tuple[int, int]:
-    """The newest ingest/reprice run and the newest audit entry: every write that can change
-    a read answer adds one of those rows, whichever process makes it."""
-    runs = select(func.max(IngestRun.id)).scalar_subquery()
-    audit = select(func.max(AuditEntry.id)).scalar_subquery()
-    # one statement: autocommit spares the BEGIN and the ROLLBACK round trips
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        found = conn.execute(select(runs, audit)).one()
-    return int(found[0] or 0), int(found[1] or 0)

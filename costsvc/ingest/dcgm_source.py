@@ -38,8 +38,10 @@ What is derived, and how exact it is (next to what our exporter measures):
 - **Whole GPUs and MIG instances**: held while dcgm-exporter's series of the device carry the
   container's ``pod``/``namespace``/``container`` labels (at scrape resolution, as ours).
   A device whose labels name several containers at once (a DRA claim shared by pods) is split
-  equally among them. MIG shares come from the profile name: compute slices = the ``Ng`` of
-  ``Ng.Mgb`` (of 7), memory slices = 8 x M / the GPU's memory (from ``modelName``).
+  equally among them. A MIG instance's slices and its GPU's come from the per-model table
+  (costsvc/migprofiles.py: ``GPU_I_PROFILE`` on ``modelName``, e.g. ``1g.6gb`` on an A30 is
+  1 of 4 compute and 1 of 4 memory slices): dcgm-exporter publishes no geometry. A model or
+  profile the table does not know fails the hour naming it (retried), never guessed.
 - **Where no labels say which device** (the mapping off, or a time-sliced node without
   ``--kubernetes-virtual-gpus``): a running container's request of ``q`` units of a resource
   on a node is a share ``q / capacity`` of each device of the node's pool for that resource
@@ -62,7 +64,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from costsvc.attribution import Holding, HourFacts
+from costsvc.attribution import Holding, HourFacts, with_geometry
 from costsvc.ingest.integrate import Piece, overlap, summed
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import Series
@@ -79,6 +81,7 @@ from costsvc.ingest.window import (
     pod_controllers,
     us,
 )
+from costsvc.migprofiles import Geometry, UnknownMigGeometry, known_geometry, profile_slices
 
 PRESENCE = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
 REQUESTS = 'kube_pod_container_resource_requests{resource=~"nvidia_com_.+"}'
@@ -90,36 +93,22 @@ READS = (
     (REQUESTS, MAX_GAP),
     (RUNNING, MAX_GAP),
 )
-PROFILE = re.compile(r"^(\d)g\.(\d+)gb")
-GPU_MEMORY = re.compile(r"(\d+)\s*GB", re.IGNORECASE)
-# GPUs whose model name does not say the GPU's memory (the MIG-capable ones): the GH200's says
-# the superchip's (480GB, with the CPU's LPDDR5X); its GPU has 96 GB
-MEMORY_GB = {"H200": 141, "H100 NVL": 94, "GH200": 96, "B200": 180, "H20": 96}
 Unit = tuple[str, str, str]  # cluster, UUID, GPU_I_ID ("" for a whole GPU)
 Who = tuple[str, str, str]  # namespace, pod, container
 
 
-def gpu_memory_gb(model: str) -> int | None:
-    """The GPU's memory in GB, from its ``modelName`` (None: unknown)."""
-    for name, gb in sorted(MEMORY_GB.items(), key=lambda kv: -len(kv[0])):
-        if name in model:
-            return gb
-    found = GPU_MEMORY.search(model)
-    return int(found[1]) if found else None
-
-
-def mig_slices(profile: str, model: str) -> tuple[int, int | None]:
-    """(compute slices of 7, memory slices of 8) of a MIG profile name such as ``3g.40gb``:
-    8 x 40 GB / 80 GB = 4 on an 80 GB GPU (1g.10gb on an A100-40GB is 2: its memory decides)."""
-    m = PROFILE.match(profile)
-    if not m:
-        return 0, None
-    gb = gpu_memory_gb(model)
-    memory = None
-    if gb:
-        raw = 8 * int(m[2]) / gb
-        memory = min((1, 2, 4, 8), key=lambda s: abs(s - raw))
-    return int(m[1]), memory
+def mig_slices(profile: str, model: str) -> tuple[int, int, Geometry]:
+    """(compute, memory) slices of the MIG instance of ``profile`` on a ``model`` GPU, and the
+    GPU's geometry, from the per-model table; :class:`UnknownMigGeometry` naming what it
+    does not know."""
+    gpu = known_geometry(model, where=f" (MIG profile {profile or '?'})")
+    found = profile_slices(model, profile)
+    if found is None:
+        raise UnknownMigGeometry(
+            f"MIG profile {profile or '(none)'} of {model} is not in costsvc/migprofiles.py: "
+            "its slices are not guessed"
+        )
+    return found[0], found[1], gpu
 
 
 def resource_of(profile: str) -> str:
@@ -193,10 +182,13 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
         # a MIG GPU's own series: dcgm-exporter labels them with one of its instances' pods
         # (toDeviceToPod maps the parent UUID too); the instances are what is held
         del devices[unit]
+    mig_geometry: dict[tuple[str, str], Geometry] = {}
     for d in devices.values():
         if d.unit[2]:
-            d.compute, d.memory = mig_slices(d.profile, d.model)
-            d.share = Decimal(d.compute) / 7 if d.compute else Decimal(0)
+            d.compute, d.memory, gpu = mig_slices(d.profile, d.model)
+            d.share = Decimal(d.compute) / gpu.compute_slices
+            mig_geometry[d.unit[:2]] = gpu
+    with_geometry(facts, mig_geometry)
     _utilisation(w, seen, devices)
     capacity = _capacity(w)
     nodes: dict[Node, list[Device]] = {}

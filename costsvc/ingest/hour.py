@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
 
-from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
+from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared, with_geometry
 from costsvc.ingest import dcgm_source, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
@@ -36,6 +36,7 @@ from costsvc.ingest.window import (
     pod_controllers,
     us,
 )
+from costsvc.migprofiles import Geometry, geometry
 
 log = logging.getLogger(__name__)
 FULL = Decimal("1.000000001")  # a GPU's shares add up to more than this: over-subscribed
@@ -131,10 +132,15 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         )
 
     lost = gpus_seen(w, facts)
-    slices = {
-        unit_key(lab): (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
-        for lab in w.latest("gpu_mig_instance_info")
-    }
+    slices: dict[tuple[str, ...], tuple[int, int]] = {}
+    published: dict[tuple[str, str], Geometry | None] = {}  # per GPU with MIG instances
+    for lab in w.latest("gpu_mig_instance_info"):
+        key = unit_key(lab)
+        slices[key] = (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
+        gpu_c, gpu_m = lab.get("gpu_compute_slices"), lab.get("gpu_memory_slices")
+        told = Geometry(int(gpu_c), int(gpu_m)) if gpu_c and gpu_m else None
+        gpu = (key[0], key[1])
+        published[gpu] = told or published.get(gpu)
     util = utilisation(w)
     sm = {
         key: w.function(group)
@@ -210,6 +216,13 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
         add_gpu(facts, cluster, uuid, group[-1].labels, us(w.present(merged(group))))
 
+    # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
+    # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
+    mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
+    found = {
+        g.key: geometry(g.model, published.get(g.key)) for g in facts.gpus if g.key in mig_gpus
+    }
+    with_geometry(facts, {key: gpu for key, gpu in found.items() if gpu is not None})
     add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
     pod_controllers(w, facts)

@@ -23,6 +23,7 @@ while the other chunks go on (each may stop the same way).
 
 from __future__ import annotations
 
+import gc
 import logging
 import multiprocessing
 import signal
@@ -227,6 +228,7 @@ def work(chunk: Chunk, conn: Connection) -> None:
     (:func:`~costsvc.ingest.run.ingest_hours`)."""
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
+    gc.disable()  # a process that only ingests: collections paused (run.collections_paused)
     engine = make_engine(chunk.url)
     prom = PrometheusReader.from_spec(chunk.reader)
     try:

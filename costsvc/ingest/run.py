@@ -39,11 +39,12 @@ from costsvc.ingest.hour import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.tokens import collect_served
 from costsvc.labels import OwnerLookup, merge_history
+from costsvc.migprofiles import UnknownMigGeometry
 from costsvc.workloads import controllers_of
 
 log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run
-RETRYABLE = (PrometheusError, MissingPrices, OperationalError)
+RETRYABLE = (PrometheusError, MissingPrices, UnknownMigGeometry, OperationalError)
 # the source itself may be down: after this many hours in a row fail so, the run stops (the
 # hours it did not try are still pending, after the watermark or among the failed hours); the
 # database's own failures stop it at once (_stop_if_database_failed)
@@ -64,7 +65,8 @@ class Report:
 
 
 def complete_hours(start: datetime, end: datetime) -> list[datetime]:
-    """Hour starts h with start <= h and h + 1 h <= end."""
+    """Hour starts h with start <= h and h + 1 h <= end (callers clip ``end`` to now:
+    :func:`clip_end`)."""
     h = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
     if h < start:
         h += timedelta(hours=1)
@@ -73,6 +75,20 @@ def complete_hours(start: datetime, end: datetime) -> list[datetime]:
         out.append(h)
         h += timedelta(hours=1)
     return out
+
+
+def last_complete(now: datetime) -> datetime:
+    """The end of the last complete hour at ``now``: the hour running now is not one."""
+    return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def clip_end(end: datetime, now: datetime | None = None) -> tuple[datetime, bool]:
+    """The rule of what may be ingested: hours that have ended. ``end`` clipped to the end of
+    the last complete hour (:func:`last_complete`), and whether it was: an hour still running
+    would be billed in part, a future one written empty, and the watermark would pass them
+    (the hourly ingest resumes after it, so they would never be ingested again)."""
+    limit = last_complete(datetime.now(UTC) if now is None else now)
+    return (limit, True) if end > limit else (end, False)
 
 
 def retry_delay(attempts: int) -> timedelta:
@@ -133,7 +149,9 @@ def ingest(
 
     ``workers`` > 1 on PostgreSQL: the hours in that many contiguous chunks, each in a process
     of its own (costsvc/ingest/parallel.py; the per-hour work is CPU-bound Python). SQLite has
-    one writer: there the hours are always ingested one after another."""
+    one writer: there the hours are always ingested one after another. An hour that has not
+    ended (:func:`clip_end`) is never taken."""
+    hours = _complete_only(hours)
     if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
         from costsvc.ingest.parallel import ingest_parallel
 
@@ -143,9 +161,20 @@ def ingest(
     return ingest_hours(engine, prom, model, cluster, hours, progress, source)
 
 
+def _complete_only(hours: list[datetime]) -> list[datetime]:
+    limit = last_complete(datetime.now(UTC))
+    kept = [h for h in hours if h + timedelta(hours=1) <= limit]
+    if len(kept) < len(hours):
+        log.warning("%d hour(s) not complete yet: left for later", len(hours) - len(kept))
+    return kept
+
+
 @contextmanager
 def collections_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector paused while hours are ingested (:func:`ingest_hours`).
+    """Python's cyclic garbage collector paused while hours are ingested — in a process that
+    only ingests: the ``ingest`` command and a parallel ingest's workers, never ``serve``,
+    whose ingest is a thread of the API process (its requests' cycles would pile up for the
+    whole run).
     An hour allocates millions of short-lived objects that form no cycles (samples, Decimals,
     rows: reference counting frees them) while the process holds millions of long-lived ones
     (a block's summaries, label sets); the collector's automatic runs traverse the long-lived
@@ -164,7 +193,6 @@ def collections_paused() -> Iterator[None]:
         gc.collect()
 
 
-@collections_paused()
 def ingest_hours(
     engine: Engine,
     prom: PrometheusReader,
@@ -186,7 +214,7 @@ def ingest_hours(
     steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
     down = 0
     for n, hour in enumerate(hours, 1):
-        if n % FULL_COLLECTION_EVERY == 0:
+        if n % FULL_COLLECTION_EVERY == 0 and not gc.isenabled():  # paused (see above)
             gc.collect()
         try:
             run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)

@@ -16,10 +16,13 @@ from exporter.nvml.library import (
     FI_DEV_MEMORY_TEMP,
     FUNCTION_MISSING,
     GPM_METRICS,
+    GPU_INSTANCE_PROFILES,
     NO_INSTANCE,
     NVLINK_ALL_LINKS,
     NVLINK_THROUGHPUT_FIELDS,
     NVLINK_TOTAL_FIELDS,
+    ONE_SLICE_PROFILE,
+    PLACEMENT,
     TEMPERATURE_GPU,
     lib,
 )
@@ -30,6 +33,7 @@ from exporter.nvml.results import (
     Failure,
     GpuLost,
     GpuProcess,
+    MigGeometry,
     MigInstance,
     NotSupported,
     NvlinkReading,
@@ -278,9 +282,62 @@ class Nvml:
         mode = self._call(dev.index, "nvmlDeviceGetMigMode", dev.handle, quiet=True)
         return mode if isinstance(mode, Failure) else bool(mode[0])
 
-    def mig_instances(self, dev: Device, total_bytes: int) -> Outcome[list[MigInstance]]:
+    def mig_geometry(self, dev: Device) -> Outcome[MigGeometry]:
+        """The GPU's MIG geometry from NVML itself: the GPU-instance profile with the most
+        slices is the whole GPU (``nvmlDeviceGetGpuInstanceProfileInfo`` of each
+        ``NVML_GPU_INSTANCE_PROFILE_*``: 7 slices on an A100 or H100, 4 on an A30); its memory
+        slices are the size of its placement (``nvmlDeviceGetGpuInstancePossiblePlacements``,
+        ``nvmlGpuInstancePlacement_t.size``: memory slices occupied), or — that call needs a
+        privileged user — its memory over that of the one-slice profile (one compute and one
+        memory slice). A failure when NVML cannot tell (the cost service then falls back on its
+        per-model table, and flags a model it does not know)."""
+        infos: dict[int, Any] = {}
+        failure: Failure | None = None
+        for profile in GPU_INSTANCE_PROFILES:
+            info = self._call(
+                dev.index, "nvmlDeviceGetGpuInstanceProfileInfo", dev.handle, profile, quiet=True
+            )
+            if isinstance(info, GpuLost):
+                return info
+            if isinstance(info, Failure):
+                failure = failure or info
+            elif int(info.sliceCount) > 0:
+                infos[profile] = info
+        if not infos:
+            assert failure is not None
+            return failure
+        full = max(infos.values(), key=lambda i: (int(i.sliceCount), int(i.memorySizeMB)))
+        memory = self._placement_size(dev, int(full.id))
+        if memory is None and ONE_SLICE_PROFILE in infos:
+            one = int(infos[ONE_SLICE_PROFILE].memorySizeMB)
+            memory = round(int(full.memorySizeMB) / one) if one > 0 else None
+        if not memory:
+            return failure or NotSupported(FUNCTION_MISSING, "nvmlDeviceGetGpuInstanceProfileInfo")
+        return MigGeometry(int(full.sliceCount), memory)
+
+    def _placement_size(self, dev: Device, profile_id: int) -> int | None:
+        """Memory slices a placement of the profile occupies (None: NVML would not say)."""
+        placements = (PLACEMENT * 8)()
+        count = ctypes.c_uint(len(placements))
+        done = self._call(
+            dev.index,
+            "nvmlDeviceGetGpuInstancePossiblePlacements",
+            dev.handle,
+            profile_id,
+            placements,
+            ctypes.byref(count),
+            quiet=True,
+        )
+        if isinstance(done, Failure) or count.value < 1:
+            return None
+        return max(int(placements[i].size) for i in range(min(count.value, len(placements))))
+
+    def mig_instances(
+        self, dev: Device, total_bytes: int, geometry: MigGeometry | None
+    ) -> Outcome[list[MigInstance]]:
         """The MIG devices that exist now (they come and go at run time). ``total_bytes`` is
-        the physical GPU's memory, for profile names when the GPU-instance lookup is refused."""
+        the physical GPU's memory, for profile names and memory slices (of the GPU's
+        ``geometry``) when the GPU-instance lookup is refused."""
         slots = self._call(dev.index, "nvmlDeviceGetMaxMigDeviceCount", dev.handle)
         if isinstance(slots, Failure):
             return slots
@@ -293,14 +350,16 @@ class Nvml:
                 if handle.code == lib.NVML_ERROR_NOT_FOUND:
                     continue  # an empty slot
                 return handle
-            instance = self._mig_instance(dev, Device(dev.index, handle), total_bytes)
+            instance = self._mig_instance(dev, Device(dev.index, handle), total_bytes, geometry)
             if isinstance(instance, GpuLost):
                 return instance
             if not isinstance(instance, Failure):  # destroyed while we looked: skip it
                 found.append(instance)
         return found
 
-    def _mig_instance(self, parent: Device, mig: Device, total_bytes: int) -> Outcome[MigInstance]:
+    def _mig_instance(
+        self, parent: Device, mig: Device, total_bytes: int, geometry: MigGeometry | None
+    ) -> Outcome[MigInstance]:
         uuid = self._text_of(mig, "nvmlDeviceGetUUID")
         gi_id = self._call(mig.index, "nvmlDeviceGetGpuInstanceId", mig.handle)
         ci_id = self._call(mig.index, "nvmlDeviceGetComputeInstanceId", mig.handle)
@@ -325,7 +384,8 @@ class Nvml:
             return info
         derived = mig_profile_name(gi_slices, ci_slices, memory_mb, total_bytes)
         if isinstance(info, Failure):
-            memory = mig_memory_slices(memory_mb, total_bytes)
+            slices = geometry.memory_slices if geometry is not None else 0
+            memory = mig_memory_slices(memory_mb, total_bytes, slices)
             return MigInstance(
                 mig, uuid, int(gi_id), int(ci_id), derived, gi_slices, memory, lookup_failure=info
             )

@@ -13,12 +13,17 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-def mig_memory_slices(memory_mb: int, total_bytes: int) -> int:
-    """Memory slices (of 8) of a MIG device of ``memory_mb``: its fraction of the GPU's memory
-    rounded up to eighths (NVIDIA go-nvlib, pkg/nvlib/device/mig_profile.go)."""
+# go-nvlib names a profile by its memory in eighths of the GPU's, whatever the GPU's memory
+# slices (``getMigMemorySizeGB``: ``fracDenominator = 8``): a naming rule, not a geometry
+NAME_FRACTION = 8
+
+
+def mig_memory_slices(memory_mb: int, total_bytes: int, gpu_memory_slices: int) -> int:
+    """Memory slices of a MIG device of ``memory_mb`` on a GPU of ``gpu_memory_slices``: its
+    fraction of the GPU's memory rounded up to whole slices (as go-nvlib rounds to eighths)."""
     if total_bytes <= 0:
         return 0
-    return math.ceil(memory_mb * MIB * 8 / total_bytes)
+    return math.ceil(memory_mb * MIB * gpu_memory_slices / total_bytes)
 
 
 def mig_profile_name(gi_slices: int, ci_slices: int, memory_mb: int, total_bytes: int) -> str:
@@ -27,9 +32,9 @@ def mig_profile_name(gi_slices: int, ci_slices: int, memory_mb: int, total_bytes
     memory is the device's share of the GPU rounded up to eighths, times the GPU's memory in
     whole GiB (rounded up), e.g. 40192 MiB of an 81559 MiB H100 -> "3g.40gb"; a compute
     instance smaller than its GPU instance is written "1c.3g.40gb"."""
-    eighths = mig_memory_slices(memory_mb, total_bytes)
+    eighths = mig_memory_slices(memory_mb, total_bytes, NAME_FRACTION)
     total_gb = -(-total_bytes // GIB) if total_bytes > 0 else 0
-    gb = round(eighths / 8 * total_gb) if total_gb else memory_mb // 1024
+    gb = round(eighths / NAME_FRACTION * total_gb) if total_gb else memory_mb // 1024
     if ci_slices == gi_slices:
         return f"{gi_slices}g.{gb}gb"
     return f"{ci_slices}c.{gi_slices}g.{gb}gb"

@@ -107,6 +107,15 @@ class EventSet:
 
 
 @dataclass(frozen=True, slots=True)
+class MigGeometry:
+    """A MIG-capable GPU's slices: 7 compute and 8 memory on an A100 or H100, 4 and 4 on an
+    A30 — what its full-GPU GPU-instance profile spans, as NVML reports it."""
+
+    compute_slices: int
+    memory_slices: int
+
+
+@dataclass(frozen=True, slots=True)
 class MigInstance:
     """One MIG device (a GPU instance with its compute instance) of a physical GPU."""
 
@@ -115,8 +124,8 @@ class MigInstance:
     gi_id: int
     ci_id: int
     profile: str  # e.g. "1g.10gb"
-    compute_slices: int  # of 7
-    memory_slices: int  # of 8
+    compute_slices: int  # of the GPU's (MigGeometry)
+    memory_slices: int
     # why the GPU-instance lookup failed, if it did (the profile is then derived from the MIG
     # device's own attributes); not part of the instance's identity
     lookup_failure: Failure | None = field(default=None, compare=False)

@@ -5,12 +5,14 @@ device claims (from the kubelet's pod-resources API), the time-slice replica cou
 (from its allocatable resources) and a PID -> container lookup (cgroup + pod directory).
 
 Shares follow the default rule (``gpu_allocation_share`` in docs/metrics.md): a whole GPU = 1;
-a MIG instance = its compute slices / 7; a time-slice replica = 1 / the replicas advertised for
+a MIG instance = its compute slices / the GPU's (its MIG geometry, read from NVML: 7 on an A100
+or H100, 4 on an A30; a GPU whose geometry NVML does not tell gets no MIG shares, and the cost
+service's per-model table decides); a time-slice replica = 1 / the replicas advertised for
 that GPU (or MIG instance); a device held through a DRA claim = the unit's share split equally
 over every container holding it through a claim (a claim used by three pods: a third each,
 never duplicated); a fractional allocation (HAMi, memory-profile vGPU) = cores / 100 (compute)
 and MiB / the GPU's memory (memory), see :mod:`exporter.pods.fractional`. Each holding has a
-memory share too (whole GPU 1, MIG instance memory slices / 8, replica 1 / replicas). A GPU
+memory share too (whole GPU 1, MIG instance memory slices / the GPU's, replica 1 / replicas). A GPU
 whose holdings add up to more than 1 on either basis (HAMi allows over-subscription) is
 published as it is and flagged. Device-wide values are never copied under a pod's labels
 unless exactly one container holds the whole device. A claim of a pod whose phase is Succeeded
@@ -84,9 +86,16 @@ def attribute(
         if gpu_uuid:
             units[gpu_uuid] = whole
         profiles = Counter(inst.instance.profile for inst in s.instances)
+        geometry = s.mig_geometry
         for inst in s.instances:
+            if geometry is None:  # unknown: no share is guessed (the exporter counts it)
+                break
             i = inst.instance
-            part = (Unit(index, i.gi_id), i.compute_slices / 7, i.memory_slices / 8)
+            part = (
+                Unit(index, i.gi_id),
+                i.compute_slices / geometry.compute_slices,
+                i.memory_slices / geometry.memory_slices,
+            )
             units[i.uuid] = part
             unit_shares[part[0]] = part[1:]
             units[f"{s.identity.device}/gi{i.gi_id}"] = part  # GKE: nvidia<N>/gi<M>

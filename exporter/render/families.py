@@ -119,7 +119,7 @@ class GpuRenderer:
                     series = f"{series},{cache.holder(holder)}"
             instances = []
             for inst in s.instances:
-                mig = cache.mig(labels, inst.instance)
+                mig = cache.mig(labels, inst.instance, s.mig_geometry)
                 text = mig.base
                 if exclusive:
                     holder = exclusive.get(Unit(s.identity.index, inst.instance.gi_id))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from exporter.nvml.library import CLOCK_EVENT_REASONS
-from exporter.nvml.results import MigInstance
+from exporter.nvml.results import MigGeometry, MigInstance
 from exporter.pods.claims import Holder
 from exporter.pods.directory import PodDirectory
 from exporter.render.exposition import label_pairs
@@ -82,7 +82,9 @@ class GpuLabels:
 @dataclass(frozen=True, slots=True)
 class MigLabels:
     base: str  # the GPU's base + GPU_I_PROFILE, GPU_I_ID
-    info: str  # mig_uuid, GPU_CI_ID, compute_slices, memory_slices (gpu_mig_instance_info)
+    # mig_uuid, GPU_CI_ID, compute_slices, memory_slices and the GPU's gpu_compute_slices,
+    # gpu_memory_slices (gpu_mig_instance_info; empty where NVML does not tell the geometry)
+    info: str
 
 
 class _Kept(Generic[K, V]):
@@ -107,7 +109,8 @@ class _Kept(Generic[K, V]):
         self._before, self._now = self._now, {}
 
 
-_MigKey = tuple[str, int, int, str, str, int, int]  # GPU base labels + the instance's facts
+# GPU base labels + the instance's facts + the GPU's geometry (0, 0: unknown)
+_MigKey = tuple[str, int, int, str, str, int, int, int, int]
 
 
 class LabelCache:
@@ -143,9 +146,19 @@ class LabelCache:
         )
         return GpuLabels(base, f"{base},{extra}", reasons)
 
-    def mig(self, gpu: GpuLabels, instance: MigInstance) -> MigLabels:
-        i = instance
-        key = (gpu.base, i.gi_id, i.ci_id, i.profile, i.uuid, i.compute_slices, i.memory_slices)
+    def mig(self, gpu: GpuLabels, instance: MigInstance, geometry: MigGeometry | None) -> MigLabels:
+        i, g = instance, geometry or MigGeometry(0, 0)
+        key = (
+            gpu.base,
+            i.gi_id,
+            i.ci_id,
+            i.profile,
+            i.uuid,
+            i.compute_slices,
+            i.memory_slices,
+            g.compute_slices,
+            g.memory_slices,
+        )
         return self._migs.get(key, _build_mig)
 
     def xid(self, code: int) -> str:
@@ -173,7 +186,7 @@ class LabelCache:
 
 
 def _build_mig(key: _MigKey) -> MigLabels:
-    gpu_base, gi_id, ci_id, profile, uuid, compute, memory = key
+    gpu_base, gi_id, ci_id, profile, uuid, compute, memory, gpu_compute, gpu_memory = key
     extra = label_pairs((("GPU_I_PROFILE", profile), ("GPU_I_ID", str(gi_id))))
     info = label_pairs(
         (
@@ -181,6 +194,8 @@ def _build_mig(key: _MigKey) -> MigLabels:
             ("GPU_CI_ID", str(ci_id)),
             ("compute_slices", str(compute)),
             ("memory_slices", str(memory)),
+            ("gpu_compute_slices", str(gpu_compute) if gpu_compute else ""),
+            ("gpu_memory_slices", str(gpu_memory) if gpu_memory else ""),
         )
     )
     return MigLabels(f"{gpu_base},{extra}", info)

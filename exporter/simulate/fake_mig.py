@@ -14,7 +14,7 @@ from typing import Any
 
 from exporter.nvml.library import lib as pynvml
 from exporter.simulate.handles import FakeGpuInstance, FakeHandle, FakeMigHandle, FakeParts
-from exporter.simulate.mig_profiles import profiles_for
+from exporter.simulate.mig_profiles import geometry, profiles_for
 from exporter.simulate.spec import MIB, SimGpm, SimGpu, SimMig
 
 
@@ -61,9 +61,64 @@ class MigGpmMixin(FakeParts):
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
         gpu, _ = self._gpu(handle)
-        if not _mig_capable(gpu):
+        profiles = profiles_for(gpu.spec.model)
+        if profiles is None:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
-        return 7
+        return geometry(profiles)[0]  # one instance per compute slice at most
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(
+        self, handle: Any, profile: int, version: int = 2
+    ) -> Any:
+        """The board's profile answering to ``NVML_GPU_INSTANCE_PROFILE_*`` ``profile``
+        (regardless of MIG mode, as NVML answers); NOT_SUPPORTED for one it does not have."""
+        gpu, _ = self._gpu(handle)
+        if "mig_geometry" in gpu.unsupported:
+            raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        for name, p in (profiles_for(gpu.spec.model) or {}).items():
+            if p.nvml_profile == profile:
+                info: Any = (
+                    pynvml.c_nvmlGpuInstanceProfileInfo_v2_t()
+                    if version == 2
+                    else pynvml.c_nvmlGpuInstanceProfileInfo_t()
+                )
+                info.id = p.profile_id
+                info.sliceCount = p.compute_slices
+                info.instanceCount = (
+                    geometry(profiles_for(gpu.spec.model) or {})[0] // p.compute_slices
+                )
+                info.memorySizeMB = p.memory_mib
+                info.multiprocessorCount = p.sms
+                if version == 2:
+                    info.name = f"MIG {name}".encode()
+                return info
+        raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    def nvmlDeviceGetGpuInstancePossiblePlacements(
+        self, handle: Any, profile_id: int, placements: Any, count: Any
+    ) -> int:
+        """Placements of a profile (by profile id) in memory slices: ``start`` every ``size``
+        slices across the GPU's memory; NO_PERMISSION unless privileged (``denied:
+        [placements]``); INSUFFICIENT_SIZE when the caller's array is too small."""
+        gpu, _ = self._gpu(handle)
+        if "placements" in gpu.spec.denied:
+            raise _error(pynvml.NVML_ERROR_NO_PERMISSION)
+        profiles = profiles_for(gpu.spec.model) or {}
+        found = [p for p in profiles.values() if p.profile_id == profile_id]
+        if not found:
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        size = found[0].memory_slices
+        starts = range(0, geometry(profiles)[1] - size + 1, size)
+        n = count._obj  # the c_uint passed by reference, as NVML writes through the pointer
+        if placements is None:
+            n.value = len(starts)
+            return int(pynvml.NVML_SUCCESS)
+        if n.value < len(starts):
+            n.value = len(starts)
+            raise _error(pynvml.NVML_ERROR_INSUFFICIENT_SIZE)
+        for i, start in enumerate(starts):
+            placements[i].start, placements[i].size = start, size
+        n.value = len(starts)
+        return int(pynvml.NVML_SUCCESS)
 
     def nvmlDeviceGetMigDeviceHandleByIndex(self, handle: Any, index: int) -> FakeMigHandle:
         gpu, t = self._gpu(handle)

@@ -24,7 +24,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from exporter.simulate.curves import Curve, CurveField, Shifted, build_curve
-from exporter.simulate.mig_profiles import BY_MODEL, Profile, profiles_for
+from exporter.simulate.mig_profiles import BY_MODEL, Profile, geometry, profiles_for
 from exporter.simulate.pods import PodSpec, resolve_device_id
 
 MIB = 1024 * 1024
@@ -53,6 +53,7 @@ Feature = Literal[
     "gpm",
     "processes",
     "process_utilization",
+    "mig_geometry",
 ]
 
 ClockEventReason = Literal[
@@ -188,7 +189,7 @@ class Hang(_Model):
 
 # NVML queries a spec can refuse with NO_PERMISSION: "gpu_instances" is the GPU-instance
 # lookup, which needs the MIG monitor capability
-Denied = Literal["gpu_instances"]
+Denied = Literal["gpu_instances", "placements"]
 
 
 class ProcessSpec(_Model):
@@ -262,16 +263,17 @@ class GpuSpec(_Model):
                     f"mig[{i}]: profile {inst.profile!r} does not exist on {self.model} "
                     f"(choose from {', '.join(profiles)})"
                 )
-        # at every moment an instance appears, the live ones must fit in 7 compute, 8 memory
+        # at every moment an instance appears, the live ones must fit in the GPU's slices
+        gpu_compute, gpu_memory = geometry(profiles)
         moments = {0.0} | {i.created_at for i in self.mig if i.created_at is not None}
         for t in sorted(moments):
             live = [i for i in self.mig if _alive(i, t)]
             compute = sum(profiles[i.profile].compute_slices for i in live)
             memory = sum(profiles[i.profile].memory_slices for i in live)
-            if compute > 7 or memory > 8:
+            if compute > gpu_compute or memory > gpu_memory:
                 raise ValueError(
-                    f"at t={t:g} the MIG instances need {compute}/7 compute and {memory}/8 "
-                    "memory slices: they do not fit"
+                    f"at t={t:g} the MIG instances need {compute}/{gpu_compute} compute and "
+                    f"{memory}/{gpu_memory} memory slices: they do not fit"
                 )
         ids = [i.gi_id for i in self.mig if i.gi_id is not None]
         if len(ids) != len(set(ids)):
@@ -406,8 +408,10 @@ class SimGpu:
         self.clock_memory = curve(spec.clocks_mhz.memory)
         self.gpm = SimGpm(spec.gpm, curve) if spec.gpm is not None else None
         self.migs: list[SimMig] = []
+        self.mig_geometry: tuple[int, int] | None = None  # (compute, memory) slices
         if spec.mig is not None:
             profiles = profiles_for(spec.model) or {}
+            self.mig_geometry = geometry(profiles)
             used_ids = {i.gi_id for i in spec.mig if i.gi_id is not None}
             free_ids = (n for n in range(1, 15) if n not in used_ids)
             placement = 0
@@ -415,7 +419,7 @@ class SimGpu:
                 gi_id = inst.gi_id if inst.gi_id is not None else next(free_ids)
                 profile = profiles[inst.profile]
                 self.migs.append(SimMig(inst, gi_id, profile, self.uuid, placement, curve))
-                placement = (placement + profile.memory_slices) % 8
+                placement = (placement + profile.memory_slices) % self.mig_geometry[1]
         self.processes = [SimProcess(p, curve) for p in spec.processes]
         self.nvlink_rx = curve(spec.nvlink.rx_kib_per_s)
         self.nvlink_tx = curve(spec.nvlink.tx_kib_per_s)

@@ -1,7 +1,7 @@
 """web_sessions: the pages' sign-in sessions (an API token exchanged for a cookie)
 
 Revision ID: 0015
-Revises: 0012
+Revises: 0013
 Create Date: 2026-11-25 12:00:00
 """
 
@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0015"
-down_revision: str | None = "0012"
+down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -17,7 +17,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.chargeback import IDLE, UNALLOCATED, shown
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.metrics import collect
 from costsvc.reports import chargeback_csv
@@ -102,7 +102,7 @@ def test_unknown_efficiency_is_null_never_zero(api: Api) -> None:
         row = got[team]
         assert row["unmeasured_cost"] == dec(alloc - used - waste)
         measured = used + waste
-        eff = None if not measured else f"{Decimal(used) / Decimal(measured):.6f}"
+        eff = None if not measured else shown(Decimal(used) / Decimal(measured))
         assert row["efficiency"] == eff, team
     # team a: three MIG instances with no activity series at all: unknown, not 0 %
     assert got["a"]["efficiency"] is None
@@ -342,7 +342,8 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         rate, left, mtd = 8371, 371, 1_071_429
         assert (s["month_to_date"], s["burn_rate_per_hour"]) == (dec(mtd), dec(rate))
         assert s["forecast"] == dec(mtd + rate * left)
-        assert (s["used_ratio"], s["forecast_ratio"]) == ("0.107143", "0.417707")
+        # 0.1071429 shown rounded down, as every ratio (costsvc/chargeback.py shown)
+        assert (s["used_ratio"], s["forecast_ratio"]) == ("0.107142", "0.417707")
         assert s["crossed"] == []
         summary = api.get("/v1/teams/a/summary").json()
         assert summary["budget"]["forecast_ratio"] == "0.417707"

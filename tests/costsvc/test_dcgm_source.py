@@ -10,7 +10,8 @@ from sqlalchemy import create_engine, select
 
 from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from costsvc.ingest.dcgm_source import gpu_memory_gb, mig_slices, resource_of
+from costsvc.ingest.dcgm_source import mig_slices, resource_of
+from costsvc.migprofiles import UnknownMigGeometry
 from tests.costsvc.history import H100, assert_every_hour_adds_up, ingest_with, model
 from tests.costsvc.history14 import DCGM_HOUR
 from tests.prom import Prometheus
@@ -108,24 +109,29 @@ def test_our_exporter_ignores_dcgm_hours(prometheus14: Prometheus, db_url: str) 
 @pytest.mark.parametrize(
     ("profile", "gpu", "slices"),
     [
-        ("3g.40gb", H100, (3, 4)),
-        ("1g.10gb", H100, (1, 1)),
-        ("1g.20gb", "NVIDIA A100-SXM4-80GB", (1, 2)),
-        ("1g.10gb", "NVIDIA A100-SXM4-40GB", (1, 2)),  # the GPU's memory decides
-        ("3g.71gb", "NVIDIA H200", (3, 4)),
-        ("1g.12gb", "NVIDIA H100 NVL", (1, 1)),
-        ("7g.141gb", "NVIDIA H200", (7, 8)),
-        ("2g.20gb", "Some GPU", (2, None)),  # memory unknown: the compute basis applies
-        ("weird", H100, (0, None)),
+        ("3g.40gb", H100, (3, 4, 7, 8)),
+        ("1g.10gb", H100, (1, 1, 7, 8)),
+        ("1g.20gb", "NVIDIA A100-SXM4-80GB", (1, 2, 7, 8)),
+        ("1g.10gb", "NVIDIA A100-SXM4-40GB", (1, 2, 7, 8)),  # the GPU's memory decides
+        ("3g.71gb", "NVIDIA H200", (3, 4, 7, 8)),
+        ("1g.12gb", "NVIDIA H100 NVL", (1, 1, 7, 8)),
+        ("7g.141gb", "NVIDIA H200", (7, 8, 7, 8)),
+        ("1g.6gb", "NVIDIA A30", (1, 1, 4, 4)),  # 1 of 4, not of 7
+        ("2g.12gb+me", "NVIDIA A30", (2, 2, 4, 4)),
+        ("2g.20gb", "Some GPU", None),  # a model nobody knows: flagged, never guessed
+        ("weird", H100, None),
     ],
 )
-def test_mig_slices_from_profile_names(
-    profile: str, gpu: str, slices: tuple[int, int | None]
+def test_mig_slices_from_the_per_model_table(
+    profile: str, gpu: str, slices: tuple[int, int, int, int] | None
 ) -> None:
-    assert mig_slices(profile, gpu) == slices
+    if slices is None:
+        with pytest.raises(UnknownMigGeometry, match=r"(never|not) guessed"):
+            mig_slices(profile, gpu)
+        return
+    compute, memory, geometry = mig_slices(profile, gpu)
+    assert (compute, memory, *geometry) == slices
 
 
 def test_names() -> None:
     assert resource_of("1g.10gb+me") == "nvidia_com_mig_1g_10gb_me"
-    assert gpu_memory_gb("NVIDIA GH200 480GB") == 96  # the GPU's, not the superchip's
-    assert gpu_memory_gb("NVIDIA H20") == 96 and gpu_memory_gb("NVIDIA A100-PCIE-40GB") == 40

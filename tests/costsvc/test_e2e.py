@@ -25,7 +25,7 @@ from costsvc.costmodel import load
 from costsvc.db.models import PodLabels, PodOwner
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import ingest
+from costsvc.ingest.run import ingest_hours
 from exporter.simulate.spec import load as load_spec
 from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database
@@ -137,11 +137,13 @@ def stack(
             60,
             "five scrapes of every GPU of both nodes",
         )
-        # ingest the current (partial) hour through the production path into PostgreSQL
+        # ingest the current (partial) hour into PostgreSQL through the production serial loop
+        # (ingest() itself takes complete hours only: costsvc/ingest/run.py clip_end)
         hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
         engine = create_engine(db_url)
         reader = PrometheusReader(prom.url)
-        report = ingest(engine, reader, load(ROOT / "examples" / "cost-model.yaml"), "e2e", [hour])
+        model = load(ROOT / "examples" / "cost-model.yaml")
+        report = ingest_hours(engine, reader, model, "e2e", [hour])
         reader.close()
         engine.dispose()
         assert report.done == [hour], report.failed

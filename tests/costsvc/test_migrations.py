@@ -20,6 +20,7 @@ TABLES = {
     "cost_pod_days",
     "cost_model_versions",
     "cost_months",
+    "data_version",
     "gpu_hours",
     "inference_hours",
     "ingest_runs",

@@ -13,13 +13,15 @@ from costsvc.api.auth import Caller, Finance
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.chargeback import budget_state, ratio
+from costsvc.chargeback import budget_state, currency_mismatch, month_of, parse_month, ratio
+from costsvc.costmodel import CostModelError
 from costsvc.db import budgets as store
 from costsvc.db.budgets import BudgetExists, BudgetRow, BudgetValues
 from costsvc.db.tokens import Principal
 from costsvc.energy import MJ_PER_KWH, kwh
+from costsvc.model_source import in_force
 from costsvc.money import money
-from costsvc.queries import forecast
+from costsvc.queries import currencies, forecast
 from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
@@ -34,7 +36,8 @@ class BudgetIn(BaseModel):
     team: Name
     project: Project = ""
     amount: Annotated[Decimal, Field(gt=0, le=Decimal("1e12"), decimal_places=6)]
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
+    # the cost model's currency when left out; any other is refused (409), never compared 1:1
+    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] | None = None
     thresholds: Annotated[list[float], Field(min_length=1, max_length=10)] = [0.8, 1.0]
     # optional: the team's energy per month, kWh (costsvc_budget_energy_used_ratio)
     energy_kwh: Annotated[Decimal, Field(gt=0, le=Decimal("1e9"), decimal_places=6)] | None = None
@@ -46,10 +49,10 @@ class BudgetIn(BaseModel):
             raise ValueError("thresholds are ratios of the budget, e.g. 0.8 and 1.0")
         return sorted(set(v))
 
-    def values(self) -> BudgetValues:
+    def values(self, currency: str) -> BudgetValues:
         micro = int(self.amount.scaleb(6))
         mj = None if self.energy_kwh is None else int(self.energy_kwh * MJ_PER_KWH)
-        return BudgetValues(self.team, self.project, micro, self.currency, self.thresholds, mj)
+        return BudgetValues(self.team, self.project, micro, currency, self.thresholds, mj)
 
 
 class BudgetOut(BaseModel):
@@ -100,8 +103,17 @@ def _budget(db: Any, budget_id: int, who: Principal) -> BudgetRow:
     return b
 
 
-def _changed(request: Request) -> None:
-    request.app.state.metrics_cache = None  # /metrics shows budget changes at once
+def _currency(body: BudgetIn, db: Any, request: Request) -> str:
+    """The budget's currency: the cost model's (costs are priced in it); another is refused
+    with 409 naming both."""
+    try:
+        model = in_force(request.app.state.settings.cost_model, db).model.currency
+    except CostModelError:  # no cost model yet: the costs' currency is not known
+        model = None
+    currency = body.currency or model or "USD"
+    if model is not None and (why := currency_mismatch(currency, model)) is not None:
+        raise HTTPException(409, f"{why}: a budget must be in the cost model's currency")
+    return currency
 
 
 @router.get(
@@ -122,14 +134,18 @@ async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
     response_model=BudgetOut,
     status_code=201,
     summary="Create a monthly budget (finance/admin)",
-    responses={409: {"description": "that team/project has a budget"}},
+    responses={
+        409: {
+            "description": "that team/project has a budget, or the currency is not the cost model's"
+        }
+    },
 )
 def create_budget(
     body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
 ) -> dict[str, Any]:
-    _changed(request)
+    values = body.values(_currency(body, db, request))
     try:
-        new_id = store.create_budget(db, body.values(), now, who.name, body.model_dump(mode="json"))
+        new_id = store.create_budget(db, values, now, who.name, body.model_dump(mode="json"))
     except BudgetExists as exc:
         raise HTTPException(409, str(exc)) from None
     return _budget_out(_budget(db, new_id, who))
@@ -146,11 +162,11 @@ def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
 def put_budget(
     budget_id: BudgetId, body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
 ) -> dict[str, Any]:
-    _changed(request)
+    values = body.values(_currency(body, db, request))
     old = _budget(db, budget_id, who)
     detail = {"id": budget_id, "before": _budget_out(old), "after": body.model_dump(mode="json")}
     try:
-        store.update_budget(db, budget_id, body.values(), now, who.name, detail)
+        store.update_budget(db, budget_id, values, now, who.name, detail)
     except BudgetExists as exc:
         raise HTTPException(409, str(exc)) from None
     return _budget_out(_budget(db, budget_id, who))
@@ -158,7 +174,6 @@ def put_budget(
 
 @router.delete("/budgets/{budget_id}", status_code=204, summary="Delete a budget (finance/admin)")
 def delete_budget(budget_id: BudgetId, who: Finance, db: Db, request: Request) -> Response:
-    _changed(request)
     old = _budget(db, budget_id, who)
     store.delete_budget(db, old, who.name, _budget_out(old))
     return Response(status_code=204)
@@ -173,6 +188,10 @@ def budget_status(budget_id: BudgetId, who: Caller, db: Db, now: Now) -> dict[st
     b = _budget(db, budget_id, who)
     with db.connect() as conn:
         f = forecast(conn, now, b.team, b.project or None)
+        month = parse_month(month_of(now))
+        mismatch = currency_mismatch(b.currency, currencies(conn, *month))
+    if mismatch is not None:  # a budget kept in another currency: no ratio of the two
+        raise HTTPException(409, mismatch)
     state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
     return {
         **_budget_out(b),

@@ -1,5 +1,7 @@
 """``/metrics``: the cost service's own series (costsvc/metrics.py) for Prometheus, read from
-the database on scrape at most every ``CACHE_SECONDS``, then cut to what the caller may see
+the database on scrape when the data version changed (costsvc/db/version.py: a budget, an
+ingested hour, whichever process wrote it) or at most every ``CACHE_SECONDS`` (figures such as
+the ingest lag move with the clock), then cut to what the caller may see
 (``costsvc.metrics.scoped``: per-team and per-pod series only with a token allowed them).
 Documented in docs/costsvc-metrics.md and docs/security.md."""
 
@@ -32,12 +34,13 @@ class _Collector:
 def _families(request: Request) -> list[Metric]:
     state = request.app.state
     lock: threading.Lock = state.__dict__.setdefault("metrics_lock", threading.Lock())
+    version = state.answers.version.get(state.engine)
     with lock:
         cached = getattr(state, "metrics_cache", None)
-        if cached is None or time.monotonic() - cached[0] > CACHE_SECONDS:
-            cached = (time.monotonic(), collect(state.engine, state.clock()))
+        if cached is None or cached[1] != version or time.monotonic() - cached[0] > CACHE_SECONDS:
+            cached = (time.monotonic(), version, collect(state.engine, state.clock()))
             state.metrics_cache = cached
-    found: list[Metric] = cached[1]
+    found: list[Metric] = cached[2]
     return found
 
 
