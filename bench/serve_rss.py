@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import httpx  # noqa: E402
 
-from demo.history import make_history  # noqa: E402
+from demo.history import history_blocks  # noqa: E402
 from tests.prom import Prometheus, free_port  # noqa: E402
 
 # serve, its scheduler's ingest wrapped in collections_paused as before the change
@@ -143,19 +143,11 @@ def main() -> int:
     now = datetime.now(UTC)
     day = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=25)
     try:
-        history, samples = make_history(work, day, args.step, now)
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                str(history),
-                str(work / "data"),
-            ],
-            check=True,
-            capture_output=True,
-        )
+        folders, samples = history_blocks(work / "history", day, now, args.step)
+        (work / "data").mkdir()
+        for folder in folders:
+            for block in folder.iterdir():
+                block.rename(work / "data" / block.name)
         prom = Prometheus(
             shutil.which("prometheus") or "prometheus",
             work,

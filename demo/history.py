@@ -315,3 +315,35 @@ class NodeHistories:
             if proc.is_alive():
                 proc.kill()
                 proc.join()
+
+
+def history_blocks(
+    workdir: Path, first: datetime, end: datetime, step: int
+) -> tuple[list[Path], int]:
+    """The demo's nodes and kube-state-metrics scraped every ``step`` s from ``first`` until
+    ``end``, as folders of TSDB blocks, and the number of samples (for the benches: the demo
+    itself makes its history while its live parts start)."""
+    from demo import cluster  # the nodes' history needs none of it
+    from exporter.simulate.spec import load
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    specs = [spec_with_epoch(name, first, workdir, end)[0] for name in NODES]
+    ports = range(9400, 9400 + len(NODES))
+    labels = [target_labels("gpu-exporter", p) for p in ports]
+    histories = NodeHistories(specs, labels, workdir, first, step)
+    try:
+        histories.record(end)
+        made = histories.results()
+    finally:
+        histories.stop()
+    fleets = [load(p) for p in specs]
+    t0 = first.timestamp()
+    made.append(
+        record(
+            workdir / "kube-state-metrics",
+            stamps(first, end, step),
+            target_labels("kube-state-metrics", 9408),
+            lambda stamp: cluster.exposition(fleets, stamp - t0),
+        )
+    )
+    return [folder for folder, _ in made], sum(n for _, n in made)
