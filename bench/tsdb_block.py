@@ -18,8 +18,10 @@ import os
 import secrets
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
+
+from bench.fleet import CHUNK, STALE_NAN, Spec
 
 _POLY = 0x82F63B78
 _TABLE = []
@@ -127,46 +129,66 @@ def _section(content: bytes) -> bytes:
     return struct.pack(">I", len(content)) + content + struct.pack(">I", crc32c(content))
 
 
-Labels = tuple[tuple[str, str], ...]  # sorted by name
-
-
 def write_block(
     out: Path,
-    series: Iterable[tuple[Labels, Callable[[int], float], int]],
+    series: Iterable[Spec],
     start_ms: int,
     end_ms: int,
     step_ms: int,
-    chunk_samples: int = 120,
+    chunk_samples: int = CHUNK,
 ) -> tuple[Path, int]:
-    """A block of ``series`` (labels, value at t ms, a key: series with one key and start
-    share chunk bytes) sampled every ``step_ms`` in [start_ms, end_ms]. Returns its
-    directory and number of samples."""
+    """A block of ``series`` (bench/fleet.py's :class:`Spec`: labels, the grid indices of its
+    first and last sample, values, what identifies a whole chunk's values) on the grid
+    ``start_ms + k * step_ms`` up to ``end_ms``; a series that ends before the grid does gets
+    a staleness marker at the next scrape (``stale``). Returns its directory and number of
+    samples."""
     ulid = _ulid()
     d = out / ulid
     (d / "chunks").mkdir(parents=True)
-    todo = sorted(series, key=lambda s: s[0])
+    # series with one label set (spans apart in time) are one series
+    todo = sorted(series, key=lambda s: (s.labels, s.first))
     stamps = list(range(start_ms, end_ms + 1, step_ms))
-    cuts = [stamps[i : i + chunk_samples] for i in range(0, len(stamps), chunk_samples)]
-    cache: dict[tuple[int, int], bytes] = {}
+    n = len(stamps)
+    cache: dict[object, bytes] = {}
     metas: list[list[tuple[int, int, int]]] = []
+    names: list[tuple[tuple[str, str], ...]] = []  # each series' labels
     pos = 8
+    samples = 0
     with (d / "chunks" / "000001").open("wb") as f:
         f.write(struct.pack(">IB3x", 0x85BD40DD, 1))
-        for _labels, value, key in todo:
-            mine = []
-            for ts in cuts:
-                raw = cache.get((key, ts[0]))
+        for i, spec in enumerate(todo):
+            if i and todo[i - 1].labels == spec.labels:
+                mine = metas.pop()  # the same series again, later (a MIG instance re-made)
+                names.pop()
+            else:
+                mine = []
+            first, last = max(0, spec.first), min(n - 1, spec.last)
+            for c in range(first // chunk_samples, last // chunk_samples + 1):
+                lo = max(first, c * chunk_samples)
+                hi = min(last, (c + 1) * chunk_samples - 1)
+                ts = stamps[lo : hi + 1]
+                marker = spec.stale and c == last // chunk_samples and last + 1 < n
+                whole = lo == c * chunk_samples and hi == (c + 1) * chunk_samples - 1
+                key = (spec.key(c), ts[0]) if whole and not marker else None
+                raw = cache.get(key) if key is not None else None
                 if raw is None:
-                    data = b"\x01" + xor_chunk([(t, value(t)) for t in ts])
+                    points = [(t, spec.value(t)) for t in ts]
+                    if marker:
+                        points.append((stamps[last + 1], STALE_NAN))
+                    data = b"\x01" + xor_chunk(points)
                     raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
-                    cache[(key, ts[0])] = raw
+                    if key is not None:
+                        cache[key] = raw
                 f.write(raw)
-                mine.append((ts[0], ts[-1], pos))
+                end = stamps[last + 1] if marker else ts[-1]
+                mine.append((ts[0], end, pos))
                 pos += len(raw)
+                samples += len(ts) + marker
             metas.append(mine)
+            names.append(spec.labels)
             if len(cache) > 200_000:
                 cache.clear()
-    symbols = sorted({x for labels, _, _ in todo for pair in labels for x in pair})
+    symbols = sorted({x for labels in names for pair in labels for x in pair})
     index_of = {s: i for i, s in enumerate(symbols)}
     buf = bytearray(struct.pack(">IB", 0xBAAAD700, 2))
     toc_symbols = len(buf)
@@ -177,7 +199,7 @@ def write_block(
     buf += b"\x00" * ((-len(buf)) % 16)
     toc_series = len(buf)
     postings: dict[tuple[str, str], list[int]] = {("", ""): []}
-    for (labels, _, _), mine in zip(todo, metas, strict=True):
+    for labels, mine in zip(names, metas, strict=True):
         buf += b"\x00" * ((-len(buf)) % 16)
         ref = len(buf) // 16
         postings[("", "")].append(ref)
@@ -221,15 +243,14 @@ def write_block(
     )
     buf += toc + struct.pack(">I", crc32c(toc))
     (d / "index").write_bytes(bytes(buf))
-    samples = len(todo) * len(stamps)
     meta = {
         "ulid": ulid,
         "minTime": start_ms,
         "maxTime": stamps[-1] + 1,
         "stats": {
             "numSamples": samples,
-            "numSeries": len(todo),
-            "numChunks": len(todo) * len(cuts),
+            "numSeries": len(names),
+            "numChunks": sum(len(m) for m in metas),
         },
         "compaction": {"level": 1, "sources": [ulid]},
         "version": 1,
@@ -254,7 +275,12 @@ if __name__ == "__main__":  # a smoke test: python bench/tsdb_block.py DIR
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     t0 = 1_700_000_000_000
-    rows = [((("__name__", "x"), ("i", str(i))), (lambda t, i=i: float(i)), i) for i in range(5)]
-    rows.append(((("__name__", "e"), ("i", "0")), lambda t: 1e12 + 0.2 * (t - t0), 99))
+    rows = [
+        Spec((("__name__", "x"), ("i", str(i))), 0, 240, lambda t, i=i: float(i), lambda c, i=i: i)
+        for i in range(5)
+    ]
+    rows.append(
+        Spec((("__name__", "e"), ("i", "0")), 10, 200, lambda t: 1e12 + 0.2 * (t - t0), hash, True)
+    )
     print(write_block(target, rows, t0, t0 + 4 * 3600_000, 60_000))
     os.sync()
