@@ -11,7 +11,7 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
@@ -261,6 +261,26 @@ def _figures(
     return (share, low, own_sm) if low == high else None
 
 
+def _peak(groups: Iterable[list[Series]]) -> Decimal:
+    """The most the holdings of one GPU (their series' groups) add up to at any instant: a
+    steady series adds its value at each of its target's scrapes (worked out once per
+    target), the others sample by sample."""
+    at: dict[Decimal, Decimal] = {}
+    steady_sums: dict[int, tuple[list[Decimal], Decimal]] = {}
+    for group in groups:
+        samples = merged(group)
+        if isinstance(samples, steady.Steady):
+            times, added = steady_sums.get(id(samples.times), (samples.times, Decimal(0)))
+            steady_sums[id(samples.times)] = (times, added + samples.value)
+            continue
+        for t, v in samples:
+            at[t] = at.get(t, Decimal(0)) + v
+    for times, added in steady_sums.values():
+        for t in times:
+            at[t] = at.get(t, Decimal(0)) + added
+    return max(at.values(), default=Decimal(0))
+
+
 def _within_gpu(
     groups: dict[tuple[str, ...], list[Series]],
 ) -> dict[tuple[str, ...], list[Sequence[Sample]]]:
@@ -274,9 +294,18 @@ def _within_gpu(
     for key, group in groups.items():
         top = max([highest(s.samples) for s in group] + [Decimal(0)])
         bound[(key[0], key[1])] = bound.get((key[0], key[1]), Decimal(0)) + top
+    over: dict[tuple[str, str], list[list[Series]]] = {
+        gpu: [] for gpu, top in bound.items() if top > FULL
+    }
+    for key, group in groups.items():
+        if (key[0], key[1]) in over:
+            over[(key[0], key[1])].append(group)
+    # where the holdings came and went within the hour, their highest add up past 1 without
+    # any instant doing so (the common case with churn): look for such an instant first
+    over = {gpu: found for gpu, found in over.items() if _peak(found) > FULL}
     totals: dict[tuple[str, str], dict[Decimal, Decimal]] = {}
     for key, group in groups.items():
-        if bound[(key[0], key[1])] <= FULL:
+        if (key[0], key[1]) not in over:
             continue
         at = totals.setdefault((key[0], key[1]), {})
         for t, v in merged(group):

@@ -11,7 +11,7 @@ value into the window. Time is in seconds, values are Decimal, results are exact
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from decimal import Decimal
 
 Sample = tuple[Decimal, Decimal]  # (unix seconds, value)
@@ -43,10 +43,36 @@ def holds(
     end: Decimal,
     max_gap: Decimal,
     step: Decimal | None = None,
-) -> Iterator[Piece]:
+) -> list[Piece]:
     """Each sample's own piece of the step function over [start, end): (since, until,
     value), in time order, with the holding rule above — :func:`pieces` before adjacent pieces
     of one value are joined (a sample that holds nothing in the window has none)."""
+    return _pieces(samples, start, end, max_gap, step, False)
+
+
+def pieces(
+    samples: Sequence[Sample],
+    start: Decimal,
+    end: Decimal,
+    max_gap: Decimal,
+    step: Decimal | None = None,
+) -> list[Piece]:
+    """The series as a step function over [start, end): (since, until, value) pieces in time
+    order, none overlapping, with the holding rule above; samples sorted by time. Adjacent
+    pieces of one value are one piece (a steady series over a gapless hour is one piece).
+    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
+    return _pieces(samples, start, end, max_gap, step, True)
+
+
+def _pieces(
+    samples: Sequence[Sample],
+    start: Decimal,
+    end: Decimal,
+    max_gap: Decimal,
+    step: Decimal | None,
+    join: bool,
+) -> list[Piece]:
+    out: list[Piece] = []
     if step is None:
         step = interval(samples)
     last_hold = max_gap if step is None else min(step, max_gap)
@@ -61,26 +87,10 @@ def holds(
         until = nxt if nxt < end else end
         since = t if t > start else start
         if until > since:
-            yield since, until, v
-
-
-def pieces(
-    samples: Sequence[Sample],
-    start: Decimal,
-    end: Decimal,
-    max_gap: Decimal,
-    step: Decimal | None = None,
-) -> list[Piece]:
-    """The series as a step function over [start, end): (since, until, value) pieces in time
-    order, none overlapping, with the holding rule above; samples sorted by time. Adjacent
-    pieces of one value are one piece (a steady series over a gapless hour is one piece).
-    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
-    out: list[Piece] = []
-    for since, until, v in holds(samples, start, end, max_gap, step):
-        if out and out[-1][1] == since and out[-1][2] == v:
-            out[-1] = (out[-1][0], until, v)  # the same value held on: one piece
-        else:
-            out.append((since, until, v))
+            if join and out and out[-1][1] == since and out[-1][2] == v:
+                out[-1] = (out[-1][0], until, v)  # the same value held on: one piece
+            else:
+                out.append((since, until, v))
     return out
 
 

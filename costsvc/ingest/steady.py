@@ -226,10 +226,12 @@ def load(series: Iterable[Sequence[tuple[Decimal, Decimal]]]) -> None:
 @dataclass
 class Counts:
     """Series whose samples were synthesised (fast) or read raw, since the reader was made;
-    of the fast ones (:class:`Regular`), how many were read raw after all (``loaded``)."""
+    of the fast ones, how many were read as sums (:class:`Regular`: ``summed``), and of those
+    how many were read raw after all (``loaded``)."""
 
     fast: int = 0
     raw: int = 0
+    summed: int = 0
     loaded: int = 0
 
 
@@ -364,6 +366,7 @@ def _read(
         steady.append((key, Series(labels, regular)))
     if loader is not None:
         loader.total = len(found)
+        st.counts.summed += len(loader.pending)
     raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
     st.counts.fast += len(steady)
     st.counts.raw += len(raw)
