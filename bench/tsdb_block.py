@@ -33,11 +33,21 @@ for _i in range(256):
 
 
 def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli): google-crc32c's C implementation where it is installed (the
+    ``test`` extra), else this table-driven one (slow: minutes for a month of history)."""
+    if _fast_crc is not None:
+        return int(_fast_crc(data))
     crc = 0xFFFFFFFF
     table = _TABLE
     for b in data:
         crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+try:
+    from google_crc32c import value as _fast_crc
+except ImportError:  # pragma: no cover - the pure-Python table above
+    _fast_crc = None
 
 
 def uvarint(n: int) -> bytes:
@@ -53,75 +63,82 @@ def varint(n: int) -> bytes:
     return uvarint((n << 1) ^ (n >> 63) if n < 0 else n << 1)
 
 
-class _Bits:
-    def __init__(self) -> None:
-        self.acc = 0
-        self.n = 0
-
-    def write(self, value: int, bits: int) -> None:
-        self.acc = (self.acc << bits) | (value & ((1 << bits) - 1))
-        self.n += bits
-
-    def data(self) -> bytes:
-        pad = (-self.n) % 8
-        return (self.acc << pad).to_bytes((self.n + pad) // 8, "big")
-
-
 def xor_chunk(samples: list[tuple[int, float]]) -> bytes:
-    """The XOR chunk of (ms, value) samples (tsdb/chunkenc/xor.go: Append, writeVDelta)."""
-    b = _Bits()
-    b.write(len(samples), 16)
-    t0, v0 = samples[0]
+    """The XOR chunk of (ms, value) samples (tsdb/chunkenc/xor.go: Append, writeVDelta).
+    Runs of samples one scrape apart with the value unchanged (2 zero bits each) are written
+    at once."""
+    n = len(samples)
+    t0 = samples[0][0]
+    bits = struct.unpack(f">{n}Q", struct.pack(f">{n}d", *(v for _, v in samples)))
+    acc = n  # 16 bits of count, then the first timestamp and value
+    nbits = 16
     for x in varint(t0):
-        b.write(x, 8)
-    prev_bits = struct.unpack(">Q", struct.pack(">d", v0))[0]
-    b.write(prev_bits, 64)
+        acc = (acc << 8) | x
+        nbits += 8
+    prev_bits = bits[0]
+    acc = (acc << 64) | prev_bits
+    nbits += 64
     leading, trailing = 0xFF, 0
     prev_t, prev_delta = t0, 0
-    for i, (t, v) in enumerate(samples[1:], 1):
+    zeros = 0  # zero bits not yet written
+    for i in range(1, n):
+        t = samples[i][0]
         delta_t = t - prev_t
-        if i == 1:
-            for x in uvarint(delta_t):
-                b.write(x, 8)
-        else:
-            dod = delta_t - prev_delta
-            if dod == 0:
-                b.write(0, 1)
-            elif -(1 << 13) <= dod < (1 << 13):
-                b.write(0b10, 2)
-                b.write(dod, 14)
-            elif -(1 << 16) <= dod < (1 << 16):
-                b.write(0b110, 3)
-                b.write(dod, 17)
-            elif -(1 << 19) <= dod < (1 << 19):
-                b.write(0b1110, 4)
-                b.write(dod, 20)
-            else:
-                b.write(0b1111, 4)
-                b.write(dod, 64)
-        prev_t, prev_delta = t, delta_t
-        vb = struct.unpack(">Q", struct.pack(">d", v))[0]
+        vb = bits[i]
         delta = vb ^ prev_bits
+        if i > 1 and delta_t == prev_delta:
+            if delta == 0:
+                zeros += 2  # the same step, the same value
+                prev_t = t
+                continue
+            zeros += 1  # the same step: a 0 bit
+            acc <<= zeros
+            nbits += zeros
+            zeros = 0
+        else:
+            acc <<= zeros
+            nbits += zeros
+            zeros = 0
+            if i == 1:
+                for x in uvarint(delta_t):
+                    acc = (acc << 8) | x
+                    nbits += 8
+            else:
+                dod = delta_t - prev_delta
+                if -(1 << 13) <= dod < (1 << 13):
+                    acc, nbits = (acc << 16) | (0b10 << 14) | (dod & 0x3FFF), nbits + 16
+                elif -(1 << 16) <= dod < (1 << 16):
+                    acc, nbits = (acc << 20) | (0b110 << 17) | (dod & 0x1FFFF), nbits + 20
+                elif -(1 << 19) <= dod < (1 << 19):
+                    acc, nbits = (acc << 24) | (0b1110 << 20) | (dod & 0xFFFFF), nbits + 24
+                else:
+                    acc = (acc << 68) | (0b1111 << 64) | (dod & 0xFFFFFFFFFFFFFFFF)
+                    nbits += 68
+        prev_t, prev_delta = t, delta_t
         prev_bits = vb
         if delta == 0:
-            b.write(0, 1)
+            acc <<= 1
+            nbits += 1
             continue
-        b.write(1, 1)
         new_leading = 64 - delta.bit_length()
         new_trailing = (delta & -delta).bit_length() - 1
         if new_leading >= 32:
             new_leading = 31
         if leading != 0xFF and new_leading >= leading and new_trailing >= trailing:
-            b.write(0, 1)
-            b.write(delta >> trailing, 64 - leading - trailing)
+            width = 64 - leading - trailing
+            acc = (((acc << 2) | 0b10) << width) | (delta >> trailing)
+            nbits += 2 + width
             continue
         leading, trailing = new_leading, new_trailing
-        b.write(1, 1)
-        b.write(new_leading, 5)
         sigbits = 64 - new_leading - new_trailing
-        b.write(sigbits & 0x3F, 6)
-        b.write(delta >> new_trailing, sigbits)
-    return b.data()
+        acc = (((acc << 13) | (0b11 << 11) | (new_leading << 6) | (sigbits & 0x3F)) << sigbits) | (
+            delta >> new_trailing
+        )
+        nbits += 13 + sigbits
+    acc <<= zeros
+    nbits += zeros
+    pad = (-nbits) % 8
+    return (acc << pad).to_bytes((nbits + pad) // 8, "big")
 
 
 def _section(content: bytes) -> bytes:
