@@ -22,6 +22,13 @@ other series (a value change, churn, a count that differs, no ``up`` or two) is 
 only those series (a ``pod=~"…"`` / ``UUID=~"…"`` / ``instance=~"…"`` matcher, by POST, exact
 label sets kept), or the whole selector raw when more than half of its series are unsteady.
 
+The selectors of :data:`SUMMED` (utilisation, SM time) change at every scrape in a real fleet:
+for them the engine is asked for the max, min and sum over W and the values around each hour
+edge instead of the constant check, and a series that is not constant but whose count
+matches its target is a :class:`Regular`: its sums stand for its samples where its target
+scrapes evenly (costsvc/ingest/window.py ``Window.integral``; docs/cost-model.md "Series that
+change at every scrape"), its samples are read only where something needs them.
+
 Summaries of many hours cross the API in one ``query_range`` at a 3600 s step, evaluated at
 each hour's evaluation instant (:func:`costsvc.ingest.prom.instant_text`, the instant of the
 raw read), for a block of up to :data:`BLOCK_HOURS` planned consecutive hours

@@ -15,6 +15,10 @@ series into facts with :func:`measure`, so the two apply one rule:
   efficiency is unknown (None), never 0 % or 100 %;
 - on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
   replica and the GPU was available, capped at its share (costsvc/attribution.py).
+
+A usage series read as sums (costsvc/ingest/steady.py ``Regular``) is integrated from them
+(:meth:`Window.integral`, :func:`measure_read`) where that gives the figure its samples would;
+elsewhere its samples are read and measured as above.
 """
 
 from __future__ import annotations
