@@ -18,7 +18,9 @@ costsvc/ingest/run.py) and waits for this process to say go. Between two hours t
 asks the API what a finance dashboard would (the day's costs by team, by namespace, a team
 summary, /metrics), so the answer cache fills as in production. For each hour: the process
 CPU seconds of the ingest and of the recommendations (``time.process_time``: every thread of
-the process; the API is idle meanwhile), and the process's RSS (VmRSS) after it. At the end,
+the process; the API is idle meanwhile), and the process's RSS (VmRSS) after it and after
+the API's answers of that hour (the figure compared: hour 1's includes the first answers, as
+every later hour's does). At the end,
 the process's CPU over 30 s of real idle time (the API and scheduler waiting).
 
 Prints the machine and the load at the start, the sizes, per fleet: the hourly CPU (ingest,
@@ -203,11 +205,13 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
                     http.get("/v1/costs", params={**window, **params}).raise_for_status()
                 http.get("/v1/teams/team-01/summary", params=window).raise_for_status()
                 http.get("/metrics").raise_for_status()
+                row["rss_served_kib"] = _rss_kib(serve.pid)  # after the hour and its asks
                 (work / f"go-{i}").touch()
                 print(
                     f"  hour {i + 1}: ingest {row['ingest_cpu']:.2f} CPU-s "
                     f"({row['ingest_wall']:.1f} s), recommendations {row['advise_cpu']:.2f} "
-                    f"CPU-s, RSS {row['rss_kib'] / 1024:.0f} MiB",
+                    f"CPU-s, RSS {row['rss_kib'] / 1024:.0f} MiB after the ingest, "
+                    f"{row['rss_served_kib'] / 1024:.0f} MiB after the API's answers",
                     flush=True,
                 )
         idle0 = cpu_seconds(serve.pid)
@@ -232,7 +236,7 @@ def report(label: str, found: dict[str, Any]) -> None:
     advise = [r["advise_cpu"] for r in rows]
     hourly = statistics.mean(i + a for i, a in zip(ingest, advise, strict=True))
     share = hourly / 3600
-    first, last = rows[0]["rss_kib"], rows[-1]["rss_kib"]
+    first, last = rows[0]["rss_served_kib"], rows[-1]["rss_served_kib"]
     growth = last / first - 1
     print(
         f"{label} serve, {len(rows)} hourly runs: ingest {statistics.mean(ingest):.2f} CPU-s "

@@ -233,3 +233,27 @@ def test_a_series_read_as_sums_reads_its_samples_when_iterated() -> None:
     assert loader.calls == [None] and regular.loaded
     assert regular[0] == (Decimal(1), Decimal(5))
     assert loader.calls == [None]  # read once
+
+
+def test_holders_in_turn_are_no_over_subscription() -> None:
+    """A replica's holder leaving and another arriving within the hour: their highest shares
+    add past 1 but no instant does — the samples stay as they are; two holding at once past 1
+    are scaled at those instants (costsvc/ingest/hour.py ``_within_gpu``)."""
+    from costsvc.ingest.hour import _within_gpu
+    from costsvc.ingest.prom import Series
+
+    times = [Decimal(T0 + 60 * k) for k in range(60)]
+    half = Decimal("0.5")
+    stay = Series({"pod": "stay"}, steady.Steady(times, half))
+    left = Series({"pod": "left"}, [(t, half) for t in times[:30]])
+    came = Series({"pod": "came"}, [(t, half) for t in times[30:]])
+    groups = {("c", "G", "", "ns", p, "c"): [s] for p, s in (("stay", stay), ("left", left))}
+    groups[("c", "G", "", "ns", "came", "c")] = [came]
+    out = _within_gpu(groups)
+    assert out[("c", "G", "", "ns", "came", "c")] == [came.samples]  # untouched
+    assert out[("c", "G", "", "ns", "stay", "c")][0] is stay.samples
+    both = Series({"pod": "both"}, [(t, half) for t in times[10:20]])
+    groups[("c", "G", "", "ns", "both", "c")] = [both]  # 1.5 from 10 to 20 minutes
+    scaled = _within_gpu(groups)[("c", "G", "", "ns", "stay", "c")][0]
+    third = half / Decimal("1.5")
+    assert [v for _, v in scaled] == [half] * 10 + [third] * 10 + [half] * 40
