@@ -17,7 +17,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
-from costsvc.ingest import dcgm_source, steady
+from costsvc.ingest import dcgm_source, regular, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import PrometheusReader, Series
@@ -166,7 +166,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
     shares = grouped(w, "gpu_allocation_share", holding_key)
     within = _within_gpu(shares)
     # what each holding used: from the sums of its usage series where they tell (the series
-    # read as sums: costsvc/ingest/steady.py), else from their samples, read in one go
+    # read as sums: costsvc/ingest/regular.py), else from their samples, read in one go
     plans = {}
     unread: list[Sequence[Sample]] = []
     for key, group in shares.items():
@@ -183,14 +183,14 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         plans[key] = (shared, device, own_sm, holding_lost, found)
         if found is None:
             unread.extend(s.samples for u in (device, own_sm) if u is not None for s in u.series)
-    steady.load(unread)
+    regular.load(unread)
     unseen: dict[tuple[str, str], list[Series]] = {}
     for key, group in shares.items():
         cluster, uuid, gi, ns, pod, container = key
         shared, device, own_sm, holding_lost, found = plans[key]
         figures = None if found is None else _figures(found, shared)
         if figures is None:  # its samples tell (a rounding the sums leave open: read them)
-            steady.load(s.samples for u in (device, own_sm) if u is not None for s in u.series)
+            regular.load(s.samples for u in (device, own_sm) if u is not None for s in u.series)
             seconds, used_ratio, sm_seconds = measure(
                 function(within[key]),
                 holding_lost,

@@ -55,6 +55,7 @@ from operator import itemgetter
 from typing import TypeVar, cast, overload
 
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
+from costsvc.ingest.regular import SUMMED, Key, Loader, Sums, key_of
 
 # the selectors whose series are mostly steady (and are no counters)
 STEADY = frozenset(
@@ -67,16 +68,6 @@ STEADY = frozenset(
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     }
 )
-# of those, the ones whose values change at every sample in a real fleet (utilisation, SM
-# time): for each series, per hour, its sum, peak and the values around the hour's edges too,
-# so the hour's integral is worked out without its samples (:class:`Regular`)
-SUMMED = frozenset(
-    {
-        "DCGM_FI_DEV_GPU_UTIL",
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        "gpu_container_sm_utilization_ratio",
-    }
-)
 READS = ("fast", "raw")
 BLOCK_HOURS = 24  # hours of summaries per range query
 TOO_UNSTEADY = Decimal("0.5")  # more unsteady series than this share: the selector read raw
@@ -84,7 +75,6 @@ MATCH_LABELS = ("pod", "UUID", "instance")  # how unsteady series are picked out
 MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
 T = TypeVar("T")
 
 
@@ -122,112 +112,6 @@ class Steady(Sequence[tuple[Decimal, Decimal]]):
         return isinstance(other, Sequence) and list(self) == list(other)
 
     __hash__ = None  # type: ignore[assignment]
-
-
-class Regular(Sequence[tuple[Decimal, Decimal]]):
-    """A series of :data:`SUMMED` whose samples are at each of ``times`` (its target's
-    ``up == 1`` timestamps, as for :class:`Steady`) but whose values change: what the engine
-    summed of them instead of the values themselves — ``total``: the sum of the values of the
-    samples in [t0, t1); ``error``: a bound on how far that (a float sum, from float values)
-    is from the sum of the values as decimal text; ``peak``: the largest absolute value in the
-    window; ``before``: the value of the last sample before t0, ``last``: of the last before
-    t1 (None: no such sample in the window). What integrates it over a target's regular
-    scrapes: costsvc/ingest/window.py ``Window.integral``.
-
-    Its samples are read (raw, exact label set) only when something iterates them: with the
-    others of its read that are still unread (:func:`load` picks which to read at once)."""
-
-    __slots__ = ("_loader", "_samples", "before", "error", "key", "last", "peak", "times", "total")
-
-    def __init__(
-        self,
-        times: list[Decimal],
-        total: Decimal,
-        error: Decimal,
-        peak: Decimal,
-        before: Decimal | None,
-        last: Decimal | None,
-        key: Key,
-        loader: _Loader,
-    ) -> None:
-        self.times, self.total, self.error, self.peak = times, total, error, peak
-        self.before, self.last, self.key = before, last, key
-        self._loader: _Loader | None = loader
-        self._samples: list[tuple[Decimal, Decimal]] | None = None
-
-    @property
-    def samples(self) -> list[tuple[Decimal, Decimal]]:
-        if self._samples is None:
-            loader = self._loader
-            if loader is not None:
-                loader.load(None)  # this one and the rest of its read still unread
-            if self._samples is None:  # pragma: no cover - the raw read lost it
-                raise RuntimeError(f"series {dict(self.key)} not in the raw read")
-        return self._samples
-
-    def fill(self, samples: list[tuple[Decimal, Decimal]]) -> None:
-        self._samples, self._loader = samples, None
-
-    @property
-    def loaded(self) -> bool:
-        return self._samples is not None
-
-    def __len__(self) -> int:
-        return len(self.times)
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[Decimal, Decimal]: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[tuple[Decimal, Decimal]]: ...
-
-    def __getitem__(
-        self, i: int | slice
-    ) -> tuple[Decimal, Decimal] | list[tuple[Decimal, Decimal]]:
-        return self.samples[i]
-
-    def __iter__(self) -> Iterator[tuple[Decimal, Decimal]]:
-        return iter(self.samples)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
-
-class _Loader:
-    """The raw reads of the :class:`Regular` series of one read (selector, hour) still
-    unread."""
-
-    def __init__(
-        self, prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
-    ) -> None:
-        self.prom, self.st, self.selector, self.at, self.seconds = prom, st, selector, at, seconds
-        self.pending: dict[Key, Regular] = {}
-        self.total = 0  # series of the read, for the choice of how to read some of them
-
-    def load(self, keys: Iterable[Key] | None) -> None:
-        """Read these series raw (None: every one still unread) in one read."""
-        todo = set(self.pending) if keys is None else {k for k in keys if k in self.pending}
-        if not todo:
-            return
-        found = _read_raw(self.prom, self.selector, self.at, self.seconds, todo, self.total)
-        self.st.counts.loaded += len(found)
-        for s in found:
-            series = self.pending.pop(_key(s.labels), None)
-            if series is not None:
-                series.fill(list(s.samples))
-
-
-def load(series: Iterable[Sequence[tuple[Decimal, Decimal]]]) -> None:
-    """Read the samples of these series (those of them that are :class:`Regular` and unread)
-    now, one read per selector and hour: for a caller that knows which it will iterate."""
-    by_loader: dict[int, tuple[_Loader, list[Key]]] = {}
-    for s in series:
-        if isinstance(s, Regular) and s._loader is not None:
-            by_loader.setdefault(id(s._loader), (s._loader, []))[1].append(s.key)
-    for loader, keys in by_loader.values():
-        loader.load(keys)
 
 
 @dataclass
@@ -349,7 +233,16 @@ def _read(
     if not found:
         return []
     targets = _targets(prom, st, at, seconds)
-    loader = _Loader(prom, st, selector, at, seconds) if selector in SUMMED else None
+    loader = None
+    if selector in SUMMED:
+
+        def raw_of(keys: set[Key], total: int) -> list[Series]:
+            return _read_raw(prom, selector, at, seconds, keys, total)
+
+        def counted(n: int) -> None:
+            st.counts.loaded += n
+
+        loader = Loader(raw_of, counted)
     steady: list[tuple[Key, Series]] = []
     unsteady: set[Key] = set()
     for key in block.order:  # sorted: in the order Prometheus answers a range selector
@@ -365,7 +258,11 @@ def _read(
         if v is not None:
             steady.append((key, Series(labels, Steady(times, v))))
             continue
-        regular = None if loader is None else _regular(block, instant, key, times, loader)
+        regular = (
+            None
+            if loader is None or block.sums is None
+            else block.sums.regular(instant, key, times, loader)
+        )
         if regular is None:
             unsteady.add(key)
             continue
@@ -380,40 +277,8 @@ def _read(
     if not raw:
         return [s for _, s in steady]
     # each group's series in the raw read's order (costsvc/ingest/window.py: grouped, merged)
-    both = heapq.merge(steady, sorted((_key(s.labels), s) for s in raw), key=itemgetter(0))
+    both = heapq.merge(steady, sorted((key_of(s.labels), s) for s in raw), key=itemgetter(0))
     return [s for _, s in both]
-
-
-ULP = Decimal(2) ** -52  # a float64's relative spacing
-
-
-def _regular(
-    block: _Block, instant: str, key: Key, times: list[Decimal], loader: _Loader
-) -> Regular | None:
-    """A :class:`Regular` series from the block's sums and edge values (None: they do not
-    pin it down: a NaN or infinity, a value missing at an edge)."""
-    stats = block.sums.get(instant, {}).get(key)
-    if stats is None:
-        return None
-    high, low, whole = stats
-    if high is None or low is None or whole is None:
-        return None
-    t1 = Decimal(instant)
-    start = f"{t1 - 3600:.3f}"
-    first = block.edges.get(start, {}).get(key, {})
-    end = block.edges.get(instant, {}).get(key, {})
-    total = whole - first.get("back", Decimal(0))  # the samples before t0: the look-back's
-    if times and times[-1] == t1:  # a sample at t1 exactly is the next hour's
-        at_end = end.get("at")
-        if at_end is None:
-            return None
-        total -= at_end
-    peak = max(abs(high), abs(low))
-    n = len(times) + 2
-    # the engine's float sums (of the window and of its look-back, either order) and the
-    # float value behind each decimal text: each at most n * n ulps of the peak away
-    error = 4 * ULP * n * n * peak
-    return Regular(times, total, error, peak, first.get("before"), end.get("before"), key, loader)
 
 
 def _count(text: str) -> int:
@@ -493,10 +358,6 @@ def _latest_block(
     return block
 
 
-def _key(labels: dict[str, str]) -> Key:
-    return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
-
-
 @dataclass
 class _Block:
     """The summaries of one selector over a block of planned hours."""
@@ -505,12 +366,7 @@ class _Block:
     hours: dict[str, dict[Key, tuple[int, Decimal | None]]]
     labels: dict[Key, dict[str, str]]  # each series' labels (with __name__), for every hour
     order: list[Key]  # the series, sorted
-    # :data:`SUMMED` selectors: evaluation instant -> series -> (max, min, sum) over the
-    # window (None: not finite) ...
-    sums: dict[str, dict[Key, tuple[Decimal | None, ...]]] = field(default_factory=dict)
-    # ... and each hour edge (its instant) -> series -> "before": the value of the last
-    # sample before it, "at": of a sample at it, "back": the sum of the look-back's samples
-    edges: dict[str, dict[Key, dict[str, Decimal]]] = field(default_factory=dict)
+    sums: Sums | None = None  # of a SUMMED selector (costsvc/ingest/regular.py)
 
 
 def _summary(
@@ -540,13 +396,10 @@ def _summary(
             value_at: dict[str, dict[Key, Decimal | None]] = {}
             block = _Block({instant: {}}, {}, [])
             if selector in SUMMED:
-                _sums(prom, block, selector, seconds, start, end, number)
-                for t, found in block.sums.items():
-                    value_at[t] = {
-                        key: high
-                        for key, (high, low, whole) in found.items()
-                        if high is not None and high == low and whole is not None
-                    }
+                block.sums = Sums()
+                block.sums.fill(prom, selector, seconds, start, end, number)
+                for t in block.sums.stats:
+                    value_at[t] = dict(block.sums.constant(t))
             else:
                 # the value where the samples are all one number. Prometheus' max/min_over_time
                 # skip a NaN, its changes() counts a NaN next to a number as a change and
@@ -562,11 +415,11 @@ def _summary(
                     3600,
                 )
                 for lab, values in constant:
-                    key = _key(lab)
+                    key = key_of(lab)
                     for t, v in values:
                         value_at.setdefault(t, {})[key] = number(v)
             for lab, values in counted:
-                key = _key(lab)
+                key = key_of(lab)
                 block.labels[key] = {**lab, "__name__": selector}
                 for t, v in values:
                     mine = block.hours.get(t)
@@ -579,50 +432,6 @@ def _summary(
                     del st.summaries[k]
                 st.summaries[cache_key] = block
         return block
-
-
-def _sums(
-    prom: PrometheusReader,
-    block: _Block,
-    selector: str,
-    seconds: int,
-    start: datetime,
-    end: datetime,
-    number: Callable[[str], Decimal | None],
-) -> None:
-    """A :data:`SUMMED` selector's max, min and sum over each hour's window (a NaN anywhere in
-    it makes the sum NaN: such a series is read raw), and its values at each hour edge:
-    the last sample before the edge (within :data:`EDGE` seconds: a sample further back holds
-    nothing into the hour), a sample exactly at it, and the sum of the window's look-back
-    (the ``seconds - 3600`` before the edge). The windows end 1 ms before the edge (``offset
-    1ms``: the scrape times are in ms) and match the raw read's (at - seconds, at] on
-    Prometheus 3 and VictoriaMetrics, [at - seconds, at] on Prometheus 2, either way."""
-    w = f"{selector}[{seconds}s]"
-    # one query each: Prometheus evaluates max, min and sum tagged with label_replace and
-    # joined with ``or`` at more than twice the CPU of the three apart (bench/README.md)
-    for i, name in enumerate(("max", "min", "sum")):
-        for lab, values in prom.range_values(f"{name}_over_time({w})", start, end, 3600):
-            key = _key(lab)
-            for t, v in values:
-                found = block.sums.setdefault(t, {})
-                row = found.get(key) or (None, None, None)
-                found[key] = (*row[:i], number(v), *row[i + 1 :])
-    back_ms = (seconds - 3600) * 1000 - 1
-    edges = {
-        "before": f"last_over_time({selector}[{EDGE}s] offset 1ms)",
-        "at": f"last_over_time({selector}[1ms])",
-        "back": f"sum_over_time({selector}[{back_ms}ms] offset 1ms)",
-    }
-    for part, expr in edges.items():
-        for lab, values in prom.range_values(expr, start - timedelta(hours=1), end, 3600):
-            key = _key(lab)
-            for t, v in values:
-                dv = number(v)
-                if dv is not None:
-                    block.edges.setdefault(t, {}).setdefault(key, {})[part] = dv
-
-
-EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/window.py MAX_GAP)
 
 
 Targets = dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]
@@ -641,7 +450,7 @@ def _targets(prom: PrometheusReader, st: _State, at: datetime, seconds: int) -> 
                 if job is None or instance is None:
                     continue
                 times = [t for t, v in s.samples if v == 1]
-                others = tuple((n, v) for n, v in _key(s.labels) if n not in {"job", "instance"})
+                others = tuple((n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"})
                 found.setdefault((job, instance), []).append((others, times))
             with st.lock:
                 for k in [k for k in st.ups if k[0] != cache_key[0]]:
@@ -674,20 +483,20 @@ def _read_raw(
     if not unsteady:
         return []
     if len(unsteady) > TOO_UNSTEADY * total:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     sets = [dict(k) for k in unsteady]
     name = next((n for n in MATCH_LABELS if all(n in lab for lab in sets)), None)
     if name is None:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     values = sorted({lab[name] for lab in sets})
     texts = [_regex_text(v) for v in values]
     if None in texts:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     out = []
     for i in range(0, len(values), MATCH_CHUNK):
         regex = "|".join(t for t in texts[i : i + MATCH_CHUNK] if t is not None)
         for s in prom.raw(f'{selector}{{{name}=~"{regex}"}}', at, seconds):
-            if _key(s.labels) in unsteady:
+            if key_of(s.labels) in unsteady:
                 out.append(s)
     return out
 

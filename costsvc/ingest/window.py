@@ -16,7 +16,7 @@ series into facts with :func:`measure`, so the two apply one rule:
 - on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
   replica and the GPU was available, capped at its share (costsvc/attribution.py).
 
-A usage series read as sums (costsvc/ingest/steady.py ``Regular``) is integrated from them
+A usage series read as sums (costsvc/ingest/regular.py ``Regular``) is integrated from them
 (:meth:`Window.integral`, :func:`measure_read`) where that gives the figure its samples would;
 elsewhere its samples are read and measured as above.
 """
@@ -32,7 +32,7 @@ from typing import TypeVar
 
 from costsvc.attribution import GpuHour, HourFacts
 from costsvc.energy import NOTHING
-from costsvc.ingest import steady
+from costsvc.ingest import regular, steady
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -186,12 +186,12 @@ class Window:
         return found[1]
 
     def integral(self, samples: Sequence[Sample]) -> tuple[Decimal, Decimal] | None:
-        """∫ value dt over the hour of a series read as sums (:class:`steady.Regular`), with
+        """∫ value dt over the hour of a series read as sums (:class:`regular.Regular`), with
         the holding rule of :meth:`pieces`: (the value, a bound on its error: the engine's
         float sums). None where its target's scrapes in the hour are not evenly spaced (a
         scrape late by more than Prometheus' timestamp tolerance, a gap) or a value the
         integral needs is missing: then only its samples tell."""
-        if not isinstance(samples, steady.Regular):
+        if not isinstance(samples, regular.Regular):
             return None
         shape = self._regularity(samples.times)
         if shape is None:
@@ -320,7 +320,7 @@ class Usage:
         if len(self.series) != 1:
             return None
         samples = self.series[0].samples
-        if not isinstance(samples, steady.Regular) or samples.times is not times:
+        if not isinstance(samples, regular.Regular) or samples.times is not times:
             return None
         found = w.integral(samples)
         if found is None:
@@ -332,7 +332,7 @@ class Usage:
 
 
 def _unread(samples: Sequence[Sample]) -> bool:
-    return isinstance(samples, steady.Regular) and not samples.loaded
+    return isinstance(samples, regular.Regular) and not samples.loaded
 
 
 def measure_read(
@@ -343,7 +343,7 @@ def measure_read(
     sm: Usage | None,
 ) -> tuple[Decimal, Bounds | None, Bounds | None] | None:
     """:func:`measure` of a holding whose share is one steady series on a GPU never lost,
-    without reading the samples of a usage read as sums (:class:`steady.Regular`) on the
+    without reading the samples of a usage read as sums (:class:`regular.Regular`) on the
     same target: (share seconds, bounds of the utilisation, bounds of the own SM seconds).
     None where that cannot be done: the caller reads the samples and measures them."""
     if lost or len(share) != 1 or not isinstance(share[0], steady.Steady):

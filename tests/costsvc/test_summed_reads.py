@@ -1,5 +1,5 @@
 """Series whose values change at every scrape (utilisation, SM time) read as sums
-(costsvc/ingest/steady.py ``Regular``, costsvc/ingest/window.py ``Window.integral``): the
+(costsvc/ingest/regular.py ``Regular``, costsvc/ingest/window.py ``Window.integral``): the
 same rows in every money and fact table as from their samples, on a history made to test the
 edges — random values at every scrape, scrapes off the hour and on it, a holder arriving
 mid-hour, a value above 100 %, a scrape 3 ms late, a NaN — on SQLite and PostgreSQL; and
@@ -15,7 +15,7 @@ from decimal import Decimal
 
 import pytest
 
-from costsvc.ingest import steady
+from costsvc.ingest import regular, steady
 from costsvc.ingest.hour import _figures
 from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, Window
@@ -142,13 +142,13 @@ def test_sums_give_the_rows_samples_give(
     assert 1 <= fast.loaded < fast.summed, fast
 
 
-def _regular(samples: list[tuple[Decimal, Decimal]], t0: Decimal, t1: Decimal) -> steady.Regular:
+def _summed(samples: list[tuple[Decimal, Decimal]], t0: Decimal, t1: Decimal) -> regular.Regular:
     """What the engine's sums say of ``samples`` for the hour [t0, t1) (exact sums: the
     rounding of the engine's floats is what ``error`` bounds)."""
     before = [v for t, v in samples if t0 - 300 < t < t0]
     inside = [v for t, v in samples if t0 <= t < t1]
     peak = max(abs(v) for _, v in samples)
-    return steady.Regular(
+    return regular.Regular(
         [t for t, _ in samples],
         sum(inside, Decimal(0)),
         Decimal("1e-12"),
@@ -180,7 +180,7 @@ def test_integral_from_sums_is_the_integral_of_the_samples(seed: int) -> None:
     ones = [(t, Decimal(1)) for t in times]
     step_of = interval(ones)
     exact = total(pieces(samples, t0, t1, max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step_of)))
-    found = w.integral(_regular(samples, t0, t1))
+    found = w.integral(_summed(samples, t0, t1))
     spacings = {b - a for (a, _), (b, _) in itertools.pairwise(samples)}
     if found is None:
         assert late or len(spacings) > 1 or step > MAX_GAP, (step, first, last)
@@ -215,10 +215,10 @@ def test_a_series_read_as_sums_reads_its_samples_when_iterated() -> None:
 
         def load(self, keys: object) -> None:
             self.calls.append(keys)
-            regular.fill([(Decimal(1), Decimal(5))])
+            series.fill([(Decimal(1), Decimal(5))])
 
     loader = Loader()
-    regular = steady.Regular(
+    series = regular.Regular(
         [Decimal(1)],
         Decimal(5),
         Decimal(0),
@@ -228,10 +228,10 @@ def test_a_series_read_as_sums_reads_its_samples_when_iterated() -> None:
         (),
         loader,  # type: ignore[arg-type]
     )
-    assert not regular.loaded and len(regular) == 1
-    assert list(regular) == [(Decimal(1), Decimal(5))]
-    assert loader.calls == [None] and regular.loaded
-    assert regular[0] == (Decimal(1), Decimal(5))
+    assert not series.loaded and len(series) == 1
+    assert list(series) == [(Decimal(1), Decimal(5))]
+    assert loader.calls == [None] and series.loaded
+    assert series[0] == (Decimal(1), Decimal(5))
     assert loader.calls == [None]  # read once
 
 
