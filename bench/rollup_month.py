@@ -59,6 +59,14 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         "--raw-hours", type=int, default=24, help="with --month-days: hours also read raw"
     )
     ap.add_argument(
+        "--paired-hours",
+        type=int,
+        default=12,
+        help="with --month-days: hours ingested again, in one process, by the reads before "
+        "issue 29 (utilisation and SM time by the constant check, else raw) and by today's, "
+        "in blocks of 6 alternating ABBA: CPU seconds of each, same load (0: skip)",
+    )
+    ap.add_argument(
         "--profile", action="store_true", help="with --month-days: cProfile the fast ingest"
     )
     ap.add_argument(
@@ -235,6 +243,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}   "
                 f"[<= 5 min: {verdict}]"
             )
+            if args.paired_hours:
+                paired(url, prom.pid, pg_url, hours[: args.paired_hours], model, label)
             n = min(args.raw_hours, len(hours))
             if n:
                 upgrade(raw_url)
@@ -264,6 +274,60 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             subprocess.run(stop_pg, check=False, capture_output=True)
             shutil.rmtree(pg_base, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def paired(
+    url: str, engine_pid: int, pg_url: str, hours: list[datetime], model: object, label: str
+) -> None:
+    """``hours`` ingested in this process by the reads before issue 29 (``SUMMED`` empty:
+    utilisation and SM time by the constant check, else raw) and by today's, into two fresh
+    databases, blocks of 6 hours in the order old, new, new, old, ... (drift in the machine's
+    load falls on both); the CPU seconds of this process and of Prometheus for each, and the
+    chargeback rows compared."""
+    from sqlalchemy import create_engine, text
+
+    import costsvc.ingest.run as run
+    from bench.rollup_scale import cpu_seconds
+    from costsvc.db.migrate import upgrade
+    from costsvc.ingest import steady
+    from costsvc.ingest.prom import PrometheusReader
+
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for name in ("paired_old", "paired_new"):
+            conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    urls = {k: pg_url.replace("@/postgres?", f"@/paired_{k}?") for k in ("old", "new")}
+    spent = {k: [0.0, 0.0] for k in urls}  # this process, Prometheus
+    summed = steady.SUMMED
+    blocks = [hours[i : i + 6] for i in range(0, len(hours), 6)]
+    for i, block in enumerate(blocks):
+        for kind in ("old", "new") if i % 2 == 0 else ("new", "old"):
+            upgrade(urls[kind])
+            engine = create_engine(urls[kind])
+            reader = PrometheusReader(url, timeout=600)
+            steady.SUMMED = frozenset() if kind == "old" else summed  # type: ignore[misc]
+            try:
+                c0, e0 = _own_cpu(), cpu_seconds(engine_pid)
+                report = run.ingest(engine, reader, model, "bench", block)  # type: ignore[arg-type]
+                spent[kind][0] += _own_cpu() - c0
+                spent[kind][1] += cpu_seconds(engine_pid) - e0
+                assert report.done == block, report.failed
+            finally:
+                steady.SUMMED = summed  # type: ignore[misc]
+                reader.close()
+                engine.dispose()
+    same = chargeback(urls["old"], hours[-1]) == chargeback(urls["new"], hours[-1])
+    assert same, "the reads before issue 29 and today's gave different chargeback rows"
+    n = len(hours)
+    old, new = spent["old"], spent["new"]
+    print(
+        f"{label} paired, one process, {n} hours in blocks of 6 (ABBA), CPU seconds per hour: "
+        f"reads before issue 29 {old[0] / n:.3f} (+ Prometheus {old[1] / n:.3f}), today's "
+        f"{new[0] / n:.3f} (+ Prometheus {new[1] / n:.3f}): service x{old[0] / new[0]:.2f}, "
+        f"engine x{old[1] / max(new[1], 1e-9):.2f}, both x"
+        f"{(old[0] + old[1]) / (new[0] + new[1]):.2f} less; chargeback rows identical: {same}"
+    )
 
 
 def _own_cpu() -> float:

@@ -53,12 +53,19 @@ TARGET_S = 15.0
 
 
 def tsdb(
-    gpus: int, pods: int, interval: int, cache: bool, form: str, fleet: str = "realistic"
+    gpus: int,
+    pods: int,
+    interval: int,
+    cache: bool,
+    form: str,
+    fleet: str = "realistic",
+    source: str = "gpu-exporter",
 ) -> tuple[Path, str]:
     """Prometheus blocks of the history (cached); and what it took."""
     from bench.costsvc_rollup import write_history
 
     kind = f"-scraped-{fleet}" if form == "scraped" else ""
+    kind += "-dcgm" if source == "dcgm-exporter" else ""
     where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:
         where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
@@ -68,7 +75,9 @@ def tsdb(
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
     if form == "scraped":
-        return where / "data", f"built now: {_scraped(where, gpus, pods, interval, fleet)}"
+        return where / "data", (
+            f"built now: {_scraped(where, gpus, pods, interval, fleet, source)}"
+        )
     t = time.perf_counter()
     samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
     t_write = time.perf_counter() - t
@@ -86,13 +95,15 @@ def tsdb(
     return where / "data", f"built now: {what}"
 
 
-def _scraped(where: Path, gpus: int, pods: int, interval: int, fleet: str) -> str:
+def _scraped(
+    where: Path, gpus: int, pods: int, interval: int, fleet: str, source: str = "gpu-exporter"
+) -> str:
     """The history in the form Prometheus stores scraped data (bench/fleet.py: every series
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
     from three hours before the measured hour to its end, written as one block by
     bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
     from bench.costsvc_rollup import START
-    from bench.fleet import Grid, constant, describe, realistic
+    from bench.fleet import Grid, constant, dcgm, describe, realistic
     from bench.rollup_month import LOOK_BACK
     from bench.tsdb_block import write_block
 
@@ -101,7 +112,10 @@ def _scraped(where: Path, gpus: int, pods: int, interval: int, fleet: str) -> st
     end = (int(hour.timestamp()) + 3600) * 1000
     t = time.perf_counter()
     grid = Grid(first, end, interval * 1000)
-    if fleet == "realistic":
+    if source == "dcgm-exporter":
+        series = dcgm(gpus, grid, fleet == "realistic")
+        how = f"{fleet}, as dcgm-exporter + kube-state-metrics show it (whole GPUs)"
+    elif fleet == "realistic":
         series, churn = realistic(gpus, pods, grid)
         how = f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour, "
         how += f"{churn.relabels} relabels, {churn.recreations} MIG re-creations)"
@@ -193,7 +207,9 @@ def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Pope
     return proc, time.perf_counter() - t
 
 
-def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any]:
+def child(
+    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto"
+) -> dict[str, Any]:
     """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     import costsvc.ingest.run as run
@@ -212,7 +228,7 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         profiler.enable()
     t0, c0 = time.perf_counter(), time.process_time()
     with timed_phases() as calls:
-        report = run.ingest(engine, reader, model, "bench", [hour])
+        report = run.ingest(engine, reader, model, "bench", [hour], source=source)
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     phases = {}
     for key, found in calls.items():
@@ -255,7 +271,12 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
 
 
 def _measure(
-    url: str, pg_url: str, hour: datetime, repeat: int, engine: int | None = None
+    url: str,
+    pg_url: str,
+    hour: datetime,
+    repeat: int,
+    engine: int | None = None,
+    source: str = "auto",
 ) -> list[dict[str, Any]]:
     """``repeat`` ingests of ``hour``, each in a fresh child; with the query engine's CPU
     seconds during each (``engine``: its process id)."""
@@ -263,7 +284,16 @@ def _measure(
     for _ in range(repeat):
         before = cpu_seconds(engine) if engine else 0.0
         done = subprocess.run(
-            [sys.executable, __file__, "--child", url, pg_url, hour.isoformat()],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                url,
+                pg_url,
+                hour.isoformat(),
+                "--source",
+                source,
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -272,6 +302,20 @@ def _measure(
         found["engine_cpu"] = cpu_seconds(engine) - before if engine else 0.0
         out.append(found)
     return out
+
+
+def _rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
+    """The hour's chargeback rows (ids left out), sorted."""
+    from sqlalchemy import create_engine, select
+
+    from costsvc.db.models import Chargeback
+
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
+        found = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour == hour)))
+    engine.dispose()
+    return found
 
 
 def cpu_seconds(pid: int) -> float:
@@ -315,6 +359,7 @@ def scale(
     profile: bool,
     form: str = "scraped",
     fleets: tuple[str, ...] = ("realistic", "constant"),
+    source: str = "gpu-exporter",
 ) -> int:
     """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL, on each
     fleet of bench/fleet.py: the realistic one, and the constant one (the best case)."""
@@ -331,7 +376,9 @@ def scale(
         pg_url, _, stop_pg = start_postgres(pg_base)
         upgrade(pg_url)
         for fleet in fleets:
-            _scale_one(gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url)
+            _scale_one(
+                gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url, source
+            )
     finally:
         if stop_pg:
             subprocess.run(stop_pg, check=False, capture_output=True)
@@ -350,11 +397,12 @@ def _scale_one(
     form: str,
     fleet: str,
     pg_url: str,
+    source: str = "gpu-exporter",
 ) -> None:
     from bench.costsvc_rollup import START, free_port
 
     label = FLEETS[fleet]
-    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet)
+    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source)
     span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
     print(
         f"[{label}] history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + "
@@ -375,12 +423,17 @@ def _scale_one(
             sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}", proc.pid))
         # one untimed ingest from each first: no source pays for opening its blocks
         for _, url, _ in sources:
-            _measure(url, pg_url, hour, 1)
+            _measure(url, pg_url, hour, 1, source=source)
         results = {}
         print(f"[{label}] measuring at {load_now()}")
+        rows = {}
         for name, url, pid in sources:
-            results[name] = runs = _measure(url, pg_url, hour, repeat, pid)
+            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source)
             print(f"[{label}] " + _line(f"{name} -> PG", runs))
+            rows[name] = _rows(pg_url, hour)
+        if len(rows) > 1:
+            same = all(r == rows["Prometheus"] for r in rows.values())
+            print(f"[{label}] chargeback rows of the hour identical from every source: {same}")
         first = results["Prometheus"][0]
         print(
             f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
@@ -399,6 +452,8 @@ def _scale_one(
                     pg_url,
                     hour.isoformat(),
                     "--profile",
+                    "--source",
+                    source,
                 ],
                 check=True,
             )
@@ -503,6 +558,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--profile", action="store_true", help="one more ingest under cProfile")
     ap.add_argument(
+        "--source",
+        choices=("gpu-exporter", "dcgm-exporter"),
+        default="gpu-exporter",
+        help="the fleet as our exporter publishes it, or as NVIDIA's dcgm-exporter + "
+        "kube-state-metrics do (bench/fleet.py dcgm: whole GPUs; COSTSVC_SOURCE)",
+    )
+    ap.add_argument(
         "--fleet",
         choices=("both", "realistic", "constant"),
         default="both",
@@ -515,7 +577,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         url, pg_url, hour = args.child
-        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile)
+        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile, args.source)
         print(json.dumps(found))
         return 0
     if args.write_only:
@@ -530,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         args.profile,
         args.form,
         ("realistic", "constant") if args.fleet == "both" else (args.fleet,),
+        args.source,
     )
 
 
