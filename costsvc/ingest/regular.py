@@ -149,12 +149,16 @@ def load(series: Iterable[Sequence[Sample]]) -> None:
 @dataclass
 class Sums:
     """What the engine summed of a :data:`SUMMED` selector over a block of hours: per
-    evaluation instant and series, (max, min, sum) over the window (None: not finite) ...
-    and per hour edge (its instant) and series, "before": the value of the last sample before
-    it, "at": of a sample at it, "back": the sum of the look-back's samples."""
+    evaluation instant and series, the max, min and sum over the window (None: not finite)
+    ... and per hour edge (its instant) and series, ``before``: the value of the last sample
+    before it, ``at``: of a sample at it, ``back``: the sum of the look-back's samples."""
 
-    stats: dict[str, dict[Key, tuple[Decimal | None, ...]]] = field(default_factory=dict)
-    edges: dict[str, dict[Key, dict[str, Decimal]]] = field(default_factory=dict)
+    high: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    low: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    whole: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    before: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    at: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    back: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
 
     def fill(
         self,
@@ -166,38 +170,35 @@ class Sums:
         number: Callable[[str], Decimal | None],
     ) -> None:
         """The max, min and sum over each hour's window ``selector[seconds]`` (a NaN anywhere
-        in it makes the sum NaN: such a series is read raw) and the edge values. The edge
-        windows end 1 ms before the edge (``offset 1ms``: scrape times are in ms) and match the
-        raw read's (at - seconds, at] on Prometheus 3 and VictoriaMetrics, [at - seconds, at]
-        on Prometheus 2, either way."""
+        in it makes the sum NaN: such a series is read raw) and, where some series is not
+        constant, the edge values. The edge windows end 1 ms before the edge (``offset 1ms``:
+        scrape times are in ms) and match the raw read's (at - seconds, at] on Prometheus 3
+        and VictoriaMetrics, [at - seconds, at] on Prometheus 2, either way."""
         w = f"{selector}[{seconds}s]"
-        for i, name in enumerate(("max", "min", "sum")):
-            for lab, values in prom.range_values(f"{name}_over_time({w})", start, end, 3600):
-                key = key_of(lab)
-                for t, v in values:
-                    found = self.stats.setdefault(t, {})
-                    row = found.get(key) or (None, None, None)
-                    found[key] = (*row[:i], number(v), *row[i + 1 :])
+        for into, name in ((self.high, "max"), (self.low, "min"), (self.whole, "sum")):
+            _into(into, prom.range_values(f"{name}_over_time({w})", start, end, 3600), number)
+        if all(
+            h == self.low.get(t, {}).get(k)
+            for t, found in self.high.items()
+            for k, h in found.items()
+        ):
+            return  # every series constant (steady): no edge is needed
         back_ms = (seconds - 3600) * 1000 - 1
-        edges = {
-            "before": f"last_over_time({selector}[{EDGE}s] offset 1ms)",
-            "at": f"last_over_time({selector}[1ms])",
-            "back": f"sum_over_time({selector}[{back_ms}ms] offset 1ms)",
-        }
-        for part, expr in edges.items():
-            for lab, values in prom.range_values(expr, start - timedelta(hours=1), end, 3600):
-                key = key_of(lab)
-                for t, v in values:
-                    dv = number(v)
-                    if dv is not None:
-                        self.edges.setdefault(t, {}).setdefault(key, {})[part] = dv
+        first = start - timedelta(hours=1)
+        for into, expr in (
+            (self.before, f"last_over_time({selector}[{EDGE}s] offset 1ms)"),
+            (self.at, f"last_over_time({selector}[1ms])"),
+            (self.back, f"sum_over_time({selector}[{back_ms}ms] offset 1ms)"),
+        ):
+            _into(into, prom.range_values(expr, first, end, 3600), number)
 
-    def constant(self, instant: str) -> dict[Key, Decimal]:
+    def constant(self, instant: str) -> dict[Key, Decimal | None]:
         """The series whose samples in the hour's window are one finite value, and it."""
+        low, whole = self.low.get(instant, {}), self.whole.get(instant, {})
         return {
             key: high
-            for key, (high, low, whole) in self.stats.get(instant, {}).items()
-            if high is not None and high == low and whole is not None
+            for key, high in self.high.get(instant, {}).items()
+            if high is not None and high == low.get(key) and whole.get(key) is not None
         }
 
     def regular(
@@ -205,18 +206,18 @@ class Sums:
     ) -> Regular | None:
         """A :class:`Regular` series (samples at ``times``) for the hour evaluated at
         ``instant`` (None: the sums do not pin it down: a NaN or infinity, a value missing)."""
-        stats = self.stats.get(instant, {}).get(key)
-        if stats is None:
-            return None
-        high, low, whole = stats
+        high = self.high.get(instant, {}).get(key)
+        low = self.low.get(instant, {}).get(key)
+        whole = self.whole.get(instant, {}).get(key)
         if high is None or low is None or whole is None:
             return None
         t1 = Decimal(instant)
-        first = self.edges.get(f"{t1 - 3600:.3f}", {}).get(key, {})
-        end = self.edges.get(instant, {}).get(key, {})
-        total = whole - first.get("back", Decimal(0))  # the samples before t0: the look-back's
-        if times and times[-1] == t1:  # a sample at t1 exactly is the next hour's
-            at_end = end.get("at")
+        start = f"{t1 - 3600:.3f}"
+        back = self.back.get(start, {}).get(key)
+        # the samples before t0 are the look-back's; a sample at t1 exactly is the next hour's
+        total = whole - (back or Decimal(0))
+        if times and times[-1] == t1:
+            at_end = self.at.get(instant, {}).get(key)
             if at_end is None:
                 return None
             total -= at_end
@@ -225,6 +226,20 @@ class Sums:
         # the engine's float sums (of the window and of its look-back, either order) and the
         # float value behind each decimal text: each at most n * n ulps of the peak away
         error = 4 * ULP * n * n * peak
-        return Regular(
-            times, total, error, peak, first.get("before"), end.get("before"), key, loader
-        )
+        before = self.before.get(start, {}).get(key)
+        last = self.before.get(instant, {}).get(key)
+        return Regular(times, total, error, peak, before, last, key, loader)
+
+
+def _into(
+    into: dict[str, dict[Key, Decimal | None]],
+    answer: list[tuple[dict[str, str], list[tuple[str, str]]]],
+    number: Callable[[str], Decimal | None],
+) -> None:
+    for lab, values in answer:
+        key = key_of(lab)
+        for t, v in values:
+            found = into.get(t)
+            if found is None:
+                found = into[t] = {}
+            found[key] = number(v)

@@ -398,8 +398,8 @@ def _summary(
             if selector in SUMMED:
                 block.sums = Sums()
                 block.sums.fill(prom, selector, seconds, start, end, number)
-                for t in block.sums.stats:
-                    value_at[t] = dict(block.sums.constant(t))
+                for t in block.sums.high:
+                    value_at[t] = block.sums.constant(t)
             else:
                 # the value where the samples are all one number. Prometheus' max/min_over_time
                 # skip a NaN, its changes() counts a NaN next to a number as a change and
