@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import struct
+import sys
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -159,6 +160,12 @@ def write_block(
     ``start_ms + k * step_ms`` up to ``end_ms``; a series that ends before the grid does gets
     a staleness marker at the next scrape (``stale``). Returns its directory and number of
     samples."""
+    if _fast_crc is None:
+        print(
+            "tsdb_block: google-crc32c is not installed (make .venv/.installed): CRC-32C in "
+            "Python, the block takes much longer",
+            file=sys.stderr,
+        )
     ulid = _ulid()
     d = out / ulid
     (d / "chunks").mkdir(parents=True)
@@ -287,8 +294,6 @@ def _ulid() -> str:
 
 
 if __name__ == "__main__":  # a smoke test: python bench/tsdb_block.py DIR
-    import sys
-
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     t0 = 1_700_000_000_000
