@@ -46,6 +46,7 @@ ever starts, ends or is relabelled, no MIG.
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -327,8 +328,10 @@ def realistic(gpus: int, pods: int, grid: Grid, seed: int = SEED) -> tuple[list[
         )
     short = SHORT_SLOTS * shared_gpus * per_gpu
     total_slots = whole + shared_gpus * per_gpu + mig_slots
-    # the other slots' rate, so that the fleet's pods end at CHURN per hour overall
-    rest_rate = max(1e-3, (CHURN * total_slots - short / SHORT_HOURS) / (total_slots - short))
+    # the other slots' lifetimes, so that the fleet's pods end at CHURN per hour overall: a
+    # slot ends a pod every (mean lifetime, at least 10 minutes) + (mean gap) hours
+    ends = CHURN * total_slots - short / (_mean_life(SHORT_HOURS) + 0.25)
+    rest_rate = 1 / _life_for(max(1e-3, ends / (total_slots - short)), 1 / 12)
     for i in range(whole):
         slots.append(
             _Slot(i, gpu_labels(i), 1.0, "nvidia.com/gpu", 1 / rest_rate, 10, [(0, n - 1)])
@@ -397,10 +400,24 @@ def realistic(gpus: int, pods: int, grid: Grid, seed: int = SEED) -> tuple[list[
                         [(up, last)],
                     )
                 )
-    churn.concurrent = len(slots)
+    churn.concurrent = total_slots  # at any time (a MIG GPU's slots are re-made daily)
     for s_i, slot in enumerate(slots):
         out.extend(_pods(rng, grid, slot, s_i, ratio, churn))
     return out, churn
+
+
+def _mean_life(mean: float, floor: float = 1 / 6) -> float:
+    """The mean of max(an exponential lifetime of this mean, ``floor``) hours."""
+    return floor + mean * math.exp(-floor / mean)
+
+
+def _life_for(rate: float, gap: float) -> float:
+    """The exponential mean lifetime (hours) whose pods, with ``gap`` hours between, end at
+    ``rate`` per hour."""
+    mean = 1 / rate
+    for _ in range(20):  # a fixed point: _mean_life is mean + a little
+        mean = max(1e-3, 1 / rate - gap - (_mean_life(mean) - mean))
+    return mean
 
 
 def _pods(

@@ -1,12 +1,15 @@
 """The 30-day re-ingest, measured: ``python bench/costsvc_rollup.py --month-days 30``.
 
-A month of 1,000 GPUs / 5,000 pods scraped every 60 s (the fleet of costsvc_rollup.py: whole
-GPUs held by one pod each, the rest time-sliced; utilisation, SM time, ``kube_pod_labels``
-and each GPU's energy counter), in the form Prometheus stores scraped data: every series with
-its target's ``job``/``instance`` (one GPU exporter per 8-GPU node, kube-state-metrics) and
-each target's ``up``. ~750 M samples are written as one TSDB block (bench/tsdb_block.py:
-``promtool tsdb create-blocks-from`` parses ~200 k samples/s here, an hour and more for a
-month) that a real Prometheus opens.
+A month of 1,000 GPUs / 5,000 pods scraped every 60 s — bench/fleet.py's realistic fleet
+(seed 29: utilisation and SM time changing at every sample, 5 % of pods ending an hour,
+relabels, MIG re-created daily), then its constant one (the best case) — in the form
+Prometheus stores scraped data: every series with its target's ``job``/``instance`` (one GPU
+exporter per 8-GPU node, kube-state-metrics) and each target's ``up``. ~780 M samples are
+written as TSDB blocks of ``--block-hours`` by bench/tsdb_block.py (``promtool tsdb
+create-blocks-from`` parses ~200 k samples/s here, an hour and more for a month), 72 by
+default: a month kept for a 30-day re-ingest lies, once Prometheus has compacted it, in blocks
+of 10 % of the retention (one 30-day block would index all of the month's ~550,000 series of
+the realistic fleet in every query).
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
@@ -35,7 +38,7 @@ from pathlib import Path
 import httpx
 
 from bench.phases import fleet_model, timed_phases, walls
-from bench.tsdb_block import write_block
+from bench.tsdb_block import write_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 10, 1, 0, tzinfo=UTC)
@@ -57,6 +60,13 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--raw-hours", type=int, default=24, help="with --month-days: hours also read raw"
+    )
+    ap.add_argument(
+        "--block-hours",
+        type=int,
+        default=72,
+        help="with --month-days: hours per TSDB block (a month kept for 30 days or more lies in "
+        "blocks of 10 %% of the retention once Prometheus compacts it: ~3 days)",
     )
     ap.add_argument(
         "--paired-hours",
@@ -159,7 +169,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         else:
             series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
         (work / "data").mkdir()
-        write_block(work / "data", series, first, end * 1000, 60_000)
+        write_blocks(work / "data", series, first, end * 1000, 60_000, args.block_hours)
         t_backfill = time.perf_counter() - t
         print(f"{label} block written in {t_backfill:.0f} s", flush=True)
         port = free_port()

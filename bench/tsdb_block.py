@@ -147,6 +147,30 @@ def _section(content: bytes) -> bytes:
     return struct.pack(">I", len(content)) + content + struct.pack(">I", crc32c(content))
 
 
+def write_blocks(
+    out: Path,
+    series: list[Spec],
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    block_hours: int = 72,
+) -> int:
+    """``series`` as consecutive blocks of ``block_hours`` (the last one shorter), as
+    Prometheus holds a month once compacted: its blocks span at most 10 % of the retention
+    (``--storage.tsdb.max-block-duration``'s default, cmd/prometheus/main.go), so a month
+    kept for a 30-day re-ingest lies in blocks of ~3 days, each indexing only the series that
+    had samples in it. Returns the number of samples."""
+    per_block = block_hours * 3_600_000 // step_ms
+    n = (end_ms - start_ms) // step_ms + 1
+    samples = 0
+    for lo in range(0, n, per_block):
+        _, found = write_block(
+            out, series, start_ms, end_ms, step_ms, window=(lo, min(n, lo + per_block) - 1)
+        )
+        samples += found
+    return samples
+
+
 def write_block(
     out: Path,
     series: Iterable[Spec],
@@ -154,12 +178,14 @@ def write_block(
     end_ms: int,
     step_ms: int,
     chunk_samples: int = CHUNK,
+    window: tuple[int, int] | None = None,
 ) -> tuple[Path, int]:
     """A block of ``series`` (bench/fleet.py's :class:`Spec`: labels, the grid indices of its
     first and last sample, values, what identifies a whole chunk's values) on the grid
-    ``start_ms + k * step_ms`` up to ``end_ms``; a series that ends before the grid does gets
-    a staleness marker at the next scrape (``stale``). Returns its directory and number of
-    samples."""
+    ``start_ms + k * step_ms`` up to ``end_ms`` — of the grid indices in ``window`` only
+    (first and last, whole chunks apart) where given; a series that ends before the grid does
+    gets a staleness marker at the next scrape (``stale``). Returns its directory and number
+    of samples."""
     if _fast_crc is None:
         print(
             "tsdb_block: google-crc32c is not installed (make .venv/.installed): CRC-32C in "
@@ -169,10 +195,14 @@ def write_block(
     ulid = _ulid()
     d = out / ulid
     (d / "chunks").mkdir(parents=True)
-    # series with one label set (spans apart in time) are one series
-    todo = sorted(series, key=lambda s: (s.labels, s.first))
     stamps = list(range(start_ms, end_ms + 1, step_ms))
     n = len(stamps)
+    w0, w1 = window if window is not None else (0, n - 1)
+    # series with one label set (spans apart in time) are one series
+    todo = sorted(
+        (s for s in series if s.first <= w1 and (s.last + s.stale) >= w0),
+        key=lambda s: (s.labels, s.first),
+    )
     cache: dict[object, bytes] = {}
     metas: list[list[tuple[int, int, int]]] = []
     names: list[tuple[tuple[str, str], ...]] = []  # each series' labels
@@ -186,26 +216,31 @@ def write_block(
                 names.pop()
             else:
                 mine = []
-            first, last = max(0, spec.first), min(n - 1, spec.last)
-            for c in range(first // chunk_samples, last // chunk_samples + 1):
-                lo = max(first, c * chunk_samples)
-                hi = min(last, (c + 1) * chunk_samples - 1)
+            first, last = max(w0, spec.first), min(w1, spec.last)
+            stale = spec.last + 1 if spec.stale and w0 <= spec.last + 1 <= min(w1, n - 1) else -1
+            cuts = [
+                (c, max(first, c * chunk_samples), min(last, (c + 1) * chunk_samples - 1))
+                for c in range(first // chunk_samples, last // chunk_samples + 1)
+                if first <= last
+            ]
+            if stale >= 0 and (not cuts or cuts[-1][2] != stale - 1):
+                cuts.append((stale // chunk_samples, stale, stale - 1))  # the marker alone
+            for c, lo, hi in cuts:
                 ts = stamps[lo : hi + 1]
-                marker = spec.stale and c == last // chunk_samples and last + 1 < n
+                marker = stale >= 0 and hi + 1 == stale
                 whole = lo == c * chunk_samples and hi == (c + 1) * chunk_samples - 1
                 key = (spec.key(c), ts[0]) if whole and not marker else None
                 raw = cache.get(key) if key is not None else None
                 if raw is None:
                     points = [(t, spec.value(t)) for t in ts]
                     if marker:
-                        points.append((stamps[last + 1], STALE_NAN))
+                        points.append((stamps[stale], STALE_NAN))
                     data = b"\x01" + xor_chunk(points)
                     raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
                     if key is not None:
                         cache[key] = raw
                 f.write(raw)
-                end = stamps[last + 1] if marker else ts[-1]
-                mine.append((ts[0], end, pos))
+                mine.append((stamps[lo], stamps[stale] if marker else ts[-1], pos))
                 pos += len(raw)
                 samples += len(ts) + marker
             metas.append(mine)
@@ -269,8 +304,8 @@ def write_block(
     (d / "index").write_bytes(bytes(buf))
     meta = {
         "ulid": ulid,
-        "minTime": start_ms,
-        "maxTime": stamps[-1] + 1,
+        "minTime": stamps[w0],
+        "maxTime": stamps[w1] + 1,
         "stats": {
             "numSamples": samples,
             "numSeries": len(names),
