@@ -7,7 +7,11 @@ uvicorn on loopback.
 
 The data (SQL, INSERT ... SELECT from generate_series, in hour order as ingest writes it, a
 month per statement): ``--hours`` hourly rows ending with 2026-11 (8,760: 2025-12-01 to
-2026-12-01) for each of ``--pods`` pods over 40 teams (5 projects each,
+2026-12-01) for each of ``--pods`` pod slots — ``--fleet realistic`` (the default, issue 29,
+deterministic): slot k's pod is renamed every 10 + k % 21 hours (a new pod: 5 % of pods end
+an hour, so a day holds ~6,000 distinct pods per 5,000 slots) and its team label moves to the
+next team once in 100 days (1 % of pods relabelled a day); ``--fleet constant``: the same pod
+and team all year (the best case) — over 40 teams (5 projects each,
 3 stages, 2 clusters, 8 pods a node, a quarter of the nodes A100 and the rest H100, every
 10th pod on a MIG slice), plus an ``__idle__`` line an hour for every 5th node; the
 rollups the writer keeps beside them (``cost_hours`` per hour and owner, ``cost_days`` per UTC
@@ -112,7 +116,13 @@ LOAD = """
 INSERT INTO chargeback (hour, cluster, team, project, stage, namespace, pod, node, gpu_model,
                         mig_profile, billing_month, correction, currency, allocated, used, waste,
                         idle, gpu_hours)
-SELECT hr, cluster, team, project, stage, namespace, pod, node, gpu_model, mig_profile,
+SELECT hr, cluster,
+       CASE WHEN idle_line OR NOT %(churn)s THEN team
+            ELSE 'team-' || lpad(((k + (h / 24 + k %% 100) / 100) %% 40)::text, 2, '0') END,
+       project, stage, namespace,
+       CASE WHEN idle_line OR NOT %(churn)s THEN pod
+            ELSE pod || '-' || (h + k %% (10 + k %% 21)) / (10 + k %% 21) END,
+       node, gpu_model, mig_profile,
        to_char(hr AT TIME ZONE 'UTC', 'YYYY-MM'), false, 'USD',
        CASE WHEN idle_line THEN 0 ELSE cost END,
        CASE WHEN idle_line THEN 0 ELSE cost * util / 100 END,
@@ -298,9 +308,10 @@ def months_of(t0: dt.datetime, t1: dt.datetime) -> list[tuple[dt.datetime, dt.da
     return out
 
 
-def load(conn: Any, hours: int, pods: int) -> dict[str, Any]:
+def load(conn: Any, hours: int, pods: int, churn: bool = True) -> dict[str, Any]:
+    """``churn``: the realistic fleet (module docstring); else the constant one (best case)."""
     t0 = END - dt.timedelta(hours=hours)
-    params = {"pods": pods, "t0": t0, "h100": H100, "a100": A100}
+    params = {"pods": pods, "t0": t0, "h100": H100, "a100": A100, "churn": churn}
     # a bulk load's checkpoint spacing (the defaults checkpoint every 1 GB of WAL)
     conn.execute("ALTER SYSTEM SET max_wal_size = '16GB'")
     conn.execute("SELECT pg_reload_conf()")
@@ -766,6 +777,13 @@ def main() -> int:
         help="API worker processes (gpu-costsvc serve --workers; RSS figures are "
         "then the supervisor's)",
     )
+    ap.add_argument(
+        "--fleet",
+        choices=("realistic", "constant"),
+        default="realistic",
+        help="realistic: pods renamed as they churn (5 %% an hour) and 1 %% a day relabelled "
+        "to another team; constant: the same pods and teams all year (the best case)",
+    )
     args = ap.parse_args()
     hours = args.hours or (48 if args.quick else YEAR)
     pods = args.pods or (500 if args.quick else 5000)
@@ -811,13 +829,20 @@ def main() -> int:
             hours, pods = f["hours"], f["pods"]
             print(f"   (the data a previous run loaded and kept in {pg_base})")
         else:
-            f = {**load(pg, hours, pods), "hours": hours, "pods": pods}
+            f = {
+                **load(pg, hours, pods, args.fleet == "realistic"),
+                "hours": hours,
+                "pods": pods,
+                "fleet": args.fleet,
+            }
             if keep is not None:
                 (pg_base / "loaded.json").write_text(json.dumps(f))
         report.update(load=f, hours=hours, pods=pods)
         t0 = END - dt.timedelta(hours=hours)
+        fleet = "realistic" if f.get("fleet", "realistic") == "realistic" else "best case"
         print(
-            f"1. data: {f['rows']:,} chargeback rows ({hours:,} hours from {t0:%Y-%m-%d %H:00} "
+            f"1. data [{fleet}, load at start {os.getloadavg()[0]:.2f}]: {f['rows']:,} "
+            f"chargeback rows ({hours:,} hours from {t0:%Y-%m-%d %H:00} "
             f"to {END:%Y-%m-%d} x {pods:,} pods over {TEAMS} teams + {f['idle_rows']:,} "
             f"__idle__ lines); INSERT ... SELECT {f['insert_s']:.1f} s "
             f"({f['rows'] / f['insert_s']:,.0f} rows/s, of it the rollups {f['rollups_s']:.1f} "

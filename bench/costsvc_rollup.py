@@ -46,9 +46,19 @@ START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 
 
 def write_history(
-    path: Path, gpus: int, pods: int, hours: int, interval: int, energy: bool = False
+    path: Path,
+    gpus: int,
+    pods: int,
+    hours: int,
+    interval: int,
+    energy: bool = False,
+    fleet: str = "constant",
 ) -> int:
-    """``energy``: energy series in the hours 1, 4, 7, ... (from the start)."""
+    """``energy``: energy series in the hours 1, 4, 7, ... (from the start). ``fleet``:
+    ``realistic`` writes bench/fleet.py's realistic fleet (without job/instance/up, as
+    promtool loads it) besides the energy series."""
+    if fleet == "realistic":
+        return _realistic_history(path, gpus, pods, hours, interval, energy)
     whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
     shared_gpus = gpus - whole
     shared_pods = pods - whole
@@ -107,6 +117,43 @@ def write_history(
                     f.write(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{gpu(i)}}} {value} {t}\n")
             lines += 2 * gpus * len(e_stamps)
         f.write("# EOF\n")
+    return lines
+
+
+def _realistic_history(
+    path: Path, gpus: int, pods: int, hours: int, interval: int, energy: bool
+) -> int:
+    from bench.fleet import ENERGY, Grid, realistic
+
+    t0 = int(START.timestamp())
+    grid = Grid(t0 * 1000, (t0 + hours * 3600 - interval) * 1000, interval * 1000)
+    specs, _ = realistic(gpus, pods, grid)
+    lines = 0
+    with path.open("w") as f:
+        seen: set[str] = set()
+        for spec in sorted(specs, key=lambda s: (s.name, s.labels, s.first)):
+            if spec.name in ("up", ENERGY):
+                continue
+            if spec.name not in seen:
+                seen.add(spec.name)
+                f.write(f"# TYPE {spec.name} gauge\n")
+            labels = ",".join(
+                f'{n}="{v}"' for n, v in spec.labels if n not in ("__name__", "job", "instance")
+            )
+            for k in range(spec.first, spec.last + 1):
+                t = grid.time(k)
+                f.write(f"{spec.name}{{{labels}}} {spec.value(t)} {t // 1000}\n")
+            lines += spec.last - spec.first + 1
+        f.write("# EOF\n")
+    if energy:  # the constant fleet's energy hours, appended before its # EOF
+        extra = path.with_suffix(".energy")
+        write_history(extra, gpus, 0, hours, interval, True)
+        text = extra.read_text()
+        extra.unlink()
+        start = text.index("# TYPE DCGM_FI_DEV_POWER_USAGE")
+        body = path.read_text()[: -len("# EOF\n")]
+        path.write_text(body + text[start:])
+        lines += 2 * gpus * len(range(1, hours, 3)) * (3600 // interval + 2)
     return lines
 
 
@@ -182,7 +229,6 @@ def main() -> int:
 
         return scale_main([a for a in sys.argv[1:] if a != "--scale"])
     from bench import rollup_month as month
-    from bench.pgcluster import start_postgres
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
@@ -200,9 +246,23 @@ def main() -> int:
     if args.month_days:
         return month.main(args)  # the measured 30-day re-ingest (bench/rollup_month.py)
 
+    from bench.rollup_scale import FLEETS, load_now
+
+    print(
+        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
+    )
+    for fleet in ("realistic", "constant") if args.fleet == "both" else (args.fleet,):
+        one_hour(args, fleet, FLEETS[fleet])
+    return 0
+
+
+def one_hour(args: argparse.Namespace, fleet: str, label: str) -> None:
+    """The one-hour bench on one fleet of bench/fleet.py (module docstring)."""
     from sqlalchemy import create_engine
 
     import costsvc.ingest.run as run
+    from bench.pgcluster import start_postgres
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader
 
@@ -214,7 +274,7 @@ def main() -> int:
         t = time.perf_counter()
         total_hours = 3 * args.hours - 1  # without energy, with, a separating hour, ...
         samples = write_history(
-            work / "h.om", args.gpus, args.pods, total_hours, args.interval, True
+            work / "h.om", args.gpus, args.pods, total_hours, args.interval, True, fleet
         )
         t_write = time.perf_counter() - t
         t = time.perf_counter()
@@ -258,11 +318,8 @@ def main() -> int:
         model = fleet_model("2026-11-01T00:00:00Z")
         hours = [START + timedelta(hours=h) for h in range(total_hours) if h % 3 != 2]
         print(
-            f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
-        )
-        print(
-            f"history: {args.gpus} GPUs, {args.pods} pods, {total_hours} h at {args.interval} s "
+            f"[{label}] history: {args.gpus} GPUs, {args.pods} pods, {total_hours} h at "
+            f"{args.interval} s "
             f"({args.hours} ingested with energy series, {args.hours} without, interleaved) "
             f"= {samples:,} samples; written in {t_write:.1f} s, promtool blocks in "
             f"{t_blocks:.1f} s"
@@ -289,14 +346,16 @@ def main() -> int:
                 engine.dispose()
             phases = {key: walls(found) for key, found in calls.items()}
             n = args.hours
-            for label, part in (
+            fleet_label = label
+            for kind, part in (
                 ("without energy", slice(0, None, 2)),
                 ("with energy", slice(1, None, 2)),
             ):
                 per_hour = statistics.median(times[part])
                 verdict = "PASS" if per_hour <= 5 else "MISS"
                 print(
-                    f"{name:10s} one hour {label}: median {per_hour:.2f} s over {n} hours "
+                    f"[{fleet_label}] {name:10s} one hour {kind}: median {per_hour:.2f} s over "
+                    f"{n} hours "
                     f"(read Prometheus {statistics.median(phases['collect'][part]):.2f} s, "
                     f"attribute {statistics.median(phases['attribute'][part]):.2f} s, write "
                     f"{statistics.median(phases['write'][part]):.2f} s)   [<= 5 s: {verdict}]"
@@ -321,7 +380,6 @@ def main() -> int:
             subprocess.run(stop_pg, check=False, capture_output=True)
             shutil.rmtree(pg_base, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    return 0
 
 
 if __name__ == "__main__":

@@ -12,23 +12,27 @@ H100 = "NVIDIA H100 80GB HBM3"
 PHASES = {"collect": "collect_hour", "attribute": "attribute_hour", "write": "store_hour"}
 
 
+def fleet_document(effective_from: str) -> dict[str, Any]:
+    """The benches' cost model as a document (what a cost-model file holds): H100s at 2.50 an
+    hour with 70 W idle, carbon at 380 g/kWh and PUE 1.3, both in force from
+    ``effective_from`` (ISO 8601)."""
+    return {
+        "policies": {"shared_gpu_policy": "usage"},
+        "versions": [
+            {
+                "effective_from": effective_from,
+                "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
+            }
+        ],
+        "carbon": [{"effective_from": effective_from, "grams_per_kwh": "380", "pue": "1.3"}],
+    }
+
+
 def fleet_model(effective_from: str) -> Any:
-    """The benches' cost model: H100s at 2.50 an hour with 70 W idle, carbon at 380 g/kWh and
-    PUE 1.3, both in force from ``effective_from`` (ISO 8601)."""
+    """The benches' cost model (:func:`fleet_document`), parsed."""
     from costsvc.costmodel import parse
 
-    return parse(
-        {
-            "policies": {"shared_gpu_policy": "usage"},
-            "versions": [
-                {
-                    "effective_from": effective_from,
-                    "prices": [{"model": H100, "hourly": "2.50", "idle_watts": "70"}],
-                }
-            ],
-            "carbon": [{"effective_from": effective_from, "grams_per_kwh": "380", "pue": "1.3"}],
-        }
-    )
+    return parse(fleet_document(effective_from))
 
 
 @contextmanager

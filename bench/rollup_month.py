@@ -1,12 +1,15 @@
 """The 30-day re-ingest, measured: ``python bench/costsvc_rollup.py --month-days 30``.
 
-A month of 1,000 GPUs / 5,000 pods scraped every 60 s (the fleet of costsvc_rollup.py: whole
-GPUs held by one pod each, the rest time-sliced; utilisation, SM time, ``kube_pod_labels``
-and each GPU's energy counter), in the form Prometheus stores scraped data: every series with
-its target's ``job``/``instance`` (one GPU exporter per 8-GPU node, kube-state-metrics) and
-each target's ``up``. ~750 M samples are written as one TSDB block (bench/tsdb_block.py:
-``promtool tsdb create-blocks-from`` parses ~200 k samples/s here, an hour and more for a
-month) that a real Prometheus opens.
+A month of 1,000 GPUs / 5,000 pods scraped every 60 s — bench/fleet.py's realistic fleet
+(seed 29: utilisation and SM time changing at every sample, 5 % of pods ending an hour,
+relabels, MIG re-created daily), then its constant one (the best case) — in the form
+Prometheus stores scraped data: every series with its target's ``job``/``instance`` (one GPU
+exporter per 8-GPU node, kube-state-metrics) and each target's ``up``. ~780 M samples are
+written as TSDB blocks of ``--block-hours`` by bench/tsdb_block.py (``promtool tsdb
+create-blocks-from`` parses ~200 k samples/s here, an hour and more for a month), 72 by
+default: a month kept for a 30-day re-ingest lies, once Prometheus has compacted it, in blocks
+of 10 % of the retention (one 30-day block would index all of the month's ~550,000 series of
+the realistic fleet in every query).
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
@@ -31,17 +34,15 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import httpx
 
-from bench.phases import H100, fleet_model, timed_phases, walls
-from bench.tsdb_block import Labels, write_block
+from bench.phases import fleet_model, timed_phases, walls
+from bench.tsdb_block import write_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 10, 1, 0, tzinfo=UTC)
 LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
-ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:
@@ -61,6 +62,21 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         "--raw-hours", type=int, default=24, help="with --month-days: hours also read raw"
     )
     ap.add_argument(
+        "--block-hours",
+        type=int,
+        default=72,
+        help="with --month-days: hours per TSDB block (a month kept for 30 days or more lies in "
+        "blocks of 10 %% of the retention once Prometheus compacts it: ~3 days)",
+    )
+    ap.add_argument(
+        "--paired-hours",
+        type=int,
+        default=12,
+        help="with --month-days: hours ingested again, in one process, by the reads before "
+        "issue 29 (utilisation and SM time by the constant check, else raw) and by today's, "
+        "in blocks of 6 alternating ABBA: CPU seconds of each, same load (0: skip)",
+    )
+    ap.add_argument(
         "--profile", action="store_true", help="with --month-days: cProfile the fast ingest"
     )
     ap.add_argument(
@@ -70,62 +86,12 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         help="with --month-days: worker processes of the fast ingest (COSTSVC_INGEST_WORKERS; "
         "default: this machine's cores); phases are timed only with 1",
     )
-
-
-def month_series(gpus: int, pods: int, t0_ms: int) -> list[tuple[Labels, Any, object]]:
-    """Every series of the fleet: (labels, value at t ms, a key shared by series with the
-    same values), with the labels each scraped series has."""
-    whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
-    shared_gpus = gpus - whole
-    shared_pods = pods - whole
-    per_gpu = max(1, -(-shared_pods // shared_gpus)) if shared_gpus else 0
-    out: list[tuple[Labels, Any, object]] = []
-
-    def const(value: float) -> Any:
-        return lambda t: value
-
-    def add(name: str, labels: dict[str, str], value: float) -> None:
-        out.append((tuple(sorted({**labels, "__name__": name}.items())), const(value), value))
-
-    def target(i: int) -> dict[str, str]:
-        return {"job": "gpu-exporter", "instance": f"node-{i // 8}:9400"}
-
-    def gpu(i: int) -> dict[str, str]:
-        return {
-            "UUID": f"GPU-{i:05d}",
-            "modelName": H100,
-            "Hostname": f"node-{i // 8}",
-            "gpu": str(i % 8),
-            **target(i),
-        }
-
-    ksm = {"job": "kube-state-metrics", "instance": "kube-state-metrics:8080"}
-    for i in range(gpus):
-        add("gpu_device_up", gpu(i), 1)
-        add("DCGM_FI_DEV_GPU_UTIL", gpu(i), 40 + i % 50)
-        per_ms = 200 + i % 300  # mW = mJ/s: mJ per ms (integers: exact as float)
-        out.append(
-            (
-                tuple(sorted({**gpu(i), "__name__": ENERGY}.items())),
-                lambda t, r=per_ms: float(10**12 + r * (t - t0_ms)),
-                ("energy", per_ms),
-            )
-        )
-    for k in range(-(-gpus // 8)):
-        add("up", target(8 * k), 1)
-    add("up", ksm, 1)
-    for p in range(pods):
-        if p < whole:
-            g, share = p, 1.0
-        else:
-            g, share = whole + (p - whole) // per_gpu, 1.0 / per_gpu
-        holder = {**gpu(g), "namespace": f"team-{p % 40}", "pod": f"pod-{p}", "container": "main"}
-        add("gpu_allocation_share", {**holder, "resource": "nvidia.com/gpu"}, share)
-        if p >= whole:
-            add("gpu_container_sm_utilization_ratio", holder, share * 0.6)
-        pod = {"namespace": f"team-{p % 40}", "pod": f"pod-{p}", "label_team": f"team-{p % 40}"}
-        add("kube_pod_labels", {**pod, **ksm}, 1)
-    return out
+    ap.add_argument(
+        "--fleet",
+        choices=("both", "realistic", "constant"),
+        default="both",
+        help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
+    )
 
 
 def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -155,14 +121,32 @@ def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes
 
 
 def main(args: argparse.Namespace) -> int:
+    from bench.rollup_scale import load_now
+
+    workers = 1 if args.profile else max(1, args.workers)
+    print(
+        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; ingest workers: {workers}"
+    )
+    fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
+    for fleet in fleets:
+        month(args, fleet, workers)
+    return 0
+
+
+def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
+    """The re-ingest of one fleet of bench/fleet.py, measured."""
     from sqlalchemy import create_engine, text
 
     import costsvc.ingest.run as run
+    from bench.fleet import Grid, constant, describe, realistic
     from bench.pgcluster import start_postgres
+    from bench.rollup_scale import FLEETS, cpu_seconds, load_now
     from costsvc.db.migrate import upgrade
     from costsvc.ingest import steady
     from costsvc.ingest.prom import PrometheusReader
 
+    label = f"[{FLEETS[fleet]}]"
     days = args.month_days
     n_hours = args.month_hours or days * 24  # --month-hours: a shorter span (e.g. 10,000 GPUs)
     work = Path(tempfile.mkdtemp(prefix="month-"))
@@ -171,23 +155,24 @@ def main(args: argparse.Namespace) -> int:
     pg_base = work
     t_start = int(START.timestamp())
     try:
-        workers = 1 if args.profile else max(1, args.workers)
-        print(
-            f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()[0]:.2f}; "
-            f"ingest workers: {workers}"
-        )
         t = time.perf_counter()
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
-        series = month_series(args.gpus, args.pods, first)
-        n_series = len(series)
+        grid = Grid(first, end * 1000, 60_000)
+        if fleet == "realistic":
+            series, churn = realistic(args.gpus, args.pods, grid)
+            how = (
+                f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour, "
+                f"{churn.pods:,} pods in all, {churn.relabels} relabels, {churn.recreations} "
+                f"MIG re-creations)"
+            )
+        else:
+            series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
         (work / "data").mkdir()
-        write_block(work / "data", series, first, end * 1000, 60_000)
+        write_blocks(work / "data", series, first, end * 1000, 60_000, args.block_hours)
         t_backfill = time.perf_counter() - t
-        print(f"block written in {t_backfill:.0f} s", flush=True)
+        print(f"{label} block written in {t_backfill:.0f} s", flush=True)
         port = free_port()
-        samples = n_series * ((end - (t_start - LOOK_BACK)) // 60 + 1)
         t = time.perf_counter()
         prom = start_prometheus(work / "data", port, work / "prom.log")
         procs.append(prom)
@@ -196,11 +181,12 @@ def main(args: argparse.Namespace) -> int:
         t_compact = time.perf_counter() - t
         du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         print(
-            f"history: {args.gpus} GPUs, {args.pods} pods, {n_hours} hours at 60 s: {n_series:,} "
-            f"series (with up, job/instance), ~{samples / 1e6:,.0f} M samples; written "
-            f"in {t_backfill:.0f} s (bench/tsdb_block.py), Prometheus ready in {t_compact:.0f} s "
-            f"({blocks} blocks, {du / 2**20:,.0f} MiB)"
+            f"{label} history: {args.gpus} GPUs, {args.pods} pods, {n_hours} hours at 60 s, "
+            f"{how}: {describe(series)} (with up, job/instance); written in {t_backfill:.0f} s "
+            f"(bench/tsdb_block.py), Prometheus ready in {t_compact:.0f} s ({blocks} blocks, "
+            f"{du / 2**20:,.0f} MiB)"
         )
+        del series
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
         pg_url, _, stop_pg = start_postgres(pg_base)
         model = fleet_model("2026-09-01T00:00:00Z")
@@ -215,7 +201,10 @@ def main(args: argparse.Namespace) -> int:
             upgrade(pg_url)
             engine = create_engine(pg_url)
             reader = PrometheusReader(url, timeout=600)
+            print(f"{label} ingesting at {load_now()}", flush=True)
             t = time.perf_counter()
+            cpu0 = _own_cpu()
+            engine0 = cpu_seconds(prom.pid)
             if args.profile:
                 import cProfile
                 import pstats
@@ -241,6 +230,8 @@ def main(args: argparse.Namespace) -> int:
                     engine, reader, model, "bench", hours, progress, workers=workers
                 )
             took = time.perf_counter() - t
+            cpu = _own_cpu() - cpu0
+            engine_cpu = cpu_seconds(prom.pid) - engine0
             assert report.done == hours, report.failed
             counts = steady.counts(reader)
             reader.close()
@@ -250,16 +241,20 @@ def main(args: argparse.Namespace) -> int:
                 spent = {key: sum(walls(calls)) for key, calls in phases.items()}
                 split = (
                     f": read+integrate {spent['collect']:.0f} s, attribute "
-                    f"{spent['attribute']:.0f} s, write {spent['write']:.0f} s); series "
+                    f"{spent['attribute']:.0f} s, write {spent['write']:.0f} s; series "
                     f"synthesised {counts.fast:,}, read raw {counts.raw:,}"
                 )
             else:  # the phases and the read counts were in the workers
-                split = f", {workers} worker processes; phases timed only with --workers 1)"
+                split = f", {workers} worker processes; phases timed only with --workers 1"
             print(
-                f"PostgreSQL {n_hours}-hour re-ingest from Prometheus, fast reads, measured: "
-                f"{took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} s/hour"
-                f"{split}   [<= 5 min: {verdict}]"
+                f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, fast reads, "
+                f"measured: {took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} "
+                f"s/hour{split}); CPU seconds per hour: the service's {cpu / len(hours):.3f} "
+                f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}   "
+                f"[<= 5 min: {verdict}]"
             )
+            if args.paired_hours:
+                paired(url, prom.pid, pg_url, hours[: args.paired_hours], model, label)
             n = min(args.raw_hours, len(hours))
             if n:
                 upgrade(raw_url)
@@ -277,7 +272,7 @@ def main(args: argparse.Namespace) -> int:
                 assert same, "fast and raw reads gave different chargeback rows"
                 per = statistics.median(times)
                 print(
-                    f"{'':10s} for comparison, raw reads: median {per:.2f} s/hour over {n} "
+                    f"{label} for comparison, raw reads: median {per:.2f} s/hour over {n} "
                     f"hours (x 720 = {per * 720 / 60:.1f} min, extrapolated); chargeback rows of "
                     f"those hours identical to the fast run's: {same}"
                 )
@@ -289,7 +284,69 @@ def main(args: argparse.Namespace) -> int:
             subprocess.run(stop_pg, check=False, capture_output=True)
             shutil.rmtree(pg_base, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    return 0
+
+
+def paired(
+    url: str, engine_pid: int, pg_url: str, hours: list[datetime], model: object, label: str
+) -> None:
+    """``hours`` ingested in this process by the reads before issue 29 (``SUMMED`` empty:
+    utilisation and SM time by the constant check, else raw) and by today's, into two fresh
+    databases, blocks of 6 hours in the order old, new, new, old, ... (drift in the machine's
+    load falls on both); the CPU seconds of this process and of Prometheus for each, and the
+    chargeback rows compared."""
+    from sqlalchemy import create_engine, text
+
+    import costsvc.ingest.run as run
+    from bench.rollup_scale import cpu_seconds
+    from costsvc.db.migrate import upgrade
+    from costsvc.ingest import steady
+    from costsvc.ingest.prom import PrometheusReader
+
+    admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for name in ("paired_old", "paired_new"):
+            conn.execute(text(f"CREATE DATABASE {name}"))
+    admin.dispose()
+    urls = {k: pg_url.replace("@/postgres?", f"@/paired_{k}?") for k in ("old", "new")}
+    spent = {k: [0.0, 0.0] for k in urls}  # this process, Prometheus
+    summed = steady.SUMMED
+    blocks = [hours[i : i + 6] for i in range(0, len(hours), 6)]
+    for i, block in enumerate(blocks):
+        for kind in ("old", "new") if i % 2 == 0 else ("new", "old"):
+            upgrade(urls[kind])
+            engine = create_engine(urls[kind])
+            reader = PrometheusReader(url, timeout=600)
+            steady.SUMMED = frozenset() if kind == "old" else summed  # type: ignore[misc]
+            try:
+                c0, e0 = _own_cpu(), cpu_seconds(engine_pid)
+                report = run.ingest(engine, reader, model, "bench", block)  # type: ignore[arg-type]
+                spent[kind][0] += _own_cpu() - c0
+                spent[kind][1] += cpu_seconds(engine_pid) - e0
+                assert report.done == block, report.failed
+            finally:
+                steady.SUMMED = summed  # type: ignore[misc]
+                reader.close()
+                engine.dispose()
+    same = chargeback(urls["old"], hours[-1]) == chargeback(urls["new"], hours[-1])
+    assert same, "the reads before issue 29 and today's gave different chargeback rows"
+    n = len(hours)
+    old, new = spent["old"], spent["new"]
+    print(
+        f"{label} paired, one process, {n} hours in blocks of 6 (ABBA), CPU seconds per hour: "
+        f"reads before issue 29 {old[0] / n:.3f} (+ Prometheus {old[1] / n:.3f}), today's "
+        f"{new[0] / n:.3f} (+ Prometheus {new[1] / n:.3f}): service x{old[0] / new[0]:.2f}, "
+        f"engine x{old[1] / max(new[1], 1e-9):.2f}, both x"
+        f"{(old[0] + old[1]) / (new[0] + new[1]):.2f} less; chargeback rows identical: {same}"
+    )
+
+
+def _own_cpu() -> float:
+    """CPU seconds of this process and of its children that have ended (the workers)."""
+    import resource
+
+    me = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def chargeback(url: str, until: datetime) -> list[tuple[object, ...]]:

@@ -52,11 +52,21 @@ CACHE = Path("/tmp/gpu-finops-bench")
 TARGET_S = 15.0
 
 
-def tsdb(gpus: int, pods: int, interval: int, cache: bool, form: str) -> tuple[Path, str]:
+def tsdb(
+    gpus: int,
+    pods: int,
+    interval: int,
+    cache: bool,
+    form: str,
+    fleet: str = "realistic",
+    source: str = "gpu-exporter",
+) -> tuple[Path, str]:
     """Prometheus blocks of the history (cached); and what it took."""
     from bench.costsvc_rollup import write_history
 
-    where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{'-scraped' if form == 'scraped' else ''}"
+    kind = f"-scraped-{fleet}" if form == "scraped" else ""
+    kind += "-dcgm" if source == "dcgm-exporter" else ""
+    where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:
         where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
     done = where / "complete"
@@ -65,7 +75,9 @@ def tsdb(gpus: int, pods: int, interval: int, cache: bool, form: str) -> tuple[P
     shutil.rmtree(where, ignore_errors=True)
     where.mkdir(parents=True)
     if form == "scraped":
-        return where / "data", f"built now: {_scraped(where, gpus, pods, interval)}"
+        return where / "data", (
+            f"built now: {_scraped(where, gpus, pods, interval, fleet, source)}"
+        )
     t = time.perf_counter()
     samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
     t_write = time.perf_counter() - t
@@ -83,25 +95,38 @@ def tsdb(gpus: int, pods: int, interval: int, cache: bool, form: str) -> tuple[P
     return where / "data", f"built now: {what}"
 
 
-def _scraped(where: Path, gpus: int, pods: int, interval: int) -> str:
-    """The history in the form Prometheus stores scraped data (bench/rollup_month.py: every
-    series with its target's ``job``/``instance``, each target's ``up``, each GPU's energy
-    counter), from three hours before the measured hour to its end, written as one block by
+def _scraped(
+    where: Path, gpus: int, pods: int, interval: int, fleet: str, source: str = "gpu-exporter"
+) -> str:
+    """The history in the form Prometheus stores scraped data (bench/fleet.py: every series
+    with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
+    from three hours before the measured hour to its end, written as one block by
     bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
     from bench.costsvc_rollup import START
-    from bench.rollup_month import LOOK_BACK, month_series
+    from bench.fleet import Grid, constant, dcgm, describe, realistic
+    from bench.rollup_month import LOOK_BACK
     from bench.tsdb_block import write_block
 
     hour = START + timedelta(hours=1)
     first = (int(hour.timestamp()) - LOOK_BACK) * 1000
     end = (int(hour.timestamp()) + 3600) * 1000
     t = time.perf_counter()
-    series = month_series(gpus, pods, first)
+    grid = Grid(first, end, interval * 1000)
+    if source == "dcgm-exporter":
+        series = dcgm(gpus, grid, fleet == "realistic")
+        how = f"{fleet}, as dcgm-exporter + kube-state-metrics show it (whole GPUs)"
+    elif fleet == "realistic":
+        series, churn = realistic(gpus, pods, grid)
+        how = f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour, "
+        how += f"{churn.relabels} relabels, {churn.recreations} MIG re-creations)"
+    else:
+        series, how = constant(gpus, pods, grid), "constant (best case)"
     (where / "data").mkdir()
     write_block(where / "data", series, first, end, interval * 1000)
     what = (
-        f"{len(series):,} series (scraped form: job/instance, up) x {(end - first) // 1000} s at "
-        f"{interval} s, written as one block in {time.perf_counter() - t:.0f} s"
+        f"{how}: {describe(series)} (scraped form: job/instance, up) over "
+        f"{(end - first) // 1000} s at {interval} s, one block written in "
+        f"{time.perf_counter() - t:.0f} s"
     )
     (where / "complete").write_text(what + "\n")
     return what
@@ -182,7 +207,9 @@ def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Pope
     return proc, time.perf_counter() - t
 
 
-def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any]:
+def child(
+    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto"
+) -> dict[str, Any]:
     """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     import costsvc.ingest.run as run
@@ -201,7 +228,7 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         profiler.enable()
     t0, c0 = time.perf_counter(), time.process_time()
     with timed_phases() as calls:
-        report = run.ingest(engine, reader, model, "bench", [hour])
+        report = run.ingest(engine, reader, model, "bench", [hour], source=source)
     took, cpu = time.perf_counter() - t0, time.process_time() - c0
     phases = {}
     for key, found in calls.items():
@@ -214,6 +241,9 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     assert report.done == [hour], report.failed
+    from costsvc.ingest import steady
+
+    counts = steady.counts(reader)
     reader.close()
     from sqlalchemy import text
 
@@ -234,20 +264,70 @@ def child(url: str, pg_url: str, hour: datetime, profile: bool) -> dict[str, Any
         "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
         "lines": lines,
         "facts": facts,
+        "fast": counts.fast,
+        "raw": counts.raw,
+        "loaded": counts.loaded,
     }
 
 
-def _measure(url: str, pg_url: str, hour: datetime, repeat: int) -> list[dict[str, Any]]:
+def _measure(
+    url: str,
+    pg_url: str,
+    hour: datetime,
+    repeat: int,
+    engine: int | None = None,
+    source: str = "auto",
+) -> list[dict[str, Any]]:
+    """``repeat`` ingests of ``hour``, each in a fresh child; with the query engine's CPU
+    seconds during each (``engine``: its process id)."""
     out = []
     for _ in range(repeat):
+        before = cpu_seconds(engine) if engine else 0.0
         done = subprocess.run(
-            [sys.executable, __file__, "--child", url, pg_url, hour.isoformat()],
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                url,
+                pg_url,
+                hour.isoformat(),
+                "--source",
+                source,
+            ],
             check=True,
             capture_output=True,
             text=True,
         )
-        out.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        found = json.loads(done.stdout.strip().splitlines()[-1])
+        found["engine_cpu"] = cpu_seconds(engine) - before if engine else 0.0
+        out.append(found)
     return out
+
+
+def _rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
+    """The hour's chargeback rows (ids left out), sorted."""
+    from sqlalchemy import create_engine, select
+
+    from costsvc.db.models import Chargeback
+
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
+        found = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour == hour)))
+    engine.dispose()
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU seconds so far (/proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load_now() -> str:
+    """The machine's load averages, for the report (others' work skews wall times)."""
+    one, five, fifteen = os.getloadavg()
+    return f"load {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min)"
 
 
 def _line(name: str, runs: list[dict[str, Any]]) -> str:
@@ -259,10 +339,14 @@ def _line(name: str, runs: list[dict[str, Any]]) -> str:
         f"{name:16s} one hour: median {med('total'):.2f} s over {len(runs)} runs (read "
         f"{med('collect'):.2f} s, attribute {med('attribute'):.2f} s, write {med('write'):.2f} s)"
         f"; this process's CPU {med('cpu'):.2f} s (read {med('collect_cpu'):.2f} s, "
-        f"attribute {med('attribute_cpu'):.2f} s, write {med('write_cpu'):.2f} s)"
+        f"attribute {med('attribute_cpu'):.2f} s, write {med('write_cpu'):.2f} s), the query "
+        f"engine's {med('engine_cpu'):.2f} s"
         f"; peak RSS median {med('rss_peak_kb') / 1024:.0f} MiB (after imports "
         f"{med('rss_imported_kb') / 1024:.0f} MiB)   [<= {TARGET_S:g} s: {verdict}]"
     )
+
+
+FLEETS = {"realistic": "realistic", "constant": "best case"}
 
 
 def scale(
@@ -274,51 +358,89 @@ def scale(
     cache: bool,
     profile: bool,
     form: str = "scraped",
+    fleets: tuple[str, ...] = ("realistic", "constant"),
+    source: str = "gpu-exporter",
 ) -> int:
-    """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL."""
-    from bench.costsvc_rollup import START, free_port
+    """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL, on each
+    fleet of bench/fleet.py: the realistic one, and the constant one (the best case)."""
     from bench.pgcluster import start_postgres
     from costsvc.db.migrate import upgrade
 
     print(
         f"machine: {os.cpu_count()} cores, {_memory()}, {platform.machine()}, Python "
-        f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
+        f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
     )
-    blocks, how = tsdb(gpus, pods, interval, cache, form)
-    span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
-    print(
-        f"history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + the hour; "
-        f"blocks {how}"
-    )
-    hour = START + timedelta(hours=1)
-    work = Path(tempfile.mkdtemp(prefix="scale-"))
     pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
-    procs: list[subprocess.Popen[bytes]] = []
     stop_pg: list[str] = []
     try:
         pg_url, _, stop_pg = start_postgres(pg_base)
         upgrade(pg_url)
+        for fleet in fleets:
+            _scale_one(
+                gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url, source
+            )
+    finally:
+        if stop_pg:
+            subprocess.run(stop_pg, check=False, capture_output=True)
+        shutil.rmtree(pg_base, ignore_errors=True)
+    return 0
+
+
+def _scale_one(
+    gpus: int,
+    pods: int,
+    interval: int,
+    repeat: int,
+    vm: bool,
+    cache: bool,
+    profile: bool,
+    form: str,
+    fleet: str,
+    pg_url: str,
+    source: str = "gpu-exporter",
+) -> None:
+    from bench.costsvc_rollup import START, free_port
+
+    label = FLEETS[fleet]
+    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source)
+    span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
+    print(
+        f"[{label}] history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + "
+        f"the hour; blocks {how}"
+    )
+    hour = START + timedelta(hours=1)
+    work = Path(tempfile.mkdtemp(prefix="scale-"))
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
         port = free_port()
         procs.append(start_prometheus(blocks, port))
-        sources = [("Prometheus", f"http://127.0.0.1:{port}")]
+        sources = [("Prometheus", f"http://127.0.0.1:{port}", procs[-1].pid)]
         if vm:
             vm_port = free_port()
             proc, t_import = start_victoria(blocks, work, vm_port)
             procs.append(proc)
             print(f"VictoriaMetrics: the same blocks imported with vmctl in {t_import:.0f} s")
-            sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}"))
+            sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}", proc.pid))
         # one untimed ingest from each first: no source pays for opening its blocks
-        for _, url in sources:
-            _measure(url, pg_url, hour, 1)
+        for _, url, _ in sources:
+            _measure(url, pg_url, hour, 1, source=source)
         results = {}
-        for name, url in sources:
-            results[name] = runs = _measure(url, pg_url, hour, repeat)
-            print(_line(f"{name} -> PostgreSQL", runs).replace(" -> PostgreSQL ", " -> PG "))
+        print(f"[{label}] measuring at {load_now()}")
+        rows = {}
+        for name, url, pid in sources:
+            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source)
+            print(f"[{label}] " + _line(f"{name} -> PG", runs))
+            rows[name] = _rows(pg_url, hour)
+        if len(rows) > 1:
+            same = all(r == rows["Prometheus"] for r in rows.values())
+            print(f"[{label}] chargeback rows of the hour identical from every source: {same}")
         first = results["Prometheus"][0]
         print(
-            f"{'':16s} the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
-            f"lines; memory is bounded by one hour of the largest family read at once (its "
-            f"samples as Python objects) plus the hour's facts and lines, not by the history"
+            f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
+            f"lines; series from summaries {first['fast']:,} (of them read raw after all "
+            f"{first['loaded']:,}), read raw {first['raw']:,}; memory is bounded by one hour "
+            f"of the largest family read at once (its samples as Python objects) plus the "
+            f"hour's facts and lines, not by the history"
         )
         if profile:
             subprocess.run(
@@ -330,6 +452,8 @@ def scale(
                     pg_url,
                     hour.isoformat(),
                     "--profile",
+                    "--source",
+                    source,
                 ],
                 check=True,
             )
@@ -337,13 +461,9 @@ def scale(
         for proc in procs:
             proc.terminate()
             proc.wait(60)
-        if stop_pg:
-            subprocess.run(stop_pg, check=False, capture_output=True)
-        shutil.rmtree(pg_base, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
         if not cache:
             shutil.rmtree(blocks.parent, ignore_errors=True)
-    return 0
 
 
 def write_only(facts: int, repeat: int) -> int:
@@ -438,13 +558,26 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--profile", action="store_true", help="one more ingest under cProfile")
     ap.add_argument(
+        "--source",
+        choices=("gpu-exporter", "dcgm-exporter"),
+        default="gpu-exporter",
+        help="the fleet as our exporter publishes it, or as NVIDIA's dcgm-exporter + "
+        "kube-state-metrics do (bench/fleet.py dcgm: whole GPUs; COSTSVC_SOURCE)",
+    )
+    ap.add_argument(
+        "--fleet",
+        choices=("both", "realistic", "constant"),
+        default="both",
+        help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
+    )
+    ap.add_argument(
         "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
     )
     ap.add_argument("--child", nargs=3, metavar=("URL", "PG_URL", "HOUR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         url, pg_url, hour = args.child
-        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile)
+        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile, args.source)
         print(json.dumps(found))
         return 0
     if args.write_only:
@@ -458,6 +591,8 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_cache,
         args.profile,
         args.form,
+        ("realistic", "constant") if args.fleet == "both" else (args.fleet,),
+        args.source,
     )
 
 

@@ -17,9 +17,12 @@ import json
 import os
 import secrets
 import struct
+import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
+
+from bench.fleet import CHUNK, STALE_NAN, Spec
 
 _POLY = 0x82F63B78
 _TABLE = []
@@ -31,11 +34,21 @@ for _i in range(256):
 
 
 def crc32c(data: bytes) -> int:
+    """CRC-32C (Castagnoli): google-crc32c's C implementation where it is installed (the
+    ``test`` extra), else this table-driven one (slow: minutes for a month of history)."""
+    if _fast_crc is not None:
+        return int(_fast_crc(data))
     crc = 0xFFFFFFFF
     table = _TABLE
     for b in data:
         crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
     return crc ^ 0xFFFFFFFF
+
+
+try:
+    from google_crc32c import value as _fast_crc
+except ImportError:  # pragma: no cover - the pure-Python table above
+    _fast_crc = None
 
 
 def uvarint(n: int) -> bytes:
@@ -51,75 +64,82 @@ def varint(n: int) -> bytes:
     return uvarint((n << 1) ^ (n >> 63) if n < 0 else n << 1)
 
 
-class _Bits:
-    def __init__(self) -> None:
-        self.acc = 0
-        self.n = 0
-
-    def write(self, value: int, bits: int) -> None:
-        self.acc = (self.acc << bits) | (value & ((1 << bits) - 1))
-        self.n += bits
-
-    def data(self) -> bytes:
-        pad = (-self.n) % 8
-        return (self.acc << pad).to_bytes((self.n + pad) // 8, "big")
-
-
 def xor_chunk(samples: list[tuple[int, float]]) -> bytes:
-    """The XOR chunk of (ms, value) samples (tsdb/chunkenc/xor.go: Append, writeVDelta)."""
-    b = _Bits()
-    b.write(len(samples), 16)
-    t0, v0 = samples[0]
+    """The XOR chunk of (ms, value) samples (tsdb/chunkenc/xor.go: Append, writeVDelta).
+    Runs of samples one scrape apart with the value unchanged (2 zero bits each) are written
+    at once."""
+    n = len(samples)
+    t0 = samples[0][0]
+    bits = struct.unpack(f">{n}Q", struct.pack(f">{n}d", *(v for _, v in samples)))
+    acc = n  # 16 bits of count, then the first timestamp and value
+    nbits = 16
     for x in varint(t0):
-        b.write(x, 8)
-    prev_bits = struct.unpack(">Q", struct.pack(">d", v0))[0]
-    b.write(prev_bits, 64)
+        acc = (acc << 8) | x
+        nbits += 8
+    prev_bits = bits[0]
+    acc = (acc << 64) | prev_bits
+    nbits += 64
     leading, trailing = 0xFF, 0
     prev_t, prev_delta = t0, 0
-    for i, (t, v) in enumerate(samples[1:], 1):
+    zeros = 0  # zero bits not yet written
+    for i in range(1, n):
+        t = samples[i][0]
         delta_t = t - prev_t
-        if i == 1:
-            for x in uvarint(delta_t):
-                b.write(x, 8)
-        else:
-            dod = delta_t - prev_delta
-            if dod == 0:
-                b.write(0, 1)
-            elif -(1 << 13) <= dod < (1 << 13):
-                b.write(0b10, 2)
-                b.write(dod, 14)
-            elif -(1 << 16) <= dod < (1 << 16):
-                b.write(0b110, 3)
-                b.write(dod, 17)
-            elif -(1 << 19) <= dod < (1 << 19):
-                b.write(0b1110, 4)
-                b.write(dod, 20)
-            else:
-                b.write(0b1111, 4)
-                b.write(dod, 64)
-        prev_t, prev_delta = t, delta_t
-        vb = struct.unpack(">Q", struct.pack(">d", v))[0]
+        vb = bits[i]
         delta = vb ^ prev_bits
+        if i > 1 and delta_t == prev_delta:
+            if delta == 0:
+                zeros += 2  # the same step, the same value
+                prev_t = t
+                continue
+            zeros += 1  # the same step: a 0 bit
+            acc <<= zeros
+            nbits += zeros
+            zeros = 0
+        else:
+            acc <<= zeros
+            nbits += zeros
+            zeros = 0
+            if i == 1:
+                for x in uvarint(delta_t):
+                    acc = (acc << 8) | x
+                    nbits += 8
+            else:
+                dod = delta_t - prev_delta
+                if -(1 << 13) <= dod < (1 << 13):
+                    acc, nbits = (acc << 16) | (0b10 << 14) | (dod & 0x3FFF), nbits + 16
+                elif -(1 << 16) <= dod < (1 << 16):
+                    acc, nbits = (acc << 20) | (0b110 << 17) | (dod & 0x1FFFF), nbits + 20
+                elif -(1 << 19) <= dod < (1 << 19):
+                    acc, nbits = (acc << 24) | (0b1110 << 20) | (dod & 0xFFFFF), nbits + 24
+                else:
+                    acc = (acc << 68) | (0b1111 << 64) | (dod & 0xFFFFFFFFFFFFFFFF)
+                    nbits += 68
+        prev_t, prev_delta = t, delta_t
         prev_bits = vb
         if delta == 0:
-            b.write(0, 1)
+            acc <<= 1
+            nbits += 1
             continue
-        b.write(1, 1)
         new_leading = 64 - delta.bit_length()
         new_trailing = (delta & -delta).bit_length() - 1
         if new_leading >= 32:
             new_leading = 31
         if leading != 0xFF and new_leading >= leading and new_trailing >= trailing:
-            b.write(0, 1)
-            b.write(delta >> trailing, 64 - leading - trailing)
+            width = 64 - leading - trailing
+            acc = (((acc << 2) | 0b10) << width) | (delta >> trailing)
+            nbits += 2 + width
             continue
         leading, trailing = new_leading, new_trailing
-        b.write(1, 1)
-        b.write(new_leading, 5)
         sigbits = 64 - new_leading - new_trailing
-        b.write(sigbits & 0x3F, 6)
-        b.write(delta >> new_trailing, sigbits)
-    return b.data()
+        acc = (((acc << 13) | (0b11 << 11) | (new_leading << 6) | (sigbits & 0x3F)) << sigbits) | (
+            delta >> new_trailing
+        )
+        nbits += 13 + sigbits
+    acc <<= zeros
+    nbits += zeros
+    pad = (-nbits) % 8
+    return (acc << pad).to_bytes((nbits + pad) // 8, "big")
 
 
 def _section(content: bytes) -> bytes:
@@ -127,46 +147,107 @@ def _section(content: bytes) -> bytes:
     return struct.pack(">I", len(content)) + content + struct.pack(">I", crc32c(content))
 
 
-Labels = tuple[tuple[str, str], ...]  # sorted by name
+def write_blocks(
+    out: Path,
+    series: list[Spec],
+    start_ms: int,
+    end_ms: int,
+    step_ms: int,
+    block_hours: int = 72,
+) -> int:
+    """``series`` as consecutive blocks of ``block_hours`` (the last one shorter), as
+    Prometheus holds a month once compacted: its blocks span at most 10 % of the retention
+    (``--storage.tsdb.max-block-duration``'s default, cmd/prometheus/main.go), so a month
+    kept for a 30-day re-ingest lies in blocks of ~3 days, each indexing only the series that
+    had samples in it. Returns the number of samples."""
+    per_block = block_hours * 3_600_000 // step_ms
+    n = (end_ms - start_ms) // step_ms + 1
+    samples = 0
+    for lo in range(0, n, per_block):
+        _, found = write_block(
+            out, series, start_ms, end_ms, step_ms, window=(lo, min(n, lo + per_block) - 1)
+        )
+        samples += found
+    return samples
 
 
 def write_block(
     out: Path,
-    series: Iterable[tuple[Labels, Callable[[int], float], int]],
+    series: Iterable[Spec],
     start_ms: int,
     end_ms: int,
     step_ms: int,
-    chunk_samples: int = 120,
+    chunk_samples: int = CHUNK,
+    window: tuple[int, int] | None = None,
 ) -> tuple[Path, int]:
-    """A block of ``series`` (labels, value at t ms, a key: series with one key and start
-    share chunk bytes) sampled every ``step_ms`` in [start_ms, end_ms]. Returns its
-    directory and number of samples."""
+    """A block of ``series`` (bench/fleet.py's :class:`Spec`: labels, the grid indices of its
+    first and last sample, values, what identifies a whole chunk's values) on the grid
+    ``start_ms + k * step_ms`` up to ``end_ms`` — of the grid indices in ``window`` only
+    (first and last, whole chunks apart) where given; a series that ends before the grid does
+    gets a staleness marker at the next scrape (``stale``). Returns its directory and number
+    of samples."""
+    if _fast_crc is None:
+        print(
+            "tsdb_block: google-crc32c is not installed (make .venv/.installed): CRC-32C in "
+            "Python, the block takes much longer",
+            file=sys.stderr,
+        )
     ulid = _ulid()
     d = out / ulid
     (d / "chunks").mkdir(parents=True)
-    todo = sorted(series, key=lambda s: s[0])
     stamps = list(range(start_ms, end_ms + 1, step_ms))
-    cuts = [stamps[i : i + chunk_samples] for i in range(0, len(stamps), chunk_samples)]
-    cache: dict[tuple[int, int], bytes] = {}
+    n = len(stamps)
+    w0, w1 = window if window is not None else (0, n - 1)
+    # series with one label set (spans apart in time) are one series
+    todo = sorted(
+        (s for s in series if s.first <= w1 and (s.last + s.stale) >= w0),
+        key=lambda s: (s.labels, s.first),
+    )
+    cache: dict[object, bytes] = {}
     metas: list[list[tuple[int, int, int]]] = []
+    names: list[tuple[tuple[str, str], ...]] = []  # each series' labels
     pos = 8
+    samples = 0
     with (d / "chunks" / "000001").open("wb") as f:
         f.write(struct.pack(">IB3x", 0x85BD40DD, 1))
-        for _labels, value, key in todo:
-            mine = []
-            for ts in cuts:
-                raw = cache.get((key, ts[0]))
+        for i, spec in enumerate(todo):
+            if i and todo[i - 1].labels == spec.labels:
+                mine = metas.pop()  # the same series again, later (a MIG instance re-made)
+                names.pop()
+            else:
+                mine = []
+            first, last = max(w0, spec.first), min(w1, spec.last)
+            stale = spec.last + 1 if spec.stale and w0 <= spec.last + 1 <= min(w1, n - 1) else -1
+            cuts = [
+                (c, max(first, c * chunk_samples), min(last, (c + 1) * chunk_samples - 1))
+                for c in range(first // chunk_samples, last // chunk_samples + 1)
+                if first <= last
+            ]
+            if stale >= 0 and (not cuts or cuts[-1][2] != stale - 1):
+                cuts.append((stale // chunk_samples, stale, stale - 1))  # the marker alone
+            for c, lo, hi in cuts:
+                ts = stamps[lo : hi + 1]
+                marker = stale >= 0 and hi + 1 == stale
+                whole = lo == c * chunk_samples and hi == (c + 1) * chunk_samples - 1
+                key = (spec.key(c), ts[0]) if whole and not marker else None
+                raw = cache.get(key) if key is not None else None
                 if raw is None:
-                    data = b"\x01" + xor_chunk([(t, value(t)) for t in ts])
+                    points = [(t, spec.value(t)) for t in ts]
+                    if marker:
+                        points.append((stamps[stale], STALE_NAN))
+                    data = b"\x01" + xor_chunk(points)
                     raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
-                    cache[(key, ts[0])] = raw
+                    if key is not None:
+                        cache[key] = raw
                 f.write(raw)
-                mine.append((ts[0], ts[-1], pos))
+                mine.append((stamps[lo], stamps[stale] if marker else ts[-1], pos))
                 pos += len(raw)
+                samples += len(ts) + marker
             metas.append(mine)
+            names.append(spec.labels)
             if len(cache) > 200_000:
                 cache.clear()
-    symbols = sorted({x for labels, _, _ in todo for pair in labels for x in pair})
+    symbols = sorted({x for labels in names for pair in labels for x in pair})
     index_of = {s: i for i, s in enumerate(symbols)}
     buf = bytearray(struct.pack(">IB", 0xBAAAD700, 2))
     toc_symbols = len(buf)
@@ -177,7 +258,7 @@ def write_block(
     buf += b"\x00" * ((-len(buf)) % 16)
     toc_series = len(buf)
     postings: dict[tuple[str, str], list[int]] = {("", ""): []}
-    for (labels, _, _), mine in zip(todo, metas, strict=True):
+    for labels, mine in zip(names, metas, strict=True):
         buf += b"\x00" * ((-len(buf)) % 16)
         ref = len(buf) // 16
         postings[("", "")].append(ref)
@@ -221,15 +302,14 @@ def write_block(
     )
     buf += toc + struct.pack(">I", crc32c(toc))
     (d / "index").write_bytes(bytes(buf))
-    samples = len(todo) * len(stamps)
     meta = {
         "ulid": ulid,
-        "minTime": start_ms,
-        "maxTime": stamps[-1] + 1,
+        "minTime": stamps[w0],
+        "maxTime": stamps[w1] + 1,
         "stats": {
             "numSamples": samples,
-            "numSeries": len(todo),
-            "numChunks": len(todo) * len(cuts),
+            "numSeries": len(names),
+            "numChunks": sum(len(m) for m in metas),
         },
         "compaction": {"level": 1, "sources": [ulid]},
         "version": 1,
@@ -249,12 +329,15 @@ def _ulid() -> str:
 
 
 if __name__ == "__main__":  # a smoke test: python bench/tsdb_block.py DIR
-    import sys
-
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     t0 = 1_700_000_000_000
-    rows = [((("__name__", "x"), ("i", str(i))), (lambda t, i=i: float(i)), i) for i in range(5)]
-    rows.append(((("__name__", "e"), ("i", "0")), lambda t: 1e12 + 0.2 * (t - t0), 99))
+    rows = [
+        Spec((("__name__", "x"), ("i", str(i))), 0, 240, lambda t, i=i: float(i), lambda c, i=i: i)
+        for i in range(5)
+    ]
+    rows.append(
+        Spec((("__name__", "e"), ("i", "0")), 10, 200, lambda t: 1e12 + 0.2 * (t - t0), hash, True)
+    )
     print(write_block(target, rows, t0, t0 + 4 * 3600_000, 60_000))
     os.sync()

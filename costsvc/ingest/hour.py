@@ -11,26 +11,29 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared, with_geometry
-from costsvc.ingest import dcgm_source, steady
+from costsvc.ingest import dcgm_source, regular, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.window import (
     MAX_GAP,
     PRESENCE_GAP,
+    Bounds,
     Holes,
+    Usage,
     Window,
     add_energy,
     add_gpu,
     grouped,
     highest,
     measure,
+    measure_read,
     merged,
     pod_and_namespace_labels,
     pod_controllers,
@@ -96,17 +99,17 @@ def gpus_seen(w: Window, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     return lost
 
 
-def utilisation(w: Window) -> dict[tuple[str, ...], list[Piece]]:
+def utilisation(w: Window) -> dict[tuple[str, ...], Usage]:
     """Utilisation 0..1 over the hour per device unit (cluster, UUID, GPU_I_ID):
     ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where the unit has it, else ``DCGM_FI_DEV_GPU_UTIL`` / 100.
     """
     key = _unit_key(w)
     util = {
-        k: [(a, b, v / 100) for a, b, v in w.pieces(merged(group))]
+        k: Usage(group, percent=True)
         for k, group in grouped(w, "DCGM_FI_DEV_GPU_UTIL", key).items()
     }
     for k, group in grouped(w, "DCGM_FI_PROF_GR_ENGINE_ACTIVE", key).items():
-        util[k] = w.pieces(merged(group))  # preferred where the GPU has it
+        util[k] = Usage(group)  # preferred where the GPU has it
     return util
 
 
@@ -143,10 +146,11 @@ def _collect(w: Window, start: datetime) -> HourFacts:
         published[gpu] = told or published.get(gpu)
     util = utilisation(w)
     sm = {
-        key: w.function(group)
+        key: Usage(group, summed=True)
         for key, group in grouped(w, "gpu_container_sm_utilization_ratio", container_key).items()
     }
     sm_gpus = {key[:2] for key in sm}  # GPUs with per-container usage (cluster, UUID)
+    none = Usage([], summed=True)  # the GPU's processes are known: none of them is this holder's
 
     def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
         return (
@@ -168,28 +172,48 @@ def _collect(w: Window, start: datetime) -> HourFacts:
     }
     shares = grouped(w, "gpu_allocation_share", holding_key)
     within = _within_gpu(shares)
+    # what each holding used: from the sums of its usage series where they tell (the series
+    # read as sums: costsvc/ingest/regular.py), else from their samples, read in one go
+    plans = {}
+    unread: list[Sequence[Sample]] = []
+    for key, group in shares.items():
+        cluster, uuid, gi, ns, pod, container = key
+        top = max((highest(s.samples) for s in group), default=Decimal(0))
+        shared = is_shared(bool(gi), top)
+        own_sm = sm.get((cluster, uuid, ns, pod, container))
+        if own_sm is None and (cluster, uuid) in sm_gpus:
+            own_sm = none
+        # (the device's utilisation does not price a shared holder's use: its own SM time does)
+        device = None if shared else util.get((cluster, uuid, gi))
+        holding_lost = lost.get((cluster, uuid), [])
+        found = measure_read(w, within[key], holding_lost, device, own_sm)
+        plans[key] = (shared, device, own_sm, holding_lost, found)
+        if found is None:
+            unread.extend(s.samples for u in (device, own_sm) if u is not None for s in u.series)
+    regular.load(unread)
     unseen: dict[tuple[str, str], list[Series]] = {}
     for key, group in shares.items():
         cluster, uuid, gi, ns, pod, container = key
-        own_sm = sm.get((cluster, uuid, ns, pod, container))
-        if own_sm is None and (cluster, uuid) in sm_gpus:
-            own_sm = []  # the GPU's processes are known: none of them is this holder's
-        seconds, used_ratio, sm_seconds = measure(
-            function(within[key]),
-            lost.get((cluster, uuid), []),
-            util.get((cluster, uuid, gi)),
-            own_sm,
-        )
-        share = us(seconds)
+        shared, device, own_sm, holding_lost, found = plans[key]
+        figures = None if found is None else _figures(found, shared)
+        if figures is None:  # its samples tell (a rounding the sums leave open: read them)
+            regular.load(s.samples for u in (device, own_sm) if u is not None for s in u.series)
+            seconds, used_ratio, sm_seconds = measure(
+                function(within[key]),
+                holding_lost,
+                None if device is None else device.pieces(w),
+                None if own_sm is None else own_sm.pieces(w),
+            )
+            share = us(seconds)
+            own = us(sm_seconds) if sm_seconds is not None else None
+            # no utilisation series for the device (e.g. an A100 MIG instance): unknown, not 0
+            busy = busy_seconds(share, shared, own, used_ratio)
+            figures = (share, None if busy is None else us(busy), own)
+        share, busy, own = figures
         if share <= 0:
             continue
         if (cluster, uuid) not in facts.node_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
-        top = max((highest(s.samples) for s in group), default=Decimal(0))
-        shared = is_shared(bool(gi), top)
-        own = us(sm_seconds) if sm_seconds is not None else None
-        # no utilisation series for the device (e.g. an A100 MIG instance): unknown, not 0
-        busy = busy_seconds(share, shared, own, used_ratio)
         compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
         profile = group[-1].labels.get("GPU_I_PROFILE", "") if gi else ""
         facts.holdings.append(
@@ -199,7 +223,7 @@ def _collect(w: Window, start: datetime) -> HourFacts:
                 pod,
                 container,
                 share,
-                None if busy is None else us(busy),
+                busy,
                 own or Decimal(0),
                 shared,
                 compute or None,
@@ -219,14 +243,57 @@ def _collect(w: Window, start: datetime) -> HourFacts:
     # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
     # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
     mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
-    found = {
+    geometries = {
         g.key: geometry(g.model, published.get(g.key)) for g in facts.gpus if g.key in mig_gpus
     }
-    with_geometry(facts, {key: gpu for key, gpu in found.items() if gpu is not None})
+    with_geometry(facts, {key: gpu for key, gpu in geometries.items() if gpu is not None})
     add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
     pod_controllers(w, facts)
     return facts
+
+
+def _figures(
+    found: tuple[Decimal, Bounds | None, Bounds | None], shared: bool
+) -> tuple[Decimal, Decimal | None, Decimal | None] | None:
+    """A holding's (share, busy, own SM) seconds as stored, from :func:`measure_read`'s
+    bounds; None where the bounds round to different figures (the samples decide)."""
+    seconds, util, own = found
+    share = us(seconds)
+    own_us = None if own is None else (us(own[0]), us(own[1]))
+    if own_us is not None and own_us[0] != own_us[1]:
+        return None
+    own_sm = None if own_us is None else own_us[0]
+    ends = [
+        busy_seconds(share, shared, own_sm, None if util is None else ratio)
+        for ratio in (util or (None, None))
+    ]
+    if (ends[0] is None) != (ends[1] is None):
+        return None
+    if ends[0] is None:
+        return share, None, own_sm
+    low, high = us(ends[0]), us(ends[1])  # type: ignore[arg-type]
+    return (share, low, own_sm) if low == high else None
+
+
+def _peak(groups: Iterable[list[Series]]) -> Decimal:
+    """The most the holdings of one GPU (their series' groups) add up to at any instant: a
+    steady series adds its value at each of its target's scrapes (worked out once per
+    target), the others sample by sample."""
+    at: dict[Decimal, Decimal] = {}
+    steady_sums: dict[int, tuple[list[Decimal], Decimal]] = {}
+    for group in groups:
+        samples = merged(group)
+        if isinstance(samples, steady.Steady):
+            times, added = steady_sums.get(id(samples.times), (samples.times, Decimal(0)))
+            steady_sums[id(samples.times)] = (times, added + samples.value)
+            continue
+        for t, v in samples:
+            at[t] = at.get(t, Decimal(0)) + v
+    for times, added in steady_sums.values():
+        for t in times:
+            at[t] = at.get(t, Decimal(0)) + added
+    return max(at.values(), default=Decimal(0))
 
 
 def _within_gpu(
@@ -242,9 +309,18 @@ def _within_gpu(
     for key, group in groups.items():
         top = max([highest(s.samples) for s in group] + [Decimal(0)])
         bound[(key[0], key[1])] = bound.get((key[0], key[1]), Decimal(0)) + top
+    over: dict[tuple[str, str], list[list[Series]]] = {
+        gpu: [] for gpu, top in bound.items() if top > FULL
+    }
+    for key, group in groups.items():
+        if (key[0], key[1]) in over:
+            over[(key[0], key[1])].append(group)
+    # where the holdings came and went within the hour, their highest add up past 1 without
+    # any instant doing so (the common case with churn): look for such an instant first
+    over = {gpu: found for gpu, found in over.items() if _peak(found) > FULL}
     totals: dict[tuple[str, str], dict[Decimal, Decimal]] = {}
     for key, group in groups.items():
-        if bound[(key[0], key[1])] <= FULL:
+        if (key[0], key[1]) not in over:
             continue
         at = totals.setdefault((key[0], key[1]), {})
         for t, v in merged(group):

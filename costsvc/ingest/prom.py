@@ -139,8 +139,14 @@ class PrometheusReader:
             "step": str(step),
         }
         body = self._get(params, expr[:80], post=True, path="/api/v1/query_range")
+        texts: dict[float, str] = {}  # every series has the same few evaluation instants
+
+        def text(t: float) -> str:
+            found = texts[t] = f"{float(t):.3f}"
+            return found
+
         return [
-            (dict(r["metric"]), [(f"{float(t):.3f}", v) for t, v in r["values"]])
+            (dict(r["metric"]), [(texts[t] if t in texts else text(t), v) for t, v in r["values"]])
             for r in body["data"]["result"]
         ]
 

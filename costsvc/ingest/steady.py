@@ -22,6 +22,13 @@ other series (a value change, churn, a count that differs, no ``up`` or two) is 
 only those series (a ``pod=~"…"`` / ``UUID=~"…"`` / ``instance=~"…"`` matcher, by POST, exact
 label sets kept), or the whole selector raw when more than half of its series are unsteady.
 
+The selectors of :data:`SUMMED` (utilisation, SM time) change at every scrape in a real fleet:
+for them the engine is asked for the max, min and sum over W and the values around each hour
+edge instead of the constant check, and a series that is not constant but whose count
+matches its target is a :class:`Regular`: its sums stand for its samples where its target
+scrapes evenly (costsvc/ingest/window.py ``Window.integral``; docs/cost-model.md "Series that
+change at every scrape"), its samples are read only where something needs them.
+
 Summaries of many hours cross the API in one ``query_range`` at a 3600 s step, evaluated at
 each hour's evaluation instant (:func:`costsvc.ingest.prom.instant_text`, the instant of the
 raw read), for a block of up to :data:`BLOCK_HOURS` planned consecutive hours
@@ -48,6 +55,7 @@ from operator import itemgetter
 from typing import TypeVar, cast, overload
 
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
+from costsvc.ingest.regular import SUMMED, Key, Loader, Sums, key_of
 
 # the selectors whose series are mostly steady (and are no counters)
 STEADY = frozenset(
@@ -67,7 +75,6 @@ MATCH_LABELS = ("pod", "UUID", "instance")  # how unsteady series are picked out
 MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
-Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
 T = TypeVar("T")
 
 
@@ -109,10 +116,14 @@ class Steady(Sequence[tuple[Decimal, Decimal]]):
 
 @dataclass
 class Counts:
-    """Series whose samples were synthesised (fast) or read raw, since the reader was made."""
+    """Series whose samples were synthesised (fast) or read raw, since the reader was made;
+    of the fast ones, how many were read as sums (:class:`Regular`: ``summed``), and of those
+    how many were read raw after all (``loaded``)."""
 
     fast: int = 0
     raw: int = 0
+    summed: int = 0
+    loaded: int = 0
 
 
 @dataclass
@@ -217,10 +228,21 @@ def _read(
         st.counts.raw += len(out)
         return out
     block = _summary(prom, st, selector, at, seconds)
-    found = block.hours.get(instant_text(at))
+    instant = instant_text(at)
+    found = block.hours.get(instant)
     if not found:
         return []
     targets = _targets(prom, st, at, seconds)
+    loader = None
+    if selector in SUMMED:
+
+        def raw_of(keys: set[Key], total: int) -> list[Series]:
+            return _read_raw(prom, selector, at, seconds, keys, total)
+
+        def counted(n: int) -> None:
+            st.counts.loaded += n
+
+        loader = Loader(raw_of, counted)
     steady: list[tuple[Key, Series]] = []
     unsteady: set[Key] = set()
     for key in block.order:  # sorted: in the order Prometheus answers a range selector
@@ -229,18 +251,33 @@ def _read(
             continue
         n, v = summary
         labels = block.labels[key]
-        times = _up_times(targets, labels) if v is not None else None
-        if times is None or v is None or len(times) != n:
+        times = _up_times(targets, labels)
+        if times is None or len(times) != n:
             unsteady.add(key)
             continue
-        steady.append((key, Series(labels, Steady(times, v))))
+        if v is not None:
+            steady.append((key, Series(labels, Steady(times, v))))
+            continue
+        regular = (
+            None
+            if loader is None or block.sums is None
+            else block.sums.regular(instant, key, times, loader)
+        )
+        if regular is None:
+            unsteady.add(key)
+            continue
+        loader.pending[key] = regular  # type: ignore[union-attr]
+        steady.append((key, Series(labels, regular)))
+    if loader is not None:
+        loader.total = len(found)
+        st.counts.summed += len(loader.pending)
     raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
     st.counts.fast += len(steady)
     st.counts.raw += len(raw)
     if not raw:
         return [s for _, s in steady]
     # each group's series in the raw read's order (costsvc/ingest/window.py: grouped, merged)
-    both = heapq.merge(steady, sorted((_key(s.labels), s) for s in raw), key=itemgetter(0))
+    both = heapq.merge(steady, sorted((key_of(s.labels), s) for s in raw), key=itemgetter(0))
     return [s for _, s in both]
 
 
@@ -321,10 +358,6 @@ def _latest_block(
     return block
 
 
-def _key(labels: dict[str, str]) -> Key:
-    return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
-
-
 @dataclass
 class _Block:
     """The summaries of one selector over a block of planned hours."""
@@ -333,12 +366,14 @@ class _Block:
     hours: dict[str, dict[Key, tuple[int, Decimal | None]]]
     labels: dict[Key, dict[str, str]]  # each series' labels (with __name__), for every hour
     order: list[Key]  # the series, sorted
+    sums: Sums | None = None  # of a SUMMED selector (costsvc/ingest/regular.py)
 
 
 def _summary(
     prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
 ) -> _Block:
-    """Sample count and constant value per series of ``selector``, per hour of the block."""
+    """Sample count and constant value per series of ``selector``, per hour of the block
+    (for :data:`SUMMED` selectors also their sums and edge values)."""
     instant = instant_text(at)
     first, last = st.blocks.get(instant, (instant, instant))
     cache_key = (selector, seconds, first)
@@ -349,30 +384,42 @@ def _summary(
             start = datetime.fromtimestamp(float(first), at.tzinfo)
             end = datetime.fromtimestamp(float(last), at.tzinfo)
             counted = prom.range_values(f"count_over_time({w})", start, end, 3600)
-            # the value where the samples are all one number. Prometheus' max/min_over_time
-            # skip a NaN, its changes() counts a NaN next to a number as a change and compares
-            # exactly (promql/functions.go funcChanges); VictoriaMetrics' changes() lets values
-            # 1e-12 apart pass as equal (app/vmselect/promql/rollup.go rollupChanges) but its
-            # rollups see no NaN and its == is exact: both together are exact on either engine
-            # (three passes over the samples; max == min and sum == sum took four, and more)
-            constant = prom.range_values(
-                f"max_over_time({w}) == min_over_time({w}) and changes({w}) == 0",
-                start,
-                end,
-                3600,
-            )
             texts: dict[str, Decimal | None] = {}  # a value's text, converted once
+
+            def number(v: str) -> Decimal | None:
+                found = texts.get(v, texts)
+                if found is texts:
+                    dv = Decimal(v)
+                    found = texts[v] = dv if dv.is_finite() else None
+                return found  # type: ignore[return-value]
+
             value_at: dict[str, dict[Key, Decimal | None]] = {}
-            for lab, values in constant:
-                key = _key(lab)
-                for t, v in values:
-                    if v not in texts:
-                        dv = Decimal(v)
-                        texts[v] = dv if dv.is_finite() else None
-                    value_at.setdefault(t, {})[key] = texts[v]
             block = _Block({instant: {}}, {}, [])
+            if selector in SUMMED:
+                block.sums = Sums()
+                block.sums.fill(prom, selector, seconds, start, end, number)
+                for t in block.sums.high:
+                    value_at[t] = block.sums.constant(t)
+            else:
+                # the value where the samples are all one number. Prometheus' max/min_over_time
+                # skip a NaN, its changes() counts a NaN next to a number as a change and
+                # compares exactly (promql/functions.go funcChanges); VictoriaMetrics' changes()
+                # lets values 1e-12 apart pass as equal (app/vmselect/promql/rollup.go
+                # rollupChanges) but its rollups see no NaN and its == is exact: both together
+                # are exact on either engine (three passes over the samples; max == min and
+                # sum == sum took four, and more)
+                constant = prom.range_values(
+                    f"max_over_time({w}) == min_over_time({w}) and changes({w}) == 0",
+                    start,
+                    end,
+                    3600,
+                )
+                for lab, values in constant:
+                    key = key_of(lab)
+                    for t, v in values:
+                        value_at.setdefault(t, {})[key] = number(v)
             for lab, values in counted:
-                key = _key(lab)
+                key = key_of(lab)
                 block.labels[key] = {**lab, "__name__": selector}
                 for t, v in values:
                     mine = block.hours.get(t)
@@ -403,7 +450,7 @@ def _targets(prom: PrometheusReader, st: _State, at: datetime, seconds: int) -> 
                 if job is None or instance is None:
                     continue
                 times = [t for t, v in s.samples if v == 1]
-                others = tuple((n, v) for n, v in _key(s.labels) if n not in {"job", "instance"})
+                others = tuple((n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"})
                 found.setdefault((job, instance), []).append((others, times))
             with st.lock:
                 for k in [k for k in st.ups if k[0] != cache_key[0]]:
@@ -436,20 +483,20 @@ def _read_raw(
     if not unsteady:
         return []
     if len(unsteady) > TOO_UNSTEADY * total:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     sets = [dict(k) for k in unsteady]
     name = next((n for n in MATCH_LABELS if all(n in lab for lab in sets)), None)
     if name is None:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     values = sorted({lab[name] for lab in sets})
     texts = [_regex_text(v) for v in values]
     if None in texts:
-        return [s for s in prom.raw(selector, at, seconds) if _key(s.labels) in unsteady]
+        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
     out = []
     for i in range(0, len(values), MATCH_CHUNK):
         regex = "|".join(t for t in texts[i : i + MATCH_CHUNK] if t is not None)
         for s in prom.raw(f'{selector}{{{name}=~"{regex}"}}', at, seconds):
-            if _key(s.labels) in unsteady:
+            if key_of(s.labels) in unsteady:
                 out.append(s)
     return out
 

@@ -15,6 +15,10 @@ series into facts with :func:`measure`, so the two apply one rule:
   efficiency is unknown (None), never 0 % or 100 %;
 - on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
   replica and the GPU was available, capped at its share (costsvc/attribution.py).
+
+A usage series read as sums (costsvc/ingest/regular.py ``Regular``) is integrated from them
+(:meth:`Window.integral`, :func:`measure_read`) where that gives the figure its samples would;
+elsewhere its samples are read and measured as above.
 """
 
 from __future__ import annotations
@@ -28,11 +32,12 @@ from typing import TypeVar
 
 from costsvc.attribution import GpuHour, HourFacts
 from costsvc.energy import NOTHING
-from costsvc.ingest import steady
+from costsvc.ingest import regular, steady
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
     covered,
+    holds,
     interval,
     max_gap_for,
     overlap,
@@ -57,8 +62,21 @@ SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) 
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
 MICROSECOND = Decimal("0.000001")
+SLACK = Decimal("1e-24")  # Decimal's 28 digits, summed in another order
 Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Regularity:
+    """How a target's samples hold over an hour where its scrapes are evenly spaced: the
+    look-back sample ``before`` seconds (0: none holds into the hour), each of the ``count``
+    samples in the hour ``step`` seconds but the last, which holds ``last``."""
+
+    before: Decimal
+    step: Decimal
+    count: int
+    last: Decimal
 
 
 def us(seconds: Decimal) -> Decimal:
@@ -97,6 +115,7 @@ class Window:
         self.t1 = self.t0 + 3600
         self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
         self._shapes: dict[tuple[int, bool], tuple[list[Decimal], list[Piece]]] = {}
+        self._regular: dict[int, tuple[list[Decimal], Regularity | None]] = {}
 
     def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
         """Ask for these reads now: Prometheus answers the next while this one is integrated."""
@@ -167,6 +186,54 @@ class Window:
             found = self._shapes[key] = (times, shape)
         return found[1]
 
+    def integral(self, samples: Sequence[Sample]) -> tuple[Decimal, Decimal] | None:
+        """∫ value dt over the hour of a series read as sums (:class:`regular.Regular`), with
+        the holding rule of :meth:`pieces`: (the value, a bound on its error: the engine's
+        float sums). None where its target's scrapes in the hour are not evenly spaced (a
+        scrape late by more than Prometheus' timestamp tolerance, a gap) or a value the
+        integral needs is missing: then only its samples tell."""
+        if not isinstance(samples, regular.Regular):
+            return None
+        shape = self._regularity(samples.times)
+        if shape is None:
+            return None
+        found = Decimal(0)
+        if shape.before:  # the look-back sample, held into the hour
+            if samples.before is None:
+                return None
+            found += samples.before * shape.before
+        if shape.count:  # every sample in the hour holds one step, but the last
+            if samples.last is None:
+                return None
+            found += shape.step * (samples.total - samples.last) + samples.last * shape.last
+        # the error of the engine's sums, and a hair for rounding at Decimal's 28 digits
+        # (the integral of the samples, summed in another order)
+        return found, shape.step * samples.error + abs(found) * SLACK + SLACK
+
+    def _regularity(self, times: list[Decimal]) -> Regularity | None:
+        """How the samples at ``times`` hold over the hour (:meth:`integral`), worked out
+        once per target."""
+        found = self._regular.get(id(times))
+        if found is None or found[0] is not times:
+            one = Decimal(1)
+            ones = [(t, one) for t in times]
+            step = interval(ones)
+            gap = max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step)
+            held = [until - since for since, until, _ in holds(ones, self.t0, self.t1, gap, step)]
+            inside = sum(1 for t in times if self.t0 <= t < self.t1)  # each holds a while
+            before = held[0] if len(held) == inside + 1 else Decimal(0)
+            held = held[len(held) - inside :]
+            shape = None
+            if all(d == held[0] for d in held[:-1]):
+                shape = Regularity(
+                    before,
+                    held[0] if inside > 1 else Decimal(0),
+                    inside,
+                    held[-1] if held else Decimal(0),
+                )
+            found = self._regular[id(times)] = (times, shape)
+        return found[1]
+
     def lost(self, up: Sequence[Sample]) -> Holes:
         """When ``gpu_device_up`` said 0 (the GPU lost), as intervals of the hour."""
         out: Holes = []
@@ -193,22 +260,121 @@ def measure(
     it has no series; ``sm``: the holder's own SM utilisation of the GPU, None when unknown.
     The utilisation is None (unknown) when no utilisation sample falls in the held time."""
     held = [p for p in without(share, lost) if p[2] > 0]
-    seconds = total(held)
-    util: Decimal | None = None
+    return total(held), _utilisation(held, utilisation), _own(held, sm)
+
+
+def _utilisation(held: Sequence[Piece], utilisation: Sequence[Piece] | None) -> Decimal | None:
+    if utilisation is None:
+        return None
     one = Decimal(1)
+    busy = measured = Decimal(0)
+    for since, until, s, u in overlap(held, utilisation):
+        part = s * (until - since)
+        measured += part
+        busy += part * (u if u < one else one)
+    return busy / measured if measured else None
+
+
+def _own(held: Sequence[Piece], sm: Sequence[Piece] | None) -> Decimal | None:
+    if sm is None:
+        return None
+    own = Decimal(0)
+    for since, until, _, v in overlap(held, sm):
+        own += v * (until - since)
+    return own
+
+
+Bounds = tuple[Decimal, Decimal]  # the least and the most a figure can be
+
+
+@dataclasses.dataclass
+class Usage:
+    """What a holder used over the hour: its device's utilisation (``percent``: the values
+    are percent) or its own SM time (``summed``: the sum of its series, each with its own
+    gaps; else one function of their samples merged)."""
+
+    series: list[Series]
+    percent: bool = False
+    summed: bool = False
+    _pieces: list[Piece] | None = None
+
+    def pieces(self, w: Window) -> list[Piece]:
+        """The step function over the hour (its samples read now where they were not)."""
+        if self._pieces is None:
+            if self.summed:
+                self._pieces = w.function(self.series)
+            elif self.percent:
+                self._pieces = [(a, b, v / 100) for a, b, v in w.pieces(merged(self.series))]
+            else:
+                self._pieces = w.pieces(merged(self.series))
+        return self._pieces
+
+    @property
+    def ready(self) -> bool:
+        """Its samples are at hand (no series read as sums only)."""
+        return not any(_unread(s.samples) for s in self.series)
+
+    def integral(self, w: Window, times: list[Decimal]) -> tuple[Decimal, Decimal, Decimal] | None:
+        """∫ value dt over the hour (:meth:`Window.integral`) of a usage that is one series
+        read as sums over the target scraped at ``times``: (value, error bound, the largest
+        value); None where its samples are needed."""
+        if len(self.series) != 1:
+            return None
+        samples = self.series[0].samples
+        if not isinstance(samples, regular.Regular) or samples.times is not times:
+            return None
+        found = w.integral(samples)
+        if found is None:
+            return None
+        value, error = found
+        if self.percent:
+            return value / 100, error / 100, samples.peak / 100
+        return value, error, samples.peak
+
+
+def _unread(samples: Sequence[Sample]) -> bool:
+    return isinstance(samples, regular.Regular) and not samples.loaded
+
+
+def measure_read(
+    w: Window,
+    share: Sequence[Sequence[Sample]],
+    lost: Holes,
+    utilisation: Usage | None,
+    sm: Usage | None,
+) -> tuple[Decimal, Bounds | None, Bounds | None] | None:
+    """:func:`measure` of a holding whose share is one steady series on a GPU never lost,
+    without reading the samples of a usage read as sums (:class:`regular.Regular`) on the
+    same target: (share seconds, bounds of the utilisation, bounds of the own SM seconds).
+    None where that cannot be done: the caller reads the samples and measures them."""
+    if lost or len(share) != 1 or not isinstance(share[0], steady.Steady):
+        return None
+    times = share[0].times
+    held = [p for p in w.pieces(share[0]) if p[2] > 0]
+    span = sum((b - a for a, b, _ in held), Decimal(0))
+    util: Bounds | None = None
     if utilisation is not None:
-        busy = measured = Decimal(0)
-        for since, until, s, u in overlap(held, utilisation):
-            part = s * (until - since)
-            measured += part
-            busy += part * (u if u < one else one)
-        util = busy / measured if measured else None
-    own: Decimal | None = None
+        if utilisation.ready:
+            found = _utilisation(held, utilisation.pieces(w))
+            util = None if found is None else (found, found)
+        else:
+            summed = utilisation.integral(w, times)
+            if summed is None or summed[2] > 1 or not span:
+                return None  # a value above 1 is capped sample by sample: read them
+            value, error, _ = summed
+            util = ((value - error) / span, (value + error) / span)
+    own: Bounds | None = None
     if sm is not None:
-        own = Decimal(0)
-        for since, until, _, v in overlap(held, sm):
-            own += v * (until - since)
-    return seconds, util, own
+        if sm.ready:
+            found = _own(held, sm.pieces(w))
+            own = None if found is None else (found, found)
+        else:
+            summed = sm.integral(w, times)
+            if summed is None:
+                return None
+            value, error, _ = summed
+            own = (value - error, value + error)
+    return total(held), util, own
 
 
 def grouped(

@@ -164,11 +164,17 @@ def prometheus14(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheu
 
 
 def _loaded_prometheus(
-    tmp_path_factory: pytest.TempPathFactory, name: str, text: str, probe: int
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    text: str,
+    probe: int,
+    scraped: bool = True,
 ) -> Iterator[Prometheus]:
+    """``text`` loaded (``scraped``: first put in the scraped form, tests/costsvc/scraped.py;
+    else it is already)."""
     promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp(name)
-    (work / "history.om").write_text(as_scraped(text))
+    (work / "history.om").write_text(as_scraped(text) if scraped else text)
     subprocess.run(
         [
             promtool,

@@ -594,6 +594,8 @@ def assert_fast_is_raw(
         got = ingest_with(prom_url, urls[1], cost_model, hours, source=source)
         fast.fast += got.fast
         fast.raw += got.raw
+        fast.summed += got.summed
+        fast.loaded += got.loaded
         for hour in hours:
             ingest_with(prom_url, urls[2], cost_model, [hour], source=source)
     assert raw.fast == 0 and raw.raw > 0

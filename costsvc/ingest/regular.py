@@ -1,0 +1,245 @@
+"""Series whose values change at every scrape, read as sums (issue 29).
+
+A real fleet's utilisation and its containers' SM time change at every sample, so the fast
+reads of costsvc/ingest/steady.py never find them steady; what an hour needs of such a series
+is its integral. For the selectors of :data:`SUMMED` the engine is asked, per series and hour
+(one ``query_range`` per expression and block of hours: tagging several with ``label_replace``
+and joining them with ``or`` cost Prometheus 2-3 times the CPU), for the max, min and sum over
+the raw read's window, and at each hour edge for the last sample before it, a sample exactly
+at it and the sum of the window's look-back (:meth:`Sums.fill`). A series whose count matches
+its target's successful scrapes (costsvc/ingest/steady.py) but is not constant is a
+:class:`Regular`: its sums stand for its samples where its target scrapes evenly
+(costsvc/ingest/window.py ``Window.integral``, docs/cost-model.md "Series that change at every
+scrape"); its samples are read (:class:`Loader`) only where something needs them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import overload
+
+from costsvc.ingest.prom import PrometheusReader, Series
+
+# the selectors of steady.STEADY whose values change at every sample in a real fleet
+SUMMED = frozenset(
+    {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        "gpu_container_sm_utilization_ratio",
+    }
+)
+EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/window.py MAX_GAP)
+ULP = Decimal(2) ** -52  # a float64's relative spacing
+Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
+Sample = tuple[Decimal, Decimal]
+
+
+def key_of(labels: dict[str, str]) -> Key:
+    return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
+
+
+class Regular(Sequence[Sample]):
+    """A series of :data:`SUMMED` whose samples are at each of ``times`` (its target's
+    ``up == 1`` timestamps, as a steady series') but whose values change: what the engine
+    summed of them instead of the values themselves — ``total``: the sum of the values of the
+    samples in [t0, t1); ``error``: a bound on how far that (a float sum, from float values)
+    is from the sum of the values as decimal text; ``peak``: the largest absolute value in the
+    window; ``before``: the value of the last sample before t0, ``last``: of the last before
+    t1 (None: no such sample within :data:`EDGE` seconds).
+
+    Its samples are read (raw, exact label set) only when something iterates them: with the
+    others of its read that are still unread (:func:`load` picks which to read at once)."""
+
+    __slots__ = ("_loader", "_samples", "before", "error", "key", "last", "peak", "times", "total")
+
+    def __init__(
+        self,
+        times: list[Decimal],
+        total: Decimal,
+        error: Decimal,
+        peak: Decimal,
+        before: Decimal | None,
+        last: Decimal | None,
+        key: Key,
+        loader: Loader | None,
+    ) -> None:
+        self.times, self.total, self.error, self.peak = times, total, error, peak
+        self.before, self.last, self.key = before, last, key
+        self._loader = loader
+        self._samples: list[Sample] | None = None
+
+    @property
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            if self._loader is not None:
+                self._loader.load(None)  # this one and the rest of its read still unread
+            if self._samples is None:  # pragma: no cover - the raw read lost it
+                raise RuntimeError(f"series {dict(self.key)} not in the raw read")
+        return self._samples
+
+    def fill(self, samples: list[Sample]) -> None:
+        self._samples, self._loader = samples, None
+
+    @property
+    def loaded(self) -> bool:
+        return self._samples is not None
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, i: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Sample]: ...
+
+    def __getitem__(self, i: int | slice) -> Sample | list[Sample]:
+        return self.samples[i]
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class Loader:
+    """The raw reads of the :class:`Regular` series of one read (selector, hour) still
+    unread: ``read(keys, total)`` reads those series (``total``: the series of the read, for
+    the choice of how), ``counted(n)`` is told how many came."""
+
+    def __init__(
+        self,
+        read: Callable[[set[Key], int], list[Series]],
+        counted: Callable[[int], None],
+    ) -> None:
+        self.read, self.counted = read, counted
+        self.pending: dict[Key, Regular] = {}
+        self.total = 0
+
+    def load(self, keys: Iterable[Key] | None) -> None:
+        """Read these series raw (None: every one still unread) in one read."""
+        todo = set(self.pending) if keys is None else {k for k in keys if k in self.pending}
+        if not todo:
+            return
+        found = self.read(todo, self.total)
+        self.counted(len(found))
+        for s in found:
+            series = self.pending.pop(key_of(s.labels), None)
+            if series is not None:
+                series.fill(list(s.samples))
+
+
+def load(series: Iterable[Sequence[Sample]]) -> None:
+    """Read the samples of these series (those of them that are :class:`Regular` and unread)
+    now, one read per selector and hour: for a caller that knows which it will iterate."""
+    by_loader: dict[int, tuple[Loader, list[Key]]] = {}
+    for s in series:
+        if isinstance(s, Regular) and s._loader is not None:
+            by_loader.setdefault(id(s._loader), (s._loader, []))[1].append(s.key)
+    for loader, keys in by_loader.values():
+        loader.load(keys)
+
+
+@dataclass
+class Sums:
+    """What the engine summed of a :data:`SUMMED` selector over a block of hours: per
+    evaluation instant and series, the max, min and sum over the window (None: not finite)
+    ... and per hour edge (its instant) and series, ``before``: the value of the last sample
+    before it, ``at``: of a sample at it, ``back``: the sum of the look-back's samples."""
+
+    high: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    low: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    whole: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    before: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    at: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    back: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+
+    def fill(
+        self,
+        prom: PrometheusReader,
+        selector: str,
+        seconds: int,
+        start: datetime,
+        end: datetime,
+        number: Callable[[str], Decimal | None],
+    ) -> None:
+        """The max, min and sum over each hour's window ``selector[seconds]`` (a NaN anywhere
+        in it makes the sum NaN: such a series is read raw) and, where some series is not
+        constant, the edge values. The edge windows end 1 ms before the edge (``offset 1ms``:
+        scrape times are in ms) and match the raw read's (at - seconds, at] on Prometheus 3
+        and VictoriaMetrics, [at - seconds, at] on Prometheus 2, either way."""
+        w = f"{selector}[{seconds}s]"
+        for into, name in ((self.high, "max"), (self.low, "min"), (self.whole, "sum")):
+            _into(into, prom.range_values(f"{name}_over_time({w})", start, end, 3600), number)
+        if all(
+            h == self.low.get(t, {}).get(k)
+            for t, found in self.high.items()
+            for k, h in found.items()
+        ):
+            return  # every series constant (steady): no edge is needed
+        back_ms = (seconds - 3600) * 1000 - 1
+        first = start - timedelta(hours=1)
+        for into, expr in (
+            (self.before, f"last_over_time({selector}[{EDGE}s] offset 1ms)"),
+            (self.at, f"last_over_time({selector}[1ms])"),
+            (self.back, f"sum_over_time({selector}[{back_ms}ms] offset 1ms)"),
+        ):
+            _into(into, prom.range_values(expr, first, end, 3600), number)
+
+    def constant(self, instant: str) -> dict[Key, Decimal | None]:
+        """The series whose samples in the hour's window are one finite value, and it."""
+        low, whole = self.low.get(instant, {}), self.whole.get(instant, {})
+        return {
+            key: high
+            for key, high in self.high.get(instant, {}).items()
+            if high is not None and high == low.get(key) and whole.get(key) is not None
+        }
+
+    def regular(
+        self, instant: str, key: Key, times: list[Decimal], loader: Loader
+    ) -> Regular | None:
+        """A :class:`Regular` series (samples at ``times``) for the hour evaluated at
+        ``instant`` (None: the sums do not pin it down: a NaN or infinity, a value missing)."""
+        high = self.high.get(instant, {}).get(key)
+        low = self.low.get(instant, {}).get(key)
+        whole = self.whole.get(instant, {}).get(key)
+        if high is None or low is None or whole is None:
+            return None
+        t1 = Decimal(instant)
+        start = f"{t1 - 3600:.3f}"
+        back = self.back.get(start, {}).get(key)
+        # the samples before t0 are the look-back's; a sample at t1 exactly is the next hour's
+        total = whole - (back or Decimal(0))
+        if times and times[-1] == t1:
+            at_end = self.at.get(instant, {}).get(key)
+            if at_end is None:
+                return None
+            total -= at_end
+        peak = max(abs(high), abs(low))
+        n = len(times) + 2
+        # the engine's float sums (of the window and of its look-back, either order) and the
+        # float value behind each decimal text: each at most n * n ulps of the peak away
+        error = 4 * ULP * n * n * peak
+        before = self.before.get(start, {}).get(key)
+        last = self.before.get(instant, {}).get(key)
+        return Regular(times, total, error, peak, before, last, key, loader)
+
+
+def _into(
+    into: dict[str, dict[Key, Decimal | None]],
+    answer: list[tuple[dict[str, str], list[tuple[str, str]]]],
+    number: Callable[[str], Decimal | None],
+) -> None:
+    for lab, values in answer:
+        key = key_of(lab)
+        for t, v in values:
+            found = into.get(t)
+            if found is None:
+                found = into[t] = {}
+            found[key] = number(v)
