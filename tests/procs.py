@@ -11,6 +11,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What uvicorn prints once its socket is bound (uvicorn/server.py logs "Application startup
+# complete" after the lifespan startup but BEFORE it binds, so a client that starts on that line
+# can be refused under load).
+LISTENING = r"Uvicorn running on"
 
 
 class Process:

@@ -29,7 +29,7 @@ from costsvc.db.tokens import create_token
 from tests.costsvc.apiserver import NOV20, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR, MODEL, ingest_with
-from tests.procs import Process
+from tests.procs import LISTENING, Process
 from tests.prom import Prometheus, free_port
 
 ROWS = 20_000  # ~4 MB of CSV: more than the loopback socket buffers hold
@@ -127,7 +127,7 @@ def test_abandoned_and_stalled_downloads_leave_the_api_whole(database: str, tmp_
     )
     stalled: list[socket.socket] = []
     try:
-        serve.wait_for(r"Application startup complete", 30)
+        serve.wait_for(LISTENING, 30)
         api = httpx.Client(
             base_url=f"http://127.0.0.1:{port}",
             headers={"Authorization": f"Bearer {token}"},

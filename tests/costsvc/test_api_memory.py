@@ -17,7 +17,7 @@ from sqlalchemy import create_engine
 
 from costsvc.db.tokens import create_token
 from tests.costsvc.history import HOUR3, MODEL, ingest_with
-from tests.procs import Process
+from tests.procs import LISTENING, Process
 from tests.prom import Prometheus, free_port
 
 CACHE = 4 * 2**20  # the answer cache of the process under test
@@ -52,7 +52,7 @@ def server(prometheus: Prometheus, tmp_path_factory: pytest.TempPathFactory) -> 
         },
     )
     try:
-        proc.wait_for(r"Application startup complete", 30)
+        proc.wait_for(LISTENING, 30)
         yield proc, f"http://127.0.0.1:{port}", token
     finally:
         proc.stop()

@@ -33,7 +33,7 @@ from tests.costsvc.history import assert_every_hour_adds_up
 from tests.dashboards.exprs import all_expressions
 from tests.dashboards.test_dashboards import expr_of, metric_names
 from tests.kubeapi import KubeApi, pod_json
-from tests.procs import ROOT, Process, start_exporter
+from tests.procs import LISTENING, ROOT, Process, start_exporter
 from tests.prom import Prometheus, free_port
 
 RULES = ROOT / "alerts" / "gpu-finops.rules.yml"
@@ -87,7 +87,7 @@ def stack(
             },
         )
         procs.append(costsvc)
-        costsvc.wait_for(r"Uvicorn running|Application startup complete", 30)
+        costsvc.wait_for(LISTENING, 30)
         engine = create_engine(db_url)
         deadline = time.monotonic() + 30
         while engine.connect().execute(
