@@ -153,5 +153,5 @@ def test_a_call_never_recorded_is_an_error_not_an_answer() -> None:
     with pytest.raises(NotRecorded):
         replay.nvmlDeviceGetHandleByIndex(7)
     assert replay.unrecorded == ["nvmlDeviceGetHandleByIndex(7)"]
-    with pytest.raises(AttributeError):
-        _ = replay.nvmlDeviceGetBrandNotRecorded
+    with pytest.raises(NotRecorded):
+        replay.nvmlDeviceGetBrand(replay.nvmlDeviceGetHandleByIndex(0))
