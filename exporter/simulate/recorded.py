@@ -296,7 +296,9 @@ class Decoder:
                 kind = kinds[field]
                 if issubclass(kind, ctypes._Pointer) or recorded is None:
                     continue  # pointers (GPM samples) stay those the caller passed
-                nested = isinstance(recorded, dict) and ("struct" in recorded or "array" in recorded)
+                nested = isinstance(recorded, dict) and (
+                    "struct" in recorded or "array" in recorded
+                )
                 if nested and issubclass(kind, ctypes.Structure | ctypes.Array):
                     self.fill(getattr(target, field), recorded)
                     continue

@@ -19,7 +19,7 @@ from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.recorded import NotRecorded, Recorder, Replay
 from exporter.simulate.spec import parse
 from tests.conftest import ManualClock
-from tests.exporter.helpers import samples, track
+from tests.exporter.helpers import track
 
 EPOCH = "2026-11-01T00:00:00Z"
 EPOCH_TS = 1_793_491_200.0
@@ -36,7 +36,10 @@ SPEC: dict[str, Any] = {
             "memory_used_mib": {"sine": {"min": 1000, "max": 9000, "period": 60}},
             "power_w": {"points": [[0, 100], [60, 650]]},
             "utilization": {"gpu": 80, "memory": 30},
-            "nvlink": {"links": 18, "errors": [{"t": 1, "link": 3, "counter": "crc_flit", "count": 5}]},
+            "nvlink": {
+                "links": 18,
+                "errors": [{"t": 1, "link": 3, "counter": "crc_flit", "count": 5}],
+            },
             "gpm": {"gr_engine_active": 0.8, "sm_active": 0.7},
             "clock_events": [{"from": 0, "to": 100, "reasons": ["sw_power_cap"]}],
             "unsupported": ["memory_temperature"],
@@ -61,7 +64,9 @@ def gpu_series(exp: Exporter) -> list[str]:
     memory vary run to run)."""
     text = exp.exposition.body("text").decode()
     return [
-        line for line in text.splitlines() if line and not line.startswith(("#", "gpu_exporter_", "process_", "python_"))
+        line
+        for line in text.splitlines()
+        if line and not line.startswith(("#", "gpu_exporter_", "process_", "python_"))
     ]
 
 
