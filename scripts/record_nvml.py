@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import http.client
+import importlib.metadata
 import json
 import os
 import platform
@@ -35,7 +36,8 @@ from typing import Any
 from exporter.catalogue import COLLECTORS
 from exporter.collection import Exporter
 from exporter.nvml.boundary import Nvml
-from exporter.simulate.recorded import Recorder
+from exporter.nvml.results import Failure
+from exporter.simulate.recorded import Recorder, compact
 
 SMI_FIELDS = [
     "index",
@@ -105,6 +107,13 @@ while time.time() < end:
 """
 
 
+def metadata_version() -> str | None:
+    try:
+        return importlib.metadata.version("nvidia-ml-py")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def start_load(out: Path, seconds: float, log: list[str]) -> subprocess.Popen[str] | None:
     """A matrix-product loop on the GPU (PyTorch), so that the recording holds a busy GPU: a
     compute process, its utilisation samples, non-zero GPM readings."""
@@ -139,7 +148,7 @@ def smi(out: Path, log: list[str]) -> dict[str, Any]:
         return {"nvidia_smi": None}
     help_text = run(["nvidia-smi", "--help-query-gpu"], log)
     (out / "smi-help.txt").write_text(help_text)
-    known = set(re.findall(r'^"([a-z0-9_.\[\]]+)"', help_text, re.MULTILINE))
+    known = set(re.findall(r'"([a-z0-9_.\[\]]+)"', help_text))  # each name and its aliases
     fields = [f for f in SMI_FIELDS if f in known]
     unknown = [f for f in SMI_FIELDS if f not in known]
     csv = run(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv"], log)
@@ -193,12 +202,78 @@ def scrape(out: Path, fake: str | None, log: list[str]) -> str:
     return "scraped" if "DCGM_FI_DEV_POWER_USAGE" in body else "no GPU series"
 
 
+def first_cycles(recording: dict[str, Any], cycles: int) -> dict[str, Any]:
+    """The recording's first ``cycles`` collections (each begins with nvmlDeviceGetCount; the
+    first also with discovery's), arrays compacted: what a fixture keeps."""
+    calls, counts = [], 0
+    for entry in recording["calls"]:
+        if entry["call"] == "nvmlDeviceGetCount":
+            counts += 1
+            if counts == cycles + 2:
+                break
+        calls.append(compact(entry))
+    meta = {**recording["meta"], "cycles": cycles}
+    return {**recording, "meta": meta, "calls": calls}
+
+
+def trim(argv: list[str]) -> int:
+    """``--trim IN OUT CYCLES [KEY=VALUE ...]``: a fixture from a device recording."""
+    source, target, cycles, *notes = argv
+    kept = first_cycles(json.loads(Path(source).read_text()), int(cycles))
+    kept["meta"].update(note.split("=", 1) for note in notes)
+    Path(target).write_text(json.dumps(kept, indent=1) + "\n")
+    return 0
+
+
+def mig_probe(out: Path, fake: str | None) -> int:
+    """``--mig OUT``: what NVML says of the GPUs' MIG profiles (read only: MIG mode is left as
+    it is), through the exporter's own calls, and ``nvidia-smi mig -lgip``/``-lgipp``."""
+    recorder = Recorder(library(fake))
+    nvml = Nvml(recorder)
+    nvml.init()
+    count = nvml.device_count()
+    found: dict[str, Any] = {}
+    for index in range(count if isinstance(count, int) else 0):
+        dev = nvml.device(index)
+        if isinstance(dev, Failure):
+            continue
+        geometry = nvml.mig_geometry(dev)
+        found[str(index)] = {"enabled": repr(nvml.mig_enabled(dev)), "geometry": repr(geometry)}
+        total = nvml.memory(dev)
+        if not isinstance(total, Failure):
+            found[str(index)]["instances"] = repr(nvml.mig_instances(dev, total[0], None))
+        ids = {
+            int(c["result"]["fields"]["id"])
+            for c in recorder.calls
+            if c["call"] == "nvmlDeviceGetGpuInstanceProfileInfo" and "result" in c
+        }
+        for profile_id in sorted(ids):
+            nvml._profile_name(dev, profile_id)  # nvmlDeviceGetGpuInstanceProfileInfoById
+    nvml.shutdown()
+    recording = recorder.recording(what="MIG profiles", exporter_view=found)
+    (out / "mig.json").write_text(json.dumps(recording, indent=1))
+    log: list[str] = []
+    text = ""
+    if shutil.which("nvidia-smi"):
+        for argv in (["nvidia-smi", "mig", "-lgip"], ["nvidia-smi", "mig", "-lgipp"]):
+            text += f"### {' '.join(argv)}\n{run(argv, log)}\n"
+    (out / "smi-mig.txt").write_text(text + "\n".join(log))
+    print(json.dumps(found)[:3000])
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--trim"]:
+        return trim(sys.argv[2:])
+    if sys.argv[1:2] == ["--mig"]:
+        Path(sys.argv[2]).mkdir(parents=True, exist_ok=True)
+        return mig_probe(Path(sys.argv[2]), sys.argv[3] if len(sys.argv) > 3 else None)
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     ap.add_argument("--fake", default=None)
     ap.add_argument("--cycles", type=int, default=20)
     ap.add_argument("--pause", type=float, default=0.5)
+    ap.add_argument("--idle-cycles", type=int, default=5)
     ap.add_argument("--load", type=float, default=0.0, help="seconds of GPU load (PyTorch)")
     args = ap.parse_args()
     out = Path(args.out)
@@ -211,7 +286,7 @@ def main() -> int:
         "fake": args.fake,
     }
     lib = library(args.fake)
-    summary["nvidia_ml_py"] = getattr(lib, "__version__", None)
+    summary["nvidia_ml_py"] = getattr(lib, "__version__", None) or metadata_version()
     summary["nvidia_ml_py_file"] = getattr(lib, "__file__", None)
 
     load = start_load(out, args.load, log) if args.load > 0 else None
@@ -243,7 +318,7 @@ def main() -> int:
     answers = {c["call"]: c.get("result") for c in recording["calls"] if "result" in c}
     summary["driver"] = answers.get("nvmlSystemGetDriverVersion")
     summary["gpu_name"] = answers.get("nvmlDeviceGetName")
-    keys = ("when", "nvidia_ml_py", "host", "fake", "driver", "gpu_name")
+    keys = ("when", "nvidia_ml_py", "host", "fake", "driver", "gpu_name", "load")
     recording["meta"] = {k: summary.get(k) for k in keys}
     recording["meta"]["cycles"] = args.cycles
     recording["meta"]["pause_s"] = args.pause
@@ -251,6 +326,14 @@ def main() -> int:
 
     summary.update(smi(out, log))  # under the same load as the recording
     stop_load(load, log)
+    if load is not None:  # and the GPU idle again: no process, no utilisation samples
+        recorder = Recorder(lib)
+        took, exp = collect(recorder, args.idle_cycles, args.pause)
+        idle = recorder.recording()
+        exp.close()
+        idle["meta"] = {**recording["meta"], "cycles": args.idle_cycles, "load": False}
+        summary["idle_recorded_cycle_ms_median"] = round(statistics.median(took) * 1000, 3)
+        (out / "recording-idle.json").write_text(json.dumps(idle))
     try:
         summary["scrape"] = scrape(out, args.fake, log)
     except Exception as exc:
