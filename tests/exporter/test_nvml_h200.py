@@ -1,0 +1,268 @@
+"""NVML as a real H200 answered it (tests/exporter/data/nvml-h200-580.159.04-*.json, recorded
+by scripts/record_nvml.py on a lent machine: docs/simulate.md, "Recorded from a real GPU"),
+replayed through the real collection code. What the exporter publishes must be what the driver
+said, in DCGM's units; nvidia-smi, asked on the same machine, must agree with the recording;
+what the GPU does not support must be absent, not an error."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from exporter.catalogue import COLLECTORS
+from exporter.collection import Exporter
+from exporter.nvml.boundary import Nvml
+from exporter.nvml.library import ECC_CORRECTED, ECC_UNCORRECTED, ECC_VOLATILE
+from exporter.nvml.library import lib as pynvml
+from exporter.nvml.mig_names import mig_memory_slices, mig_profile_name
+from exporter.nvml.results import Failure, MigGeometry
+from exporter.simulate.recorded import Replay
+from tests.conftest import ManualClock
+from tests.exporter.helpers import samples, track, value
+
+DATA = Path(__file__).parent / "data"
+MIB = 1024 * 1024
+
+
+def load(name: str) -> dict[str, Any]:
+    recording: dict[str, Any] = json.loads((DATA / f"nvml-h200-580.159.04-{name}.json").read_text())
+    return recording
+
+
+BUSY, IDLE, MIG = load("busy"), load("idle"), load("mig")
+
+
+def replayed(recording: dict[str, Any]) -> tuple[dict[str, list[Any]], Replay]:
+    """The exposition after the recording's collections, replayed (the clock as recorded:
+    each collection 0.5 s apart)."""
+    replay = Replay(recording)
+    clock = ManualClock(1_795_652_400.0)
+    exp = track(Exporter(Nvml(replay), "h200", COLLECTORS, 5.0, clock=clock, monotonic=clock))
+    for _ in range(int(recording["meta"]["cycles"])):
+        clock.advance(recording["meta"]["pause_s"])
+        exp.collect_once()
+    return samples(exp.exposition.body("openmetrics").decode()), replay
+
+
+def answers(recording: dict[str, Any], call: str, *args: Any) -> list[Any]:
+    """The recorded answers to ``call`` (with these arguments after the handle), in order."""
+    tail = "".join(f", {a!r}" for a in args)
+    key = f"{call}({{'handle': 'gpu0'}}{tail})"
+    return [c["result"] for c in recording["calls"] if c["key"] == key and "result" in c]
+
+
+def last(recording: dict[str, Any], call: str, *args: Any) -> Any:
+    found = answers(recording, call, *args)
+    assert found, f"{call}{args} not in the recording"
+    return found[-1]
+
+
+def field_value(answer: dict[str, Any]) -> int:
+    """A recorded field value, decoded here by its own valueType (not by the exporter's code)."""
+    item = answer["items"][0]["fields"]
+    assert item["nvmlReturn"] == pynvml.NVML_SUCCESS
+    raw = bytes.fromhex(item["value"]["hex"])
+    width = {pynvml.NVML_VALUE_TYPE_UNSIGNED_INT: 4, pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: 8}
+    return int.from_bytes(raw[: width[item["valueType"]]], "little")
+
+
+@pytest.fixture(scope="module")
+def busy() -> tuple[dict[str, list[Any]], Replay]:
+    return replayed(BUSY)
+
+
+def test_the_replay_asks_nvml_only_what_the_exporter_asked(
+    busy: tuple[dict[str, list[Any]], Replay],
+) -> None:
+    m, replay = busy
+    assert replay.unrecorded == []
+    assert value(m, "gpu_device_up", gpu="0") == 1
+    assert {s.labels["modelName"] for s in m["gpu_device_up"]} == {"NVIDIA H200"}
+
+
+def test_memory_series_are_nvml_bytes_in_mib(busy: tuple[dict[str, list[Any]], Replay]) -> None:
+    m, _ = busy
+    memory = last(BUSY, "nvmlDeviceGetMemoryInfo", pynvml.nvmlMemory_v2)["fields"]
+    assert memory["total"] == memory["used"] + memory["free"] + memory["reserved"]
+    for series, field in (("FB_USED", "used"), ("FB_FREE", "free"), ("FB_TOTAL", "total")):
+        assert value(m, f"DCGM_FI_DEV_{series}", gpu="0") == memory[field] // MIB
+    assert value(m, "DCGM_FI_DEV_FB_RESERVED", gpu="0") == memory["reserved"] // MIB
+    assert value(m, "DCGM_FI_DEV_FB_USED", gpu="0") > 0  # the load's tensors
+
+
+def test_power_energy_temperature_clocks_as_dcgm_publishes_them(
+    busy: tuple[dict[str, list[Any]], Replay],
+) -> None:
+    m, _ = busy
+    mw = last(BUSY, "nvmlDeviceGetPowerUsage")
+    assert value(m, "DCGM_FI_DEV_POWER_USAGE", gpu="0") == mw / 1000  # mW -> W
+    limit = last(BUSY, "nvmlDeviceGetEnforcedPowerLimit")
+    assert value(m, "DCGM_FI_DEV_ENFORCED_POWER_LIMIT", gpu="0") == limit / 1000
+    energy = last(BUSY, "nvmlDeviceGetTotalEnergyConsumption")
+    assert value(m, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", gpu="0") == energy  # mJ as NVML
+    energies = answers(BUSY, "nvmlDeviceGetTotalEnergyConsumption")
+    assert energies == sorted(energies) and energies[0] < energies[-1]
+    temp = last(BUSY, "nvmlDeviceGetTemperature", pynvml.NVML_TEMPERATURE_GPU)
+    assert value(m, "DCGM_FI_DEV_GPU_TEMP", gpu="0") == temp
+    memory_temp = field_value(
+        last(BUSY, "nvmlDeviceGetFieldValues", [pynvml.NVML_FI_DEV_MEMORY_TEMP])
+    )
+    assert 20 < memory_temp < 100
+    assert value(m, "DCGM_FI_DEV_MEMORY_TEMP", gpu="0") == memory_temp
+    sm = last(BUSY, "nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_SM)
+    assert value(m, "DCGM_FI_DEV_SM_CLOCK", gpu="0") == sm
+    assert value(m, "DCGM_FI_DEV_MEM_CLOCK", gpu="0") == last(
+        BUSY, "nvmlDeviceGetClockInfo", pynvml.NVML_CLOCK_MEM
+    )
+    rates = last(BUSY, "nvmlDeviceGetUtilizationRates")["fields"]
+    assert value(m, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == rates["gpu"] > 0
+    reasons = last(BUSY, "nvmlDeviceGetCurrentClocksEventReasons")
+    assert value(m, "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", gpu="0") == reasons
+    power_violation = last(BUSY, "nvmlDeviceGetViolationStatus", pynvml.NVML_PERF_POLICY_POWER)
+    assert (
+        value(m, "DCGM_FI_DEV_POWER_VIOLATION", gpu="0")
+        == power_violation["fields"]["violationTime"]
+    )  # ns, as NVML counts it
+
+
+def test_gpm_profiling_values_are_nvml_percent_as_ratios(
+    busy: tuple[dict[str, list[Any]], Replay],
+) -> None:
+    m, _ = busy
+    got = [c for c in BUSY["calls"] if c["call"] == "nvmlGpmMetricsGet"][-1]
+    metrics = {
+        item["fields"]["metricId"]: item["fields"]["value"]
+        for item in got["out"]["0"]["fields"]["metrics"]["items"]
+    }
+    sm = metrics[pynvml.NVML_GPM_METRIC_SM_UTIL]
+    assert 0 < sm < 100  # percent, as NVML gives it
+    assert value(m, "DCGM_FI_PROF_SM_ACTIVE", gpu="0") == pytest.approx(sm / 100)
+    tensor = metrics[pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL]
+    assert value(m, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", gpu="0") == pytest.approx(tensor / 100)
+
+
+def test_what_the_h200_does_not_support_is_absent_not_an_error(
+    busy: tuple[dict[str, list[Any]], Replay],
+) -> None:
+    m, _ = busy
+    nvlink = last(
+        BUSY,
+        "nvmlDeviceGetFieldValues",
+        [38, 45, 52, 59, {"tuple": [139, 0xFFFFFFFF]}, {"tuple": [138, 0xFFFFFFFF]}],
+    )
+    assert {i["fields"]["nvmlReturn"] for i in nvlink["items"]} == {
+        pynvml.NVML_ERROR_NOT_SUPPORTED
+    }  # this H200 (PCIe, in a VM) has no NVLink
+    assert not [name for name in m if "NVLINK" in name]
+    assert all(s.value == 0 for s in m["gpu_exporter_errors_total"] if s.labels["source"] == "nvml")
+
+
+def test_an_idle_gpu_has_no_processes_and_no_utilisation(
+    busy: tuple[dict[str, list[Any]], Replay],
+) -> None:
+    m, replay = replayed(IDLE)
+    assert replay.unrecorded == []
+    assert last(IDLE, "nvmlDeviceGetComputeRunningProcesses") == []
+    assert value(m, "DCGM_FI_DEV_GPU_UTIL", gpu="0") == 0
+    memory = last(IDLE, "nvmlDeviceGetMemoryInfo", pynvml.nvmlMemory_v2)["fields"]
+    assert memory["used"] == 0  # with no process, NVML counts nothing used (the reserve apart)
+    assert value(m, "DCGM_FI_DEV_FB_USED", gpu="0") == 0
+    assert value(m, "DCGM_FI_DEV_FB_RESERVED", gpu="0") == memory["reserved"] // MIB > 0
+
+
+def smi_row() -> dict[str, str]:
+    rows = list(
+        csv.reader(io.StringIO(BUSY["meta"]["nvidia_smi_query_csv"]), skipinitialspace=True)
+    )
+    header = [re.sub(r" \[.*\]$", "", h) for h in rows[0]]
+    return dict(zip(header, rows[1], strict=True))
+
+
+def test_nvidia_smi_agrees_with_nvml() -> None:
+    """nvidia-smi --query-gpu on the same machine, just after the recording, under the same
+    load. Units as its header says: MiB — each figure NVML's bytes rounded UP (its -q says
+    Reserved 616 MiB for NVML's 615.06), where DCGM's FB series round down — and W with two
+    decimals."""
+    row = smi_row()
+    assert row["name"] == last(BUSY, "nvmlDeviceGetName")
+    assert row["uuid"] == last(BUSY, "nvmlDeviceGetUUID")
+    assert row["serial"] == last(BUSY, "nvmlDeviceGetSerial")
+    assert row["vbios_version"] == last(BUSY, "nvmlDeviceGetVbiosVersion")
+    assert row["pci.bus_id"] == last(BUSY, "nvmlDeviceGetPciInfo")["fields"]["busId"]
+    assert row["driver_version"] == BUSY["meta"]["driver"]
+    memory = last(BUSY, "nvmlDeviceGetMemoryInfo", pynvml.nvmlMemory_v2)["fields"]
+    for field in ("total", "used", "free"):
+        assert row[f"memory.{field}"] == f"{-(-memory[field] // MIB)} MiB", field
+    assert memory["used"] % MIB and memory["free"] % MIB  # so the rounding is seen
+    limit = last(BUSY, "nvmlDeviceGetEnforcedPowerLimit")
+    assert row["enforced.power.limit"] == f"{limit / 1000:.2f} W"
+    assert row["power.limit"] == f"{limit / 1000:.2f} W"
+    assert row["mig.mode.current"] == (
+        "Enabled" if last(BUSY, "nvmlDeviceGetMigMode")[0] else "Disabled"
+    )
+    assert row["ecc.errors.corrected.volatile.total"] == str(
+        last(BUSY, "nvmlDeviceGetTotalEccErrors", ECC_CORRECTED, ECC_VOLATILE)
+    )
+    assert row["ecc.errors.uncorrected.volatile.total"] == str(
+        last(BUSY, "nvmlDeviceGetTotalEccErrors", ECC_UNCORRECTED, ECC_VOLATILE)
+    )
+
+
+# -- MIG profiles ----------------------------------------------------------------------------
+
+
+def mig_profiles() -> dict[str, dict[str, Any]]:
+    """NVML's GPU-instance profiles of the H200: name -> profile info fields."""
+    return {
+        c["result"]["fields"]["name"].removeprefix("MIG "): c["result"]["fields"]
+        for c in MIG["calls"]
+        if c["call"] == "nvmlDeviceGetGpuInstanceProfileInfoById"
+    }
+
+
+def placements() -> dict[int, int]:
+    """Profile id -> memory slices of a placement, from nvidia-smi mig -lgipp."""
+    text = MIG["meta"]["nvidia_smi_mig"]
+    return {
+        int(pid): int(size)
+        for pid, size in re.findall(r"Profile ID\s+(\d+) Placements?\s*: \{[\d,]+\}:(\d+)", text)
+    }
+
+
+def test_the_h200_geometry_as_the_exporter_reads_it() -> None:
+    replay = Replay(MIG)
+    nvml = Nvml(replay)
+    nvml.init()
+    dev = nvml.device(0)
+    assert not isinstance(dev, Failure)
+    assert nvml.mig_geometry(dev) == MigGeometry(7, 8)
+    assert nvml.mig_enabled(dev) is False  # MIG capable, mode disabled: not NOT_SUPPORTED
+    assert len(placements()) == 7
+
+
+def test_mig_names_derived_from_attributes_are_nvml_own_names() -> None:
+    """Without the GPU-instance lookup the exporter names a MIG device from its attributes as
+    go-nvlib does; on a real H200 that must give NVML's own names, memory slices as placed."""
+    total = last(MIG, "nvmlDeviceGetMemoryInfo", pynvml.nvmlMemory_v2)["fields"]["total"]
+    sizes = placements()
+    profiles = mig_profiles()
+    assert set(profiles) == {
+        "1g.18gb",
+        "1g.18gb+me",
+        "1g.35gb",
+        "2g.35gb",
+        "3g.71gb",
+        "4g.71gb",
+        "7g.141gb",
+    }
+    for name, info in profiles.items():
+        slices, memory_mb = info["sliceCount"], info["memorySizeMB"]
+        assert mig_memory_slices(memory_mb, total, 8) == sizes[info["id"]], name
+        if not name.endswith("+me"):  # media extensions are not in the attributes
+            assert mig_profile_name(slices, slices, memory_mb, total) == name
