@@ -7,6 +7,8 @@ what the GPU does not support must be absent, not an error."""
 from __future__ import annotations
 
 import csv
+import ctypes
+import datetime as dt
 import importlib.metadata
 import io
 import json
@@ -23,7 +25,9 @@ from exporter.nvml.library import ECC_CORRECTED, ECC_UNCORRECTED, ECC_VOLATILE
 from exporter.nvml.library import lib as pynvml
 from exporter.nvml.mig_names import mig_memory_slices, mig_profile_name
 from exporter.nvml.results import Failure, MigGeometry
-from exporter.simulate.recorded import Replay
+from exporter.simulate.fake_nvml import FakeNvml
+from exporter.simulate.recorded import Recorder, Replay
+from exporter.simulate.spec import parse
 from tests.conftest import ManualClock
 from tests.exporter.helpers import samples, track, value
 
@@ -275,3 +279,129 @@ def test_the_bindings_version_is_known_for_the_real_library() -> None:
     assert "__version__" in BUSY["missing"]
     assert Nvml().bindings_version() == importlib.metadata.version("nvidia-ml-py")
     assert Nvml(Replay(BUSY)).bindings_version() == "unknown"  # a stand-in says nothing
+
+
+# -- the fake NVML follows the real one ------------------------------------------------------
+
+FAKE_H200: dict[str, Any] = {
+    "hostname": "h200",
+    "epoch": "2026-11-01T00:00:00Z",
+    "driver_version": "580.159.04",
+    "gpus": [
+        {
+            "model": "NVIDIA H200",
+            "memory_total_mib": 143771,
+            "memory_reserved_mib": 615,
+            "memory_used_mib": 1011,
+            "power_w": 465,
+            "utilization": {"gpu": 40, "memory": 11},
+            "gpm": {"sm_active": 0.33, "gr_engine_active": 0.39},
+            "processes": [{"pid": 484, "memory_used_mib": 1002, "sm_util": 40}],
+        }
+    ],
+}
+
+
+def shape(value: Any) -> Any:
+    """A recorded answer's form: types, struct and field names, error codes, field values'
+    return codes and value types (and whether they carry a timestamp) — not the readings."""
+    if isinstance(value, list):
+        return [shape(v) for v in value[:1]]
+    if not isinstance(value, dict):
+        return type(value).__name__
+    if "struct" in value:
+        fields = value["fields"]
+        if value["struct"] == "c_nvmlFieldValue_t":
+            return (
+                fields["fieldId"],
+                fields["nvmlReturn"],
+                fields["valueType"],
+                fields["timestamp"] > 0,
+            )
+        return (value["struct"], {k: shape(v) for k, v in fields.items()})
+    if "array" in value:
+        return (value["array"], [shape(v) for v in value["items"]])
+    if "object" in value:
+        return ("object", {k: shape(v) for k, v in value["object"].items()})
+    if "tuple" in value:
+        return ("tuple", [shape(v) for v in value["tuple"]])
+    return {k: shape(v) for k, v in value.items()}
+
+
+def forms(recording: dict[str, Any]) -> dict[str, Any]:
+    """Call -> the form of its first answer (or its error), and of its out-arguments."""
+    found: dict[str, Any] = {}
+    for c in recording["calls"]:
+        answer = (
+            ("error", c["error"]) if "error" in c else (shape(c["result"]), shape(c.get("out")))
+        )
+        found.setdefault(c["call"], answer)
+    return found
+
+
+def test_the_fake_answers_in_the_real_h200_form() -> None:
+    clock = ManualClock(1_793_491_200.0)
+    recorder = Recorder(FakeNvml(parse(FAKE_H200), now=clock))
+    exp = track(Exporter(Nvml(recorder), "h200", COLLECTORS, 5.0, clock=clock, monotonic=clock))
+    for _ in range(3):
+        clock.advance(5)
+        exp.collect_once()
+    fake, real = forms(recorder.recording()), forms(BUSY)
+    fake.pop("nvmlEventSetWait_v2", None)  # the fake's first wait had not returned yet
+    real.pop("nvmlEventSetWait_v2")
+    assert set(fake) == set(real)
+    for call, form in real.items():
+        assert fake[call] == form, call
+
+
+def test_the_fake_h200_mig_profiles_are_the_real_ones() -> None:
+    fake = FakeNvml(parse(FAKE_H200))
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    real = {
+        int(c["key"].rsplit(", ", 1)[1].rstrip(")")): c
+        for c in MIG["calls"]
+        if c["call"] == "nvmlDeviceGetGpuInstanceProfileInfo"
+    }
+    sizes = placements()
+    kept = ("id", "sliceCount", "instanceCount", "multiprocessorCount", "memorySizeMB", "name")
+    for profile, entry in real.items():
+        if "error" in entry:
+            with pytest.raises(pynvml.NVMLError) as caught:
+                fake.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)
+            assert caught.value.value == entry["error"], profile
+            continue
+        fields = entry["result"]["fields"]
+        if fields["name"].endswith("+me"):
+            continue  # media-extension profiles are not in the fake's tables
+        info = fake.nvmlDeviceGetGpuInstanceProfileInfo(handle, profile)
+        assert {k: getattr(info, k) for k in kept} == {k: fields[k] for k in kept}
+        count = ctypes.c_uint(8)
+        slots = (pynvml.c_nvmlGpuInstancePlacement_t * 8)()
+        fake.nvmlDeviceGetGpuInstancePossiblePlacements(handle, info.id, slots, ctypes.byref(count))
+        assert {slots[i].size for i in range(count.value)} == {sizes[info.id]}
+        assert count.value == fields["instanceCount"]
+    assert fake.nvmlDeviceGetMigMode(handle) == last(MIG, "nvmlDeviceGetMigMode")
+    assert fake.nvmlDeviceGetMaxMigDeviceCount(handle) == last(
+        MIG, "nvmlDeviceGetMaxMigDeviceCount"
+    )
+
+
+def test_the_fake_counts_in_the_real_units() -> None:
+    clock = ManualClock(1_793_491_200.0)
+    fake = FakeNvml(parse(FAKE_H200), now=clock)
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    when = dt.datetime.fromisoformat(BUSY["meta"]["when"]).timestamp()
+    real = last(BUSY, "nvmlDeviceGetViolationStatus", pynvml.NVML_PERF_POLICY_POWER)["fields"]
+    assert abs(real["referenceTime"] / 1e6 - when) < 3600  # µs since the epoch
+    status = fake.nvmlDeviceGetViolationStatus(handle, pynvml.NVML_PERF_POLICY_POWER)
+    assert status.referenceTime / 1e6 == clock()
+    period = last(BUSY, "nvmlDeviceGetEncoderUtilization")[1]
+    assert fake.nvmlDeviceGetEncoderUtilization(handle)[1] == period
+    assert fake.nvmlDeviceGetDecoderUtilization(handle)[1] == period
+    pci = last(BUSY, "nvmlDeviceGetPciInfo")["fields"]
+    assert pci["busIdLegacy"] == pci["busId"][4:]
+    info = fake.nvmlDeviceGetPciInfo(handle)
+    assert info.busIdLegacy == info.busId[4:]
+    assert info.device == int(info.busId.split(":")[2].split(".")[0], 16)
