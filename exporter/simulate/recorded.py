@@ -27,7 +27,8 @@ from exporter.nvml.boundary import handle_key
 from exporter.nvml.library import lib as pynvml
 
 FORMAT = 1
-_HANDLE_MAKERS = {  # functions whose result is a handle, and the label it gets
+# functions whose result is a handle, and the label it gets
+_HANDLE_MAKERS: dict[str, Callable[[list[Any]], str]] = {
     "nvmlDeviceGetHandleByIndex": lambda args: f"gpu{args[0]}",
     "nvmlDeviceGetMigDeviceHandleByIndex": lambda args: f"{args[0]}/mig{args[1]}",
     "nvmlDeviceGetGpuInstanceById": lambda args: f"{args[0]}/gi{args[1]}",
