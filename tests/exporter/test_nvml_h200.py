@@ -163,7 +163,7 @@ def test_what_the_h200_does_not_support_is_absent_not_an_error(
     )
     assert {i["fields"]["nvmlReturn"] for i in nvlink["items"]} == {
         pynvml.NVML_ERROR_NOT_SUPPORTED
-    }  # this H200 (PCIe, in a VM) has no NVLink
+    }  # no NVLink on this H200 (the one GPU of a VM)
     assert not [name for name in m if "NVLINK" in name]
     assert all(s.value == 0 for s in m["gpu_exporter_errors_total"] if s.labels["source"] == "nvml")
 
