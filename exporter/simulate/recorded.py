@@ -7,7 +7,9 @@ per call in the order made — the function, its arguments normalised (device ha
 ``gpu0``, ``gpu0/mig1``, ``gpu0/gi2``; GPM samples as ``gpm:<device>``; ctypes out-arguments by
 their type and size), and its result (ctypes structures as their fields, recursively; unions as
 their bytes; NVMLError as its code and name), the out-arguments as NVML left them, and the time
-the call took in ns; ``attrs``, the constants the exporter looked up on the library.
+the call took in ns; ``attrs``, the constants the exporter looked up on the library;
+``missing``, the functions it looked for that the library lacks. Arrays drop their trailing
+zero items (:func:`compact`, their ``length`` kept).
 
 :class:`Replay` answers a call from the recorded answers to the same normalised call, in the
 order recorded, the last one again once they run out (so counters never go back). A call that
