@@ -14,9 +14,10 @@ Facts from NVIDIA's MIG user guide, "Supported MIG Profiles"
 (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html): the
 profile names, their compute slices (of 7; of 4 on the A30) and memory slices (of 8; of 4 on
 the A30). Usable memory per profile is what ``nvidia-smi mig -lgip`` reports on the board
-where we have it (H100 80GB, A100 40/80GB); elsewhere the gigabytes of the profile's name,
-in 10^9 bytes. Media-extension (``+me``) variants have the same compute and memory as their
-base profile and are not listed: rightsizing picks a size, not a media engine.
+where we have it (H100 80GB, A100 40/80GB, H200 — read on a lent machine); elsewhere the
+gigabytes of the profile's name, in 10^9 bytes. Media-extension (``+me``) variants have the
+same compute and memory as their base profile and are not listed: rightsizing picks a size,
+not a media engine.
 """
 
 from __future__ import annotations
@@ -88,19 +89,18 @@ H100_94GB = MigTable(
         )
     ),
 )
+# A real H200's NVML (memorySizeMB) and nvidia-smi mig -lgip, driver 580.159.04
+# (tests/exporter/data/nvml-h200-580.159.04-mig.json): 16 GiB for "1g.18gb", not 18 GB
 H200_141GB = MigTable(
     7,
     8,
-    tuple(
-        _gb(n, c, m)
-        for n, c, m in (
-            ("1g.18gb", 1, 1),
-            ("1g.35gb", 1, 2),
-            ("2g.35gb", 2, 2),
-            ("3g.71gb", 3, 4),
-            ("4g.71gb", 4, 4),
-            ("7g.141gb", 7, 8),
-        )
+    (
+        _mib("1g.18gb", 1, 1, 16384),
+        _mib("1g.35gb", 1, 2, 33280),
+        _mib("2g.35gb", 2, 2, 33280),
+        _mib("3g.71gb", 3, 4, 71424),
+        _mib("4g.71gb", 4, 4, 71424),
+        _mib("7g.141gb", 7, 8, 143360),
     ),
 )
 A100_80GB = MigTable(

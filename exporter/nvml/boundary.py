@@ -6,6 +6,7 @@ An unsupported function is logged once per device and function, not on every col
 from __future__ import annotations
 
 import ctypes
+import importlib.metadata
 import logging
 import threading
 from collections.abc import Callable, Hashable
@@ -112,6 +113,13 @@ class Nvml:
         version = getattr(self._lib, "__version__", None) or getattr(
             self._lib, "NVML_BINDINGS_VERSION", ""
         )
+        if not version and self._lib is lib:
+            # nvidia-ml-py 13.x (13.615.71 on a real H200, docs/simulate.md) has neither
+            # attribute: the installed distribution's version is the bindings' version
+            try:
+                version = importlib.metadata.version("nvidia-ml-py")
+            except importlib.metadata.PackageNotFoundError:
+                version = ""
         return text(version) if version else "unknown"
 
     def device_count(self) -> Outcome[int]:

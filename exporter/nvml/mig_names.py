@@ -34,7 +34,9 @@ def mig_profile_name(gi_slices: int, ci_slices: int, memory_mb: int, total_bytes
     instance smaller than its GPU instance is written "1c.3g.40gb"."""
     eighths = mig_memory_slices(memory_mb, total_bytes, NAME_FRACTION)
     total_gb = -(-total_bytes // GIB) if total_bytes > 0 else 0
-    gb = round(eighths / NAME_FRACTION * total_gb) if total_gb else memory_mb // 1024
+    # go-nvlib rounds with Go's math.Round: halves away from zero (Python's round() would make
+    # the H200's 3g and 4g profiles, 4/8 of 141 GiB = 70.5, "70gb" where NVML says "71gb")
+    gb = math.floor(eighths / NAME_FRACTION * total_gb + 0.5) if total_gb else memory_mb // 1024
     if ci_slices == gi_slices:
         return f"{gi_slices}g.{gb}gb"
     return f"{ci_slices}c.{gi_slices}g.{gb}gb"

@@ -14,7 +14,7 @@ from typing import Any
 
 from exporter.nvml.library import lib as pynvml
 from exporter.simulate.handles import FakeGpuInstance, FakeHandle, FakeMigHandle, FakeParts
-from exporter.simulate.mig_profiles import geometry, profiles_for
+from exporter.simulate.mig_profiles import Profile, geometry, profiles_for
 from exporter.simulate.spec import MIB, SimGpm, SimGpu, SimMig
 
 
@@ -32,6 +32,18 @@ _GPM_METRICS = {
     pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: ("dram_active", 100.0),
     pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: ("pcie_tx_bytes", 1.0 / MIB),
     pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: ("pcie_rx_bytes", 1.0 / MIB),
+}
+
+# The names and unit NVML gives each metric (c_nvmlGpmMetric_t.metricInfo), as a real H200
+# answered (tests/exporter/data/nvml-h200-580.159.04-busy.json): PCIe in MiB/s.
+_GPM_NAMES = {
+    pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL: (b"gract", b"GRAPHICS_UTIL", b"%"),
+    pynvml.NVML_GPM_METRIC_SM_UTIL: (b"smutil", b"SM_UTIL", b"%"),
+    pynvml.NVML_GPM_METRIC_SM_OCCUPANCY: (b"smocc", b"SM_OCCUPANCY", b"%"),
+    pynvml.NVML_GPM_METRIC_ANY_TENSOR_UTIL: (b"mmaact", b"ANY_TENSOR_UTIL", b"%"),
+    pynvml.NVML_GPM_METRIC_DRAM_BW_UTIL: (b"dram", b"DRAM_BW_UTIL", b"%"),
+    pynvml.NVML_GPM_METRIC_PCIE_TX_PER_SEC: (b"pcitx", b"PCIE_TX_PER_SEC", b"MiB/s"),
+    pynvml.NVML_GPM_METRIC_PCIE_RX_PER_SEC: (b"pcirx", b"PCIE_RX_PER_SEC", b"MiB/s"),
 }
 
 
@@ -60,10 +72,12 @@ class MigGpmMixin(FakeParts):
         return [1 if gpu.mig_on(t) else 0, pending]
 
     def nvmlDeviceGetMaxMigDeviceCount(self, handle: Any) -> int:
-        gpu, _ = self._gpu(handle)
+        gpu, t = self._gpu(handle)
         profiles = profiles_for(gpu.spec.model)
         if profiles is None:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if not gpu.mig_on(t):
+            return 0  # as a real H200 with MIG mode disabled answers
         return geometry(profiles)[0]  # one instance per compute slice at most
 
     def nvmlDeviceGetGpuInstanceProfileInfo(
@@ -74,6 +88,9 @@ class MigGpmMixin(FakeParts):
         gpu, _ = self._gpu(handle)
         if "mig_geometry" in gpu.unsupported:
             raise _error(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        if profile == pynvml.NVML_GPU_INSTANCE_PROFILE_3_SLICE_GFX:
+            # newer than driver 580: a real H200 answers INVALID_ARGUMENT, not NOT_SUPPORTED
+            raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         for name, p in (profiles_for(gpu.spec.model) or {}).items():
             if p.nvml_profile == profile:
                 info: Any = (
@@ -83,9 +100,7 @@ class MigGpmMixin(FakeParts):
                 )
                 info.id = p.profile_id
                 info.sliceCount = p.compute_slices
-                info.instanceCount = (
-                    geometry(profiles_for(gpu.spec.model) or {})[0] // p.compute_slices
-                )
+                info.instanceCount = _instances(gpu, p)
                 info.memorySizeMB = p.memory_mib
                 info.multiprocessorCount = p.sms
                 if version == 2:
@@ -107,7 +122,9 @@ class MigGpmMixin(FakeParts):
         if not found:
             raise _error(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         size = found[0].memory_slices
-        starts = range(0, geometry(profiles)[1] - size + 1, size)
+        # every `size` memory slices, as many as instances fit (nvidia-smi mig -lgipp on a
+        # real H200: 2g.35gb at {0,2,4}:2, not at 6 too — the compute slices run out)
+        starts = range(0, geometry(profiles)[1] - size + 1, size)[: _instances(gpu, found[0])]
         n = count._obj  # the c_uint passed by reference, as NVML writes through the pointer
         if placements is None:
             n.value = len(starts)
@@ -255,11 +272,22 @@ class MigGpmMixin(FakeParts):
                 mean = curve.value(t2)
             metric.nvmlReturn = pynvml.NVML_SUCCESS
             metric.value = mean * spec[1]
+            names = _GPM_NAMES.get(metric.metricId)
+            if names is not None:  # NVML fills the metric's names and unit too
+                info = metric.metricInfo
+                info.shortName, info.longName, info.unit = names
         return metrics_get
 
 
 def _parent(handle: FakeMigHandle) -> FakeHandle:
     return FakeHandle(handle.index)
+
+
+def _instances(gpu: SimGpu, p: Profile) -> int:
+    """How many instances of a profile fit the GPU: its compute and its memory slices both
+    (a real H200: 1g.35gb 4, as memory allows, not 7)."""
+    compute, memory = geometry(profiles_for(gpu.spec.model) or {})
+    return min(compute // p.compute_slices, memory // p.memory_slices)
 
 
 def _mig_capable(gpu: SimGpu) -> bool:

@@ -23,6 +23,9 @@ from exporter.simulate.handles import FakeHandle, FakeMigHandle
 from exporter.simulate.spec import MIB, FleetSpec, SimGpu, expand
 
 HANG_POLL_S = 0.02
+# The encoder's and decoder's sampling period (µs) a real H200 reports with their utilisation
+# (tests/exporter/data/nvml-h200-580.159.04-busy.json)
+SAMPLING_PERIOD_US = 100000
 _REASON_BITS = CLOCK_EVENT_REASONS
 # Which clock-event reasons count as a violation of which NVML perf policy.
 _POLICY_REASONS = {
@@ -191,9 +194,13 @@ class FakeNvml(MigGpmMixin, EventsMixin):
         gpu, _ = self._gpu(handle)
         info = pynvml.nvmlPciInfo_t()
         info.busId = gpu.pci_bus_id.encode()
-        domain, bus, _rest = gpu.pci_bus_id.split(":")
+        domain, bus, rest = gpu.pci_bus_id.split(":")
+        device = rest.split(".")[0]
         info.domain = int(domain, 16)
         info.bus = int(bus, 16)
+        info.device = int(device, 16)
+        # as a real H200 answered: "0000:00:06.0" beside busId "00000000:00:06.0"
+        info.busIdLegacy = f"{info.domain:04X}:{bus}:{rest}".encode()
         return info
 
     # -- readings ---------------------------------------------------------------------------
@@ -209,11 +216,11 @@ class FakeNvml(MigGpmMixin, EventsMixin):
 
     def nvmlDeviceGetEncoderUtilization(self, handle: FakeHandle) -> list[int]:
         gpu, t = self._gpu(handle, "encoder_utilization")
-        return [min(100, _uint(gpu.util_encoder.value(t))), 167000]
+        return [min(100, _uint(gpu.util_encoder.value(t))), SAMPLING_PERIOD_US]
 
     def nvmlDeviceGetDecoderUtilization(self, handle: FakeHandle) -> list[int]:
         gpu, t = self._gpu(handle, "decoder_utilization")
-        return [min(100, _uint(gpu.util_decoder.value(t))), 167000]
+        return [min(100, _uint(gpu.util_decoder.value(t))), SAMPLING_PERIOD_US]
 
     def nvmlDeviceGetMemoryInfo(
         self, handle: FakeHandle | FakeMigHandle, version: int | None = None
@@ -253,14 +260,18 @@ class FakeNvml(MigGpmMixin, EventsMixin):
             field_id, scope = field if isinstance(field, tuple) else (field, 0)
             values[i].fieldId = field_id
             values[i].scopeId = scope
-            values[i].timestamp = int(self._now() * 1e6)
             value = self._field(gpu, t, field_id)
-            if value is None:
+            if value is None:  # as a real GPU: no timestamp, no value type
                 values[i].nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED
                 continue
+            values[i].timestamp = int(self._now() * 1e6)
             values[i].nvmlReturn = pynvml.NVML_SUCCESS
-            values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-            values[i].value.ullVal = value
+            if field_id == pynvml.NVML_FI_DEV_MEMORY_TEMP:  # a real H200's: an unsigned int
+                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT
+                values[i].value.uiVal = value
+            else:
+                values[i].valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+                values[i].value.ullVal = value
         return values
 
     def _field(self, gpu: SimGpu, t: float, field_id: int) -> int | None:
@@ -348,7 +359,7 @@ class FakeNvml(MigGpmMixin, EventsMixin):
                 merged.append([start, end])
         total = sum(max(0.0, min(end, t) - max(start, 0.0)) for start, end in merged)
         status = pynvml.c_nvmlViolationTime_t()
-        status.referenceTime = int(self._now() * 1e9)
+        status.referenceTime = int(self._now() * 1e6)  # µs, as a real H200 answers
         status.violationTime = round(total * 1e9)
         return status
 

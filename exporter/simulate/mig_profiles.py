@@ -55,6 +55,16 @@ A100_40GB = {
     "4g.20gb": Profile(5, 4, 4, 19968, 56, FOUR),
     "7g.40gb": Profile(0, 7, 8, 40192, 98, SEVEN),
 }
+# A real H200's, as its NVML answered (tests/exporter/data/nvml-h200-580.159.04-mig.json; its
+# nvidia-smi mig -lgip there too): NVML's memory figures are well below the names' "gb"
+H200_141GB = {
+    "1g.18gb": Profile(19, 1, 1, 16384, 16, ONE),
+    "1g.35gb": Profile(15, 1, 2, 33280, 26, ONE_DOUBLE_MEMORY),
+    "2g.35gb": Profile(14, 2, 2, 33280, 32, TWO),
+    "3g.71gb": Profile(9, 3, 4, 71424, 60, THREE),
+    "4g.71gb": Profile(5, 4, 4, 71424, 64, FOUR),
+    "7g.141gb": Profile(0, 7, 8, 143360, 132, SEVEN),
+}
 A30_24GB = {
     "1g.6gb": Profile(14, 1, 1, 5952, 14, ONE),
     "2g.12gb": Profile(5, 2, 2, 11968, 28, TWO),
@@ -64,6 +74,7 @@ A30_24GB = {
 BY_MODEL = {
     "NVIDIA H100 80GB HBM3": H100_80GB,
     "NVIDIA H100 PCIe": H100_80GB,
+    "NVIDIA H200": H200_141GB,
     "NVIDIA A100-SXM4-80GB": A100_80GB,
     "NVIDIA A100 80GB PCIe": A100_80GB,
     "NVIDIA A100-SXM4-40GB": A100_40GB,

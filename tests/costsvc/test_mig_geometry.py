@@ -164,3 +164,27 @@ def test_an_a30_split_in_four_bills_a_quarter_each_and_no_idle(
     assert {t: v[0] for t, v in teams.items() if t in TEAMS} == dict.fromkeys(TEAMS, PRICE // 4)
     assert sum(v[3] for v in teams.values()) == 0  # no idle: every slice was held
     assert set(teams) == set(TEAMS)
+
+
+def test_the_h200_profiles_are_those_a_real_h200_reports() -> None:
+    """The H200's row of the table against NVML on a real H200 (recorded by
+    scripts/record_nvml.py --mig): names, slices and usable memory (NVML's memorySizeMB, not
+    the gigabytes of the names)."""
+    import json
+
+    from costsvc.migprofiles import BY_MODEL
+
+    recording = json.loads(
+        (Path(__file__).parents[1] / "exporter/data/nvml-h200-580.159.04-mig.json").read_text()
+    )
+    real = {
+        (f := c["result"]["fields"])["name"].removeprefix("MIG "): f
+        for c in recording["calls"]
+        if c["call"] == "nvmlDeviceGetGpuInstanceProfileInfoById"
+    }
+    table = BY_MODEL["NVIDIA H200"]
+    assert (table.compute_slices, table.memory_slices) == (7, 8)
+    assert {p.name for p in table.profiles} == {n for n in real if not n.endswith("+me")}
+    for p in table.profiles:
+        assert p.compute_slices == real[p.name]["sliceCount"], p.name
+        assert p.memory_bytes == real[p.name]["memorySizeMB"] << 20, p.name
