@@ -393,13 +393,13 @@ def _advise(
     min_hours: float = 24.0,
     end: str | None = None,
 ) -> None:
-    """Compute and store recommendations and quota usage (costsvc/advise.py)."""
+    """Compute and store recommendations and quota usage (costsvc/advice/run.py)."""
     from decimal import Decimal
 
-    from costsvc.advise import Options, run
+    from costsvc.advice.rightsizing import Rules
+    from costsvc.advice.run import Options, run
     from costsvc.costmodel import CostModelError, load, utc
     from costsvc.db.engine import make_engine
-    from costsvc.rightsizing import Rules
 
     if settings.cost_model is None:
         raise UsageError("COSTSVC_COST_MODEL: set it to the cost model file")
@@ -425,11 +425,11 @@ def _advise(
 
 
 def _recommend(settings: Settings, args: argparse.Namespace) -> int:
-    from costsvc.advise import table
+    from costsvc.advice.rightsizing import ACTIONABLE
+    from costsvc.advice.run import table
     from costsvc.db.advice import recommendations
     from costsvc.db.engine import make_engine
     from costsvc.ingest.prom import PrometheusError
-    from costsvc.rightsizing import ACTIONABLE
 
     try:
         _advise(settings, args.window, args.min_hours, args.end)

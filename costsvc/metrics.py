@@ -406,8 +406,8 @@ def _inference(g: dict[str, GaugeMetricFamily], figures: list[ModelFigures]) -> 
 
 
 def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:
-    """Rightsizing savings and quota figures of the last advice run (costsvc/advise.py)."""
-    from costsvc.rightsizing import ACTIONABLE
+    """Rightsizing savings and quota figures of the last advice run (costsvc/advice/run.py)."""
+    from costsvc.advice.rightsizing import ACTIONABLE
 
     savings: dict[tuple[str, str], int] = {}
     counts: dict[tuple[str, str], int] = {}

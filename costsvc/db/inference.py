@@ -137,7 +137,7 @@ def serving_hours(
 ) -> list[dict[str, Any]]:
     """Each (hour, pod, model) served in [start, end) in ``cluster``: its team, tokens and
     money, and the GPU model of the pod's chargeback (the model it held most of), for
-    rightsizing (costsvc/advise.py)."""
+    rightsizing (costsvc/advice/run.py)."""
     t, c = InferenceHour, Chargeback
     where = (t.cluster == cluster, t.hour >= start, t.hour < end)
     cols = (t.hour, t.namespace, t.pod, t.model, t.team, t.allocated, t.used, t.waste)

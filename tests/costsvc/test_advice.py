@@ -39,7 +39,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
-from costsvc.advise import Options, run
+from costsvc.advice.run import Options, run
 from costsvc.cli import main
 from costsvc.costmodel import parse
 from costsvc.db.advice import OwnerHistory, QuotaStore

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
-from costsvc.advise import table
+from costsvc.advice.run import table
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
 from costsvc.db.labels import LabelHistory
 from costsvc.db.migrate import upgrade
