@@ -60,6 +60,7 @@ def _rss_kib(pid: int | str = "self") -> int:
 def child(work: Path, hours: int) -> int:
     """``serve`` with a clock this bench moves (module docstring)."""
     import costsvc.cli as cli
+    import costsvc.commands.ingest as commands
     import costsvc.ingest.run as run
 
     now = [START + timedelta(hours=1, seconds=DELAY)]
@@ -70,6 +71,7 @@ def child(work: Path, hours: int) -> int:
             return now[0] if tz is not None else now[0].replace(tzinfo=None)
 
     cli.datetime = Clock  # type: ignore[misc]
+    commands.datetime = Clock  # type: ignore[misc]
     run.datetime = Clock  # type: ignore[misc]
     progress = work / "progress.jsonl"
 
@@ -78,7 +80,7 @@ def child(work: Path, hours: int) -> int:
             c0, t0 = time.process_time(), time.perf_counter()
             cli._ingest(settings, None, None)
             c1, t1 = time.process_time(), time.perf_counter()
-            cli._advise(settings)
+            commands.advise(settings)
             c2, t2 = time.process_time(), time.perf_counter()
             row = {
                 "hour": i,
