@@ -229,7 +229,7 @@ def _label_watcher(settings: Settings) -> Any:
     if not (settings.kube_api_url or settings.kubeconfig or in_cluster):
         return None
     from costsvc.db.engine import make_engine
-    from costsvc.db.labels import LabelHistory
+    from costsvc.db.label_history import LabelHistory
     from costsvc.k8slabels import LabelWatcher
     from kube.client import core_api
 

@@ -22,12 +22,12 @@ from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import CostModel, LabelKeys
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
 from costsvc.db.inference import serving_hours
-from costsvc.db.labels import LabelHistory
+from costsvc.db.label_history import LabelHistory
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.labels import resolve_owner
 from costsvc.migprofiles import mig_table
 from costsvc.workloads import Workload, workload_from_name, workload_of
-from kube.labels import ksm_labels, sanitize_label
+from kube.label_names import ksm_labels, sanitize_label
 
 PPM = Decimal(1_000_000)
 
@@ -40,7 +40,9 @@ class Options:
 
 
 @dataclass
-class Outcome:
+class AdviceRun:
+    """What a run computed: the recommendations and the quota figures it stores."""
+
     recommendations: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
 
@@ -87,7 +89,7 @@ def compute(
     cluster: str,
     end: datetime,
     options: Options | None = None,
-) -> Outcome:
+) -> AdviceRun:
     opts = options or Options()
     rules = opts.rules
     start = end - opts.window
@@ -200,7 +202,7 @@ def compute(
                 "idle_monthly": f.idle_monthly,
             }
         )
-    return Outcome(recs, quota_rows)
+    return AdviceRun(recs, quota_rows)
 
 
 def run(
@@ -210,7 +212,7 @@ def run(
     cluster: str,
     end: datetime,
     options: Options | None = None,
-) -> Outcome:
+) -> AdviceRun:
     """Compute and store (replacing the cluster's last advice)."""
     outcome = compute(engine, prom, model, cluster, end, options)
     save_advice(engine, cluster, outcome.recommendations, outcome.quotas)

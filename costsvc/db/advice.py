@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, or_, select, update
 
-from costsvc.db.labels import next_period
+from costsvc.db.label_history import next_period
 from costsvc.db.models import (
     ControllerOwner,
     PodOwner,

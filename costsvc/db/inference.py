@@ -1,5 +1,5 @@
 """``inference_hours``: an hour's served tokens and their cost, written in the hour's
-transaction (costsvc/db/hours.py), and read back for a reprice.
+transaction (costsvc/db/hour_facts.py), and read back for a reprice.
 
 The rows hold the facts (tokens and requests as counted for the model, the prefill and
 decode time) next to the money, so a reprice recomputes the money from them with the

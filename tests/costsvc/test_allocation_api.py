@@ -23,7 +23,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.advice import OwnerHistory
-from costsvc.db.labels import LabelHistory
+from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.opencost.aggregates import opencost_kind

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.db.labels import LabelHistory, _aware
+from costsvc.db.label_history import LabelHistory, _aware
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
 from costsvc.k8slabels import LabelWatcher
