@@ -122,8 +122,8 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
     from bench.fleet import Grid, constant, describe, realistic
     from bench.pgcluster import start_postgres
     from bench.phases import fleet_document
-    from bench.rollup_month import LOOK_BACK, free_port, start_prometheus
-    from bench.rollup_scale import FLEETS, cpu_seconds
+    from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port
+    from bench.rollup_month import start_prometheus
     from bench.tsdb_block import write_block
     from costsvc.db.migrate import upgrade
     from costsvc.db.tokens import create_token
@@ -254,7 +254,7 @@ def report(label: str, found: dict[str, Any]) -> None:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(Path(sys.argv[2]), int(sys.argv[3]))
-    from bench.rollup_scale import FLEETS, load_now
+    from bench.rollup_common import FLEETS, load_now
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
