@@ -110,7 +110,8 @@ def _scraped(
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
     from three hours before the measured hour to its end, written as one block by
     bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
-    from bench.fleet import Grid, constant, dcgm, describe, realistic
+    from bench.fleet import Grid, constant, describe, realistic
+    from bench.fleet_dcgm import dcgm
     from bench.tsdb_block import write_block
 
     hour = START + timedelta(hours=1)
