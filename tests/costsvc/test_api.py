@@ -32,10 +32,9 @@ from tests.costsvc.history import (
     HOUR2,
     HOUR3,
     MODEL,
-    as_utc,
-    by_team,
     ingest_with,
 )
+from tests.costsvc.history_checks import as_utc, by_team
 from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT
 from tests.costsvc.test_focus import _junit as junit_status
 from tests.costsvc.test_focus import _run_validator as run_validator

@@ -27,7 +27,8 @@ from costsvc.ingest.reprice import reprice, stale_hours
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import assert_every_hour_adds_up, ingest_with
+from tests.costsvc.history import ingest_with
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.costsvc.inference_history import (
     DEEPSEEK,
     I1,

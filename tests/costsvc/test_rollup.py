@@ -28,14 +28,9 @@ from costsvc.queries import (
     team_total,
     top_wasters,
 )
-from tests.costsvc.history import (
-    ELEVENTH,
-    FIFTEENTH,
-    HOUR,
-    MODEL,
-    TWELFTH,
+from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, MODEL, TWELFTH, ingest_with
+from tests.costsvc.history_checks import (
     assert_every_hour_adds_up,
-    ingest_with,
     rollup_days,
     rollup_months,
     rollup_pod_days,

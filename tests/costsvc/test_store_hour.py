@@ -19,7 +19,8 @@ from costsvc.db import runs
 from costsvc.db.bulk import binary_types
 from costsvc.db.hour_facts import store_hour
 from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
-from tests.costsvc.history import H100, as_utc, model, rollup_days, rollup_months, rollup_pod_days
+from tests.costsvc.history import H100, model
+from tests.costsvc.history_checks import as_utc, rollup_days, rollup_months, rollup_pod_days
 
 HOUR = datetime(2026, 11, 20, 5, tzinfo=UTC)
 US = 1_000_000
