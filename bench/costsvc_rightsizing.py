@@ -1,5 +1,5 @@
 """gpu-costsvc rightsizing benchmark: recommendations and quota figures for a large fleet over
-a week of history in a real Prometheus, through the production path (costsvc/advise.py).
+a week of history in a real Prometheus, through the production path (costsvc/advice/run.py).
 
     python bench/costsvc_rightsizing.py [--pods 5000] [--days 7] [--interval 300]
 
@@ -163,7 +163,7 @@ def main() -> int:
     import httpx
     from sqlalchemy import create_engine
 
-    from costsvc.advise import Options, compute
+    from costsvc.advice.run import Options, compute
     from costsvc.costmodel import parse
     from costsvc.db.advice import save_advice
     from costsvc.db.migrate import upgrade

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,126 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.phases import H100, fleet_model, timed_phases, walls  # noqa: E402 (after the path)
-
-START = datetime(2026, 11, 10, 0, tzinfo=UTC)
-
-
-def write_history(
-    path: Path,
-    gpus: int,
-    pods: int,
-    hours: int,
-    interval: int,
-    energy: bool = False,
-    fleet: str = "constant",
-) -> int:
-    """``energy``: energy series in the hours 1, 4, 7, ... (from the start). ``fleet``:
-    ``realistic`` writes bench/fleet.py's realistic fleet (without job/instance/up, as
-    promtool loads it) besides the energy series."""
-    if fleet == "realistic":
-        return _realistic_history(path, gpus, pods, hours, interval, energy)
-    whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
-    shared_gpus = gpus - whole
-    shared_pods = pods - whole
-    per_gpu = max(1, -(-shared_pods // shared_gpus)) if shared_gpus else 0
-    t0 = int(START.timestamp())
-    stamps = range(t0, t0 + hours * 3600, interval)
-    lines = 0
-    with path.open("w") as f:
-
-        def family(name: str, series: list[tuple[str, float]]) -> None:
-            nonlocal lines
-            f.write(f"# TYPE {name} gauge\n")
-            for labels, value in series:
-                for t in stamps:
-                    f.write(f"{name}{{{labels}}} {value} {t}\n")
-                lines += len(stamps)
-
-        def gpu(i: int) -> str:
-            return f'UUID="GPU-{i:05d}",modelName="{H100}",Hostname="node-{i // 8}",gpu="{i % 8}"'
-
-        family("gpu_device_up", [(gpu(i), 1) for i in range(gpus)])
-        family("DCGM_FI_DEV_GPU_UTIL", [(gpu(i), 40 + i % 50) for i in range(gpus)])
-        shares, sm, labels = [], [], []
-        for p in range(pods):
-            if p < whole:
-                g, share = p, 1.0
-            else:
-                g, share = whole + (p - whole) // per_gpu, 1.0 / per_gpu
-            holder = f'{gpu(g)},namespace="team-{p % 40}",pod="pod-{p}",container="main"'
-            shares.append((f'{holder},resource="nvidia.com/gpu"', share))
-            if p >= whole:
-                sm.append((holder, share * 0.6))
-            labels.append(
-                (f'namespace="team-{p % 40}",pod="pod-{p}",label_team="team-{p % 40}"', 1)
-            )
-        family("gpu_allocation_share", shares)
-        family("gpu_container_sm_utilization_ratio", sm)
-        family("kube_pod_labels", labels)
-        if energy:
-            # in each such hour, one sample before (the look-back) and one after (the last pair)
-            e_stamps = [
-                t
-                for h in range(1, hours, 3)
-                for t in range(t0 + h * 3600 - interval, t0 + (h + 1) * 3600 + interval, interval)
-            ]
-            since = t0
-            f.write("# TYPE DCGM_FI_DEV_POWER_USAGE gauge\n")
-            for i in range(gpus):
-                for t in e_stamps:
-                    f.write(f"DCGM_FI_DEV_POWER_USAGE{{{gpu(i)}}} {200 + i % 300} {t}\n")
-            f.write("# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION gauge\n")
-            for i in range(gpus):
-                mw = (200 + i % 300) * 1000
-                for t in e_stamps:
-                    value = 10**12 + mw * (t - since)
-                    f.write(f"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{{{gpu(i)}}} {value} {t}\n")
-            lines += 2 * gpus * len(e_stamps)
-        f.write("# EOF\n")
-    return lines
-
-
-def _realistic_history(
-    path: Path, gpus: int, pods: int, hours: int, interval: int, energy: bool
-) -> int:
-    from bench.fleet import ENERGY, Grid, realistic
-
-    t0 = int(START.timestamp())
-    grid = Grid(t0 * 1000, (t0 + hours * 3600 - interval) * 1000, interval * 1000)
-    specs, _ = realistic(gpus, pods, grid)
-    lines = 0
-    with path.open("w") as f:
-        seen: set[str] = set()
-        for spec in sorted(specs, key=lambda s: (s.name, s.labels, s.first)):
-            if spec.name in ("up", ENERGY):
-                continue
-            if spec.name not in seen:
-                seen.add(spec.name)
-                f.write(f"# TYPE {spec.name} gauge\n")
-            labels = ",".join(
-                f'{n}="{v}"' for n, v in spec.labels if n not in ("__name__", "job", "instance")
-            )
-            for k in range(spec.first, spec.last + 1):
-                t = grid.time(k)
-                f.write(f"{spec.name}{{{labels}}} {spec.value(t)} {t // 1000}\n")
-            lines += spec.last - spec.first + 1
-        f.write("# EOF\n")
-    if energy:  # the constant fleet's energy hours, appended before its # EOF
-        extra = path.with_suffix(".energy")
-        write_history(extra, gpus, 0, hours, interval, True)
-        text = extra.read_text()
-        extra.unlink()
-        start = text.index("# TYPE DCGM_FI_DEV_POWER_USAGE")
-        body = path.read_text()[: -len("# EOF\n")]
-        path.write_text(body + text[start:])
-        lines += 2 * gpus * len(range(1, hours, 3)) * (3600 // interval + 2)
-    return lines
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from bench.rollup_common import (  # noqa: E402
+    FLEETS,
+    START,
+    free_port,
+    load_now,
+    write_history,
+)
 
 
 def rebuild(url: str, first: datetime, n: int, model: object) -> None:
@@ -245,8 +131,6 @@ def main() -> int:
     args = ap.parse_args()
     if args.month_days:
         return month.main(args)  # the measured 30-day re-ingest (bench/rollup_month.py)
-
-    from bench.rollup_scale import FLEETS, load_now
 
     print(
         f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "

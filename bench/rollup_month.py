@@ -38,11 +38,11 @@ from pathlib import Path
 import httpx
 
 from bench.phases import fleet_model, timed_phases, walls
+from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port, load_now
 from bench.tsdb_block import write_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 START = datetime(2026, 10, 1, 0, tzinfo=UTC)
-LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
 
 
 def add_options(ap: argparse.ArgumentParser) -> None:
@@ -121,7 +121,6 @@ def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes
 
 
 def main(args: argparse.Namespace) -> int:
-    from bench.rollup_scale import load_now
 
     workers = 1 if args.profile else max(1, args.workers)
     print(
@@ -141,7 +140,6 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
     import costsvc.ingest.run as run
     from bench.fleet import Grid, constant, describe, realistic
     from bench.pgcluster import start_postgres
-    from bench.rollup_scale import FLEETS, cpu_seconds, load_now
     from costsvc.db.migrate import upgrade
     from costsvc.ingest import steady
     from costsvc.ingest.prom import PrometheusReader
@@ -297,7 +295,6 @@ def paired(
     from sqlalchemy import create_engine, text
 
     import costsvc.ingest.run as run
-    from bench.rollup_scale import cpu_seconds
     from costsvc.db.migrate import upgrade
     from costsvc.ingest import steady
     from costsvc.ingest.prom import PrometheusReader
@@ -361,11 +358,3 @@ def chargeback(url: str, until: datetime) -> list[tuple[object, ...]]:
         out = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour <= until)))
     engine.dispose()
     return out  # type: ignore[return-value]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

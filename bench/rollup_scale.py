@@ -47,6 +47,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.phases import fleet_model, timed_phases  # noqa: E402 (after the path)
+from bench.rollup_common import (  # noqa: E402
+    FLEETS,
+    LOOK_BACK,
+    START,
+    cpu_seconds,
+    free_port,
+    load_now,
+    write_history,
+)
 
 CACHE = Path("/tmp/gpu-finops-bench")
 TARGET_S = 15.0
@@ -62,7 +71,6 @@ def tsdb(
     source: str = "gpu-exporter",
 ) -> tuple[Path, str]:
     """Prometheus blocks of the history (cached); and what it took."""
-    from bench.costsvc_rollup import write_history
 
     kind = f"-scraped-{fleet}" if form == "scraped" else ""
     kind += "-dcgm" if source == "dcgm-exporter" else ""
@@ -102,9 +110,8 @@ def _scraped(
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
     from three hours before the measured hour to its end, written as one block by
     bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
-    from bench.costsvc_rollup import START
-    from bench.fleet import Grid, constant, dcgm, describe, realistic
-    from bench.rollup_month import LOOK_BACK
+    from bench.fleet import Grid, constant, describe, realistic
+    from bench.fleet_dcgm import dcgm
     from bench.tsdb_block import write_block
 
     hour = START + timedelta(hours=1)
@@ -318,18 +325,6 @@ def _rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
     return found
 
 
-def cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU seconds so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def load_now() -> str:
-    """The machine's load averages, for the report (others' work skews wall times)."""
-    one, five, fifteen = os.getloadavg()
-    return f"load {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min)"
-
-
 def _line(name: str, runs: list[dict[str, Any]]) -> str:
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)
@@ -344,9 +339,6 @@ def _line(name: str, runs: list[dict[str, Any]]) -> str:
         f"; peak RSS median {med('rss_peak_kb') / 1024:.0f} MiB (after imports "
         f"{med('rss_imported_kb') / 1024:.0f} MiB)   [<= {TARGET_S:g} s: {verdict}]"
     )
-
-
-FLEETS = {"realistic": "realistic", "constant": "best case"}
 
 
 def scale(
@@ -399,7 +391,6 @@ def _scale_one(
     pg_url: str,
     source: str = "gpu-exporter",
 ) -> None:
-    from bench.costsvc_rollup import START, free_port
 
     label = FLEETS[fleet]
     blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source)
@@ -471,7 +462,6 @@ def write_only(facts: int, repeat: int) -> int:
     against costsvc/db/bulk.py's COPY, alternated, in one transaction each (rolled back)."""
     from sqlalchemy import insert
 
-    from bench.costsvc_rollup import START
     from bench.pgcluster import start_postgres
     from costsvc.db import bulk
     from costsvc.db.engine import make_engine

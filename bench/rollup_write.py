@@ -44,6 +44,7 @@ def main() -> int:
 
     import costsvc.db.rollup as rollup
     from bench import costsvc_api as api
+    from bench import costsvc_api_data as data
     from bench.pgcluster import start_postgres
     from costsvc.attribution import Line
     from costsvc.chargeback import AMOUNTS, LINE_KEY
@@ -66,13 +67,13 @@ def main() -> int:
             f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB, Python "
             f"{m['python']}, PostgreSQL {version}, {m['date']}"
         )
-        t0 = api.END - dt.timedelta(hours=24)
-        hour = api.END - dt.timedelta(hours=1)
-        params = {"pods": args.pods, "t0": t0, "h100": api.H100, "a100": api.A100}
-        pg.execute(api.LINES, params)
-        pg.execute(api.LOAD, {**params, "h0": 0, "h1": 24})
-        for sql in (api.COST_HOURS, api.COST_DAYS, api.COST_POD_DAYS):
-            pg.execute(api.rollup_sql(sql), {"a": t0, "b": api.END})
+        t0 = data.END - dt.timedelta(hours=24)
+        hour = data.END - dt.timedelta(hours=1)
+        params = {"pods": args.pods, "t0": t0, "h100": data.H100, "a100": data.A100}
+        pg.execute(data.LINES, params)
+        pg.execute(data.LOAD, {**params, "h0": 0, "h1": 24})
+        for sql in (data.COST_HOURS, data.COST_DAYS, data.COST_POD_DAYS):
+            pg.execute(data.rollup_sql(sql), {"a": t0, "b": data.END})
         pg.execute("VACUUM ANALYZE")
         engine = create_engine(url)
         with engine.connect() as conn:  # the hour's lines, as attribution would hand them over
@@ -89,8 +90,8 @@ def main() -> int:
         pg.execute("DELETE FROM cost_hours WHERE hour = %s", (hour,))
         pg.execute("DELETE FROM cost_days")
         pg.execute("DELETE FROM cost_pod_days")
-        for sql in (api.COST_DAYS, api.COST_POD_DAYS):
-            pg.execute(api.rollup_sql(sql), {"a": t0, "b": api.END})
+        for sql in (data.COST_DAYS, data.COST_POD_DAYS):
+            pg.execute(data.rollup_sql(sql), {"a": t0, "b": data.END})
         pg.execute("VACUUM ANALYZE")
 
         steps: dict[str, list[float]] = {"take_hour": [], "put_hour": []}
@@ -129,7 +130,7 @@ def main() -> int:
         resum = []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            pg.execute(RESUM, {"a": t0, "b": api.END}).fetchone()
+            pg.execute(RESUM, {"a": t0, "b": data.END}).fetchone()
             resum.append((time.perf_counter() - t) * 1000)
         engine.dispose()
         n = len(lines)

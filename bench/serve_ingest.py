@@ -60,6 +60,7 @@ def _rss_kib(pid: int | str = "self") -> int:
 def child(work: Path, hours: int) -> int:
     """``serve`` with a clock this bench moves (module docstring)."""
     import costsvc.cli as cli
+    import costsvc.commands.ingest as commands
     import costsvc.ingest.run as run
 
     now = [START + timedelta(hours=1, seconds=DELAY)]
@@ -70,6 +71,7 @@ def child(work: Path, hours: int) -> int:
             return now[0] if tz is not None else now[0].replace(tzinfo=None)
 
     cli.datetime = Clock  # type: ignore[misc]
+    commands.datetime = Clock  # type: ignore[misc]
     run.datetime = Clock  # type: ignore[misc]
     progress = work / "progress.jsonl"
 
@@ -78,7 +80,7 @@ def child(work: Path, hours: int) -> int:
             c0, t0 = time.process_time(), time.perf_counter()
             cli._ingest(settings, None, None)
             c1, t1 = time.process_time(), time.perf_counter()
-            cli._advise(settings)
+            commands.advise(settings)
             c2, t2 = time.process_time(), time.perf_counter()
             row = {
                 "hour": i,
@@ -120,8 +122,8 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
     from bench.fleet import Grid, constant, describe, realistic
     from bench.pgcluster import start_postgres
     from bench.phases import fleet_document
-    from bench.rollup_month import LOOK_BACK, free_port, start_prometheus
-    from bench.rollup_scale import FLEETS, cpu_seconds
+    from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port
+    from bench.rollup_month import start_prometheus
     from bench.tsdb_block import write_block
     from costsvc.db.migrate import upgrade
     from costsvc.db.tokens import create_token
@@ -252,7 +254,7 @@ def report(label: str, found: dict[str, Any]) -> None:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(Path(sys.argv[2]), int(sys.argv[3]))
-    from bench.rollup_scale import FLEETS, load_now
+    from bench.rollup_common import FLEETS, load_now
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)

@@ -42,9 +42,9 @@ from tests.prom import Prometheus, free_port  # noqa: E402
 
 # serve, its scheduler's ingest wrapped in collections_paused as before the change
 BEFORE = (
-    "import costsvc.cli as c, costsvc.ingest.run as r;"
-    "once = c._ingest_once;"
-    "c._ingest_once = lambda *a, **k: r.collections_paused()(once)(*a, **k);"
+    "import costsvc.cli as c, costsvc.commands.ingest as i, costsvc.ingest.run as r;"
+    "once = i.ingest_once;"
+    "i.ingest_once = lambda *a, **k: r.collections_paused()(once)(*a, **k);"
     "raise SystemExit(c.main(['serve', '--delay', '0']))"
 )
 AFTER = "import costsvc.cli as c; raise SystemExit(c.main(['serve', '--delay', '0']))"

@@ -1,4 +1,4 @@
-"""What writing one ingested hour costs: ``costsvc/db/hours.py store_hour`` alone (facts,
+"""What writing one ingested hour costs: ``costsvc/db/hour_facts.py store_hour`` alone (facts,
 chargeback, ``cost_hours``, the daily and monthly rollups, watermark, run) into a throwaway
 PostgreSQL, for an hour of ``--gpus`` GPUs / ``--pods`` pods attributed by the production
 ``attribute_hour``.
@@ -86,7 +86,7 @@ def main() -> int:
     from costsvc.attribution import Owner, attribute_hour
     from costsvc.costmodel import parse
     from costsvc.db import runs
-    from costsvc.db.hours import store_hour
+    from costsvc.db.hour_facts import store_hour
     from costsvc.db.migrate import upgrade
     from costsvc.db.models import Chargeback, UsageFact
 

@@ -1,4 +1,5 @@
-"""Pod and namespace labels from the Kubernetes API into their history (costsvc/db/labels.py).
+"""Pod and namespace labels from the Kubernetes API into their history
+(costsvc/db/label_history.py).
 
 A watcher lists pods and namespaces, then watches them from the list's resourceVersion
 (relisting on 410 Gone). A pod seen for the first time has had its labels since it was
@@ -11,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from costsvc.db.labels import LabelHistory
+from costsvc.db.label_history import LabelHistory
 from kube.watch import KindWatches
 
 

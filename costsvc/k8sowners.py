@@ -16,9 +16,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from costsvc.advice.quotas import MAX_TEXT
 from costsvc.db.advice import OwnerHistory, QuotaStore
 from costsvc.k8slabels import _time
-from costsvc.quotas import MAX_TEXT
 from costsvc.workloads import controller_of
 from kube.watch import KindWatches
 
@@ -45,7 +45,7 @@ def quota_limits(obj: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
 
 def _kept(value: Any) -> str:
     """A quantity as written; one longer than the column keeps is cut and marked with ``…``,
-    so that it never reads as another quantity (costsvc/quotas.py: no limit)."""
+    so that it never reads as another quantity (costsvc/advice/quotas.py: no limit)."""
     text = str(value)
     return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 1] + "…"
 

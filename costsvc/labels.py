@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from costsvc.attribution import HourFacts, Owner
 from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import LabelKeys
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
 NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels

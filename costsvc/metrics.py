@@ -27,7 +27,7 @@ from sqlalchemy import Engine
 from costsvc.chargeback import IDLE, OWNER, currency_mismatch, month_of, parse_month
 from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.budgets import budgets
-from costsvc.db.runs import failed_hour_counts
+from costsvc.db.runs import failed_hour_counts, ingest_state
 from costsvc.db.tokens import Principal
 from costsvc.inference import Totals, per_million
 from costsvc.inference_queries import ModelFigures, model_figures
@@ -36,7 +36,6 @@ from costsvc.queries import (
     efficiency,
     forecast,
     idle_by_currency,
-    ingest_state,
     last_hour,
     model_energy,
     owner_money,
@@ -406,8 +405,8 @@ def _inference(g: dict[str, GaugeMetricFamily], figures: list[ModelFigures]) -> 
 
 
 def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:
-    """Rightsizing savings and quota figures of the last advice run (costsvc/advise.py)."""
-    from costsvc.rightsizing import ACTIONABLE
+    """Rightsizing savings and quota figures of the last advice run (costsvc/advice/run.py)."""
+    from costsvc.advice.rightsizing import ACTIONABLE
 
     savings: dict[tuple[str, str], int] = {}
     counts: dict[tuple[str, str], int] = {}

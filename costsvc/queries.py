@@ -33,11 +33,9 @@ from costsvc.db.models import (
     Chargeback,
     CostHour,
     GpuPresence,
-    IngestRun,
     NamespaceLabels,
     PodLabels,
     UsageFact,
-    Watermark,
 )
 from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.energy import kg, kwh
@@ -378,33 +376,6 @@ def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney
         .group_by(*pods)
     )
     return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]
-
-
-@dataclass(frozen=True, slots=True)
-class IngestState:
-    cluster: str
-    watermark: datetime  # the last hour ingested
-    last_success: datetime | None  # when an hour was last ingested
-
-
-def ingest_state(conn: Connection) -> tuple[list[IngestState], dict[str, int]]:
-    """Each cluster's watermark and last successful run, and failed runs per cluster."""
-    states = []
-    for cluster, hour in conn.execute(select(Watermark.cluster, Watermark.hour)):
-        done_at = conn.execute(
-            select(func.max(IngestRun.finished_at)).where(
-                IngestRun.cluster == cluster, IngestRun.status == "done"
-            )
-        ).scalar()
-        states.append(
-            IngestState(cluster, as_utc(hour), as_utc(done_at) if done_at is not None else None)
-        )
-    failed = conn.execute(
-        select(IngestRun.cluster, func.count())
-        .where(IngestRun.status == "failed")
-        .group_by(IngestRun.cluster)
-    )
-    return states, {cluster: int(n) for cluster, n in failed}
 
 
 # --- OpenCost's /allocation (costsvc/opencost/) ---------------------------------------------

@@ -102,10 +102,9 @@ def chargeback_csv(
     month: str,
     group_by: list[str] | None = None,
     team: str | None = None,
-    copy: bool = True,
 ) -> Iterator[str]:
     """The month's chargeback CSV, piece by piece (``team``: that team's rows only). On
-    PostgreSQL the rows are formatted by COPY (``copy=False``: by Python, the same bytes)."""
+    PostgreSQL the rows are formatted by COPY (elsewhere by Python: the same bytes)."""
     parse_month(month)  # raises ValueError for a bad month
     group_by = parse_group_by(group_by) or None
     yield csv_line(csv_columns(group_by))
@@ -127,7 +126,7 @@ def chargeback_csv(
         q = _month_rows(
             month, team, c.hour, c.correction, *_key(), c.currency, *money_columns, *trailing
         )
-    if copy and engine.dialect.name == "postgresql":
+    if engine.dialect.name == "postgresql":
         yield from _copy_csv(engine, q, month, group_by)
         return
     last_hour, bounds = None, ("", "")

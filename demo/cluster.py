@@ -7,7 +7,7 @@ The series are kube-state-metrics' own (kubernetes/kube-state-metrics ``docs/``)
 ``kube_namespace_labels{namespace, label_<key>}`` (namespace-metrics.md) and
 ``kube_resourcequota{namespace, resourcequota, resource, type="hard"|"used"}``
 (resourcequota-metrics.md), label keys sanitised as kube-state-metrics does
-(:func:`kube.labels.sanitize_label`). A quota's ``used`` is what the quota controller counts:
+(:func:`kube.label_names.sanitize_label`). A quota's ``used`` is what the quota controller counts:
 the extended resources requested by the namespace's running pods (a device-plugin request
 of N ids is N; a HAMi container asks for one ``nvidia.com/gpu``, HAMi's default resource
 name); DRA claims are not extended resources and count for no such quota.
@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from exporter.simulate.spec import FleetSpec, load
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 # namespace -> its labels; the cost model reads a pod's team from its own labels, else its
 # namespace's (examples/cost-model.yaml namespace_fallback)

@@ -17,9 +17,10 @@ from typing import Any
 import uvicorn
 from sqlalchemy import Engine
 
-from costsvc.advise import Options
-from costsvc.advise import run as advise
-from costsvc.advise import table as advice_table
+from costsvc.advice.rightsizing import ACTIONABLE, Rules
+from costsvc.advice.run import Options
+from costsvc.advice.run import run as advise
+from costsvc.advice.run import table as advice_table
 from costsvc.api.app import create_app
 from costsvc.api.server import config as server_config
 from costsvc.costmodel import CostModel, load
@@ -29,7 +30,6 @@ from costsvc.db.migrate import upgrade
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
-from costsvc.rightsizing import ACTIONABLE, Rules
 from costsvc.settings import Settings
 from demo import report
 from demo.history import ROOT

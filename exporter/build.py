@@ -28,7 +28,7 @@ from exporter.pods.proc_owner import ProcOwner
 from exporter.pods.slice_watch import SliceWatcher
 from exporter.pods.slices import SliceDirectory
 from exporter.pods.watch import PodWatcher
-from exporter.render.labels import pod_label_renderer
+from exporter.render.label_text import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode

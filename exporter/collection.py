@@ -20,7 +20,7 @@ from exporter.pods.claims import Assignments, AssignmentSource, PidOwner
 from exporter.pods.shares import attribute
 from exporter.render.exposition import Exposition, Family, Variant
 from exporter.render.families import GpuRenderer
-from exporter.render.labels import PodLabels
+from exporter.render.label_text import PodLabels
 from exporter.sampler import GpuSampler
 from exporter.selfmetrics import SelfMetrics
 

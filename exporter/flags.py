@@ -19,7 +19,7 @@ from exporter import __version__
 from exporter.catalogue import COLLECTORS, OFF_BY_DEFAULT
 from exporter.http import parse_listen_address
 from exporter.pods.kubelet.client import DEFAULT_SOCKET
-from exporter.render.labels import HOSTNAME_LABELS
+from exporter.render.label_text import HOSTNAME_LABELS
 
 PROG = "gpu-exporter"
 ENV_PREFIX = "GPU_EXPORTER_"

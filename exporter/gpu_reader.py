@@ -27,7 +27,7 @@ from exporter.nvml.results import (
     MigInstance,
     NoPermission,
     NvlinkReading,
-    Outcome,
+    ReadResult,
     T,
 )
 from exporter.snapshot import GpuIdentity, GpuState, MigState, ProcessSample
@@ -44,7 +44,7 @@ class _Lost(Exception):
 
 
 class _Ok(Protocol):
-    def __call__(self, outcome: Outcome[T]) -> T | None: ...
+    def __call__(self, outcome: ReadResult[T]) -> T | None: ...
 
 
 @dataclass(slots=True)
@@ -94,7 +94,7 @@ class GpuReader:
         a reset GPU may come back with a new handle. What cannot be read keeps its value."""
         known = self.identity
 
-        def txt(value: Outcome[str], before: str) -> str:
+        def txt(value: ReadResult[str], before: str) -> str:
             return before if isinstance(value, Failure) else value
 
         nvml = self._nvml
@@ -158,7 +158,7 @@ class GpuReader:
         nvml, on = self._nvml, self._on
         values: dict[str, float] = {}
 
-        def ok(outcome: Outcome[T]) -> T | None:
+        def ok(outcome: ReadResult[T]) -> T | None:
             if isinstance(outcome, Failure):
                 if isinstance(outcome, GpuLost):
                     raise _Lost

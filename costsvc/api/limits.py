@@ -31,7 +31,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 MAX_PATH = 2048
 MAX_QUERY = 8192
 _CONTROL = re.compile(rb"[\x00-\x1f\x7f]")
-_CONTROL_TEXT = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class _TooLarge(Exception):
@@ -80,10 +79,6 @@ def bad_text(value: Any) -> bool:
             except UnicodeEncodeError:
                 return True
     return False
-
-
-def has_control(text: str) -> bool:
-    return _CONTROL_TEXT.search(text) is not None
 
 
 async def refuse(scope: Scope, send: Send, status: int, detail: str) -> None:

@@ -1,6 +1,6 @@
 """Rightsizing and quota data: pod owners and the owners of ReplicaSets and Jobs (history,
 written by costsvc/k8sowners.py), ResourceQuota limits as the API reports them now, and the
-latest recommendations and quota usage (written by costsvc/advise.py, read by the API, the
+latest recommendations and quota usage (written by costsvc/advice/run.py, read by the API, the
 command line and /metrics)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, delete, insert, or_, select, update
 
-from costsvc.db.labels import next_period
+from costsvc.db.label_history import next_period
 from costsvc.db.models import (
     ControllerOwner,
     PodOwner,

@@ -35,9 +35,3 @@ def recent(engine: Engine, limit: int) -> list[Entry]:
     query = select(a.at, a.actor, a.action, a.target, a.detail).order_by(a.id.desc()).limit(limit)
     with engine.connect() as conn:
         return [Entry(*r) for r in conn.execute(query)]
-
-
-def record(engine: Engine, actor: str, action: str, target: str, detail: dict[str, Any]) -> None:
-    """One entry, in a transaction of its own (for a change made outside the database)."""
-    with engine.begin() as conn:
-        audit(conn, actor, action, target, detail)

@@ -1,5 +1,5 @@
 """``inference_hours``: an hour's served tokens and their cost, written in the hour's
-transaction (costsvc/db/hours.py), and read back for a reprice.
+transaction (costsvc/db/hour_facts.py), and read back for a reprice.
 
 The rows hold the facts (tokens and requests as counted for the model, the prefill and
 decode time) next to the money, so a reprice recomputes the money from them with the
@@ -137,7 +137,7 @@ def serving_hours(
 ) -> list[dict[str, Any]]:
     """Each (hour, pod, model) served in [start, end) in ``cluster``: its team, tokens and
     money, and the GPU model of the pod's chargeback (the model it held most of), for
-    rightsizing (costsvc/advise.py)."""
+    rightsizing (costsvc/advice/run.py)."""
     t, c = InferenceHour, Chargeback
     where = (t.cluster == cluster, t.hour >= start, t.hour < end)
     cols = (t.hour, t.namespace, t.pod, t.model, t.team, t.allocated, t.used, t.waste)

@@ -1,13 +1,13 @@
-"""Chargeback rows of an hour, corrections of closed months, and the per-owner rollup.
+"""Chargeback rows of an hour, and corrections of closed months.
 
 An hour is billed in its own month. Closing a month freezes its rows: when a later ingest or
 reprice recomputes one of its hours (late data, a back-dated price), the rows of that hour are
 left as they are and the difference — new minus everything already billed for that hour and
 owner — is written as **correction** rows billed in the next open month. Σ over every row of
 an hour (originals and corrections) is always that hour's current fleet cost; a closed month's
-own rows, and so its reports, never change. ``cost_hours`` (per hour, cluster and owner) is
-recomputed from the hour's rows in the same transaction, and the daily rollups of its UTC day
-(costsvc/db/rollup.py).
+own rows, and so its reports, never change. The rollups (``cost_hours`` per hour, cluster and
+owner; the days and months) follow in the same transaction (costsvc/db/rollup.py, their one
+writer).
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from operator import attrgetter
 from sqlalchemy import Connection, delete, func, insert, select, update
 
 from costsvc.attribution import Line
-from costsvc.chargeback import AMOUNTS, LINE_KEY, OWNER, billing_month_for, month_of
+from costsvc.chargeback import AMOUNTS, LINE_KEY, billing_month_for, month_of
 from costsvc.db.bulk import insert_tuples
-from costsvc.db.models import Chargeback, CostHour, MonthClose
+from costsvc.db.models import Chargeback, MonthClose
 from costsvc.db.rollup import put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
@@ -47,7 +47,7 @@ def write_lines(
         tail = (hour, own, False, currency)
         rows = [(*_KEY_OF(ln), *tail, *_AMOUNTS_OF(ln), ln.unit_price) for ln in lines]
         insert_tuples(conn, Chargeback, COLUMNS, rows)
-        _roll_up(conn, hour, clusters, took)
+        put_hour(conn, hour, clusters, took)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -76,30 +76,7 @@ def write_lines(
         else:
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
-    _roll_up(conn, hour, clusters, took)
-
-
-def _roll_up(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
-    """The hour's ``cost_hours`` recomputed and its rows added to its day and month. On
-    PostgreSQL in one statement with the daily rollups (costsvc/db/rollup.py): the hour's
-    rows are grouped once."""
-    if conn.dialect.name == "postgresql":
-        conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
-        put_hour(conn, hour, clusters, took, cost_hours=True)
-    else:
-        refresh_cost_hours(conn, hour, clusters)
-        put_hour(conn, hour, clusters, took)
-
-
-def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:
-    """Recompute ``cost_hours`` of ``hour`` for these clusters from its chargeback rows."""
-    c = Chargeback
-    conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
-    owner = (c.hour, c.cluster, *(getattr(c, o) for o in OWNER), c.currency)
-    sums = select(*owner, *(func.sum(getattr(c, m)) for m in AMOUNTS))
-    rollup = sums.where(c.hour == hour, c.cluster.in_(clusters)).group_by(*owner)
-    columns = ["hour", "cluster", *OWNER, "currency", *AMOUNTS]
-    conn.execute(insert(CostHour).from_select(columns, rollup))
+    put_hour(conn, hour, clusters, took)
 
 
 def _row(

@@ -465,7 +465,7 @@ class ResourceQuotaLimit(Base):
 
 
 class Recommendation(Base):
-    """The latest rightsizing advice per workload and GPU model (costsvc/rightsizing.py),
+    """The latest rightsizing advice per workload and GPU model (costsvc/advice/rightsizing.py),
     replaced as a whole by each run. Ratios in parts per million, money in micro-units per
     month, hours in micro-hours."""
 
@@ -502,7 +502,7 @@ class Recommendation(Base):
 
 class QuotaUsage(Base):
     """GPU quota against GPUs held and used, per namespace and resource, over the last window
-    (costsvc/quotas.py), replaced as a whole by each run. Units (GPUs, MIG instances, shared
+    (costsvc/advice/quotas.py), replaced as a whole by each run. Units (GPUs, MIG instances, shared
     replicas) in milli-units; money in micro-units per month."""
 
     __tablename__ = "quota_usage"

@@ -1,13 +1,16 @@
-"""The daily rollups: ``cost_days`` per owner and ``cost_pod_days`` per owner, namespace and
-pod, kept in the hour's transaction, and read over a range as whole days from them plus the
-partial-day edges from the hourly tables (``cost_hours``, the chargeback).
+"""The rollups of the chargeback: ``cost_hours`` per owner and hour, ``cost_days`` per owner,
+``cost_pod_days`` per owner, namespace and pod, ``cost_months`` per owner — this module is
+their one writer, in the hour's transaction — and their reads over a range: whole months and
+days from the coarse ones plus the partial edges from the hourly tables (``cost_hours``, the
+chargeback).
 
 A day is a UTC day and a month a UTC month (``cost_months``: per owner) — the days billing
 months are cut in (costsvc/chargeback.py: months are UTC), and the buckets
 ``step=day``/``month`` answer in. Every writer of chargeback rows goes
 through ``costsvc/db/lines.py write_lines`` (ingest, reprice, re-ingest of an hour, corrections
 of a closed month): it subtracts the hour's rows from their day before it replaces them
-(:func:`take_hour`) and adds the new ones after (:func:`put_hour`) — integers, so the day stays
+(:func:`take_hour`) and adds the new ones after (:func:`put_hour`, which also recomputes the
+hour's ``cost_hours``) — integers, so the day stays
 Σ of its hours exactly, at the cost of the hour's own rows, in SQL (re-summing the day's
 chargeback instead took ~1.2 s an hour at 5,000 pods; sending per-pod differences from Python,
 ~1 s). On PostgreSQL the hour's rows are summed per pod once and the three rollups upserted
@@ -26,14 +29,13 @@ from functools import cache
 from typing import Any
 
 from sqlalchemy import Connection, DateTime, delete, func, literal, select, text, union_all
+from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.chargeback import AMOUNTS, OWNER
 from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay
 
 DAY = timedelta(days=1)
-# False: every read sums cost_hours (the tests compare both paths; nothing else sets it)
-USE_DAYS = True
 POD = ("cluster", *OWNER, "namespace", "pod", "currency")  # cost_pod_days' key, with day
 OWNER_KEY = ("cluster", *OWNER, "currency")  # cost_days' key, with day
 
@@ -54,12 +56,28 @@ def _next_month(m: datetime) -> datetime:
     return datetime(m.year + (m.month == 12), m.month % 12 + 1, 1, tzinfo=UTC)
 
 
-# each rollup the writer keeps: table, its period column, the period of an hour, its key
+def _same_hour(hour: datetime) -> datetime:
+    return hour
+
+
+# each rollup the writer keeps: table, its period column, the period of an hour, its key.
+# cost_hours first: recomputed from the hour's rows (it has no ``lines``); the others are
+# added to (ADDED)
 ROLLUPS: tuple[tuple[Any, str, Any, tuple[str, ...]], ...] = (
+    (CostHour, "hour", _same_hour, OWNER_KEY),
     (CostPodDay, "day", day_of, POD),
     (CostDay, "day", day_of, OWNER_KEY),
     (CostMonth, "month", month_start, OWNER_KEY),
 )
+ADDED = ROLLUPS[1:]
+# what a read over a range takes its rows from, coarsest first: whole periods from the first
+# table that has them, the edges from the finer ones (:func:`owner_rows`, :func:`pod_rows`)
+OWNER_READS: tuple[tuple[Any, str], ...] = (
+    (CostMonth, "month"),
+    (CostDay, "day"),
+    (CostHour, "hour"),
+)
+POD_READS: tuple[tuple[Any, str], ...] = ((CostPodDay, "day"), (Chargeback, "hour"))
 
 
 def take_hour(conn: Connection, hour: datetime, clusters: set[str]) -> bool:
@@ -83,23 +101,22 @@ def take_hour(conn: Connection, hour: datetime, clusters: set[str]) -> bool:
     return True
 
 
-def put_hour(
-    conn: Connection, hour: datetime, clusters: set[str], took: bool, cost_hours: bool = False
-) -> None:
-    """Add the chargeback rows of ``hour`` (these clusters) to its day: call after they are
-    written; ``took``: :func:`take_hour` subtracted rows first (then rows left with no lines
-    are dropped). ``cost_hours`` (PostgreSQL): also insert the hour's ``cost_hours`` rows, in
-    the same statement — the caller deleted the old ones (costsvc/db/lines.py)."""
+def put_hour(conn: Connection, hour: datetime, clusters: set[str], took: bool) -> None:
+    """The hour's ``cost_hours`` (these clusters) recomputed from its chargeback rows, and
+    those rows added to its day and month: call after they are written; ``took``:
+    :func:`take_hour` subtracted rows first (then rows left with no lines are dropped). On
+    PostgreSQL in one statement: the hour's rows are grouped once."""
     if conn.dialect.name == "postgresql":
+        conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
         params = {**_at(hour, clusters), "day": day_of(hour), "month": month_start(hour)}
-        conn.execute(text(_put(took, cost_hours)), params)
+        conn.execute(text(_put(took)), params)
         if took:
             conn.execute(text(f"DROP TABLE {TAKEN}"))
     else:
-        assert not cost_hours, "cost_hours in the same statement: PostgreSQL only"
+        refresh_cost_hours(conn, hour, clusters)
         _add_hour(conn, hour, clusters, 1)
     if took:
-        for table, period, of, _ in ROLLUPS:
+        for table, period, of, _ in ADDED:
             conn.execute(
                 delete(table).where(
                     getattr(table, period) == of(hour),
@@ -131,8 +148,8 @@ _NET = (
     f"SELECT {_POD}, {', '.join(f'-{v}' for v in _VALUES)} FROM {TAKEN}) AS both_ "
     f"GROUP BY {_POD} HAVING {' OR '.join(f'sum({v}) <> 0' for v in _VALUES)}"
 )
-# cost_hours of the hour: the new per-pod sums per owner (as costsvc/db/lines.py
-# refresh_cost_hours sums the hour's rows)
+# cost_hours of the hour: the new per-pod sums per owner (as refresh_cost_hours sums the
+# hour's rows)
 _HOURS = (
     f"INSERT INTO cost_hours (hour, {_OWNER}, {', '.join(AMOUNTS)}) "  # noqa: S608
     f"SELECT :hour, {_OWNER}, {', '.join(f'sum({a})' for a in AMOUNTS)} FROM new "
@@ -150,24 +167,35 @@ def _upsert(table: str, period: str, key: tuple[str, ...], source: str) -> str:
 
 
 @cache
-def _put(took: bool, cost_hours: bool) -> str:
-    """The one statement of :func:`put_hour`."""
+def _put(took: bool) -> str:
+    """The one statement of :func:`put_hour` (PostgreSQL)."""
     return (
         f"WITH new AS ({_PER_POD}), pods AS ({_NET if took else 'SELECT * FROM new'}), "  # noqa: S608
         f"owners AS (SELECT {_OWNER}, {_SUMMED} FROM pods GROUP BY {_OWNER}), "
-        + (f"to_hours AS ({_HOURS}), " if cost_hours else "")
-        + f"to_pods AS ({_upsert('cost_pod_days', 'day', POD, 'pods')}), "
+        f"to_hours AS ({_HOURS}), "
+        f"to_pods AS ({_upsert('cost_pod_days', 'day', POD, 'pods')}), "
         f"to_days AS ({_upsert('cost_days', 'day', OWNER_KEY, 'owners')}) "
         f"{_upsert('cost_months', 'month', OWNER_KEY, 'owners')}"
     )
 
 
+def refresh_cost_hours(conn: Connection, hour: datetime, clusters: set[str]) -> None:
+    """Recompute ``cost_hours`` of ``hour`` for these clusters from its chargeback rows."""
+    c = Chargeback
+    conn.execute(delete(CostHour).where(CostHour.hour == hour, CostHour.cluster.in_(clusters)))
+    owner = (c.hour, c.cluster, *(getattr(c, o) for o in OWNER), c.currency)
+    sums = select(*owner, *(func.sum(getattr(c, m)) for m in AMOUNTS))
+    rollup = sums.where(c.hour == hour, c.cluster.in_(clusters)).group_by(*owner)
+    columns = ["hour", "cluster", *OWNER, "currency", *AMOUNTS]
+    conn.execute(sa_insert(CostHour).from_select(columns, rollup))
+
+
 def _add_hour(conn: Connection, hour: datetime, clusters: set[str], sign: int) -> None:
-    """``sign`` x the hour's rows, per key, upserted into each rollup in SQL (one statement
-    each)."""
+    """``sign`` x the hour's rows, per key, upserted into each added rollup in SQL (one
+    statement each)."""
     c = Chargeback
     insert: Any = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    for table, period, of, key in ROLLUPS:
+    for table, period, of, key in ADDED:
         cols = [getattr(c, k) for k in key]
         rows = (
             select(
@@ -200,11 +228,8 @@ def owner_rows(start: datetime, end: datetime, grain: str = "month") -> Any:
     it per any owner column, and buckets of ``grain`` or longer, equal those of
     ``cost_hours``."""
     cols = ("cluster", *OWNER, "currency", *AMOUNTS)
-    tables: list[tuple[Any, str]] = [(CostHour, "hour")]
-    if grain != "hour":
-        tables.insert(0, (CostDay, "day"))
-        if grain == "month":
-            tables.insert(0, (CostMonth, "month"))
+    periods = {"hour": ("hour",), "month": ("month", "day", "hour")}.get(grain, ("day", "hour"))
+    tables = [(t, p) for t, p in OWNER_READS if p in periods]
     return _ranged(tables, cols, start, end, "owner_rows")
 
 
@@ -212,8 +237,7 @@ def pod_rows(start: datetime, end: datetime) -> Any:
     """The per-pod rows of [start, end) (``hour``, cluster, team, project, stage, namespace,
     pod, currency, the amounts): whole UTC days from ``cost_pod_days``, the rest from the
     chargeback. Sums over it per any of those columns equal the chargeback's."""
-    tables = [(CostPodDay, "day"), (Chargeback, "hour")]
-    return _ranged(tables, (*POD, *AMOUNTS), start, end, "pod_rows")
+    return _ranged(list(POD_READS), (*POD, *AMOUNTS), start, end, "pod_rows")
 
 
 def _ceil_month(t: datetime) -> datetime:
@@ -227,7 +251,7 @@ def _pieces(
     """[start, end) cut into (table, period column, a, b): the coarsest table for each whole
     period, finer ones for the edges."""
     table, period = tables[0]
-    if period == "hour" or not USE_DAYS:
+    if period == "hour":
         hourly, col = tables[-1]
         return [(hourly, col, start, end)] if start < end else []
     if period == "day":

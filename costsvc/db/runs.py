@@ -235,6 +235,31 @@ def failed_hour_counts(conn: Connection) -> dict[str, int]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class IngestState:
+    cluster: str
+    watermark: datetime  # the last hour ingested
+    last_success: datetime | None  # when an hour was last ingested
+
+
+def ingest_state(conn: Connection) -> tuple[list[IngestState], dict[str, int]]:
+    """Each cluster's watermark and last successful run, and failed runs per cluster: three
+    statements, however many clusters and runs there are."""
+    r = IngestRun
+    done = select(r.cluster, func.max(r.finished_at)).where(r.status == "done").group_by(r.cluster)
+    last_done = {cluster: at for cluster, at in conn.execute(done)}
+    states = []
+    for cluster, hour in conn.execute(select(Watermark.cluster, Watermark.hour)):
+        done_at = last_done.get(cluster)
+        states.append(
+            IngestState(cluster, as_utc(hour), as_utc(done_at) if done_at is not None else None)
+        )
+    failed = conn.execute(
+        select(r.cluster, func.count()).where(r.status == "failed").group_by(r.cluster)
+    )
+    return states, {cluster: int(n) for cluster, n in failed}
+
+
 def lock_clusters(conn: Connection, clusters: set[str]) -> None:
     """Serialise writers of these clusters until the transaction ends (PostgreSQL; SQLite's
     database write lock does the same there). Taken in a fixed order: no deadlock."""

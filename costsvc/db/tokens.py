@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from costsvc.db.audit import audit
 from costsvc.db.models import ApiToken
-from kube.labels import is_label_value
+from kube.label_names import is_label_value
 
 ROLES = ("admin", "finance", "team", "metrics")
 PREFIX = "gfo_"

@@ -20,7 +20,7 @@ from sqlalchemy import Engine
 from costsvc.attribution import HourFacts, HourResult, attribute_hour
 from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
-from costsvc.db.hours import (
+from costsvc.db.hour_facts import (
     Controllers,
     Owners,
     charged_energy_rates,

@@ -31,8 +31,8 @@ from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.advice import OwnerHistory
 from costsvc.db.engine import trouble
-from costsvc.db.hours import store_hour
-from costsvc.db.labels import LabelHistory
+from costsvc.db.hour_facts import store_hour
+from costsvc.db.label_history import LabelHistory
 from costsvc.inference import price_hour
 from costsvc.ingest import steady
 from costsvc.ingest.hour import collect_hour

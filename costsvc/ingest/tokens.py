@@ -41,7 +41,7 @@ from costsvc.inference import Served
 from costsvc.ingest.integrate import increase, max_gap_for
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, us
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 log = logging.getLogger(__name__)
 

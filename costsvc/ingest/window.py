@@ -56,7 +56,7 @@ from costsvc.ingest.power import (
 )
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.workloads import controllers_of
-from kube.labels import ksm_labels
+from kube.label_names import ksm_labels
 
 SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)

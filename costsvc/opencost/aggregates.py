@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from costsvc.chargeback import IDLE, UNALLOCATED
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 LABEL_PREFIX = "label:"  # a row column holding a pod label that is no owner column
 COLUMN_RULES = ("cluster", "node", "namespace", "pod", "container")

@@ -1,5 +1,5 @@
 """Any pod label for ``aggregate=label:<key>`` and ``filter=label[<key>]:…``, from the label
-history the Kubernetes watcher keeps (costsvc/db/labels.py). Pure.
+history the Kubernetes watcher keeps (costsvc/db/label_history.py). Pure.
 
 The owner labels (team, project, stage) are columns of the chargeback, as they were at each
 hour. Any other key is looked up here: a pod's labels as in force during the allocation set —
@@ -19,7 +19,7 @@ from datetime import datetime
 
 from costsvc.opencost.params import Window
 from costsvc.opencost.shape import LABEL_PREFIX, Row
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from costsvc.advice.rightsizing import ACTIONABLE
 from costsvc.api.deps import Db
 from costsvc.api.routes.advice import quota_row, recommendation_row, team_quotas
 from costsvc.chargeback import IDLE, UNALLOCATED, budget_state, month_of, parse_month
@@ -18,7 +19,6 @@ from costsvc.energy import kg, kwh
 from costsvc.money import MICRO, money, money_rounded, to_micro
 from costsvc.pages.charts import Chart, stacked_columns
 from costsvc.queries import costs, forecast
-from costsvc.rightsizing import ACTIONABLE
 
 DAY = timedelta(days=1)
 

@@ -39,7 +39,7 @@ from exporter.nvml.results import (
     NotSupported,
     NvlinkReading,
     NvmlInitError,
-    Outcome,
+    ReadResult,
     classify,
     error_text,
     text,
@@ -105,7 +105,7 @@ class Nvml:
 
     # -- system -----------------------------------------------------------------------------
 
-    def driver_version(self) -> Outcome[str]:
+    def driver_version(self) -> ReadResult[str]:
         value = self._call(-1, "nvmlSystemGetDriverVersion")
         return value if isinstance(value, Failure) else text(value)
 
@@ -122,52 +122,52 @@ class Nvml:
                 version = ""
         return text(version) if version else "unknown"
 
-    def device_count(self) -> Outcome[int]:
-        value: Outcome[int] = self._call(-1, "nvmlDeviceGetCount")
+    def device_count(self) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(-1, "nvmlDeviceGetCount")
         return value
 
-    def device(self, index: int) -> Outcome[Device]:
+    def device(self, index: int) -> ReadResult[Device]:
         handle = self._call(index, "nvmlDeviceGetHandleByIndex", index)
         return handle if isinstance(handle, Failure) else Device(index, handle)
 
     # -- identity ---------------------------------------------------------------------------
 
-    def _text_of(self, dev: Device, name: str) -> Outcome[str]:
+    def _text_of(self, dev: Device, name: str) -> ReadResult[str]:
         value = self._call(dev.index, name, dev.handle)
         return value if isinstance(value, Failure) else text(value)
 
-    def uuid(self, dev: Device) -> Outcome[str]:
+    def uuid(self, dev: Device) -> ReadResult[str]:
         return self._text_of(dev, "nvmlDeviceGetUUID")
 
-    def name(self, dev: Device) -> Outcome[str]:
+    def name(self, dev: Device) -> ReadResult[str]:
         return self._text_of(dev, "nvmlDeviceGetName")
 
-    def serial(self, dev: Device) -> Outcome[str]:
+    def serial(self, dev: Device) -> ReadResult[str]:
         return self._text_of(dev, "nvmlDeviceGetSerial")
 
-    def vbios_version(self, dev: Device) -> Outcome[str]:
+    def vbios_version(self, dev: Device) -> ReadResult[str]:
         return self._text_of(dev, "nvmlDeviceGetVbiosVersion")
 
-    def pci_bus_id(self, dev: Device) -> Outcome[str]:
+    def pci_bus_id(self, dev: Device) -> ReadResult[str]:
         info = self._call(dev.index, "nvmlDeviceGetPciInfo", dev.handle)
         return info if isinstance(info, Failure) else text(info.busId)
 
     # -- readings ---------------------------------------------------------------------------
 
-    def utilization(self, dev: Device) -> Outcome[tuple[int, int]]:
+    def utilization(self, dev: Device) -> ReadResult[tuple[int, int]]:
         """(gpu %, memory copy %) over the driver's last sample period."""
         rates = self._call(dev.index, "nvmlDeviceGetUtilizationRates", dev.handle)
         return rates if isinstance(rates, Failure) else (int(rates.gpu), int(rates.memory))
 
-    def encoder_utilization(self, dev: Device) -> Outcome[int]:
+    def encoder_utilization(self, dev: Device) -> ReadResult[int]:
         value = self._call(dev.index, "nvmlDeviceGetEncoderUtilization", dev.handle)
         return value if isinstance(value, Failure) else int(value[0])
 
-    def decoder_utilization(self, dev: Device) -> Outcome[int]:
+    def decoder_utilization(self, dev: Device) -> ReadResult[int]:
         value = self._call(dev.index, "nvmlDeviceGetDecoderUtilization", dev.handle)
         return value if isinstance(value, Failure) else int(value[0])
 
-    def memory(self, dev: Device) -> Outcome[tuple[int, int, int, int | None]]:
+    def memory(self, dev: Device) -> ReadResult[tuple[int, int, int, int | None]]:
         """(total, used, free, reserved) in bytes; reserved is None on drivers without v2."""
         v2 = getattr(self._lib, "nvmlMemory_v2", None)
         if v2 is not None:
@@ -181,13 +181,13 @@ class Nvml:
             return info
         return int(info.total), int(info.used), int(info.free), None
 
-    def temperature(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(
+    def temperature(self, dev: Device) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(
             dev.index, "nvmlDeviceGetTemperature", dev.handle, TEMPERATURE_GPU
         )
         return value
 
-    def memory_temperature(self, dev: Device) -> Outcome[int]:
+    def memory_temperature(self, dev: Device) -> ReadResult[int]:
         """HBM/GDDR temperature, a field value (not every board has a sensor)."""
         values = self._call(dev.index, "nvmlDeviceGetFieldValues", dev.handle, [FI_DEV_MEMORY_TEMP])
         if isinstance(values, Failure):
@@ -200,7 +200,7 @@ class Nvml:
             return failure
         return int(_field_value(field))
 
-    def nvlink_counters(self, dev: Device) -> Outcome[NvlinkReading]:
+    def nvlink_counters(self, dev: Device) -> ReadResult[NvlinkReading]:
         """The four NVLink error counters and the data throughput counters, each summed over
         all links, in one field-values call (a GPU without NVLink answers NotSupported)."""
         ids: list[Any] = list(NVLINK_TOTAL_FIELDS.values())
@@ -222,35 +222,37 @@ class Nvml:
             return self._unsupported(dev.index, NotSupported(3, "NVML_FI_DEV_NVLINK_*"))
         return NvlinkReading(errors, data_kib, stamp)
 
-    def power_usage_mw(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPowerUsage", dev.handle)
+    def power_usage_mw(self, dev: Device) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(dev.index, "nvmlDeviceGetPowerUsage", dev.handle)
         return value
 
-    def power_limit_mw(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetEnforcedPowerLimit", dev.handle)
+    def power_limit_mw(self, dev: Device) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(
+            dev.index, "nvmlDeviceGetEnforcedPowerLimit", dev.handle
+        )
         return value
 
-    def total_energy_mj(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(
+    def total_energy_mj(self, dev: Device) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(
             dev.index, "nvmlDeviceGetTotalEnergyConsumption", dev.handle
         )
         return value
 
-    def clock_mhz(self, dev: Device, clock: int) -> Outcome[int]:
-        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetClockInfo", dev.handle, clock)
+    def clock_mhz(self, dev: Device, clock: int) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(dev.index, "nvmlDeviceGetClockInfo", dev.handle, clock)
         return value
 
-    def pcie_replay_counter(self, dev: Device) -> Outcome[int]:
-        value: Outcome[int] = self._call(dev.index, "nvmlDeviceGetPcieReplayCounter", dev.handle)
+    def pcie_replay_counter(self, dev: Device) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(dev.index, "nvmlDeviceGetPcieReplayCounter", dev.handle)
         return value
 
-    def total_ecc_errors(self, dev: Device, error_type: int, counter_type: int) -> Outcome[int]:
-        value: Outcome[int] = self._call(
+    def total_ecc_errors(self, dev: Device, error_type: int, counter_type: int) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(
             dev.index, "nvmlDeviceGetTotalEccErrors", dev.handle, error_type, counter_type
         )
         return value
 
-    def remapped_rows(self, dev: Device) -> Outcome[tuple[int, int, int, int]]:
+    def remapped_rows(self, dev: Device) -> ReadResult[tuple[int, int, int, int]]:
         """(correctable, uncorrectable, pending, failure occurred)."""
         value = self._call(dev.index, "nvmlDeviceGetRemappedRows", dev.handle)
         if isinstance(value, Failure):
@@ -258,39 +260,39 @@ class Nvml:
         corr, unc, pending, failure = value
         return int(corr), int(unc), int(pending), int(failure)
 
-    def clock_event_reasons(self, dev: Device) -> Outcome[int]:
+    def clock_event_reasons(self, dev: Device) -> ReadResult[int]:
         """Bit mask of why clocks are held down (NVML >= 12.535 name, older name as fallback)."""
-        value: Outcome[int] = self._call(
+        value: ReadResult[int] = self._call(
             dev.index, "nvmlDeviceGetCurrentClocksEventReasons", dev.handle
         )
         if isinstance(value, NotSupported) and value.code == FUNCTION_MISSING:
             value = self._call(dev.index, "nvmlDeviceGetCurrentClocksThrottleReasons", dev.handle)
         return value
 
-    def violation_ns(self, dev: Device, policy: int) -> Outcome[int]:
+    def violation_ns(self, dev: Device, policy: int) -> ReadResult[int]:
         """Cumulative time clocks were held below target for one policy, in ns."""
         value = self._call(dev.index, "nvmlDeviceGetViolationStatus", dev.handle, policy)
         return value if isinstance(value, Failure) else int(value.violationTime)
 
-    def nvlink_active(self, dev: Device, link: int) -> Outcome[bool]:
+    def nvlink_active(self, dev: Device, link: int) -> ReadResult[bool]:
         """Whether a link is up; probing past the last link is expected to fail, quietly."""
         value = self._call(dev.index, "nvmlDeviceGetNvLinkState", dev.handle, link, quiet=True)
         return value if isinstance(value, Failure) else bool(value)
 
-    def nvlink_error_counter(self, dev: Device, link: int, counter: int) -> Outcome[int]:
-        value: Outcome[int] = self._call(
+    def nvlink_error_counter(self, dev: Device, link: int, counter: int) -> ReadResult[int]:
+        value: ReadResult[int] = self._call(
             dev.index, "nvmlDeviceGetNvLinkErrorCounter", dev.handle, link, counter
         )
         return value
 
     # -- MIG --------------------------------------------------------------------------------
 
-    def mig_enabled(self, dev: Device) -> Outcome[bool]:
+    def mig_enabled(self, dev: Device) -> ReadResult[bool]:
         """Whether MIG mode is on (a GPU that cannot do MIG answers NotSupported, quietly)."""
         mode = self._call(dev.index, "nvmlDeviceGetMigMode", dev.handle, quiet=True)
         return mode if isinstance(mode, Failure) else bool(mode[0])
 
-    def mig_geometry(self, dev: Device) -> Outcome[MigGeometry]:
+    def mig_geometry(self, dev: Device) -> ReadResult[MigGeometry]:
         """The GPU's MIG geometry from NVML itself: the GPU-instance profile with the most
         slices is the whole GPU (``nvmlDeviceGetGpuInstanceProfileInfo`` of each
         ``NVML_GPU_INSTANCE_PROFILE_*``: 7 slices on an A100 or H100, 4 on an A30); its memory
@@ -342,7 +344,7 @@ class Nvml:
 
     def mig_instances(
         self, dev: Device, total_bytes: int, geometry: MigGeometry | None
-    ) -> Outcome[list[MigInstance]]:
+    ) -> ReadResult[list[MigInstance]]:
         """The MIG devices that exist now (they come and go at run time). ``total_bytes`` is
         the physical GPU's memory, for profile names and memory slices (of the GPU's
         ``geometry``) when the GPU-instance lookup is refused."""
@@ -367,7 +369,7 @@ class Nvml:
 
     def _mig_instance(
         self, parent: Device, mig: Device, total_bytes: int, geometry: MigGeometry | None
-    ) -> Outcome[MigInstance]:
+    ) -> ReadResult[MigInstance]:
         uuid = self._text_of(mig, "nvmlDeviceGetUUID")
         gi_id = self._call(mig.index, "nvmlDeviceGetGpuInstanceId", mig.handle)
         ci_id = self._call(mig.index, "nvmlDeviceGetComputeInstanceId", mig.handle)
@@ -420,7 +422,7 @@ class Nvml:
         support = self._call(dev.index, "nvmlGpmQueryDeviceSupport", dev.handle, quiet=True)
         return not isinstance(support, Failure) and bool(support.isSupportedDevice)
 
-    def gpm_sample(self, dev: Device, gi_id: int | None = None) -> Outcome[Any]:
+    def gpm_sample(self, dev: Device, gi_id: int | None = None) -> ReadResult[Any]:
         """A new GPM sample of the whole GPU, or of one MIG GPU instance."""
         sample = self._call(dev.index, "nvmlGpmSampleAlloc")
         if isinstance(sample, Failure):
@@ -434,7 +436,7 @@ class Nvml:
             return got
         return sample
 
-    def gpm_metrics(self, dev: Device, first: Any, second: Any) -> Outcome[dict[str, float]]:
+    def gpm_metrics(self, dev: Device, first: Any, second: Any) -> ReadResult[dict[str, float]]:
         """DCGM profiling values (ratios 0..1, bytes/s) between two samples."""
         request = lib.c_nvmlGpmMetricsGet_t()
         request.version = lib.NVML_GPM_METRICS_GET_VERSION
@@ -458,7 +460,7 @@ class Nvml:
 
     # -- processes --------------------------------------------------------------------------
 
-    def running_processes(self, dev: Device) -> Outcome[list[GpuProcess]]:
+    def running_processes(self, dev: Device) -> ReadResult[list[GpuProcess]]:
         procs = self._call(dev.index, "nvmlDeviceGetComputeRunningProcesses", dev.handle)
         if isinstance(procs, Failure):
             return procs
@@ -477,7 +479,7 @@ class Nvml:
 
     def process_sm_utilization(
         self, dev: Device, since_us: int
-    ) -> Outcome[tuple[dict[int, float], int]]:
+    ) -> ReadResult[tuple[dict[int, float], int]]:
         """Mean SM utilisation (0..1) per PID over the samples after ``since_us``, and the
         newest sample's timestamp (pass it back next time)."""
         try:
@@ -503,19 +505,21 @@ class Nvml:
 
     # -- XID events -------------------------------------------------------------------------
 
-    def event_set(self) -> Outcome[EventSet]:
+    def event_set(self) -> ReadResult[EventSet]:
         """A new NVML event set (devices are registered into it one by one)."""
         handle = self._call(-1, "nvmlEventSetCreate")
         return handle if isinstance(handle, Failure) else EventSet(handle)
 
-    def register_xids(self, dev: Device, events: EventSet) -> Outcome[None]:
+    def register_xids(self, dev: Device, events: EventSet) -> ReadResult[None]:
         """Deliver this device's critical XID events to ``events``."""
         done = self._call(
             dev.index, "nvmlDeviceRegisterEvents", dev.handle, EVENT_XID, events.handle
         )
         return done if isinstance(done, Failure) else None
 
-    def wait_xid(self, events: EventSet, timeout_ms: int) -> Outcome[tuple[Hashable, int] | None]:
+    def wait_xid(
+        self, events: EventSet, timeout_ms: int
+    ) -> ReadResult[tuple[Hashable, int] | None]:
         """Block until an event arrives (its device's :func:`handle_key` and XID code; other
         event types give ``(key, 0)``) or ``timeout_ms`` passes (None)."""
         try:

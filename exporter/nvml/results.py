@@ -51,7 +51,7 @@ class Failed(Failure):
 
 
 # A read gives either its value or a Failure.
-Outcome = Union[T, Failure]  # noqa: UP007  (a generic alias; `T | Failure` cannot be subscripted)
+ReadResult = Union[T, Failure]  # noqa: UP007  (a generic alias; `T | Failure` cannot be subscripted)
 
 _NOT_SUPPORTED_CODES = frozenset({lib.NVML_ERROR_NOT_SUPPORTED, lib.NVML_ERROR_FUNCTION_NOT_FOUND})
 _LOST_CODES = frozenset(

@@ -14,7 +14,7 @@ from exporter import catalogue as cat
 from exporter.pods.claims import ClaimRef, Holder
 from exporter.pods.shares import Attribution, Unit
 from exporter.render.exposition import Family, label_pairs
-from exporter.render.labels import GpuLabels, LabelCache, MigLabels, PodLabels
+from exporter.render.label_text import GpuLabels, LabelCache, MigLabels, PodLabels
 from exporter.snapshot import GpuState, MigState
 
 

@@ -1,5 +1,5 @@
 """A small history for the pages' tests, written straight through the cost service's own
-attribution and writer (costsvc/attribution.py, costsvc/db/hours.py) — no Prometheus: the
+attribution and writer (costsvc/attribution.py, costsvc/db/hour_facts.py) — no Prometheus: the
 pages read the tables, and what the ingest reads is tested elsewhere.
 
 Cluster c1, five GPUs on three nodes, priced H100 2.50 and A100 1.20 an hour, drawing
@@ -32,7 +32,7 @@ from costsvc.costmodel import CostModel, parse
 from costsvc.db import runs
 from costsvc.db.advice import save_advice
 from costsvc.db.budgets import BudgetValues, create_budget
-from costsvc.db.hours import store_hour
+from costsvc.db.hour_facts import store_hour
 from costsvc.db.migrate import upgrade
 
 NOW = datetime(2026, 12, 3, 12, 30, tzinfo=UTC)

@@ -39,11 +39,11 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
-from costsvc.advise import Options, run
+from costsvc.advice.run import Options, run
 from costsvc.cli import main
 from costsvc.costmodel import parse
 from costsvc.db.advice import OwnerHistory, QuotaStore
-from costsvc.db.labels import LabelHistory
+from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.k8slabels import LabelWatcher

@@ -15,9 +15,10 @@ from typing import Any
 import pandas
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from sqlalchemy import create_engine, func, select
+from sqlalchemy import create_engine, func, insert, select
 
 from costsvc.chargeback import IDLE, UNALLOCATED, shown
+from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.metrics import collect
 from costsvc.reports import chargeback_csv
@@ -31,10 +32,9 @@ from tests.costsvc.history import (
     HOUR2,
     HOUR3,
     MODEL,
-    as_utc,
-    by_team,
     ingest_with,
 )
+from tests.costsvc.history_checks import as_utc, by_team
 from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT
 from tests.costsvc.test_focus import _junit as junit_status
 from tests.costsvc.test_focus import _run_validator as run_validator
@@ -402,15 +402,23 @@ def test_every_metrics_family_is_documented(api: Api) -> None:
 @pytest.mark.parametrize("group_by", [None, ["team", "project"], ["pod", "mig_profile"]])
 @pytest.mark.parametrize("team", [None, HOSTILE[0], "a"])
 def test_copy_and_python_write_the_same_bytes(
-    api: Api, group_by: list[str] | None, team: str | None
+    api: Api, group_by: list[str] | None, team: str | None, tmp_path: Path
 ) -> None:
     """On PostgreSQL the CSV comes from COPY with the formatting in SQL (the fast path); it
-    must be byte for byte what the Python path writes (on SQLite both are the Python path)."""
+    must be byte for byte what the Python path writes: SQLite's, over a copy of the same
+    chargeback rows (on SQLite both are the Python path)."""
     engine = create_engine(api.db_url)
+    python_path = f"sqlite:///{tmp_path / 'copy.db'}"
+    upgrade(python_path)
+    copy = create_engine(python_path)
     try:
+        with engine.connect() as source, copy.begin() as target:
+            rows = [dict(r._mapping) for r in source.execute(select(Chargeback.__table__))]
+            target.execute(insert(Chargeback.__table__), rows)
         fast = "".join(chargeback_csv(engine, "2026-11", group_by, team))
-        slow = "".join(chargeback_csv(engine, "2026-11", group_by, team, copy=False))
+        slow = "".join(chargeback_csv(copy, "2026-11", group_by, team))
     finally:
         engine.dispose()
+        copy.dispose()
     assert fast == slow
     assert fast.count("\n") > (1 if team else 10)

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from costsvc import cli
+from costsvc.advice.quotas import figures, quantity
 from costsvc.costmodel import CostModelError, load, parse
 from costsvc.k8sowners import quota_limits
-from costsvc.quotas import figures, quantity
 from costsvc.quoting import SHOWN
 from exporter import cli as exporter_cli
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve

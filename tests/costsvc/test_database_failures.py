@@ -22,7 +22,8 @@ from costsvc.db.runs import done_hours, failed_hour_states
 from costsvc.ingest.run import RETRY_FIRST, pending_hours
 from costsvc.utc import iso_z
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import HOUR, HOUR2, MODEL, assert_every_hour_adds_up
+from tests.costsvc.history import HOUR, HOUR2, MODEL
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.prom import Prometheus
 
 END = iso_z(HOUR2 + timedelta(hours=1))

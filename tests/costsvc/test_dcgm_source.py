@@ -12,8 +12,9 @@ from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.ingest.dcgm_source import mig_slices, resource_of
 from costsvc.migprofiles import UnknownMigGeometry
-from tests.costsvc.history import H100, assert_every_hour_adds_up, ingest_with, model
+from tests.costsvc.history import H100, ingest_with, model
 from tests.costsvc.history14 import DCGM_HOUR
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.prom import Prometheus
 
 

@@ -29,9 +29,10 @@ from costsvc.ingest.run import ingest_hours
 from exporter.simulate.spec import load as load_spec
 from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import assert_every_hour_adds_up
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.dashboards.exprs import all_expressions
-from tests.dashboards.test_dashboards import expr_of, metric_names
+from tests.dashboards.series import metric_names
+from tests.dashboards.test_dashboards import expr_of
 from tests.kubeapi import KubeApi, pod_json
 from tests.procs import LISTENING, ROOT, Process, start_exporter
 from tests.prom import Prometheus, free_port

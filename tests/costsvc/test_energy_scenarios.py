@@ -30,13 +30,8 @@ from tests.costsvc.energy_history import (
     energy_model,
     history,
 )
-from tests.costsvc.history import (
-    as_utc,
-    assert_every_hour_adds_up,
-    assert_fast_is_raw,
-    ingest_with,
-    tables,
-)
+from tests.costsvc.history import assert_fast_is_raw, ingest_with
+from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up, tables
 from tests.costsvc.scraped import as_scraped
 from tests.prom import Prometheus
 

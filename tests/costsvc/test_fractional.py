@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, select
 from costsvc.chargeback import IDLE
 from costsvc.db.models import UsageFact
 from costsvc.ingest.reprice import reprice, stale_hours
-from tests.costsvc.history import assert_every_hour_adds_up, by_team, ingest_with, model, tables
+from tests.costsvc.history import ingest_with, model
+from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team, tables
 from tests.costsvc.history_fractional import SIXTEENTH
 from tests.prom import Prometheus
 

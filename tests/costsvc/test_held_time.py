@@ -1,4 +1,4 @@
-"""Held time counted exactly (costsvc/evidence.py): a GPU held all week — a sample at the
+"""Held time counted exactly (costsvc/advice/evidence.py): a GPU held all week — a sample at the
 window's very start and end, back-filled with no staleness markers — is 168 hours, on
 Prometheus 2.x's closed ranges (the installed server) and on 3.x's left-open ones (the same
 query with every range a millisecond shorter: what a left-open range keeps of the same data).
@@ -15,9 +15,9 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import Engine
 
-from costsvc.advise import compute
+from costsvc.advice.evidence import EvidenceReader
+from costsvc.advice.run import compute
 from costsvc.costmodel import parse
-from costsvc.evidence import EvidenceReader
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.money import round_micro
 from tests.conftest import require_binary

@@ -19,15 +19,16 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, select
 
-from costsvc.advise import Options, compute
+from costsvc.advice.rightsizing import Rules
+from costsvc.advice.run import Options, compute
 from costsvc.db.models import Chargeback, InferenceHour
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.reprice import reprice, stale_hours
-from costsvc.rightsizing import Rules
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import assert_every_hour_adds_up, ingest_with
+from tests.costsvc.history import ingest_with
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.costsvc.inference_history import (
     DEEPSEEK,
     I1,

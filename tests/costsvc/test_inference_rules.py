@@ -1,5 +1,6 @@
 """The pure inference rules (costsvc/inference.py), the weight in force (costsvc/costmodel.py)
-and rightsizing of served models (costsvc/rightsizing.py), on small tables computed by hand."""
+and rightsizing of served models (costsvc/advice/rightsizing.py), on small tables computed by
+hand."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from decimal import Decimal as D
 
 import pytest
 
+from costsvc.advice.rightsizing import Fleet, Rules, Serving, advise_serving
 from costsvc.attribution import Owner
 from costsvc.costmodel import CostModelError, parse
 from costsvc.inference import PodMoney, Served, Totals, per_million, price_served, split_rule
-from costsvc.rightsizing import Fleet, Rules, Serving, advise_serving
 
 H = datetime(2026, 11, 20, 14, tzinfo=UTC)
 H100 = "NVIDIA H100 80GB HBM3"

@@ -17,18 +17,9 @@ from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact
 from costsvc.db.runs import watermark
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest
-from tests.costsvc.history import (
-    H100,
-    HOUR,
-    HOUR2,
-    MODEL,
-    TWELFTH,
-    assert_every_hour_adds_up,
-    by_team,
-    ingest_with,
-    tables,
-)
+from tests.costsvc.history import H100, HOUR, HOUR2, MODEL, TWELFTH, ingest_with
 from tests.costsvc.history import model as _model
+from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team, tables
 from tests.prom import Prometheus
 
 

@@ -38,7 +38,7 @@ from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.run import SOURCE_DOWN_AFTER, ingest, pending_hours
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Clock, serve
-from tests.costsvc.history import assert_every_hour_adds_up
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.prom import Prometheus
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.db.labels import LabelHistory, _aware
+from costsvc.db.label_history import LabelHistory, _aware
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
 from costsvc.k8slabels import LabelWatcher
 from kube.client import core_api
-from tests.costsvc.history import HOUR, MODEL, by_team, ingest_with
+from tests.costsvc.history import HOUR, MODEL, ingest_with
+from tests.costsvc.history_checks import by_team
 from tests.kubeapi import KubeApi, pod_json, wait_until
 from tests.prom import Prometheus
 

@@ -22,7 +22,8 @@ from demo.history import Clock, FamilyFiles, simulated_node
 from exporter.simulate.spec import load
 from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import assert_every_hour_adds_up, by_team, ingest_with
+from tests.costsvc.history import ingest_with
+from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team
 from tests.prom import Prometheus
 
 A30 = "NVIDIA A30"

@@ -71,7 +71,8 @@ def test_hours_ingested_before_0002_are_repriced_from_their_facts(db_url: str) -
     from sqlalchemy import DateTime, bindparam, text
 
     from costsvc.ingest.reprice import reprice, stale_hours
-    from tests.costsvc.history import MODEL, assert_every_hour_adds_up, by_team
+    from tests.costsvc.history import MODEL
+    from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team
 
     hour = datetime(2026, 11, 10, 5, tzinfo=UTC)
     at = bindparam("h", type_=DateTime(timezone=True))  # stored as the models store it

@@ -16,7 +16,8 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.db.models import Chargeback
 from tests.costsvc.apiserver import Clock, serve
-from tests.costsvc.history import HOUR, HOUR2, MODEL, assert_every_hour_adds_up, ingest_with, model
+from tests.costsvc.history import HOUR, HOUR2, MODEL, ingest_with, model
+from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.prom import Prometheus
 
 DEC2 = datetime(2026, 12, 2, 9, tzinfo=UTC)

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
-from costsvc.advise import table
+from costsvc.advice.run import table
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
-from costsvc.db.labels import LabelHistory
+from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
 from costsvc.k8slabels import LabelWatcher
 from costsvc.k8sowners import OwnerWatcher, quota_limits

@@ -17,19 +17,8 @@ from sqlalchemy import create_engine, select
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.models import Chargeback, CostModelVersion, IngestRun
 from costsvc.ingest.reprice import reprice, stale_hours
-from tests.costsvc.history import (
-    FIFTEENTH,
-    H100,
-    HOUR,
-    HOUR2,
-    HOUR3,
-    MODEL,
-    as_utc,
-    assert_every_hour_adds_up,
-    ingest_with,
-    model,
-    tables,
-)
+from tests.costsvc.history import FIFTEENTH, H100, HOUR, HOUR2, HOUR3, MODEL, ingest_with, model
+from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up, tables
 from tests.procs import ROOT
 from tests.prom import Prometheus
 

@@ -1,4 +1,4 @@
-"""The pure rightsizing rules (costsvc/rightsizing.py) on hand-computed cases; the
+"""The pure rightsizing rules (costsvc/advice/rightsizing.py) on hand-computed cases; the
 workload of a pod (costsvc/workloads.py) from owners and from names."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from costsvc.rightsizing import Evidence, Fleet, Rules, advise
+from costsvc.advice.rightsizing import Evidence, Fleet, Rules, advise
 from costsvc.workloads import Workload, controller_of, workload_from_name, workload_of
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -28,14 +28,9 @@ from costsvc.queries import (
     team_total,
     top_wasters,
 )
-from tests.costsvc.history import (
-    ELEVENTH,
-    FIFTEENTH,
-    HOUR,
-    MODEL,
-    TWELFTH,
+from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, MODEL, TWELFTH, ingest_with
+from tests.costsvc.history_checks import (
     assert_every_hour_adds_up,
-    ingest_with,
     rollup_days,
     rollup_months,
     rollup_pod_days,
@@ -47,10 +42,13 @@ TEAMS = ("a", "b", "c", "__idle__")
 
 
 def answers(engine: Engine, start: datetime, end: datetime, monkeypatch: Any) -> list[Any]:
-    """Every rollup-backed read over [start, end), through the rollup and hourly only."""
+    """Every rollup-backed read over [start, end), through the rollup and hourly only (the
+    reads given only their hourly tables: ``cost_hours``, the chargeback)."""
     out = []
-    for use_days in (True, False):
-        monkeypatch.setattr(rollup, "USE_DAYS", use_days)
+    reads = (rollup.OWNER_READS, rollup.POD_READS)
+    for owner_reads, pod_reads in (reads, tuple(r[-1:] for r in reads)):
+        monkeypatch.setattr(rollup, "OWNER_READS", owner_reads)
+        monkeypatch.setattr(rollup, "POD_READS", pod_reads)
         with engine.connect() as conn:
             got: list[Any] = []
             for group_by in (
@@ -187,8 +185,8 @@ def test_ground_truth_history_answers_as_the_hourly_path(
 
 def test_migration_0010_backfills_the_daily_rollups(db_url: str) -> None:
     """Hours stored before revision 0010 (chargeback + cost_hours only) get their days."""
-    from costsvc.db.lines import refresh_cost_hours
     from costsvc.db.models import Chargeback
+    from costsvc.db.rollup import refresh_cost_hours
 
     upgrade(db_url, "0007")
     engine = create_engine(db_url)

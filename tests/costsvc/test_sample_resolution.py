@@ -17,8 +17,9 @@ from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.metrics import collect
 from costsvc.queries import costs
 from costsvc.reports import focus_csv
-from tests.costsvc.history import H100, as_utc, assert_every_hour_adds_up, ingest_with, model
+from tests.costsvc.history import H100, ingest_with, model
 from tests.costsvc.history14 import SAMPLE_HOUR
+from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up
 from tests.prom import Prometheus
 
 

@@ -8,14 +8,8 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from tests.costsvc.history import (
-    HOUR3,
-    MODEL,
-    as_utc,
-    assert_every_hour_adds_up,
-    by_team,
-    ingest_with,
-)
+from tests.costsvc.history import HOUR3, MODEL, ingest_with
+from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up, by_team
 from tests.prom import Prometheus
 
 

@@ -1,4 +1,4 @@
-"""costsvc/db/hours.py store_hour: the rows it writes (built as tuples, sent by binary COPY on
+"""costsvc/db/hour_facts.py store_hour: the rows it writes (built as tuples, sent by binary COPY on
 PostgreSQL) are exactly the facts and money handed to it — first write and re-write alike —
 and the rollups stay Σ of the chargeback, with a re-write of unchanged money touching no
 rollup row (PostgreSQL: the per-pod difference path of costsvc/db/rollup.py). SQLite and
@@ -17,9 +17,10 @@ from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner, 
 from costsvc.chargeback import AMOUNTS, LINE_KEY, month_of
 from costsvc.db import runs
 from costsvc.db.bulk import binary_types
-from costsvc.db.hours import store_hour
+from costsvc.db.hour_facts import store_hour
 from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
-from tests.costsvc.history import H100, as_utc, model, rollup_days, rollup_months, rollup_pod_days
+from tests.costsvc.history import H100, model
+from tests.costsvc.history_checks import as_utc, rollup_days, rollup_months, rollup_pod_days
 
 HOUR = datetime(2026, 11, 20, 5, tzinfo=UTC)
 US = 1_000_000

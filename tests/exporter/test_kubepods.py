@@ -17,7 +17,7 @@ from exporter.pods.directory import PodDirectory
 from exporter.pods.kubelet.client import PodResourcesClient
 from exporter.pods.proc_owner import ProcOwner
 from exporter.pods.watch import PodWatcher
-from exporter.render.labels import pod_label_renderer
+from exporter.render.label_text import pod_label_renderer
 from exporter.selfmetrics import SelfMetrics
 from exporter.simulate.fake_nvml import FakeNvml
 from exporter.simulate.node import SimulatedNode

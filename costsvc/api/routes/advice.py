@@ -1,5 +1,5 @@
 """Rightsizing and quotas: ``/v1/recommendations`` (+ ``.csv``) and ``/v1/quotas``, from the
-latest advice run (costsvc/advise.py). A team token sees its own team's rows only."""
+latest advice run (costsvc/advice/run.py). A team token sees its own team's rows only."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from pydantic import BaseModel
 
+from costsvc.advice.rightsizing import ACTIONABLE
 from costsvc.api.auth import Caller
 from costsvc.api.cache import json_response
 from costsvc.api.deps import Db
@@ -19,7 +20,6 @@ from costsvc.csvtext import CsvLines, safe_cell
 from costsvc.db.advice import quota_usage, recommendations
 from costsvc.db.tokens import Principal
 from costsvc.money import money
-from costsvc.rightsizing import ACTIONABLE
 from costsvc.utc import iso_z
 
 router = APIRouter(tags=["rightsizing"], responses=ERRORS)

@@ -52,7 +52,7 @@ from costsvc.opencost.shape import (
 )
 from costsvc.queries import allocation_rows, label_history
 from costsvc.quoting import clip
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 router = APIRouter(tags=["opencost"])
 MAX_PARAMETER = 4096  # characters in any one parameter

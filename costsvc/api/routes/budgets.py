@@ -22,10 +22,10 @@ from costsvc.energy import MJ_PER_KWH, kwh
 from costsvc.model_source import in_force
 from costsvc.money import money
 from costsvc.queries import currencies, forecast
-from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
+from kube.label_names import LABEL_VALUE, LABEL_VALUE_MAX
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
-# teams and projects are Kubernetes label values (kube/labels.py), as the pod labels they
+# teams and projects are Kubernetes label values (kube/label_names.py), as the pod labels they
 # come from; the empty project is the team's own budget
 Name = Annotated[str, Field(min_length=1, max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]
 Project = Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]

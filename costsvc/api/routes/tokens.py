@@ -14,10 +14,10 @@ from costsvc.api.errors import ERRORS, shown
 from costsvc.db.audit import recent
 from costsvc.db.tokens import LastAdmin, TokenInfo, create_token, revoke_token, tokens
 from costsvc.utc import iso_z
-from kube.labels import LABEL_VALUE, LABEL_VALUE_MAX
+from kube.label_names import LABEL_VALUE, LABEL_VALUE_MAX
 
 router = APIRouter(responses=ERRORS)
-# names and teams are Kubernetes label values (kube/labels.py): every name fits in a URL
+# names and teams are Kubernetes label values (kube/label_names.py): every name fits in a URL
 LabelValue = Annotated[
     str, Field(min_length=1, max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")
 ]

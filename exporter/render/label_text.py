@@ -20,7 +20,7 @@ from exporter.pods.directory import PodDirectory
 from exporter.render.exposition import label_pairs
 from exporter.render.xid_messages import xid_message
 from exporter.snapshot import GpuIdentity
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kube.labels import sanitize_label
+from kube.label_names import sanitize_label
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,9 @@
-"""Compute rightsizing recommendations and quota usage for the look-back window ending now,
-and store them (costsvc/db/advice.py): Prometheus (costsvc/evidence.py), pod labels and owners
-from their history, the cost model in force at the window's end, then the pure rules
-(costsvc/rightsizing.py, costsvc/quotas.py). Run by ``gpu-costsvc recommend`` and by
-``serve`` after each hourly ingest; the API, /metrics and the command read what it stored.
-"""
+"""Compute rightsizing recommendations and quota usage for the look-back window ending now, and
+store them (costsvc/db/advice.py): Prometheus (costsvc/advice/evidence.py), pod labels and
+owners from their history, the cost model in force at the window's end, then the pure rules
+(costsvc/advice/rightsizing.py, costsvc/advice/quotas.py). Run by ``gpu-costsvc recommend``
+and by ``serve`` after each hourly ingest; the API, /metrics and the command read what it
+stored."""
 
 from __future__ import annotations
 
@@ -15,19 +15,19 @@ from typing import Any
 
 from sqlalchemy import Engine
 
+from costsvc.advice.evidence import EvidenceReader, PodEvidence
+from costsvc.advice.quotas import figures
+from costsvc.advice.rightsizing import Evidence, Fleet, Rules, Serving, advise, advise_serving
 from costsvc.chargeback import UNALLOCATED
 from costsvc.costmodel import CostModel, LabelKeys
 from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
 from costsvc.db.inference import serving_hours
-from costsvc.db.labels import LabelHistory
-from costsvc.evidence import EvidenceReader, PodEvidence
+from costsvc.db.label_history import LabelHistory
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.labels import resolve_owner
 from costsvc.migprofiles import mig_table
-from costsvc.quotas import figures
-from costsvc.rightsizing import Evidence, Fleet, Rules, Serving, advise, advise_serving
 from costsvc.workloads import Workload, workload_from_name, workload_of
-from kube.labels import ksm_labels, sanitize_label
+from kube.label_names import ksm_labels, sanitize_label
 
 PPM = Decimal(1_000_000)
 
@@ -40,7 +40,9 @@ class Options:
 
 
 @dataclass
-class Outcome:
+class AdviceRun:
+    """What a run computed: the recommendations and the quota figures it stores."""
+
     recommendations: list[dict[str, Any]]
     quotas: list[dict[str, Any]]
 
@@ -87,7 +89,7 @@ def compute(
     cluster: str,
     end: datetime,
     options: Options | None = None,
-) -> Outcome:
+) -> AdviceRun:
     opts = options or Options()
     rules = opts.rules
     start = end - opts.window
@@ -200,7 +202,7 @@ def compute(
                 "idle_monthly": f.idle_monthly,
             }
         )
-    return Outcome(recs, quota_rows)
+    return AdviceRun(recs, quota_rows)
 
 
 def run(
@@ -210,7 +212,7 @@ def run(
     cluster: str,
     end: datetime,
     options: Options | None = None,
-) -> Outcome:
+) -> AdviceRun:
     """Compute and store (replacing the cluster's last advice)."""
     outcome = compute(engine, prom, model, cluster, end, options)
     save_advice(engine, cluster, outcome.recommendations, outcome.quotas)
@@ -230,7 +232,7 @@ def _serving(
     currency: str,
 ) -> tuple[list[dict[str, Any]], set[tuple[str, str]]]:
     """Recommendations per served model (namespace, model, GPU model) from the hours its pods
-    served it (costsvc/rightsizing.py: ``advise_serving``), and the pods they size (those of
+    served it (costsvc/advice/rightsizing.py: ``advise_serving``), and the pods they size (those of
     a model with enough data: the workload rules leave them alone)."""
     start, end = window
     window_hours = Decimal(int((end - start).total_seconds())) / 3600

@@ -1,0 +1,1 @@
+"""The cost service's commands, under ``gpu-costsvc`` (costsvc/cli.py)."""

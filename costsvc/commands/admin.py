@@ -1,0 +1,192 @@
+"""The administrator's commands: ``db`` (the schema), ``report`` (a month as CSV or FOCUS),
+``close`` (freeze a month), ``cost-model`` (import, show) and ``token`` (create, revoke, list
+API tokens)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from costsvc.commands.common import PROG, UsageError
+from costsvc.settings import Settings
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+
+
+def db_command(settings: Settings, action: str, revision: str | None) -> int:
+    """``db upgrade`` / ``db downgrade`` (default: head / base)."""
+    from costsvc.db.migrate import downgrade, upgrade
+
+    if action == "upgrade":
+        upgrade(settings.database_url, revision or "head")
+    else:
+        downgrade(settings.database_url, revision or "base")
+    return 0
+
+
+def report_command(
+    settings: Settings, month: str, fmt: str, out: str | None, group_by: str | None
+) -> int:
+    from costsvc.chargeback import parse_month
+    from costsvc.db.engine import make_engine
+    from costsvc.reports import chargeback_csv, focus_csv
+
+    try:
+        parse_month(month)
+    except ValueError as exc:
+        raise UsageError(f"--month: {exc}") from None
+    groups = [g for g in (group_by or "").split(",") if g]
+    if groups and fmt != "csv":
+        raise UsageError("--group-by applies to --format csv only")
+    engine = make_engine(settings.database_url)
+    try:
+        pieces = chargeback_csv(engine, month, groups) if fmt == "csv" else focus_csv(engine, month)
+        try:
+            first = next(pieces)
+        except ValueError as exc:
+            raise UsageError(f"--group-by: {exc}") from None
+        if out is None or out == "-":
+            sys.stdout.write(first)
+            for piece in pieces:
+                sys.stdout.write(piece)
+        else:
+            tmp = f"{out}.part"
+            with open(tmp, "w", encoding="utf-8", newline="") as f:
+                f.write(first)
+                for piece in pieces:
+                    f.write(piece)
+            os.replace(tmp, out)
+            print(f"{PROG}: wrote {out}", file=sys.stderr)
+    finally:
+        engine.dispose()
+    return 0
+
+
+def close_command(settings: Settings, month: str, actor: str, force: bool = False) -> int:
+    from costsvc.close import MonthError, MonthIncomplete, close_month
+    from costsvc.db.engine import make_engine
+
+    engine = make_engine(settings.database_url)
+    try:
+        closed = close_month(engine, month, actor, datetime.now(UTC), force)
+    except MonthIncomplete as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 3
+    except MonthError as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise UsageError(f"--month: {exc}") from None
+    finally:
+        engine.dispose()
+    print(
+        f"{PROG}: closed {closed.month}; chargeback.csv sha256 {closed.csv_sha256}, "
+        f"focus.csv sha256 {closed.focus_sha256}"
+    )
+    return 0
+
+
+def cost_model_command(settings: Settings, action: str, file: str | None, actor: str) -> int:
+    """``import FILE``: validate it and put it in force in the database (audited); ``show``:
+    the cost model in force, where it lives, as YAML."""
+    import yaml
+
+    from costsvc.costmodel import CostModelError, load
+    from costsvc.db.engine import make_engine
+    from costsvc.model_source import in_force, replace
+
+    if action == "import" and not file:
+        raise UsageError("cost-model import needs the FILE to import")
+    engine = make_engine(settings.database_url)
+    try:
+        if action == "import":
+            assert file is not None
+            try:
+                document = load(file).document()  # YAML errors name the line, fields the field
+                model = replace(settings.cost_model, engine, document, actor, "cli", file)
+            except CostModelError as exc:
+                raise UsageError(str(exc)) from None
+            print(f"{PROG}: cost model {model.sha256()[:12]} in force (kept in the database)")
+            return 0
+        found = in_force(settings.cost_model, engine)
+        where = f"file {found.path}" if found.path else "the database"
+        print(f"# the cost model in force, from {where}, sha256 {found.model.sha256()}")
+        sys.stdout.write(yaml.safe_dump(found.model.document(), sort_keys=False))
+        return 0
+    except CostModelError as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        engine.dispose()
+
+
+def token_command(settings: Settings, args: argparse.Namespace) -> int:
+    from costsvc.db.engine import make_engine
+    from costsvc.db.tokens import (
+        LastAdmin,
+        create_token,
+        digest,
+        principal_of,
+        revoke_token,
+        tokens,
+    )
+
+    if args.action in ("create", "revoke") and not args.name:
+        raise UsageError(f"token {args.action} needs --name")
+    engine = make_engine(settings.database_url)
+    try:
+        if args.action == "create" and args.from_file:
+            return token_from_file(engine, args)
+        if args.action == "create":
+            out = Path(args.output) if args.output else None
+            if out is not None and out.is_file():
+                held = out.read_text().strip()
+                if held and principal_of(engine, digest(held)) is not None:
+                    print(f"{PROG}: {out} holds a live token", file=sys.stderr)
+                    return 0
+            try:
+                token = create_token(engine, args.name, args.role, args.team, "cli")
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            if out is None:
+                print(token)  # shown once: only its hash is stored
+            else:
+                out.write_text(token + "\n")
+                out.chmod(0o644)  # the scraper runs as another user (docs/security.md)
+        elif args.action == "revoke":
+            try:
+                revoked = revoke_token(engine, args.name, "cli")
+            except LastAdmin as exc:
+                raise UsageError(str(exc)) from None
+            if not revoked:
+                raise UsageError(f"no live token named {args.name!r}")
+        else:
+            for t in tokens(engine):
+                state = "revoked" if t.revoked_at else "live"
+                print(f"{t.name}\t{t.role}\t{t.team or '-'}\t{state}")
+    finally:
+        engine.dispose()
+    return 0
+
+
+def token_from_file(engine: Engine, args: argparse.Namespace) -> int:
+    """``token create --from-file``: the token of a file (an admin token from a Kubernetes
+    Secret, deploy/helm), registered once; its hash only is stored."""
+    from costsvc.db.tokens import register_given
+
+    if args.output or args.team:
+        raise UsageError("--from-file takes neither --output nor --team")
+    try:
+        token = Path(args.from_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--from-file {args.from_file}: {exc}") from None
+    try:
+        added = register_given(engine, args.name, args.role, token, "cli")
+    except ValueError as exc:
+        raise UsageError(f"--from-file {args.from_file}: {exc}") from None
+    state = "registered" if added else "is a live token already"
+    print(f"{PROG}: the token of {args.from_file} {state} ({args.name})", file=sys.stderr)
+    return 0
