@@ -27,6 +27,7 @@ from pydantic_settings import SettingsError
 
 from costsvc import __version__
 from costsvc.settings import Settings
+from costsvc.utc import hour_floor
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -462,9 +463,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
         except Exception as exc:
             log.exception("recommendations failed: %s", exc)
         now = datetime.now(UTC)
-        next_run = now.replace(minute=0, second=0, microsecond=0) + timedelta(
-            hours=1, seconds=delay
-        )
+        next_run = hour_floor(now) + timedelta(hours=1, seconds=delay)
         stop.wait((next_run - now).total_seconds())
 
 

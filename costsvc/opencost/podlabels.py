@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from costsvc.opencost.params import Window
 from costsvc.opencost.shape import LABEL_PREFIX, Row
+from costsvc.windows import Window
 from kube.labels import sanitize_label
 
 

@@ -30,15 +30,7 @@ from costsvc.api.errors import ERRORS
 from costsvc.costmodel import CostModelError, LabelKeys, load
 from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
 from costsvc.opencost.filters import FilterError, Node, parse
-from costsvc.opencost.params import (
-    BadParameter,
-    parse_accumulate,
-    parse_bool,
-    parse_step,
-    parse_window,
-    plan,
-    split_list,
-)
+from costsvc.opencost.params import parse_accumulate, parse_bool, parse_step, plan, split_list
 from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     NULL_FIELDS,
@@ -52,6 +44,7 @@ from costsvc.opencost.shape import (
 )
 from costsvc.queries import allocation_rows, label_history
 from costsvc.quoting import clip
+from costsvc.windows import BadParameter, parse_window
 from kube.labels import sanitize_label
 
 router = APIRouter(tags=["opencost"])

@@ -22,10 +22,10 @@ from costsvc.csvtext import CsvLines, safe_cell
 from costsvc.db.tokens import Principal
 from costsvc.inference_queries import DIMENSIONS, Group, parse_group_by, served_totals
 from costsvc.opencost.inference import Request, answer, parse_request
-from costsvc.opencost.params import BadParameter
 from costsvc.opencost.shape import to_json
 from costsvc.quoting import clip
-from costsvc.utc import iso_z
+from costsvc.utc import hour_floor, iso_z
+from costsvc.windows import BadParameter
 
 router = APIRouter(tags=["inference"], responses=ERRORS)
 opencost_router = APIRouter(tags=["opencost"])
@@ -317,7 +317,7 @@ def inference_cost_total(
         return _opencost_error(exc, [*given, *(aggregate or [])])
     filters = _filters(who, {})
     span = request.window
-    lo = span.start.replace(minute=0, second=0, microsecond=0)
+    lo = hour_floor(span.start)
 
     def compute() -> Response:
         with db.connect() as conn:
