@@ -20,7 +20,7 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, create_model
 
 from costsvc.api.auth import Caller
-from costsvc.api.cache import AnswerCache
+from costsvc.api.cache import Answers
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.model_source import label_keys
@@ -152,6 +152,7 @@ def allocation(
     who: Caller,
     db: Db,
     now: Now,
+    answers: Answers,
     window: Text = None,
     step: Text = None,
     aggregate: Annotated[list[str] | None, Query()] = None,
@@ -247,6 +248,5 @@ def allocation(
     )
     if from_history:  # the label watcher writes without a data version: never cached
         return compute()
-    answers: AnswerCache = request.app.state.answers  # the app's, bounded in bytes
-    answer: Response = answers.get(db, key, compute)
+    answer: Response = answers.get(db, key, compute)  # the app's, bounded in bytes
     return answer
