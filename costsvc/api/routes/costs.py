@@ -60,7 +60,7 @@ class CostsAnswer(BaseModel):
     rows: list[CostRow]
 
 
-def time_range(
+def hours_asked(
     now: datetime, start: datetime | None, end: datetime | None, window: str | None
 ) -> tuple[datetime, datetime]:
     """[start, end) in whole UTC hours from the parameters (costsvc/windows.py), or 400."""
@@ -118,7 +118,7 @@ async def get_costs(
     container: Filter = None,
     workload: Filter = None,
 ) -> Response:
-    lo, hi = time_range(now, start, end, window)
+    lo, hi = hours_asked(now, start, end, window)
     given = {
         "team": team,
         "project": project,
