@@ -32,6 +32,7 @@ from costsvc.commands.common import PROG, UsageError, cost_model_in_force, datab
 from costsvc.commands.common import prometheus_reader as _reader
 from costsvc.commands.ingest import advise, ingest_command, ingest_status, recommend
 from costsvc.settings import Settings
+from costsvc.utc import hour_floor
 
 __all__ = ["PROG", "UsageError", "build_parser", "main"]
 log = logging.getLogger(PROG)
@@ -160,9 +161,7 @@ def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
         except Exception as exc:
             log.exception("recommendations failed: %s", exc)
         now = datetime.now(UTC)
-        next_run = now.replace(minute=0, second=0, microsecond=0) + timedelta(
-            hours=1, seconds=delay
-        )
+        next_run = hour_floor(now) + timedelta(hours=1, seconds=delay)
         stop.wait((next_run - now).total_seconds())
 
 

@@ -1,5 +1,9 @@
 """Team, project and stage of a pod, from its labels as they were at that hour. Pure.
 
+The one home of the owner rule (docs/architecture.md, "Rules"): :func:`resolve_label` —
+a pod's label, else its namespace's, else a fallback — used by the ingest (:class:`OwnerLookup`),
+rightsizing (costsvc/advise.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py).
+
 Each dimension is taken from the first of its configured pod label keys that the pod has; if
 none, from the same keys on the pod's namespace (when ``namespace_fallback`` is on); else
 ``__unallocated__``. Labels come from the Kubernetes-API history where it has the pod, else
@@ -10,7 +14,7 @@ written out (exposition, JSON, CSV).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from costsvc.attribution import HourFacts, Owner
 from costsvc.chargeback import UNALLOCATED
@@ -21,7 +25,7 @@ PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
 NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
 
 
-def _first(labels: Mapping[str, str], keys: list[str]) -> str | None:
+def _first(labels: Mapping[str, str], keys: Sequence[str]) -> str | None:
     for key in keys:
         value = labels.get(key)
         if value:
@@ -29,16 +33,40 @@ def _first(labels: Mapping[str, str], keys: list[str]) -> str | None:
     return None
 
 
+def resolve_label(
+    pod_labels: Mapping[str, str],
+    namespace_labels: Mapping[str, str],
+    keys: Sequence[str],
+    fallback: str = "",
+    namespace_fallback: bool = True,
+) -> str:
+    """The owner rule: the value of the first of ``keys`` the pod has (non-empty); else, with
+    ``namespace_fallback``, of the first its namespace has; else ``fallback``."""
+    found = _first(pod_labels, keys)
+    if found is None and namespace_fallback:
+        found = _first(namespace_labels, keys)
+    return found or fallback
+
+
 def resolve_owner(
     pod_labels: Mapping[str, str], namespace_labels: Mapping[str, str], keys: LabelKeys
 ) -> Owner:
     def pick(dim_keys: list[str]) -> str:
-        found = _first(pod_labels, dim_keys)
-        if found is None and keys.namespace_fallback:
-            found = _first(namespace_labels, dim_keys)
-        return found or UNALLOCATED
+        return resolve_label(
+            pod_labels, namespace_labels, dim_keys, UNALLOCATED, keys.namespace_fallback
+        )
 
     return Owner(pick(keys.team), pick(keys.project), pick(keys.stage))
+
+
+def sanitised_keys(keys: LabelKeys) -> LabelKeys:
+    """``keys`` as kube-state-metrics writes label keys (the form the labels are kept in)."""
+    return LabelKeys(
+        team=[sanitize_label(k) for k in keys.team],
+        project=[sanitize_label(k) for k in keys.project],
+        stage=[sanitize_label(k) for k in keys.stage],
+        namespace_fallback=keys.namespace_fallback,
+    )
 
 
 def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: NamespaceLabels) -> None:
@@ -55,12 +83,7 @@ class OwnerLookup:
     def __init__(self, facts: HourFacts, keys: LabelKeys) -> None:
         self._facts = facts
         # the labels are kept sanitised (kube-state-metrics' form): look the keys up that way
-        self._keys = LabelKeys(
-            team=[sanitize_label(k) for k in keys.team],
-            project=[sanitize_label(k) for k in keys.project],
-            stage=[sanitize_label(k) for k in keys.stage],
-            namespace_fallback=keys.namespace_fallback,
-        )
+        self._keys = sanitised_keys(keys)
 
     def __call__(self, cluster: str, namespace: str, pod: str) -> Owner | None:
         pod_labels = self._facts.pod_labels.get((cluster, namespace, pod), {})

@@ -19,7 +19,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from costsvc.costmodel import CostModel, CostModelError, load, parse
+from costsvc.costmodel import CostModel, CostModelError, LabelKeys, load, parse
 from costsvc.db.cost_models import activate, active_document
 
 
@@ -53,6 +53,15 @@ def in_force(path: Path | None, engine: Engine) -> InForce:
         )
     model = parse(active.document, f"the database's cost model {active.sha256[:12]}")
     return InForce("database", model, None, active.activated_at, active.activated_by)
+
+
+def label_keys(path: Path | None, engine: Engine) -> LabelKeys:
+    """The owner label keys of the cost model in force; the defaults where there is none or
+    the file is unusable (the ingest refuses it and says why)."""
+    try:
+        return in_force(path, engine).model.labels
+    except CostModelError:
+        return LabelKeys()
 
 
 def replace(

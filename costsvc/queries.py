@@ -42,7 +42,7 @@ from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
-from costsvc.utc import as_utc
+from costsvc.utc import as_utc, whole_hours
 
 FORECAST_WINDOW = timedelta(days=7)
 POD_DIMENSIONS = OWNER_DIMENSIONS | {"namespace", "pod"}  # what cost_pod_days keeps
@@ -234,7 +234,7 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
     mtd = team_total(conn, start, end, team, project)
     last = last_hour(conn)
     if last is None or last < start - FORECAST_WINDOW:
-        hours = int((end - start).total_seconds() // 3600)
+        hours = whole_hours(end - start)
         return Forecast(
             month, mtd.total, 0, mtd.total, hours, *(2 * [mtd.energy]), *(2 * [mtd.co2e])
         )
@@ -243,9 +243,9 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
     first = conn.execute(select(func.min(CostHour.hour))).scalar()
     if first is not None:
         since = max(since, as_utc(first))
-    hours = max(1, int((upto - since).total_seconds() // 3600))
+    hours = max(1, whole_hours(upto - since))
     spent = team_total(conn, since, upto, team, project)
-    left = max(0, int((end - upto).total_seconds() // 3600))
+    left = max(0, whole_hours(end - upto))
 
     def ahead(so_far: int, recent: int) -> tuple[int, int]:
         rate = int((Decimal(recent) / hours).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))

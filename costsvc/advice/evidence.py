@@ -34,10 +34,11 @@ from __future__ import annotations
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from costsvc.ingest.prom import PrometheusReader
+from costsvc.utc import truncate
 
 POD = "namespace, pod, modelName"
 UNIT = "namespace, pod, modelName, resource, UUID, GPU_I_ID"
@@ -89,7 +90,7 @@ class EvidenceReader:
     ) -> None:
         self._prom = prom
         # the points of the window: multiples of the step in (end - window, end]
-        self._end = datetime.fromtimestamp(int(end.timestamp()) // step_s * step_s, UTC)
+        self._end = truncate(end, timedelta(seconds=step_s))
         self._window = window_s
         self._step = step_s
 

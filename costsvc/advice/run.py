@@ -24,7 +24,7 @@ from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
 from costsvc.db.inference import serving_hours
 from costsvc.db.label_history import LabelHistory
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.labels import resolve_owner
+from costsvc.labels import resolve_label, resolve_owner, sanitised_keys
 from costsvc.migprofiles import mig_table
 from costsvc.workloads import Workload, workload_from_name, workload_of
 from kube.label_names import ksm_labels, sanitize_label
@@ -61,12 +61,7 @@ class _Teams:
         pods: dict[tuple[str, str], dict[str, str]],
         spaces: dict[str, dict[str, str]],
     ) -> None:
-        self._keys = LabelKeys(
-            team=[sanitize_label(k) for k in keys.team],
-            project=[sanitize_label(k) for k in keys.project],
-            stage=[sanitize_label(k) for k in keys.stage],
-            namespace_fallback=keys.namespace_fallback,
-        )
+        self._keys = sanitised_keys(keys)
         self._pods, self._spaces = pods, spaces
 
     def pod(self, namespace: str, pod: str) -> str:
@@ -74,8 +69,7 @@ class _Teams:
         return resolve_owner(labels, self._spaces.get(namespace, {}), self._keys).team
 
     def namespace(self, namespace: str) -> str:
-        keys = LabelKeys(team=self._keys.team, namespace_fallback=True)
-        return resolve_owner({}, self._spaces.get(namespace, {}), keys).team
+        return resolve_label({}, self._spaces.get(namespace, {}), self._keys.team, UNALLOCATED)
 
 
 def _sanitised(labels: dict[str, str]) -> dict[str, str]:

@@ -6,8 +6,10 @@ team only — also through ``group_by``, filters and CSV; ``metrics`` (for Prome
 ``/metrics`` and nothing under ``/v1``. Anything else is 401 (no or unknown token) or 403.
 Token storage: costsvc/db/tokens.py; who sees what: docs/security.md.
 
-The dependencies are ``async def`` (a token lookup, every few seconds per token, goes to the
-thread pool): a plain ``def`` dependency costs a thread hand-off on every request.
+The dependencies are ``async def`` (a token lookup, once per token and data version, goes to
+the thread pool): a plain ``def`` dependency costs a thread hand-off on every request. A
+token's principal is kept while the data version is unchanged (costsvc/api/cache.py): creating
+or revoking a token bumps it, so every process stops accepting a revoked token at once.
 
 Every route that takes :data:`Caller`, :data:`Finance` or :data:`Admin` carries the bearer
 security scheme in the OpenAPI description (``bearer``), so a new route inherits both the
@@ -16,8 +18,6 @@ check and its documentation by naming one of them.
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
@@ -25,10 +25,10 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine
 
+from costsvc.api.cache import Kept, request_version
 from costsvc.api.errors import shown
 from costsvc.db.tokens import Principal, digest, principal_of
 
-CACHE_SECONDS = 5.0  # a revocation reaches other processes within this; this one at once
 MAX_TOKEN = 512  # longer is no token of ours: refused without a lookup
 
 BEARER = HTTPBearer(
@@ -39,33 +39,8 @@ BEARER = HTTPBearer(
 Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(BEARER)]
 
 
-class _TokenCache:
-    """Token hash -> (principal, when looked up): one database read per token every few
-    seconds instead of one per request."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._found: dict[str, tuple[Principal | None, float]] = {}
-
-    def get(self, key: str) -> tuple[bool, Principal | None]:
-        with self._lock:
-            hit = self._found.get(key)
-        if hit is None or time.monotonic() - hit[1] > CACHE_SECONDS:
-            return False, None
-        return True, hit[0]
-
-    def put(self, key: str, who: Principal | None) -> None:
-        with self._lock:
-            if len(self._found) > 10_000:  # unknown tokens must not grow it without bound
-                self._found.clear()
-            self._found[key] = (who, time.monotonic())
-
-    def clear(self) -> None:
-        with self._lock:
-            self._found.clear()
-
-
-CACHE = _TokenCache()
+# token hash -> principal (None: unknown), one database read per token and data version
+CACHE: Kept[str, Principal | None] = Kept(10_000)
 _UNAUTHORIZED = {"WWW-Authenticate": "Bearer"}
 
 
@@ -77,11 +52,12 @@ async def optional_principal(request: Request, credentials: Credentials) -> Prin
     if not token or len(token) > MAX_TOKEN:
         raise HTTPException(401, "unknown or revoked token", _UNAUTHORIZED)
     key = digest(token)
-    cached, who = CACHE.get(key)
-    if not cached:
+    version = await request_version(request)
+    who = CACHE.get(version, key)
+    if Kept.missing(who):
         engine: Engine = request.app.state.engine
         who = await run_in_threadpool(principal_of, engine, key)  # the loop never waits
-        CACHE.put(key, who)
+        CACHE.put(version, key, who)
     if who is None:
         raise HTTPException(401, "unknown or revoked token", _UNAUTHORIZED)
     return who

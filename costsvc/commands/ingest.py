@@ -252,29 +252,27 @@ def advise(
 
     from costsvc.advice.rightsizing import Rules
     from costsvc.advice.run import Options, run
-    from costsvc.costmodel import CostModelError, load, utc
+    from costsvc.costmodel import utc
     from costsvc.db.engine import make_engine
 
-    if settings.cost_model is None:
-        raise UsageError("COSTSVC_COST_MODEL: set it to the cost model file")
     if not 1 / 24 <= window_days <= 90 or not 0 <= min_hours <= 24 * 90:
         raise UsageError("--window: 1 hour to 90 days; --min-hours: 0 to the window")
     try:
-        model = load(settings.cost_model)
         stop = utc(end) if end else datetime.now(UTC)
-    except CostModelError as exc:
-        raise UsageError(f"COSTSVC_COST_MODEL: {exc}") from None
     except ValueError as exc:
         raise UsageError(f"--end: {exc}") from None
     options = Options(
         window=timedelta(days=window_days), rules=Rules(min_hours=Decimal(str(min_hours)))
     )
-    reader = prometheus_reader(settings)
     engine = make_engine(settings.database_url)
     try:
-        run(engine, reader, model, settings.cluster, stop, options)
+        model = cost_model_in_force(settings, engine)  # the file, or the database's
+        reader = prometheus_reader(settings)
+        try:
+            run(engine, reader, model, settings.cluster, stop, options)
+        finally:
+            reader.close()
     finally:
-        reader.close()
         engine.dispose()
 
 

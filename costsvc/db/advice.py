@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, or_, select, update
+from sqlalchemy import Engine, delete, insert, select, update
 
-from costsvc.db.label_history import next_period
+from costsvc.db.history import PodHistory, keep_latest
 from costsvc.db.models import (
     ControllerOwner,
     PodOwner,
@@ -21,15 +21,12 @@ from costsvc.db.models import (
     ResourceQuotaLimit,
 )
 from costsvc.db.version import bump
-from costsvc.utc import as_utc
 
 Owner = tuple[str, str]
 
 
-class OwnerHistory:
-    def __init__(self, engine: Engine, cluster: str) -> None:
-        self._engine = engine
-        self._cluster = cluster
+class OwnerHistory(PodHistory):
+    table = PodOwner
 
     def observe_pod(
         self,
@@ -42,49 +39,15 @@ class OwnerHistory:
     ) -> None:
         """The pod's controller is ``owner`` at ``at`` (a new pod: since its creation)."""
         kind, owner_name = owner or ("", "")
-        t = PodOwner
-        with self._engine.begin() as conn:
-            start = next_period(
-                conn,
-                t,
-                (t.cluster == self._cluster, t.uid == uid),
-                lambda row: (row.owner_kind, row.owner_name) == (kind, owner_name),
-                at,
-                since,
-            )
-            if start is None:
-                return
-            conn.execute(
-                insert(t).values(
-                    cluster=self._cluster,
-                    uid=uid,
-                    namespace=namespace,
-                    name=name,
-                    owner_kind=kind,
-                    owner_name=owner_name,
-                    valid_from=start,
-                )
-            )
-
-    def close_pod(self, uid: str, at: datetime) -> None:
-        t = PodOwner
-        with self._engine.begin() as conn:
-            conn.execute(
-                update(t)
-                .where(t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None))
-                .values(valid_to=at)
-            )
-
-    def close_missing_pods(self, present: set[str], at: datetime) -> None:
-        t = PodOwner
-        with self._engine.connect() as conn:
-            open_uids = set(
-                conn.execute(
-                    select(t.uid).where(t.cluster == self._cluster, t.valid_to.is_(None))
-                ).scalars()
-            )
-        for uid in open_uids - present:
-            self.close_pod(uid, at)
+        self._observe(
+            uid,
+            namespace,
+            name,
+            {"owner_kind": kind, "owner_name": owner_name},
+            lambda row: (row.owner_kind, row.owner_name) == (kind, owner_name),
+            at,
+            since,
+        )
 
     def observe_controller(
         self, namespace: str, kind: str, name: str, owner: Owner | None, at: datetime
@@ -127,16 +90,10 @@ class OwnerHistory:
         pods: dict[tuple[str, str], tuple[datetime, Owner | None]] = {}
         t = PodOwner
         with self._engine.connect() as conn:
-            query = select(t.namespace, t.name, t.owner_kind, t.owner_name, t.valid_from).where(
-                t.cluster == self._cluster,
-                t.valid_from < end,
-                or_(t.valid_to.is_(None), t.valid_to > start),
-            )
-            for r in conn.execute(query):
-                since = as_utc(r.valid_from)
-                key = (r.namespace, r.name)
-                if key not in pods or since >= pods[key][0]:
-                    pods[key] = (since, (r.owner_kind, r.owner_name) if r.owner_kind else None)
+            columns = (t.namespace, t.name, t.owner_kind, t.owner_name, t.valid_from)
+            for r in self._pods_during(conn, columns, start, end):
+                owner = (r.owner_kind, r.owner_name) if r.owner_kind else None
+                keep_latest(pods, (r.namespace, r.name), r.valid_from, owner)
             c = ControllerOwner
             parents: dict[tuple[str, Owner], Owner | None] = {}
             for c_row in conn.execute(

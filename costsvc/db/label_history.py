@@ -2,17 +2,17 @@
 [valid_from, valid_to). A relabelled pod closes its old row and opens a new one, a deleted pod
 closes its row — so a pod deleted yesterday is still charged to the team it had. Ingestion
 asks :meth:`LabelHistory.labels_during` for the labels in force during an hour; the Kubernetes
-watcher (costsvc/k8slabels.py) writes them.
+watcher (costsvc/k8slabels.py) writes them. The pods' history is a
+:class:`~costsvc.db.history.PodHistory`, as the pod owners' is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
-from sqlalchemy import Connection, Engine, func, insert, or_, select, update
+from sqlalchemy import func, insert, or_, select, update
 
+from costsvc.db.history import PodHistory, keep_latest
 from costsvc.db.models import NamespaceLabels, PodLabels
 from costsvc.utc import as_utc
 
@@ -23,35 +23,8 @@ def _aware(value: datetime | None) -> datetime | None:
     return as_utc(value)
 
 
-def next_period(
-    conn: Connection,
-    t: Any,
-    key: Sequence[Any],
-    unchanged: Callable[[Any], bool],
-    at: datetime,
-    since: datetime | None,
-) -> datetime | None:
-    """When a new row of the pod history ``t`` (rows valid in [valid_from, valid_to), open while
-    ``valid_to`` is NULL) starts for what is observed at ``at``: None when the open row of
-    ``key`` already holds it (``unchanged(row)``); else the open row is closed at the start
-    returned — never before that row opened. A pod never seen before dates from ``since``
-    (its creation)."""
-    row = conn.execute(select(*t.__table__.c).where(*key, t.valid_to.is_(None))).first()
-    if row is not None:
-        if unchanged(row):
-            return None
-        start = max(at, as_utc(row.valid_from) + timedelta(microseconds=1))
-        conn.execute(update(t).where(t.id == row.id).values(valid_to=start))
-        return start
-    if since is not None and conn.execute(select(t.id).where(*key).limit(1)).first() is None:
-        return min(since, at)
-    return at
-
-
-class LabelHistory:
-    def __init__(self, engine: Engine, cluster: str) -> None:
-        self._engine = engine
-        self._cluster = cluster
+class LabelHistory(PodHistory):
+    table = PodLabels
 
     # -- writing --------------------------------------------------------------------------
 
@@ -66,37 +39,15 @@ class LabelHistory:
     ) -> None:
         """The pod has ``labels`` at ``at``. A pod not seen before has had them ``since``
         (its creation); a change to a pod we know takes effect at ``at``."""
-        t = PodLabels
-        with self._engine.begin() as conn:
-            start = next_period(
-                conn,
-                t,
-                (t.cluster == self._cluster, t.uid == uid),
-                lambda row: (row.labels, row.namespace, row.name) == (labels, namespace, name),
-                at,
-                since,
-            )
-            if start is None:
-                return
-            conn.execute(
-                insert(t).values(
-                    cluster=self._cluster,
-                    uid=uid,
-                    namespace=namespace,
-                    name=name,
-                    labels=labels,
-                    valid_from=start,
-                )
-            )
-
-    def close_pod(self, uid: str, at: datetime) -> None:
-        t = PodLabels
-        with self._engine.begin() as conn:
-            conn.execute(
-                update(t)
-                .where(t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None))
-                .values(valid_to=at)
-            )
+        self._observe(
+            uid,
+            namespace,
+            name,
+            {"labels": labels},
+            lambda row: (row.labels, row.namespace, row.name) == (labels, namespace, name),
+            at,
+            since,
+        )
 
     def observe_namespace(
         self, name: str, labels: dict[str, str], at: datetime, since: datetime | None = None
@@ -133,18 +84,6 @@ class LabelHistory:
                 .values(valid_to=at)
             )
 
-    def close_missing_pods(self, present: set[str], at: datetime) -> None:
-        """After a (re)list: pods we had open that the API no longer has were deleted."""
-        t = PodLabels
-        with self._engine.begin() as conn:
-            open_uids = (
-                conn.execute(select(t.uid).where(t.cluster == self._cluster, t.valid_to.is_(None)))
-                .scalars()
-                .all()
-            )
-        for uid in set(open_uids) - present:
-            self.close_pod(uid, at)
-
     # -- reading ----------------------------------------------------------------------------
 
     def labels_during(
@@ -156,13 +95,9 @@ class LabelHistory:
         spaces: dict[str, tuple[datetime, dict[str, str]]] = {}
         with self._engine.connect() as conn:
             p = PodLabels
-            query = select(p.namespace, p.name, p.valid_from, p.labels).where(
-                p.cluster == self._cluster,
-                p.valid_from < end,
-                or_(p.valid_to.is_(None), p.valid_to > start),
-            )
-            for row in conn.execute(query):
-                _keep_latest(pods, (row.namespace, row.name), row.valid_from, row.labels)
+            columns = (p.namespace, p.name, p.valid_from, p.labels)
+            for row in self._pods_during(conn, columns, start, end):
+                keep_latest(pods, (row.namespace, row.name), row.valid_from, dict(row.labels))
             n = NamespaceLabels
             ns_query = select(n.name, n.valid_from, n.labels).where(
                 n.cluster == self._cluster,
@@ -170,17 +105,5 @@ class LabelHistory:
                 or_(n.valid_to.is_(None), n.valid_to > start),
             )
             for ns in conn.execute(ns_query):
-                _keep_latest(spaces, ns.name, ns.valid_from, ns.labels)
+                keep_latest(spaces, ns.name, ns.valid_from, dict(ns.labels))
         return {k: v for k, (_, v) in pods.items()}, {k: v for k, (_, v) in spaces.items()}
-
-
-def _keep_latest(
-    out: dict[Any, tuple[datetime, dict[str, str]]],
-    key: Any,
-    since: datetime,
-    labels: dict[str, str],
-) -> None:
-    at = _aware(since)
-    assert at is not None
-    if key not in out or at >= out[key][0]:
-        out[key] = (at, dict(labels))

@@ -34,6 +34,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.chargeback import AMOUNTS, OWNER
 from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay
+from costsvc.utc import day_floor, month_floor
 
 DAY = timedelta(days=1)
 POD = ("cluster", *OWNER, "namespace", "pod", "currency")  # cost_pod_days' key, with day
@@ -42,14 +43,12 @@ OWNER_KEY = ("cluster", *OWNER, "currency")  # cost_days' key, with day
 
 def day_of(hour: datetime) -> datetime:
     """The first instant of ``hour``'s UTC day."""
-    h = hour.astimezone(UTC)
-    return datetime(h.year, h.month, h.day, tzinfo=UTC)
+    return day_floor(hour)
 
 
 def month_start(t: datetime) -> datetime:
     """The first instant of ``t``'s UTC month."""
-    h = t.astimezone(UTC)
-    return datetime(h.year, h.month, 1, tzinfo=UTC)
+    return month_floor(t)
 
 
 def _next_month(m: datetime) -> datetime:

@@ -71,7 +71,7 @@ from costsvc.ingest.prom import Series
 from costsvc.ingest.window import (
     MAX_GAP,
     PRESENCE_GAP,
-    Window,
+    HourReads,
     add_energy,
     add_gpu,
     grouped,
@@ -148,7 +148,7 @@ def _holder(lab: dict[str, str]) -> Who | None:
     return None
 
 
-def collect_dcgm(w: Window, facts: HourFacts) -> None:
+def collect_dcgm(w: HourReads, facts: HourFacts) -> None:
     """The hour's GPUs, holdings and labels from dcgm-exporter + kube-state-metrics."""
     devices: dict[Unit, Device] = {}
     by_gpu: dict[tuple[str, str], list[Series]] = {}
@@ -203,7 +203,7 @@ def collect_dcgm(w: Window, facts: HourFacts) -> None:
     pod_controllers(w, facts)
 
 
-def _utilisation(w: Window, seen: dict[str, list[Series]], devices: dict[Unit, Device]) -> None:
+def _utilisation(w: HourReads, seen: dict[str, list[Series]], devices: dict[Unit, Device]) -> None:
     """Each device's utilisation 0..1: the profiling field where it has one, else GPU_UTIL %
     (the device-level series: per-container copies of ``--kubernetes-virtual-gpus`` aside)."""
     for name, scale in (("DCGM_FI_DEV_GPU_UTIL", 100), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1)):
@@ -222,7 +222,7 @@ Node = tuple[str, str]  # cluster, node
 Capacity = dict[Node, dict[str, Decimal]]  # per node: resource -> units
 
 
-def _capacity(w: Window) -> Capacity:
+def _capacity(w: HourReads) -> Capacity:
     """kube_node_status_capacity of the nvidia resources, as last reported in the hour."""
     out: Capacity = {}
     for s in w.raw(CAPACITY):
@@ -253,7 +253,7 @@ def _replicas(mine: list[Device], capacity: dict[str, Decimal], d: Device) -> De
 
 
 def _from_labels(
-    w: Window,
+    w: HourReads,
     devices: dict[Unit, Device],
     nodes: dict[Node, list[Device]],
     capacity: Capacity,
@@ -287,7 +287,7 @@ def _from_labels(
 
 
 def _from_requests(
-    w: Window,
+    w: HourReads,
     nodes: dict[Node, list[Device]],
     capacity: Capacity,
     covered: set[tuple[str, str, bool]],

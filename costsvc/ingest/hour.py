@@ -26,8 +26,8 @@ from costsvc.ingest.window import (
     PRESENCE_GAP,
     Bounds,
     Holes,
+    HourReads,
     Usage,
-    Window,
     add_energy,
     add_gpu,
     grouped,
@@ -68,7 +68,7 @@ def collect_hour(
     ours when the hour has any of its series, else from dcgm-exporter's."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: one of {', '.join(SOURCES)}")
-    w = Window(prom, start, default_cluster)
+    w = HourReads(prom, start, default_cluster)
     reads = dcgm_source.READS if source == "dcgm-exporter" else READS
     with ThreadPoolExecutor(2, thread_name_prefix="prom-read") as pool:
         w.prefetch(pool, reads)
@@ -85,7 +85,7 @@ def collect_hour(
             w.cancel()
 
 
-def gpus_seen(w: Window, facts: HourFacts) -> dict[tuple[str, str], Holes]:
+def gpus_seen(w: HourReads, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     """The GPUs of ``gpu_device_up`` into ``facts``; when each was lost, by (cluster, UUID)."""
     lost: dict[tuple[str, str], Holes] = {}
     key = _gpu_key(w)
@@ -99,7 +99,7 @@ def gpus_seen(w: Window, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     return lost
 
 
-def utilisation(w: Window) -> dict[tuple[str, ...], Usage]:
+def utilisation(w: HourReads) -> dict[tuple[str, ...], Usage]:
     """Utilisation 0..1 over the hour per device unit (cluster, UUID, GPU_I_ID):
     ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where the unit has it, else ``DCGM_FI_DEV_GPU_UTIL`` / 100.
     """
@@ -113,15 +113,15 @@ def utilisation(w: Window) -> dict[tuple[str, ...], Usage]:
     return util
 
 
-def _gpu_key(w: Window) -> Callable[[dict[str, str]], tuple[str, ...]]:
+def _gpu_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
     return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""))
 
 
-def _unit_key(w: Window) -> Callable[[dict[str, str]], tuple[str, ...]]:
+def _unit_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
     return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", ""))
 
 
-def _collect(w: Window, start: datetime) -> HourFacts:
+def _collect(w: HourReads, start: datetime) -> HourFacts:
     facts = HourFacts(start)
     unit_key = _unit_key(w)
 

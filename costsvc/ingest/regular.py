@@ -9,7 +9,7 @@ the raw read's window, and at each hour edge for the last sample before it, a sa
 at it and the sum of the window's look-back (:meth:`Sums.fill`). A series whose count matches
 its target's successful scrapes (costsvc/ingest/steady.py) but is not constant is a
 :class:`Regular`: its sums stand for its samples where its target scrapes evenly
-(costsvc/ingest/window.py ``Window.integral``, docs/cost-model.md "Series that change at every
+(costsvc/ingest/window.py ``HourReads.integral``, docs/cost-model.md "Series that change at every
 scrape"); its samples are read (:class:`Loader`) only where something needs them.
 """
 

@@ -40,6 +40,7 @@ from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.tokens import collect_served
 from costsvc.labels import OwnerLookup, merge_history
 from costsvc.migprofiles import UnknownMigGeometry
+from costsvc.utc import hour_floor
 from costsvc.workloads import controllers_of
 
 log = logging.getLogger(__name__)
@@ -67,7 +68,7 @@ class Report:
 def complete_hours(start: datetime, end: datetime) -> list[datetime]:
     """Hour starts h with start <= h and h + 1 h <= end (callers clip ``end`` to now:
     :func:`clip_end`)."""
-    h = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    h = hour_floor(start)
     if h < start:
         h += timedelta(hours=1)
     out = []
@@ -79,7 +80,7 @@ def complete_hours(start: datetime, end: datetime) -> list[datetime]:
 
 def last_complete(now: datetime) -> datetime:
     """The end of the last complete hour at ``now``: the hour running now is not one."""
-    return now.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    return hour_floor(now)
 
 
 def clip_end(end: datetime, now: datetime | None = None) -> tuple[datetime, bool]:

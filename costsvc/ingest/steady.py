@@ -26,7 +26,7 @@ The selectors of :data:`SUMMED` (utilisation, SM time) change at every scrape in
 for them the engine is asked for the max, min and sum over W and the values around each hour
 edge instead of the constant check, and a series that is not constant but whose count
 matches its target is a :class:`Regular`: its sums stand for its samples where its target
-scrapes evenly (costsvc/ingest/window.py ``Window.integral``; docs/cost-model.md "Series that
+scrapes evenly (costsvc/ingest/window.py ``HourReads.integral``; docs/cost-model.md "Series that
 change at every scrape"), its samples are read only where something needs them.
 
 Summaries of many hours cross the API in one ``query_range`` at a 3600 s step, evaluated at
@@ -81,7 +81,7 @@ T = TypeVar("T")
 class Steady(Sequence[tuple[Decimal, Decimal]]):
     """A steady series' samples: (t, value) at each of ``times`` (its target's ``up == 1``
     timestamps, one list shared by the target's steady series), so what depends on the times
-    only is worked out once per target (costsvc/ingest/window.py: Window.pieces). The samples
+    only is worked out once per target (costsvc/ingest/window.py: HourReads.pieces). The samples
     are made only when something iterates them (most readers use ``times`` and ``value``)."""
 
     __slots__ = ("times", "value")

@@ -1,7 +1,7 @@
 """One hour's reads from Prometheus, and what a holding measured in it, at sample resolution.
 
 Both sources (our exporter: costsvc/ingest/hour.py; dcgm-exporter + kube-state-metrics:
-costsvc/ingest/dcgm_source.py) read their series through :class:`Window` and turn a holding's
+costsvc/ingest/dcgm_source.py) read their series through :class:`HourReads` and turn a holding's
 series into facts with :func:`measure`, so the two apply one rule:
 
 - a holding's share is a step function of time (:func:`costsvc.ingest.integrate.pieces`);
@@ -17,7 +17,7 @@ series into facts with :func:`measure`, so the two apply one rule:
   replica and the GPU was available, capped at its share (costsvc/attribution.py).
 
 A usage series read as sums (costsvc/ingest/regular.py ``Regular``) is integrated from them
-(:meth:`Window.integral`, :func:`measure_read`) where that gives the figure its samples would;
+(:meth:`HourReads.integral`, :func:`measure_read`) where that gives the figure its samples would;
 elsewhere its samples are read and measured as above.
 """
 
@@ -105,7 +105,7 @@ def highest(samples: Sequence[Sample]) -> Decimal:
     return max(v for _, v in samples)
 
 
-class Window:
+class HourReads:
     """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
 
     def __init__(self, prom: PrometheusReader, start: datetime, cluster: str) -> None:
@@ -298,7 +298,7 @@ class Usage:
     summed: bool = False
     _pieces: list[Piece] | None = None
 
-    def pieces(self, w: Window) -> list[Piece]:
+    def pieces(self, w: HourReads) -> list[Piece]:
         """The step function over the hour (its samples read now where they were not)."""
         if self._pieces is None:
             if self.summed:
@@ -314,8 +314,10 @@ class Usage:
         """Its samples are at hand (no series read as sums only)."""
         return not any(_unread(s.samples) for s in self.series)
 
-    def integral(self, w: Window, times: list[Decimal]) -> tuple[Decimal, Decimal, Decimal] | None:
-        """∫ value dt over the hour (:meth:`Window.integral`) of a usage that is one series
+    def integral(
+        self, w: HourReads, times: list[Decimal]
+    ) -> tuple[Decimal, Decimal, Decimal] | None:
+        """∫ value dt over the hour (:meth:`HourReads.integral`) of a usage that is one series
         read as sums over the target scraped at ``times``: (value, error bound, the largest
         value); None where its samples are needed."""
         if len(self.series) != 1:
@@ -337,7 +339,7 @@ def _unread(samples: Sequence[Sample]) -> bool:
 
 
 def measure_read(
-    w: Window,
+    w: HourReads,
     share: Sequence[Sequence[Sample]],
     lost: Holes,
     utilisation: Usage | None,
@@ -378,7 +380,7 @@ def measure_read(
 
 
 def grouped(
-    w: Window,
+    w: HourReads,
     selector: str,
     key: Callable[[dict[str, str]], tuple[str, ...]],
     look_back: Decimal = MAX_GAP,
@@ -390,7 +392,7 @@ def grouped(
     return out
 
 
-def pod_and_namespace_labels(w: Window, facts: HourFacts) -> None:
+def pod_and_namespace_labels(w: HourReads, facts: HourFacts) -> None:
     """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
     for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
         facts.pod_labels[(cluster, ns, pod)] = labels
@@ -409,7 +411,7 @@ OWNER_SERIES = (
 NO_OWNER = "<none>"
 
 
-def pod_controllers(w: Window, facts: HourFacts) -> None:
+def pod_controllers(w: HourReads, facts: HourFacts) -> None:
     """The controller of each pod that held a GPU in the hour, from kube-state-metrics' owner
     series: a pod's ``kube_pod_owner`` (its controller reference, else its first owner), and
     one level up ``kube_replicaset_owner`` / ``kube_job_owner`` (a Deployment, a CronJob)."""
@@ -479,7 +481,7 @@ def add_gpu(
 
 
 def _latest_labels(
-    w: Window, metric: str, names: tuple[str, ...]
+    w: HourReads, metric: str, names: tuple[str, ...]
 ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
     """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
     for the rare object relabelled within the hour (several series), its raw samples decide."""
@@ -509,7 +511,7 @@ def _latest_labels(
     return out
 
 
-def add_energy(w: Window, facts: HourFacts) -> None:
+def add_energy(w: HourReads, facts: HourFacts) -> None:
     """Each GPU's measured energy in the hour (costsvc/ingest/power.py): dcgm-exporter's
     series names, so both sources read it the same way."""
     limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)

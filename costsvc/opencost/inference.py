@@ -28,9 +28,10 @@ from decimal import Decimal
 from typing import Any
 
 from costsvc.inference import Totals, per_million
-from costsvc.opencost.params import BadParameter, Window, parse_window, split_list
+from costsvc.opencost.params import split_list
 from costsvc.opencost.shape import to_json
 from costsvc.utc import iso_z
+from costsvc.windows import BadParameter, Window, parse_window
 
 SUPPORTED = (
     "model_name",

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from costsvc.opencost.params import Window
+from costsvc.labels import resolve_label
 from costsvc.opencost.shape import LABEL_PREFIX, Row
+from costsvc.windows import Window
 from kube.label_names import sanitize_label
 
 
@@ -69,7 +70,7 @@ def with_labels(
         mine = {sanitize_label(k): v for k, v in (own or {}).items()}
         theirs = {sanitize_label(k): v for k, v in (space or {}).items()}
         values = dict(r.values)
-        for key in wanted:
-            values[LABEL_PREFIX + key] = mine.get(key) or theirs.get(key) or ""
+        for key in wanted:  # the owner rule: the pod's, else its namespace's, else none
+            values[LABEL_PREFIX + key] = resolve_label(mine, theirs, [key])
         out.append(replace(r, values=values))
     return out

@@ -71,8 +71,8 @@ from costsvc.opencost.filters import (
     Node,
     comparisons,
 )
-from costsvc.opencost.params import Window
 from costsvc.utc import iso_z as _iso_z
+from costsvc.windows import Window
 
 __all__ = ["LABEL_PREFIX", "Aggregate", "label_column"]
 

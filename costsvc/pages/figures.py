@@ -19,6 +19,7 @@ from costsvc.energy import kg, kwh
 from costsvc.money import MICRO, money, money_rounded, to_micro
 from costsvc.pages.charts import Chart, stacked_columns
 from costsvc.queries import costs, forecast
+from costsvc.utc import day_floor
 
 DAY = timedelta(days=1)
 
@@ -95,7 +96,7 @@ def daily_chart(
     """Cost per day of [start, end) (up to today), stacked by ``dimension``; and the rows."""
     with db.connect() as conn:
         rows = costs(conn, start, end, [dimension], "day", filters)
-    last = min(end, now.replace(hour=0, minute=0, second=0, microsecond=0) + DAY)
+    last = min(end, day_floor(now) + DAY)
     days = []
     day = start
     while day < last:

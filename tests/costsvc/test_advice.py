@@ -43,6 +43,7 @@ from costsvc.advice.run import Options, run
 from costsvc.cli import main
 from costsvc.costmodel import parse
 from costsvc.db.advice import OwnerHistory, QuotaStore
+from costsvc.db.cost_models import activate, active_document
 from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
@@ -335,6 +336,31 @@ def test_recommend_command(
     assert "infer/Deployment/chat" in lines[3] and "1g.10gb" in lines[3]
     assert "1564.285714 USD" in lines[3]
     assert main(["recommend", "--window", "0"]) == 2
+
+
+def test_recommend_uses_the_cost_model_kept_in_the_database(
+    advised: str, week: Prometheus, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    """No COSTSVC_COST_MODEL: ``recommend`` prices with the model in force in the database
+    (costsvc/model_source.py), as the ingest does; without one it says so (issue 26)."""
+    monkeypatch.setenv("COSTSVC_DATABASE_URL", advised)
+    monkeypatch.setenv("COSTSVC_PROMETHEUS_URL", week.url)
+    monkeypatch.delenv("COSTSVC_COST_MODEL", raising=False)
+    monkeypatch.setenv("COSTSVC_CLUSTER", "c1")
+    args = ["recommend", "--end", "2026-11-20T00:00:00Z", "--top", "3"]
+    engine = create_engine(advised)
+    try:
+        if active_document(engine) is None:
+            assert main(args) == 2
+            assert "no cost model" in capsys.readouterr().err
+            activate(engine, parse(MODEL_DOC), "test", "cli")
+    finally:
+        engine.dispose()
+    assert main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 + 3
+    assert "db/StatefulSet/vecdb" in lines[2] and "1825.000000 USD" in lines[2]
 
 
 def test_dashboard_queries_agree_with_the_api(advised: str, tmp_path: Path) -> None:

@@ -9,8 +9,12 @@ import threading
 from typing import Any
 
 from fastapi import Response
+from sqlalchemy import create_engine
 
-from costsvc.api.cache import AnswerCache, SharedVersion, SharedVersionAsync
+from costsvc.api.cache import AnswerCache, SharedVersion
+from costsvc.db.migrate import upgrade
+from costsvc.db.tokens import revoke_token
+from tests.costsvc.apiserver import NOV20, Clock, serve
 
 
 class GatedReads:
@@ -107,18 +111,18 @@ def test_one_computation_answers_concurrent_requests() -> None:
 
 def test_the_event_loop_variant_keeps_the_same_rule() -> None:
     reads = GatedReads()
-    shared = SharedVersionAsync(reads)
+    shared = SharedVersion(reads)
 
     async def started(n: int) -> None:
         while len(reads.started) < n:  # the read runs in a worker thread
             await asyncio.sleep(0.001)
 
     async def scenario() -> tuple[Any, Any, Any]:
-        a = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
+        a = asyncio.create_task(shared.aget(None))  # type: ignore[arg-type]
         await started(1)
         reads.version = 1  # a write commits while read 1 is under way
-        b = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
-        c = asyncio.create_task(shared.get(None))  # type: ignore[arg-type]
+        b = asyncio.create_task(shared.aget(None))  # type: ignore[arg-type]
+        c = asyncio.create_task(shared.aget(None))  # type: ignore[arg-type]
         await asyncio.sleep(0)  # b and c arrive (and wait)
         reads.release[0].set()
         got_a = await a
@@ -128,3 +132,22 @@ def test_the_event_loop_variant_keeps_the_same_rule() -> None:
 
     assert asyncio.run(scenario()) == ((0, 0), (0, 1), (0, 1))
     assert len(reads.started) == 2
+
+
+def test_a_token_revoked_elsewhere_is_refused_at_once(db_url: str) -> None:
+    """The token cache keeps a principal while the data version is unchanged (the one rule of
+    costsvc/api/cache.py): a revocation by another process (here the CLI's function, as
+    ``gpu-costsvc token revoke`` runs it) bumps it, so the next request is refused — not
+    served from a cache for a few more seconds."""
+    upgrade(db_url)
+    with serve(db_url, Clock(NOV20), ["a"]) as api:
+        assert api.get("/v1/budgets", "team:a").status_code == 200  # looked up, kept
+        assert api.get("/v1/budgets", "team:a").status_code == 200
+        engine = create_engine(db_url)
+        try:
+            assert revoke_token(engine, "team-a", "cli")
+        finally:
+            engine.dispose()
+        r = api.get("/v1/budgets", "team:a")
+        assert r.status_code == 401, r.text
+        assert api.get("/v1/budgets", "finance").status_code == 200

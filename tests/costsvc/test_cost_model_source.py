@@ -11,13 +11,21 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from sqlalchemy import create_engine, select
 
+from costsvc.chargeback import UNALLOCATED
+from costsvc.costmodel import parse
 from costsvc.db.audit import recent
+from costsvc.db.cost_models import activate
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import GpuPresence
-from tests.costsvc.apiserver import NOV20, Clock, serve
+from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import H100, HOUR, MODEL, model
+from tests.costsvc.pages_history import MODEL as PAGES_MODEL
+from tests.costsvc.pages_history import NOW as PAGES_NOW
+from tests.costsvc.pages_history import TEAMS as PAGES_TEAMS
+from tests.costsvc.pages_history import seed
 from tests.prom import Prometheus
 
 OPERATOR_FILE = f"""# prices agreed with finance, 2026-10 — do not edit without a ticket
@@ -122,3 +130,38 @@ def test_cost_model_versions_in_the_database(
         "cost_model.replace",
         {"before_sha256": first["sha256"], "after_sha256": MODEL.sha256(), "via": "cli"},
     )
+
+
+def _labelled(team_keys: list[str]) -> dict[str, object]:
+    """The pages' history's cost model, its team label keys ``team_keys``."""
+    return {**PAGES_MODEL.document(), "labels": {"team": team_keys}}
+
+
+def test_allocation_label_keys_are_the_cost_model_in_force(db_url: str, tmp_path: Path) -> None:
+    """``/allocation``'s owner label keys come from the cost model in force: the one kept in the
+    database when no file is configured (issue 26: they were read from the file only, so a
+    database-kept model's keys were ignored), the file when one is."""
+    seed(db_url)  # teams a, b, nlp as chargeback columns; no pod label history at all
+    engine = create_engine(db_url)
+    try:
+        activate(engine, parse(_labelled(["squad"])), "test", "cli")
+    finally:
+        engine.dispose()
+    window = "2026-10-31T22:00:00Z,2026-12-04T00:00:00Z"
+
+    def names(api: Api, aggregate: str) -> set[str]:
+        r = api.get("/allocation", window=window, aggregate=aggregate)
+        assert r.status_code == 200, r.text
+        return {name for s in r.json()["data"] for name in s}
+
+    with serve(db_url, Clock(PAGES_NOW), PAGES_TEAMS) as api:
+        teams = names(api, "team")
+        assert {"a", "b", "nlp"} <= teams
+        # the database's key fills the team column; a label no pod has is nobody's
+        assert names(api, "label:squad") == teams
+        assert names(api, "label:crew") == {UNALLOCATED}
+    path = tmp_path / "cost-model.yaml"
+    path.write_text(yaml.safe_dump(_labelled(["crew"])))
+    with serve(db_url, Clock(PAGES_NOW), PAGES_TEAMS, cost_model=path, prefix="f-") as api:
+        assert names(api, "label:crew") == teams  # the file is the model in force
+        assert names(api, "label:squad") == {UNALLOCATED}

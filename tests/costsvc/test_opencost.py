@@ -17,12 +17,9 @@ from hypothesis import strategies as st
 from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.opencost.filters import Everything, FilterError, parse
 from costsvc.opencost.params import (
-    BadParameter,
-    Window,
     parse_accumulate,
     parse_bool,
     parse_step,
-    parse_window,
     plan,
     round_out,
     set_windows,
@@ -39,6 +36,7 @@ from costsvc.opencost.shape import (
     response_json,
     to_json,
 )
+from costsvc.windows import BadParameter, Window, parse_window
 
 NOW = datetime(2026, 11, 18, 10, 37, 12, tzinfo=UTC)  # a Wednesday
 DAY_ = timedelta(days=1)

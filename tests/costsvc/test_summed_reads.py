@@ -1,5 +1,5 @@
 """Series whose values change at every scrape (utilisation, SM time) read as sums
-(costsvc/ingest/regular.py ``Regular``, costsvc/ingest/window.py ``Window.integral``): the
+(costsvc/ingest/regular.py ``Regular``, costsvc/ingest/window.py ``HourReads.integral``): the
 same rows in every money and fact table as from their samples, on a history made to test the
 edges — random values at every scrape, scrapes off the hour and on it, a holder arriving
 mid-hour, a value above 100 %, a scrape 3 ms late, a NaN — on SQLite and PostgreSQL; and
@@ -18,7 +18,7 @@ import pytest
 from costsvc.ingest import regular, steady
 from costsvc.ingest.hour import _figures
 from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
-from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, Window
+from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, HourReads
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model
 from tests.prom import Prometheus
@@ -176,7 +176,7 @@ def test_integral_from_sums_is_the_integral_of_the_samples(seed: int) -> None:
         k = rng.randrange(1, len(times) - 1)
         times[k] += Decimal("0.003")
     samples = [(t, Decimal(rng.randrange(0, 10_001)) / 100) for t in times]
-    w = Window(None, datetime.fromtimestamp(T0, UTC), "c1")  # type: ignore[arg-type]
+    w = HourReads(None, datetime.fromtimestamp(T0, UTC), "c1")  # type: ignore[arg-type]
     ones = [(t, Decimal(1)) for t in times]
     step_of = interval(ones)
     exact = total(pieces(samples, t0, t1, max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step_of)))

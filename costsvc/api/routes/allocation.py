@@ -12,11 +12,7 @@ token sees its own team's allocations only. OpenCost's clients that cannot send 
 
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Iterable
-from functools import lru_cache
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -24,21 +20,13 @@ from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, create_model
 
 from costsvc.api.auth import Caller
-from costsvc.api.cache import AnswerCache
+from costsvc.api.cache import Answers
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.costmodel import CostModelError, LabelKeys, load
+from costsvc.model_source import label_keys
 from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
 from costsvc.opencost.filters import FilterError, Node, parse
-from costsvc.opencost.params import (
-    BadParameter,
-    parse_accumulate,
-    parse_bool,
-    parse_step,
-    parse_window,
-    plan,
-    split_list,
-)
+from costsvc.opencost.params import parse_accumulate, parse_bool, parse_step, plan, split_list
 from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     NULL_FIELDS,
@@ -52,6 +40,7 @@ from costsvc.opencost.shape import (
 )
 from costsvc.queries import allocation_rows, label_history
 from costsvc.quoting import clip
+from costsvc.windows import BadParameter, parse_window
 from kube.label_names import sanitize_label
 
 router = APIRouter(tags=["opencost"])
@@ -123,21 +112,12 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
-@lru_cache(maxsize=8)
-def _label_keys(path: str, mtime_ns: int) -> LabelKeys:
-    return load(path).labels
-
-
-def label_columns(request: Request) -> dict[str, str]:
+def label_columns(request: Request, db: Db) -> dict[str, str]:
     """Label key (as written, and Prometheus-sanitised as kube-state-metrics and OpenCost write
-    it) -> the owner column it fills: the
-    cost model's label keys (team, project, stage), the defaults without a cost model."""
-    path: Path | None = request.app.state.settings.cost_model
-    keys = LabelKeys()
-    if path is not None:
-        # a bad or missing file: the ingest refuses it; /allocation keeps the defaults
-        with contextlib.suppress(OSError, CostModelError):
-            keys = _label_keys(str(path), os.stat(path).st_mtime_ns)
+    it) -> the owner column it fills: the label keys (team, project, stage) of the cost model
+    in force (costsvc/model_source.py: the file, or the one kept in the database), the
+    defaults without a cost model."""
+    keys = label_keys(request.app.state.settings.cost_model, db)
     out: dict[str, str] = {}
     for column, names in (("team", keys.team), ("project", keys.project), ("stage", keys.stage)):
         for name in names:
@@ -172,6 +152,7 @@ def allocation(
     who: Caller,
     db: Db,
     now: Now,
+    answers: Answers,
     window: Text = None,
     step: Text = None,
     aggregate: Annotated[list[str] | None, Query()] = None,
@@ -192,7 +173,7 @@ def allocation(
         or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
     ):
         return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters"))
-    labels = label_columns(request)
+    labels = label_columns(request, db)
     try:
         span = parse_window(window or "", now)
         aggregates = parse_aggregates(split_list(aggregate), labels)
@@ -267,6 +248,5 @@ def allocation(
     )
     if from_history:  # the label watcher writes without a data version: never cached
         return compute()
-    answers: AnswerCache = request.app.state.answers  # the app's, bounded in bytes
-    answer: Response = answers.get(db, key, compute)
+    answer: Response = answers.get(db, key, compute)  # the app's, bounded in bytes
     return answer

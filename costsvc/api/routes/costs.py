@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -11,22 +10,19 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel
 
+from costsvc import windows
 from costsvc.api.auth import Caller, check_team
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, GroupBy, Now
-from costsvc.api.errors import ERRORS, shown
+from costsvc.api.errors import ERRORS
 from costsvc.chargeback import budget_state, month_of, parse_month
 from costsvc.db.budgets import budget_for
 from costsvc.energy import kg, kwh
 from costsvc.money import money
 from costsvc.queries import costs, forecast, top_wasters
-from costsvc.utc import iso_z
+from costsvc.utc import hour_floor, iso_z
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
-WINDOW = re.compile(r"(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))")  # fullmatch
-MAX_SPAN = timedelta(days=800)
-HOUR = timedelta(hours=1)
-YEARS = (1970, 2999)  # as billing months (costsvc/chargeback.py MONTH)
 MAX_VALUES = 100  # filter values per filter, after splitting at commas
 MAX_VALUE = 253  # characters of one filter value (a pod name's limit)
 
@@ -64,81 +60,15 @@ class CostsAnswer(BaseModel):
     rows: list[CostRow]
 
 
-def _hour_after(now: datetime) -> datetime:
-    """The end of the hour ``now`` is in: live windows end there, so an answer is the same
-    for the whole hour (and cached for it); the current hour has no rows until ingested."""
-    return now.replace(minute=0, second=0, microsecond=0) + HOUR
-
-
-def window_bounds(window: str, now: datetime) -> tuple[datetime, datetime]:
-    """A named window as whole UTC hours [start, end) (docs/api.md)."""
-    m = WINDOW.fullmatch(window)
-    if not m:
-        raise HTTPException(
-            400,
-            f"window {shown(window)}: use today, yesterday, week, month, "
-            "lastmonth or a span like 24h / 7d",
-        )
-    end = _hour_after(now)
-    day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if window == "today":
-        return day, end
-    if window == "yesterday":
-        return day - timedelta(days=1), day
-    if window == "week":
-        return day - timedelta(days=day.weekday()), end
-    if window == "month":
-        return parse_month(month_of(now))[0], end
-    if window == "lastmonth":
-        start, _ = parse_month(month_of(now))
-        return parse_month(month_of(start - HOUR))[0], start
-    n, unit = int(m[2]), m[3]
-    span = timedelta(hours=n) if unit == "h" else timedelta(days=n)
-    if n == 0 or span > MAX_SPAN:
-        raise HTTPException(400, f"window {shown(window)}: between 1h and {MAX_SPAN.days}d")
-    return end - span, end
-
-
-def _utc_hour(value: datetime, name: str) -> datetime:
-    """A given ``start``/``end`` in UTC; it must have a zone, a year in :data:`YEARS` and fall
-    on a whole UTC hour (the data is hourly: a part of an hour is refused, never widened)."""
-    if value.tzinfo is None:
-        raise HTTPException(400, f"{name}: give a time zone, e.g. 2026-11-01T00:00:00Z")
-    if not YEARS[0] <= value.year <= YEARS[1]:
-        raise HTTPException(400, f"{name}: a year from {YEARS[0]} to {YEARS[1]}")
-    try:
-        utc = value.astimezone(UTC)
-    except (OverflowError, ValueError):
-        raise HTTPException(400, f"{name}: out of range") from None
-    if not YEARS[0] <= utc.year <= YEARS[1]:
-        raise HTTPException(400, f"{name}: a year from {YEARS[0]} to {YEARS[1]}")
-    if utc.minute or utc.second or utc.microsecond:
-        raise HTTPException(
-            400, f"{name}: costs are hourly; give a whole UTC hour, e.g. 2026-11-01T06:00:00Z"
-        )
-    return utc
-
-
-def time_range(
+def hours_asked(
     now: datetime, start: datetime | None, end: datetime | None, window: str | None
 ) -> tuple[datetime, datetime]:
-    """[start, end) in whole UTC hours from the parameters, or 400 (docs/api.md)."""
-    if window and (start or end):
-        raise HTTPException(400, "give either window or start/end, not both")
-    if end and not start:
-        raise HTTPException(400, "end needs a start (or use window)")
-    if window:
-        lo, hi = window_bounds(window, now)
-    elif start:
-        lo = _utc_hour(start, "start")
-        hi = _utc_hour(end, "end") if end else _hour_after(now)
-    else:
-        lo, hi = window_bounds("month", now)
-    if hi <= lo:
-        raise HTTPException(400, "end must be after start")
-    if hi - lo > MAX_SPAN:
-        raise HTTPException(400, f"the range is longer than {MAX_SPAN.days} days")
-    return lo, hi
+    """[start, end) in whole UTC hours from the parameters (costsvc/windows.py), or 400."""
+    try:
+        span = windows.time_range(now, start, end, window)
+    except ValueError as exc:
+        raise HTTPException(400, str(exc)) from None
+    return span.start, span.end
 
 
 def _split(values: list[str] | None, name: str) -> list[str]:
@@ -188,7 +118,7 @@ async def get_costs(
     container: Filter = None,
     workload: Filter = None,
 ) -> Response:
-    lo, hi = time_range(now, start, end, window)
+    lo, hi = hours_asked(now, start, end, window)
     given = {
         "team": team,
         "project": project,
@@ -270,7 +200,7 @@ class TeamSummary(BaseModel):
 )
 async def team_summary(team: TeamPath, who: Caller, db: Db, now: Now, answers: Answers) -> Response:
     check_team(who, team)
-    hour = now.replace(minute=0, second=0, microsecond=0)  # the forecast counts whole hours
+    hour = hour_floor(now)  # the forecast counts whole hours
     return await answers.aget(
         db, ("summary", team, hour), lambda: json_response(_summary(db, team, now))
     )

@@ -16,16 +16,16 @@ from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.api.exports import SpooledResponse, export
-from costsvc.api.routes.costs import Filter, Step, _split, time_range
+from costsvc.api.routes.costs import Filter, Step, _split, hours_asked
 from costsvc.api.routes.reports import EXPORT_ANSWERS, attachment
 from costsvc.csvtext import CsvLines, safe_cell
 from costsvc.db.tokens import Principal
 from costsvc.inference_queries import DIMENSIONS, Group, parse_group_by, served_totals
 from costsvc.opencost.inference import Request, answer, parse_request
-from costsvc.opencost.params import BadParameter
 from costsvc.opencost.shape import to_json
 from costsvc.quoting import clip
-from costsvc.utc import iso_z
+from costsvc.utc import hour_floor, iso_z
+from costsvc.windows import BadParameter
 
 router = APIRouter(tags=["inference"], responses=ERRORS)
 opencost_router = APIRouter(tags=["opencost"])
@@ -39,7 +39,7 @@ Start = Annotated[
     datetime | None, Query(description="first hour, ISO 8601 with a zone, a whole UTC hour")
 ]
 End = Annotated[datetime | None, Query(description="end, exclusive, a whole UTC hour")]
-Window = Annotated[
+WindowText = Annotated[
     str | None,
     Query(description="today, yesterday, week, month, lastmonth, Nh or Nd", max_length=16),
 ]
@@ -118,7 +118,7 @@ class _Query:
         group_by: list[str] | None,
         given: dict[str, list[str] | None],
     ) -> None:
-        self.lo, self.hi = time_range(now, start, end, window)
+        self.lo, self.hi = hours_asked(now, start, end, window)
         self.groups = _groups(group_by)
         self.step = step.value if step else None
         self.filters = _filters(who, given)
@@ -145,7 +145,7 @@ async def get_inference(
     answers: Answers,
     start: Start = None,
     end: End = None,
-    window: Window = None,
+    window: WindowText = None,
     step: Step | None = None,
     group_by: GroupByParam = None,
     model: Filter = None,
@@ -202,7 +202,7 @@ def get_inference_csv(
     now: Now,
     start: Start = None,
     end: End = None,
-    window: Window = None,
+    window: WindowText = None,
     step: Step | None = None,
     group_by: GroupByParam = None,
     model: Filter = None,
@@ -317,7 +317,7 @@ def inference_cost_total(
         return _opencost_error(exc, [*given, *(aggregate or [])])
     filters = _filters(who, {})
     span = request.window
-    lo = span.start.replace(minute=0, second=0, microsecond=0)
+    lo = hour_floor(span.start)
 
     def compute() -> Response:
         with db.connect() as conn:

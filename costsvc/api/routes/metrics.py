@@ -1,8 +1,9 @@
 """``/metrics``: the cost service's own series (costsvc/metrics.py) for Prometheus, read from
-the database on scrape when the data version changed (costsvc/db/version.py: a budget, an
-ingested hour, whichever process wrote it) or at most every ``CACHE_SECONDS`` (figures such as
-the ingest lag move with the clock), then cut to what the caller may see
-(``costsvc.metrics.scoped``: per-team and per-pod series only with a token allowed them).
+the database on scrape when the data version changed (costsvc/api/cache.py's rule,
+costsvc/db/version.py: a budget, an ingested hour, whichever process wrote it) or, for the
+figures that move with the clock (the ingest lag), in each new ``CACHE_SECONDS`` slot, then
+cut to what the caller may see (``costsvc.metrics.scoped``: per-team and per-pod series only
+with a token allowed them).
 Documented in docs/costsvc-metrics.md and docs/security.md."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import Metric
 
 from costsvc.api.auth import MaybeCaller
+from costsvc.api.cache import Kept, request_version_sync
 from costsvc.api.errors import ERRORS
 from costsvc.metrics import collect, scoped
 
@@ -34,13 +36,14 @@ class _Collector:
 def _families(request: Request) -> list[Metric]:
     state = request.app.state
     lock: threading.Lock = state.__dict__.setdefault("metrics_lock", threading.Lock())
-    version = state.answers.version.get(state.engine)
+    kept: Kept[int, list[Metric]] = state.__dict__.setdefault("metrics_cache", Kept(1))
+    version = request_version_sync(request)
+    slot = int(time.monotonic() // CACHE_SECONDS)
     with lock:
-        cached = getattr(state, "metrics_cache", None)
-        if cached is None or cached[1] != version or time.monotonic() - cached[0] > CACHE_SECONDS:
-            cached = (time.monotonic(), version, collect(state.engine, state.clock()))
-            state.metrics_cache = cached
-    found: list[Metric] = cached[2]
+        found: list[Metric] = kept.get(version, slot)
+        if Kept.missing(found):
+            found = collect(state.engine, state.clock())
+            kept.put(version, slot, found)
     return found
 
 
