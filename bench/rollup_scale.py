@@ -241,9 +241,7 @@ def child(
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(25)
     assert report.done == [hour], report.failed
-    from costsvc.ingest import steady
-
-    counts = steady.counts(reader)
+    counts = report.reads
     reader.close()
     from sqlalchemy import text
 

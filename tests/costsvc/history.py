@@ -53,7 +53,6 @@ from costsvc.db.models import (
     GpuPresence,
     UsageFact,
 )
-from costsvc.ingest import steady
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from costsvc.ingest.steady import Counts
@@ -569,7 +568,7 @@ def ingest_with(
     try:
         report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
-        return dataclasses.replace(steady.counts(reader))
+        return dataclasses.replace(report.reads)
     finally:
         reader.close()
         engine.dispose()
