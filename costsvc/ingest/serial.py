@@ -91,9 +91,9 @@ def ingest_hours(
             except DBAPIError as exc:
                 _stop_if_database_failed(engine, exc)
                 raise
-            if started is not None:
-                started(hour, run_id)
             try:
+                if started is not None:  # within: a stop while it is told is recorded below
+                    started(hour, run_id)
                 _hour(engine, reader, model, cluster, hour, source, run_id, watermark, labels)
             except RETRYABLE as exc:
                 if isinstance(exc, DBAPIError):
