@@ -141,6 +141,7 @@ class SteadyReader:
         self._lock = threading.Lock()
         self._locks: dict[object, threading.Lock] = {}
         self._following: dict[str, datetime] = {}  # instant -> next hour
+        self._preceding: dict[str, str] = {}  # instant -> the planned hour's before it
         self._latest: dict[tuple[str, str, int, str], _Latest] = {}
         self._early: dict[tuple[str, str, int], Future[list[Series]]] = {}
         # the hour's reads (two at a time) and the next planned hour's (costsvc/ingest/
@@ -160,6 +161,18 @@ class SteadyReader:
                 f.cancel()
             self._early.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _in_use(self, instant: str) -> Decimal:
+        """The earliest evaluation instant whose reads may still be under way while the hour
+        at ``instant`` is read: the planned hour before it (read ahead, an hour's reads run
+        beside the next one's), else itself. What is older is done with."""
+        return Decimal(self._preceding.get(instant, instant))
+
+    def _ended_before(self, first: str, instant: str) -> bool:
+        """Whether the block of hours starting at ``first`` is done with (its last hour is
+        older than any hour read while ``instant`` is)."""
+        last = self._blocks.get(first, (first, first))[1]
+        return Decimal(last) < self._in_use(instant)
 
     def _lock_for(self, key: object) -> threading.Lock:
         with self._lock:
@@ -188,6 +201,7 @@ class SteadyReader:
                 instant_text(a): b - timedelta(hours=1) + timedelta(microseconds=1)
                 for a, b in itertools.pairwise(ats)
             }
+            self._preceding = {instant_text(b): instant_text(a) for a, b in itertools.pairwise(ats)}
             self._summaries.clear()
             self._ups.clear()
             self._latest.clear()
@@ -256,6 +270,7 @@ class SteadyReader:
                 self.counts.loaded += n
 
             loader = Loader(raw_of, counted)
+        sums = None if loader is None or block.sums is None else block.sums.hour(instant)
         steady: list[tuple[Key, Series]] = []
         unsteady: set[Key] = set()
         for key in block.order:  # sorted: in the order Prometheus answers a range selector
@@ -271,11 +286,7 @@ class SteadyReader:
             if v is not None:
                 steady.append((key, Series(labels, Steady(times, v))))
                 continue
-            regular = (
-                None
-                if loader is None or block.sums is None
-                else block.sums.regular(instant, key, times, loader)
-            )
+            regular = None if sums is None else sums.regular(key, times, loader)  # type: ignore[arg-type]
             if regular is None:
                 unsteady.add(key)
                 continue
@@ -336,10 +347,14 @@ class SteadyReader:
                 for lab, values in answer:
                     for t, _ in values:
                         block.hours.setdefault(t, []).append(lab)
-                with self._lock:
-                    stale = [k for k in self._latest if k[:3] == cache_key[:3] and k != cache_key]
+                with self._lock:  # an earlier block of this selector, done with
+                    stale = [
+                        k
+                        for k in self._latest
+                        if k[:3] == cache_key[:3] and self._ended_before(k[3], instant_text(at))
+                    ]
                     for k in stale:
-                        del self._latest[k]  # an earlier block of this selector is done with
+                        del self._latest[k]
                     self._latest[cache_key] = block
         return block
 
@@ -355,9 +370,11 @@ class SteadyReader:
                 start = datetime.fromtimestamp(float(first), at.tzinfo)
                 end = datetime.fromtimestamp(float(last), at.tzinfo)
                 block = _summarise(self.prom, selector, seconds, start, end, instant)
-                with self._lock:  # an earlier block of this selector is done with
+                with self._lock:  # an earlier block of this selector, done with
                     stale = [
-                        k for k in self._summaries if k[:2] == cache_key[:2] and k != cache_key
+                        k
+                        for k in self._summaries
+                        if k[:2] == cache_key[:2] and self._ended_before(k[2], instant)
                     ]
                     for k in stale:
                         del self._summaries[k]
@@ -381,9 +398,13 @@ class SteadyReader:
                         (n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"}
                     )
                     found.setdefault((job, instance), []).append((others, times))
-                with self._lock:
-                    for k in [k for k in self._ups if k[0] != cache_key[0]]:
-                        del self._ups[k]  # an earlier hour's
+                with self._lock:  # an earlier hour's, done with: not the one read beside
+                    # this one (its series and this hour's share each target's times: a
+                    # usage read as sums is integrated only beside a share with the same
+                    # times, costsvc/ingest/window.py Usage.integral)
+                    oldest = self._in_use(cache_key[0])
+                    for k in [k for k in self._ups if Decimal(k[0]) < oldest]:
+                        del self._ups[k]
                     self._ups[cache_key] = found
             return found
 
