@@ -40,6 +40,8 @@ Sample = tuple[Decimal, Decimal]
 
 
 def key_of(labels: dict[str, str]) -> Key:
+    if "__name__" not in labels:  # (a function's answer: the name is gone)
+        return tuple(sorted(labels.items()))
     return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
 
 

@@ -75,6 +75,7 @@ MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 T = TypeVar("T")
+_UNSEEN: list[Decimal] = []  # (a marker: not looked up yet)
 POOL_THREADS = 3  # an hour's reads two at a time, and the next hour's asked for ahead
 
 
@@ -273,13 +274,23 @@ class SteadyReader:
         sums = None if loader is None or block.sums is None else block.sums.hour(instant)
         steady: list[tuple[Key, Series]] = []
         unsteady: set[Key] = set()
+        # a target's times, where its one up series has no labels but job and instance (most):
+        # looked up once per target, not per series
+        plain: dict[tuple[str | None, str | None], list[Decimal] | None] = {}
         for key in block.order:  # sorted: in the order Prometheus answers a range selector
             summary = found.get(key)
             if summary is None:
                 continue
             n, v = summary
             labels = block.labels[key]
-            times = _up_times(targets, labels)
+            target = (labels.get("job"), labels.get("instance"))
+            times = plain.get(target, _UNSEEN)
+            if times is _UNSEEN:
+                ups = targets.get(target)  # type: ignore[arg-type]
+                if ups is not None and len(ups) == 1 and not ups[0][0]:
+                    times = plain[target] = ups[0][1]
+                else:
+                    times = _up_times(targets, labels)
             if times is None or len(times) != n:
                 unsteady.add(key)
                 continue
