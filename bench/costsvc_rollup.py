@@ -148,7 +148,9 @@ def one_hour(args: argparse.Namespace, fleet: str, label: str) -> None:
     import costsvc.ingest.run as run
     from bench.pgcluster import start_postgres
     from costsvc.db.migrate import upgrade
+    from costsvc.ingest.collect import collect_hour
     from costsvc.ingest.prom import PrometheusReader
+    from costsvc.ingest.steady import SteadyReader
 
     work = Path(tempfile.mkdtemp(prefix="rollup-"))
     prom_proc = None
@@ -210,8 +212,9 @@ def one_hour(args: argparse.Namespace, fleet: str, label: str) -> None:
         )
         # one untimed read of every hour first: no kind of hour pays for opening the blocks
         warm = PrometheusReader(f"http://127.0.0.1:{port}", timeout=300)
-        for hour in hours:
-            run.collect_hour(warm, hour, "bench")
+        with SteadyReader(warm) as reads:
+            for hour in hours:
+                collect_hour(reads, hour, "bench")
         warm.close()
         for name, url in (("PostgreSQL", pg_url), ("SQLite", f"sqlite:///{work / 'b.db'}")):
             upgrade(url)

@@ -40,7 +40,7 @@ def timed_phases() -> Iterator[dict[str, list[tuple[float, float]]]]:
     """While the block runs, each call of an ingest phase in this process is timed: per phase,
     its calls' (wall, process CPU) seconds, in order. Only an in-process ingest is seen (not
     the hours of worker processes)."""
-    import costsvc.ingest.run as run
+    import costsvc.ingest.serial as run
 
     found: dict[str, list[tuple[float, float]]] = {key: [] for key in PHASES}
     original = {name: getattr(run, name) for name in PHASES.values()}

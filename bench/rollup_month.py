@@ -141,7 +141,6 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
     from bench.fleet import Grid, constant, describe, realistic
     from bench.pgcluster import start_postgres
     from costsvc.db.migrate import upgrade
-    from costsvc.ingest import steady
     from costsvc.ingest.prom import PrometheusReader
 
     label = f"[{FLEETS[fleet]}]"
@@ -231,7 +230,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             cpu = _own_cpu() - cpu0
             engine_cpu = cpu_seconds(prom.pid) - engine0
             assert report.done == hours, report.failed
-            counts = steady.counts(reader)
+            counts = report.reads
             reader.close()
             engine.dispose()
             verdict = "PASS" if took <= 300 and n_hours >= 720 else "MISS" if took > 300 else "-"

@@ -261,7 +261,7 @@ def attribute_hour(
     """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
     owner (None: nobody, ``__unallocated__``), ``controller_of`` its controller (None: none
     known). Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU
-    present (costsvc.ingest.hour does)."""
+    present (costsvc.ingest.exporter_source does)."""
     gpus = list(gpus)
     by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
@@ -295,7 +295,7 @@ def attribute_hour(
         weights = [_weight(h, basis, fractional_basis, g) for h in held]
         priced = _by_usage(held, weights) if usage_policy else weights
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
-        # the ingest (costsvc.ingest.hour); as a last guard, holdings worth more than the
+        # the ingest (costsvc.ingest.exporter_source); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, priced) if held else []

@@ -2,7 +2,7 @@
 
 The one home of the owner rule (docs/architecture.md, "Rules"): :func:`resolve_label` —
 a pod's label, else its namespace's, else a fallback — used by the ingest (:class:`OwnerLookup`),
-rightsizing (costsvc/advise.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py).
+rightsizing (costsvc/advice/run.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py).
 
 Each dimension is taken from the first of its configured pod label keys that the pod has; if
 none, from the same keys on the pod's namespace (when ``namespace_fallback`` is on); else

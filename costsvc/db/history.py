@@ -2,7 +2,7 @@
 [valid_from, valid_to) — open while ``valid_to`` is NULL — per pod uid of one cluster. A change
 closes the open row and opens a new one; a deleted pod closes its row, so a pod deleted
 yesterday is still known as it was. :class:`PodHistory` is the one base of the pod label
-history (costsvc/db/labels.py ``LabelHistory``) and the pod owner history
+history (costsvc/db/label_history.py ``LabelHistory``) and the pod owner history
 (costsvc/db/advice.py ``OwnerHistory``)."""
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from sqlalchemy import Engine
 from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.ingest.prom import Params, PrometheusReader
-from costsvc.ingest.run import Report, ingest
+from costsvc.ingest.run import ingest
+from costsvc.ingest.serial import Report
 
 log = logging.getLogger(__name__)
 ALL = "*"

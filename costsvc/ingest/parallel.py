@@ -1,12 +1,13 @@
 """A multi-hour ingest in worker processes (``COSTSVC_INGEST_WORKERS``, PostgreSQL only).
 
 An hour's work is CPU-bound Python: one process uses one core however long the backfill. Here
-the hours are cut into contiguous chunks (in the order given, so that ``steady.plan``'s blocks
-of consecutive hours stay whole), each ingested by :func:`~costsvc.ingest.run.ingest_hours` in
-a process of its own, made with the ``spawn`` start method (the parent has threads and an
-engine that a fork would copy half-alive). A worker builds its own engine from the parent's
-URL and its own reader from :meth:`~costsvc.ingest.prom.PrometheusReader.spec`, and reports
-each hour's start and outcome over a pipe.
+the hours are cut into contiguous chunks (in the order given, so that the blocks of consecutive
+hours of ``SteadyReader.plan`` stay whole), each ingested by
+:func:`~costsvc.ingest.serial.ingest_hours` in a process of its own, made with the ``spawn``
+start method (the parent has threads and an engine that a fork would copy half-alive). A
+worker builds its own engine from the parent's URL and its own reader from
+:meth:`~costsvc.ingest.prom.PrometheusReader.spec`, and reports each hour's start and outcome
+over a pipe.
 
 The watermark: workers leave it alone (a later chunk would carry it past hours an earlier one
 has not done yet). The parent moves it to the last hour of the longest prefix, in the planned
@@ -31,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
@@ -40,23 +41,10 @@ from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.db.engine import make_engine
 from costsvc.ingest.prom import PrometheusReader, ReaderSpec
+from costsvc.ingest.serial import Report, ingest_hours
 
 log = logging.getLogger(__name__)
 STOP_WAIT = 10.0  # seconds a worker has to record its hour's run failed when stopped
-
-
-class Outcome(Protocol):
-    """What a run reports (costsvc.ingest.run.Report: the caller's, so that this module does
-    not import the one that dispatches to it)."""
-
-    done: list[datetime]
-    failed: dict[datetime, str]
-
-
-R = TypeVar("R", bound=Outcome)
-# the serial loop a worker runs over its chunk (costsvc.ingest.run.ingest_hours), passed in by
-# the caller and pickled by reference into the worker
-Serial = Callable[..., object]
 
 
 @dataclass(frozen=True)
@@ -69,7 +57,6 @@ class Chunk:
     cluster: str
     hours: list[datetime]
     source: str
-    serial: Serial
 
 
 def chunks(hours: list[datetime], workers: int) -> list[list[datetime]]:
@@ -104,12 +91,10 @@ def ingest_parallel(
     progress: Callable[[datetime, str | None], None] | None,
     source: str,
     workers: int,
-    report: R,
-    serial: Serial,
-) -> R:
+) -> Report:
     """:func:`~costsvc.ingest.run.ingest` of ``hours`` in ``workers`` processes, each running
-    ``serial`` (:func:`~costsvc.ingest.run.ingest_hours`) over its chunk; outcomes into
-    ``report`` (empty), which is returned."""
+    the serial loop (:func:`~costsvc.ingest.serial.ingest_hours`) over its chunk."""
+    report = Report()
     model_id = runs.record_cost_model(engine, model)
     url = engine.url.render_as_string(hide_password=False)
     ctx = multiprocessing.get_context("spawn")
@@ -151,7 +136,7 @@ def ingest_parallel(
     try:
         for i, part in enumerate(chunks(hours, workers)):
             receive, send = ctx.Pipe(duplex=False)
-            task = Chunk(url, prom.spec(), model, cluster, part, source, serial)
+            task = Chunk(url, prom.spec(), model, cluster, part, source)
             proc = ctx.Process(target=work, args=(task, send), name=f"costsvc-ingest-{i}")
             proc.daemon = True  # never outlives the parent
             proc.start()
@@ -180,6 +165,8 @@ def ingest_parallel(
                     settle(hour, value)
                 else:  # "end": the hours it did not report were not tried (source down)
                     ended.add(i)
+                    for name, n in vars(value).items():  # the worker's reads, counted
+                        setattr(report.reads, name, getattr(report.reads, name) + n)
     except BaseException as exc:  # an interrupt: the workers stop, their runs are failed
         for child in procs:
             child.terminate()  # SIGTERM: the worker records its hour's run failed (work)
@@ -225,14 +212,14 @@ def _stop(signum: int, frame: object) -> None:
 def work(chunk: Chunk, conn: Connection) -> None:
     """A worker process: ``chunk``'s hours, each reported to the parent over ``conn``. Its
     parent's SIGTERM is raised as SystemExit: the hour's run is recorded failed
-    (:func:`~costsvc.ingest.run.ingest_hours`)."""
+    (:func:`~costsvc.ingest.serial.ingest_hours`)."""
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
     gc.disable()  # a process that only ingests: collections paused (run.collections_paused)
     engine = make_engine(chunk.url)
     prom = PrometheusReader.from_spec(chunk.reader)
     try:
-        chunk.serial(
+        done = ingest_hours(
             engine,
             prom,
             chunk.model,
@@ -243,7 +230,7 @@ def work(chunk: Chunk, conn: Connection) -> None:
             watermark=False,
             started=lambda hour, run_id: conn.send(("started", hour, run_id)),
         )
-        conn.send(("end", None, None))
+        conn.send(("end", None, done.reads))
     finally:
         prom.close()
         engine.dispose()

@@ -56,7 +56,7 @@ def counter_readings(
     ceiling: Decimal,
 ) -> dict[GpuKey, Measured]:
     """Per GPU with a counter reading in [t0, t1): its energy. ``floor``/``ceiling`` bound the
-    gap limit as for every series (costsvc/ingest/hour.py)."""
+    gap limit as for every series (costsvc/ingest/exporter_source.py)."""
     out = {}
     for key, samples in _by_gpu(energy, cluster_of).items():
         m = counter_energy(samples, t0, t1, max_gap_for(samples, floor, ceiling))

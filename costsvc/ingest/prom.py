@@ -104,6 +104,7 @@ class PrometheusReader:
         # a target's series share their scrape times, and values repeat: convert each once
         times: dict[float, Decimal] = {}
         values: dict[str, Decimal] = {}
+        no_reading: set[str] = set()  # the texts of the values that are NaN or infinite
 
         def time_of(t: float) -> Decimal:
             dt = times[t] = Decimal(str(t))
@@ -111,15 +112,19 @@ class PrometheusReader:
 
         def value_of(v: str) -> Decimal:
             dv = values[v] = Decimal(v)
+            if not dv.is_finite():
+                no_reading.add(v)
             return dv
 
         out = []
         for r in body["data"]["result"]:
+            pairs = r["values"]
             samples = [
                 (times[t] if t in times else time_of(t), values[v] if v in values else value_of(v))
-                for t, v in r["values"]
+                for t, v in pairs
             ]
-            if any(not v.is_finite() for _, v in samples):
+            # (checked against the few value texts seen as NaN or infinite, not per sample)
+            if no_reading and any(v in no_reading for _, v in pairs):
                 samples = [(t, v) for t, v in samples if v.is_finite()]
             if samples:
                 out.append(Series(dict(r["metric"]), samples))

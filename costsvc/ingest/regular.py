@@ -33,11 +33,15 @@ SUMMED = frozenset(
 )
 EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/window.py MAX_GAP)
 ULP = Decimal(2) ** -52  # a float64's relative spacing
+FOUR_ULP = 4 * ULP
+ZERO = Decimal(0)
 Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
 Sample = tuple[Decimal, Decimal]
 
 
 def key_of(labels: dict[str, str]) -> Key:
+    if "__name__" not in labels:  # (a function's answer: the name is gone)
+        return tuple(sorted(labels.items()))
     return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
 
 
@@ -201,23 +205,50 @@ class Sums:
             if high is not None and high == low.get(key) and whole.get(key) is not None
         }
 
-    def regular(
-        self, instant: str, key: Key, times: list[Decimal], loader: Loader
-    ) -> Regular | None:
-        """A :class:`Regular` series (samples at ``times``) for the hour evaluated at
-        ``instant`` (None: the sums do not pin it down: a NaN or infinity, a value missing)."""
-        high = self.high.get(instant, {}).get(key)
-        low = self.low.get(instant, {}).get(key)
-        whole = self.whole.get(instant, {}).get(key)
-        if high is None or low is None or whole is None:
-            return None
+    def hour(self, instant: str) -> HourSums:
+        """The sums of the hour evaluated at ``instant``."""
         t1 = Decimal(instant)
         start = f"{t1 - 3600:.3f}"
-        back = self.back.get(start, {}).get(key)
+        return HourSums(
+            t1,
+            self.high.get(instant, {}),
+            self.low.get(instant, {}),
+            self.whole.get(instant, {}),
+            self.back.get(start, {}),
+            self.at.get(instant, {}),
+            self.before.get(start, {}),
+            self.before.get(instant, {}),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class HourSums:
+    """What :class:`Sums` holds of one hour (evaluated at ``t1``), per series: the max, min
+    and sum over its window, the sum of the window's look-back, a sample at t1, the last
+    sample before t0 and before t1."""
+
+    t1: Decimal
+    high: dict[Key, Decimal | None]
+    low: dict[Key, Decimal | None]
+    whole: dict[Key, Decimal | None]
+    back: dict[Key, Decimal | None]
+    at: dict[Key, Decimal | None]
+    before: dict[Key, Decimal | None]
+    last: dict[Key, Decimal | None]
+
+    def regular(self, key: Key, times: list[Decimal], loader: Loader) -> Regular | None:
+        """A :class:`Regular` series (samples at ``times``) for this hour (None: the sums do
+        not pin it down: a NaN or infinity, a value missing)."""
+        high = self.high.get(key)
+        low = self.low.get(key)
+        whole = self.whole.get(key)
+        if high is None or low is None or whole is None:
+            return None
+        back = self.back.get(key)
         # the samples before t0 are the look-back's; a sample at t1 exactly is the next hour's
-        total = whole - (back or Decimal(0))
-        if times and times[-1] == t1:
-            at_end = self.at.get(instant, {}).get(key)
+        total = whole - (back or ZERO)
+        if times and times[-1] == self.t1:
+            at_end = self.at.get(key)
             if at_end is None:
                 return None
             total -= at_end
@@ -225,10 +256,11 @@ class Sums:
         n = len(times) + 2
         # the engine's float sums (of the window and of its look-back, either order) and the
         # float value behind each decimal text: each at most n * n ulps of the peak away
-        error = 4 * ULP * n * n * peak
-        before = self.before.get(start, {}).get(key)
-        last = self.before.get(instant, {}).get(key)
-        return Regular(times, total, error, peak, before, last, key, loader)
+        # (FOUR_ULP * n * n * peak: 4 * ULP * n * n * peak, its first product done once)
+        error = FOUR_ULP * n * n * peak
+        return Regular(
+            times, total, error, peak, self.before.get(key), self.last.get(key), key, loader
+        )
 
 
 def _into(

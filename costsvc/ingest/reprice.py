@@ -29,7 +29,7 @@ from costsvc.db.hour_facts import (
 )
 from costsvc.db.inference import PPM, charged_weights
 from costsvc.inference import Priced, Served, price_hour
-from costsvc.ingest.run import RETRYABLE, Report, record_failure
+from costsvc.ingest.serial import RETRYABLE, Report, record_failure
 
 log = logging.getLogger(__name__)
 

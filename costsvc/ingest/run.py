@@ -1,4 +1,6 @@
-"""Ingest complete hours: collect -> attribute -> store, each hour in one transaction.
+"""Ingest complete hours: which, in what order, and by whom (this process: the serial loop of
+costsvc/ingest/serial.py, collect -> attribute -> store, each hour in one transaction; or
+worker processes: costsvc/ingest/parallel.py).
 
 Re-running an hour replaces it. The watermark is the last hour done; it only moves forward. An
 hour that fails — Prometheus down, an unpriced GPU model, any unexpected error in its data — is
@@ -10,59 +12,32 @@ do stay pending, for the next run. Failed hours are retried by later runs with b
 the ``costsvc_ingest_failed_hours`` gauge). Two ingesters never write the same cluster at once
 (costsvc/db/runs.py: the writers' lock), and every run records the cost-model document it
 priced with. Many hours on PostgreSQL can be ingested by worker processes
-(costsvc/ingest/parallel.py), each running :func:`ingest_hours` over a chunk of them.
+(costsvc/ingest/parallel.py), each running the serial loop over a chunk of them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
-from sqlalchemy.exc import DBAPIError, OperationalError
 
-from costsvc.attribution import attribute_hour
-from costsvc.costmodel import CostModel, MissingPrices
+from costsvc.costmodel import CostModel
 from costsvc.db import runs
-from costsvc.db.advice import OwnerHistory
-from costsvc.db.engine import trouble
-from costsvc.db.hour_facts import store_hour
-from costsvc.db.label_history import LabelHistory
-from costsvc.inference import price_hour
-from costsvc.ingest import steady
-from costsvc.ingest.hour import collect_hour
-from costsvc.ingest.prom import PrometheusError, PrometheusReader
-from costsvc.ingest.tokens import collect_served
-from costsvc.labels import OwnerLookup, merge_history
-from costsvc.migprofiles import UnknownMigGeometry
+from costsvc.ingest.parallel import ingest_parallel
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.serial import Report, ingest_hours
 from costsvc.utc import hour_floor
-from costsvc.workloads import controllers_of
 
 log = logging.getLogger(__name__)
-# an hour that fails for one of these is recorded as failed and retried by a later run
-RETRYABLE = (PrometheusError, MissingPrices, UnknownMigGeometry, OperationalError)
-# the source itself may be down: after this many hours in a row fail so, the run stops (the
-# hours it did not try are still pending, after the watermark or among the failed hours); the
-# database's own failures stop it at once (_stop_if_database_failed)
-SOURCE_ERRORS = (PrometheusError,)
-SOURCE_DOWN_AFTER = 2
 # back-off of a failed hour: retried RETRY_FIRST after its first failure, then twice as long
 # after each further one, at most RETRY_MAX apart; sooner when the cost model changed
 RETRY_FIRST = timedelta(hours=1)
 RETRY_MAX = timedelta(hours=24)
 RETRY_SLACK = timedelta(minutes=5)  # an hourly scheduler starting a little early still retries
-FULL_COLLECTION_EVERY = 24  # hours ingested between full garbage collections (see below)
-
-
-@dataclass
-class Report:
-    done: list[datetime] = field(default_factory=list)
-    failed: dict[datetime, str] = field(default_factory=dict)
 
 
 def complete_hours(start: datetime, end: datetime) -> list[datetime]:
@@ -146,7 +121,7 @@ def ingest(
     Prometheus in a row) or the database itself fails (unreachable, its disk full:
     :class:`~costsvc.db.engine.DatabaseTrouble`) does the run stop. ``progress(hour, error)`` is
     called after each hour (error None: done). ``source``: whose series to read
-    (costsvc/ingest/hour.py: ``collect_hour``).
+    (costsvc/ingest/collect.py: ``collect_hour``).
 
     ``workers`` > 1 on PostgreSQL: the hours in that many contiguous chunks, each in a process
     of its own (costsvc/ingest/parallel.py; the per-hour work is CPU-bound Python). SQLite has
@@ -154,11 +129,7 @@ def ingest(
     ended (:func:`clip_end`) is never taken."""
     hours = _complete_only(hours)
     if workers > 1 and len(hours) > 1 and engine.dialect.name == "postgresql":
-        from costsvc.ingest.parallel import ingest_parallel
-
-        return ingest_parallel(
-            engine, prom, model, cluster, hours, progress, source, workers, Report(), ingest_hours
-        )
+        return ingest_parallel(engine, prom, model, cluster, hours, progress, source, workers)
     return ingest_hours(engine, prom, model, cluster, hours, progress, source)
 
 
@@ -192,100 +163,3 @@ def collections_paused() -> Iterator[None]:
         if enabled:
             gc.enable()
         gc.collect()
-
-
-def ingest_hours(
-    engine: Engine,
-    prom: PrometheusReader,
-    model: CostModel,
-    cluster: str,
-    hours: list[datetime],
-    progress: Callable[[datetime, str | None], None] | None = None,
-    source: str = "auto",
-    watermark: bool = True,
-    started: Callable[[datetime, int], None] | None = None,
-) -> Report:
-    """:func:`ingest`, one hour after another in this process. ``watermark`` False: each hour
-    done leaves the watermark as it is (a parallel ingest's worker: its parent moves it).
-    ``started(hour, run_id)``: called when an hour's run is recorded, before its work."""
-    report = Report()
-    model_id = runs.record_cost_model(engine, model)
-    history = LabelHistory(engine, cluster)
-    owner_history = OwnerHistory(engine, cluster)
-    steady.plan(prom, hours)  # consecutive hours share their summaries' range queries
-    down = 0
-    for n, hour in enumerate(hours, 1):
-        if n % FULL_COLLECTION_EVERY == 0 and not gc.isenabled():  # paused (see above)
-            gc.collect()
-        try:
-            run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
-        except DBAPIError as exc:
-            _stop_if_database_failed(engine, exc)
-            raise
-        if started is not None:
-            started(hour, run_id)
-        try:
-            facts = collect_hour(prom, hour, cluster, source)
-            end = hour + timedelta(hours=1)
-            pod_labels, spaces = history.labels_during(hour, end)
-            merge_history(facts, cluster, pod_labels, spaces)
-            # controllers: the Kubernetes-API history wins over kube-state-metrics'
-            pods, parents = owner_history.owners_during(hour, end)
-            found = controllers_of(pods, parents.items(), pod_labels)
-            facts.controllers.update({(cluster, *pod): c for pod, c in found.items()})
-            owners = OwnerLookup(facts, model.labels)
-            result = attribute_hour(
-                hour,
-                facts.gpus,
-                facts.holdings,
-                owners,
-                model,
-                facts.controller_of,
-            )
-            served = collect_served(prom, hour, cluster, facts.pod_labels, model.labels.role)
-            priced = price_hour(served, result, model, owners)
-            store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced)
-        except RETRYABLE as exc:
-            if isinstance(exc, DBAPIError):
-                _stop_if_database_failed(engine, exc, run_id)
-            record_failure(engine, run_id, hour, exc, report)
-            down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0
-        except Exception as exc:  # unexpected, in this hour's data: recorded, the rest go on
-            log.exception("hour %s failed", hour.isoformat())
-            record_failure(engine, run_id, hour, exc, report, f"{type(exc).__name__}: ")
-            down = 0
-        except BaseException as exc:  # an interrupt: recorded, then raised
-            runs.finish_run(engine, run_id, "failed", f"{type(exc).__name__}: {exc}")
-            raise
-        else:
-            down = 0
-            report.done.append(hour)
-        if progress is not None:
-            progress(hour, report.failed.get(hour))
-        if down >= SOURCE_DOWN_AFTER:
-            log.warning("the source looks down: the remaining hours wait for the next run")
-            break
-    return report
-
-
-def _stop_if_database_failed(engine: Engine, exc: DBAPIError, run_id: int | None = None) -> None:
-    """An hour's database error that is the database's own (unreachable, disk full) ends the
-    run, naming it (the caller says so, once): the hours after would fail the same way. The
-    hour stays pending — after the watermark, or its run left unfinished — and its run is
-    recorded failed where the database still takes that."""
-    found = trouble(engine, exc)
-    if found is None:
-        return
-    if run_id is not None:
-        with contextlib.suppress(DBAPIError):
-            runs.finish_run(engine, run_id, "failed", str(found))
-    raise found from None
-
-
-def record_failure(
-    engine: Engine, run_id: int, hour: datetime, exc: Exception, report: Report, prefix: str = ""
-) -> None:
-    message = prefix + (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
-    report.failed[hour] = message
-    log.warning("hour %s not done, will retry: %s", hour.isoformat(), message)
-    runs.fail_run(engine, run_id, message)

@@ -45,7 +45,6 @@ import heapq
 import itertools
 import re
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -76,6 +75,8 @@ MATCH_CHUNK = 200  # values per regex matcher
 _PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 T = TypeVar("T")
+_UNSEEN: list[Decimal] = []  # (a marker: not looked up yet)
+POOL_THREADS = 3  # an hour's reads two at a time, and the next hour's asked for ahead
 
 
 class Steady(Sequence[tuple[Decimal, Decimal]]):
@@ -126,194 +127,303 @@ class Counts:
     loaded: int = 0
 
 
-@dataclass
-class _State:
-    counts: Counts = field(default_factory=Counts)
-    blocks: dict[str, tuple[str, str]] = field(default_factory=dict)  # instant -> block
-    summaries: dict[tuple[str, int, str], _Block] = field(default_factory=dict)
-    ups: dict[tuple[str, int], Targets] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    locks: dict[object, threading.Lock] = field(default_factory=dict)
-    following: dict[str, datetime] = field(default_factory=dict)  # instant -> next hour
-    latest: dict[tuple[str, str, int, str], _Latest] = field(default_factory=dict)
-    early: dict[tuple[str, str, int], Future[list[Series]]] = field(default_factory=dict)
-    pool: ThreadPoolExecutor | None = None
+class SteadyReader:
+    """A reader's hour reads with steady series synthesised: the state of one ingest run
+    (the planned blocks, their summaries and label sets, each hour's targets, the reads asked
+    for ahead) and the one pool of threads its reads run on, shut down by :meth:`close`.
+    ``counts``: how many series it synthesised and read raw."""
 
-    def lock_for(self, key: object) -> threading.Lock:
-        with self.lock:
-            return self.locks.setdefault(key, threading.Lock())
+    def __init__(self, prom: PrometheusReader) -> None:
+        self.prom = prom
+        self.counts = Counts()
+        self._blocks: dict[str, tuple[str, str]] = {}  # instant -> block
+        self._summaries: dict[tuple[str, int, str], _Block] = {}
+        self._ups: dict[tuple[str, int], Targets] = {}
+        self._lock = threading.Lock()
+        self._locks: dict[object, threading.Lock] = {}
+        self._following: dict[str, datetime] = {}  # instant -> next hour
+        self._preceding: dict[str, str] = {}  # instant -> the planned hour's before it
+        self._latest: dict[tuple[str, str, int, str], _Latest] = {}
+        self._early: dict[tuple[str, str, int], Future[list[Series]]] = {}
+        # the hour's reads (two at a time) and the next planned hour's (costsvc/ingest/
+        # exporter_source.py: collect_hour), queued in that order
+        self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="prom-read")
 
+    def __enter__(self) -> SteadyReader:
+        return self
 
-_states: weakref.WeakKeyDictionary[PrometheusReader, _State] = weakref.WeakKeyDictionary()
-_states_lock = threading.Lock()
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
+    def close(self) -> None:
+        """The reads not begun are dropped; those under way are waited for."""
+        with self._lock:
+            for f in self._early.values():
+                f.cancel()
+            self._early.clear()
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
-def _state(prom: PrometheusReader) -> _State:
-    with _states_lock:
-        st = _states.get(prom)
-        if st is None:
-            st = _states[prom] = _State()
-        return st
+    def _in_use(self, instant: str) -> Decimal:
+        """The earliest evaluation instant whose reads may still be under way while the hour
+        at ``instant`` is read: the planned hour before it (read ahead, an hour's reads run
+        beside the next one's), else itself. What is older is done with."""
+        return Decimal(self._preceding.get(instant, instant))
 
+    def _ended_before(self, first: str, instant: str) -> bool:
+        """Whether the block of hours starting at ``first`` is done with (its last hour is
+        older than any hour read while ``instant`` is)."""
+        last = self._blocks.get(first, (first, first))[1]
+        return Decimal(last) < self._in_use(instant)
 
-def counts(prom: PrometheusReader) -> Counts:
-    """How many series this reader's hour reads synthesised and read raw."""
-    return _state(prom).counts
+    def _lock_for(self, key: object) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
 
+    def plan(self, hours: Iterable[datetime]) -> None:
+        """The hours (their starts) an ingest is about to read: consecutive ones share blocks
+        of summaries (one range query per block and selector instead of one per hour)."""
+        ats = sorted({h + timedelta(hours=1) - timedelta(microseconds=1) for h in hours})
+        blocks: dict[str, tuple[str, str]] = {}
+        run: list[datetime] = []
 
-def plan(prom: PrometheusReader, hours: Iterable[datetime]) -> None:
-    """The hours (their starts) an ingest is about to read: consecutive ones share blocks of
-    summaries (one range query per block and selector instead of one per hour)."""
-    st = _state(prom)
-    ats = sorted({h + timedelta(hours=1) - timedelta(microseconds=1) for h in hours})
-    blocks: dict[str, tuple[str, str]] = {}
-    run: list[datetime] = []
+        def close() -> None:
+            for a in run:
+                blocks[instant_text(a)] = (instant_text(run[0]), instant_text(run[-1]))
+            run.clear()
 
-    def close() -> None:
-        for a in run:
-            blocks[instant_text(a)] = (instant_text(run[0]), instant_text(run[-1]))
-        run.clear()
+        for a in ats:
+            if run and (a - run[-1] != timedelta(hours=1) or len(run) >= BLOCK_HOURS):
+                close()
+            run.append(a)
+        close()
+        with self._lock:
+            self._blocks = blocks
+            self._following = {
+                instant_text(a): b - timedelta(hours=1) + timedelta(microseconds=1)
+                for a, b in itertools.pairwise(ats)
+            }
+            self._preceding = {instant_text(b): instant_text(a) for a, b in itertools.pairwise(ats)}
+            self._summaries.clear()
+            self._ups.clear()
+            self._latest.clear()
+            for f in self._early.values():
+                f.cancel()
+            self._early.clear()
 
-    for a in ats:
-        if run and (a - run[-1] != timedelta(hours=1) or len(run) >= BLOCK_HOURS):
-            close()
-        run.append(a)
-    close()
-    with st.lock:
-        st.blocks = blocks
-        st.following = {
-            instant_text(a): b - timedelta(hours=1) + timedelta(microseconds=1)
-            for a, b in itertools.pairwise(ats)
-        }
-        st.summaries.clear()
-        st.ups.clear()
-        st.latest.clear()
-        for f in st.early.values():
-            f.cancel()
-        st.early.clear()
-
-
-def ahead(prom: PrometheusReader, start: datetime, reads: Iterable[tuple[str, Decimal]]) -> None:
-    """Ask for the reads of the planned hour after ``start`` now, on one background thread:
-    Prometheus answers them while this hour is integrated, attributed and written."""
-    st = _state(prom)
-    nxt = st.following.get(instant_text(start + timedelta(hours=1) - timedelta(microseconds=1)))
-    if nxt is None:
-        return
-    at = nxt + timedelta(hours=1) - timedelta(microseconds=1)
-    with st.lock:
-        if st.pool is None:
-            st.pool = ThreadPoolExecutor(1, thread_name_prefix="prom-ahead")
+    def prefetch(
+        self, at: datetime, reads: Iterable[tuple[str, Decimal]]
+    ) -> dict[tuple[str, int], Future[list[Series]]]:
+        """The hour's reads (its evaluation instant ``at``; per selector its look-back),
+        asked for now: those asked for ahead (:meth:`ahead`) as they are, the others on the
+        pool. By (selector, look-back)."""
+        out = {}
         for selector, look_back in reads:
-            key = (selector, instant_text(at), 3600 + int(look_back))
-            if key not in st.early:
-                st.early[key] = st.pool.submit(_read, prom, st, selector, at, key[2])
-
-
-def read(prom: PrometheusReader, selector: str, at: datetime, seconds: int) -> list[Series]:
-    """What ``prom.raw(selector, at, seconds)`` answers, with steady series synthesised."""
-    st = _state(prom)
-    with st.lock:
-        early = st.early.pop((selector, instant_text(at), seconds), None)
-    if early is not None:
-        return early.result()
-    return _read(prom, st, selector, at, seconds)
-
-
-def _read(
-    prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
-) -> list[Series]:
-    if prom.reads != "fast" or selector not in STEADY or not _NAME.fullmatch(selector):
-        out = prom.raw(selector, at, seconds)
-        st.counts.raw += len(out)
+            seconds = 3600 + int(look_back)
+            with self._lock:
+                early = self._early.pop((selector, instant_text(at), seconds), None)
+            out[(selector, int(look_back))] = early or self._pool.submit(
+                self._read, selector, at, seconds
+            )
         return out
-    block = _summary(prom, st, selector, at, seconds)
-    instant = instant_text(at)
-    found = block.hours.get(instant)
-    if not found:
-        return []
-    targets = _targets(prom, st, at, seconds)
-    loader = None
-    if selector in SUMMED:
 
-        def raw_of(keys: set[Key], total: int) -> list[Series]:
-            return _read_raw(prom, selector, at, seconds, keys, total)
-
-        def counted(n: int) -> None:
-            st.counts.loaded += n
-
-        loader = Loader(raw_of, counted)
-    steady: list[tuple[Key, Series]] = []
-    unsteady: set[Key] = set()
-    for key in block.order:  # sorted: in the order Prometheus answers a range selector
-        summary = found.get(key)
-        if summary is None:
-            continue
-        n, v = summary
-        labels = block.labels[key]
-        times = _up_times(targets, labels)
-        if times is None or len(times) != n:
-            unsteady.add(key)
-            continue
-        if v is not None:
-            steady.append((key, Series(labels, Steady(times, v))))
-            continue
-        regular = (
-            None
-            if loader is None or block.sums is None
-            else block.sums.regular(instant, key, times, loader)
+    def ahead(self, start: datetime, reads: Iterable[tuple[str, Decimal]]) -> None:
+        """Ask for the reads of the planned hour after ``start`` now: Prometheus answers them
+        while this hour is integrated, attributed and written."""
+        nxt = self._following.get(
+            instant_text(start + timedelta(hours=1) - timedelta(microseconds=1))
         )
-        if regular is None:
-            unsteady.add(key)
-            continue
-        loader.pending[key] = regular  # type: ignore[union-attr]
-        steady.append((key, Series(labels, regular)))
-    if loader is not None:
-        loader.total = len(found)
-        st.counts.summed += len(loader.pending)
-    raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
-    st.counts.fast += len(steady)
-    st.counts.raw += len(raw)
-    if not raw:
-        return [s for _, s in steady]
-    # each group's series in the raw read's order (costsvc/ingest/window.py: grouped, merged)
-    both = heapq.merge(steady, sorted((key_of(s.labels), s) for s in raw), key=itemgetter(0))
-    return [s for _, s in both]
+        if nxt is None:
+            return
+        at = nxt + timedelta(hours=1) - timedelta(microseconds=1)
+        with self._lock:
+            for selector, look_back in reads:
+                key = (selector, instant_text(at), 3600 + int(look_back))
+                if key not in self._early:
+                    self._early[key] = self._pool.submit(self._read, selector, at, key[2])
+
+    def read(self, selector: str, at: datetime, seconds: int) -> list[Series]:
+        """What ``prom.raw(selector, at, seconds)`` answers, with steady series synthesised."""
+        with self._lock:
+            early = self._early.pop((selector, instant_text(at), seconds), None)
+        if early is not None:
+            return early.result()
+        return self._read(selector, at, seconds)
+
+    def _read(self, selector: str, at: datetime, seconds: int) -> list[Series]:
+        prom = self.prom
+        if prom.reads != "fast" or selector not in STEADY or not _NAME.fullmatch(selector):
+            out = prom.raw(selector, at, seconds)
+            self.counts.raw += len(out)
+            return out
+        block = self._summary(selector, at, seconds)
+        instant = instant_text(at)
+        found = block.hours.get(instant)
+        if not found:
+            return []
+        targets = self._targets(at, seconds)
+        loader = None
+        if selector in SUMMED:
+
+            def raw_of(keys: set[Key], total: int) -> list[Series]:
+                return _read_raw(prom, selector, at, seconds, keys, total)
+
+            def counted(n: int) -> None:
+                self.counts.loaded += n
+
+            loader = Loader(raw_of, counted)
+        sums = None if loader is None or block.sums is None else block.sums.hour(instant)
+        steady: list[tuple[Key, Series]] = []
+        unsteady: set[Key] = set()
+        # a target's times, where its one up series has no labels but job and instance (most):
+        # looked up once per target, not per series
+        plain: dict[tuple[str | None, str | None], list[Decimal] | None] = {}
+        for key in block.order:  # sorted: in the order Prometheus answers a range selector
+            summary = found.get(key)
+            if summary is None:
+                continue
+            n, v = summary
+            labels = block.labels[key]
+            target = (labels.get("job"), labels.get("instance"))
+            times = plain.get(target, _UNSEEN)
+            if times is _UNSEEN:
+                ups = targets.get(target)  # type: ignore[arg-type]
+                if ups is not None and len(ups) == 1 and not ups[0][0]:
+                    times = plain[target] = ups[0][1]
+                else:
+                    times = _up_times(targets, labels)
+            if times is None or len(times) != n:
+                unsteady.add(key)
+                continue
+            if v is not None:
+                steady.append((key, Series(labels, Steady(times, v))))
+                continue
+            regular = None if sums is None else sums.regular(key, times, loader)  # type: ignore[arg-type]
+            if regular is None:
+                unsteady.add(key)
+                continue
+            loader.pending[key] = regular  # type: ignore[union-attr]
+            steady.append((key, Series(labels, regular)))
+        if loader is not None:
+            loader.total = len(found)
+            self.counts.summed += len(loader.pending)
+        raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
+        self.counts.fast += len(steady)
+        self.counts.raw += len(raw)
+        if not raw:
+            return [s for _, s in steady]
+        # each group's series in the raw read's order (costsvc/ingest/window.py: grouped, merged)
+        both = heapq.merge(steady, sorted((key_of(s.labels), s) for s in raw), key=itemgetter(0))
+        return [s for _, s in both]
+
+    def latest(
+        self,
+        selector: str,
+        at: datetime,
+        seconds: int,
+        derive: Callable[[dict[str, str]], T],
+    ) -> list[tuple[dict[str, str], T]]:
+        """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample
+        in the window), sorted, each with ``derive(labels)``. For an hour of a planned block,
+        from one ``last_over_time`` range query over the block (a series has a value at an
+        hour's step exactly when it had a sample in that hour's window): the hours of a block
+        share a series' label set, and ``derive`` is worked out once per label set and block
+        (e.g. a pod's ``label_*`` labels, unchanged for days)."""
+        instant = instant_text(at)
+        first, last = self._blocks.get(instant, (instant, instant))
+        if self.prom.reads != "fast" or first == last:
+            found = sorted(self.prom.latest(selector, at, seconds), key=_sort_key)
+            return [(lab, derive(lab)) for lab in found]
+        block = self._latest_block(selector, seconds, first, last, at)
+        out = []
+        for lab in block.hours.get(instant, []):
+            key = (derive, id(lab))  # the block holds lab: its id is its own while it lives
+            if key not in block.derived:
+                block.derived[key] = derive(lab)
+            out.append((lab, cast(T, block.derived[key])))
+        return out
+
+    def _latest_block(
+        self, selector: str, seconds: int, first: str, last: str, at: datetime
+    ) -> _Latest:
+        cache_key = ("latest", selector, seconds, first)
+        with self._lock_for(cache_key):
+            block = self._latest.get(cache_key)
+            if block is None:
+                start = datetime.fromtimestamp(float(first), at.tzinfo)
+                end = datetime.fromtimestamp(float(last), at.tzinfo)
+                block = _Latest({})
+                expr = f"last_over_time({selector}[{seconds}s])"
+                answer = self.prom.range_values(expr, start, end, 3600)
+                answer.sort(key=lambda r: _sort_key(r[0]))  # each hour's label sets come sorted
+                for lab, values in answer:
+                    for t, _ in values:
+                        block.hours.setdefault(t, []).append(lab)
+                with self._lock:  # an earlier block of this selector, done with
+                    stale = [
+                        k
+                        for k in self._latest
+                        if k[:3] == cache_key[:3] and self._ended_before(k[3], instant_text(at))
+                    ]
+                    for k in stale:
+                        del self._latest[k]
+                    self._latest[cache_key] = block
+        return block
+
+    def _summary(self, selector: str, at: datetime, seconds: int) -> _Block:
+        """Sample count and constant value per series of ``selector``, per hour of the block
+        (for :data:`SUMMED` selectors also their sums and edge values)."""
+        instant = instant_text(at)
+        first, last = self._blocks.get(instant, (instant, instant))
+        cache_key = (selector, seconds, first)
+        with self._lock_for(cache_key):
+            block = self._summaries.get(cache_key)
+            if block is None or instant not in block.hours:
+                start = datetime.fromtimestamp(float(first), at.tzinfo)
+                end = datetime.fromtimestamp(float(last), at.tzinfo)
+                block = _summarise(self.prom, selector, seconds, start, end, instant)
+                with self._lock:  # an earlier block of this selector, done with
+                    stale = [
+                        k
+                        for k in self._summaries
+                        if k[:2] == cache_key[:2] and self._ended_before(k[2], instant)
+                    ]
+                    for k in stale:
+                        del self._summaries[k]
+                    self._summaries[cache_key] = block
+            return block
+
+    def _targets(self, at: datetime, seconds: int) -> Targets:
+        """Each target's ``up == 1`` timestamps in the window, by (job, instance), with the
+        labels of its ``up`` series other than those two (most targets have none)."""
+        cache_key = (instant_text(at), seconds)
+        with self._lock_for(("up", *cache_key)):
+            found = self._ups.get(cache_key)
+            if found is None:
+                found = {}
+                for s in self.prom.raw("up", at, seconds):
+                    job, instance = s.labels.get("job"), s.labels.get("instance")
+                    if job is None or instance is None:
+                        continue
+                    times = [t for t, v in s.samples if v == 1]
+                    others = tuple(
+                        (n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"}
+                    )
+                    found.setdefault((job, instance), []).append((others, times))
+                with self._lock:  # an earlier hour's, done with: not the one read beside
+                    # this one (its series and this hour's share each target's times: a
+                    # usage read as sums is integrated only beside a share with the same
+                    # times, costsvc/ingest/window.py Usage.integral)
+                    oldest = self._in_use(cache_key[0])
+                    for k in [k for k in self._ups if Decimal(k[0]) < oldest]:
+                        del self._ups[k]
+                    self._ups[cache_key] = found
+            return found
 
 
 def _count(text: str) -> int:
     """A count's text as a number (-1, never matching a target, if it is no count)."""
     value = Decimal(text)
     return int(value) if value.is_finite() and value == value.to_integral_value() else -1
-
-
-def latest(
-    prom: PrometheusReader,
-    selector: str,
-    at: datetime,
-    seconds: int,
-    derive: Callable[[dict[str, str]], T],
-) -> list[tuple[dict[str, str], T]]:
-    """What ``prom.latest(selector, at, seconds)`` answers (the label sets with a sample in
-    the window), sorted, each with ``derive(labels)``. For an hour of a planned block, from one
-    ``last_over_time`` range query over the block (a series has a value at an hour's step
-    exactly when it had a sample in that hour's window): the hours of a block share a series'
-    label set, and ``derive`` is worked out once per label set and block (e.g. a pod's
-    ``label_*`` labels, unchanged for days)."""
-    st = _state(prom)
-    instant = instant_text(at)
-    first, last = st.blocks.get(instant, (instant, instant))
-    if prom.reads != "fast" or first == last:
-        found = sorted(prom.latest(selector, at, seconds), key=_sort_key)
-        return [(lab, derive(lab)) for lab in found]
-    block = _latest_block(prom, st, selector, seconds, first, last, at)
-    out = []
-    for lab in block.hours.get(instant, []):
-        key = (derive, id(lab))  # the block holds lab: its id is its own while the block lives
-        if key not in block.derived:
-            block.derived[key] = derive(lab)
-        out.append((lab, cast(T, block.derived[key])))
-    return out
 
 
 def _sort_key(labels: dict[str, str]) -> list[tuple[str, str]]:
@@ -329,35 +439,6 @@ class _Latest:
     derived: dict[tuple[object, int], object] = field(default_factory=dict)
 
 
-def _latest_block(
-    prom: PrometheusReader,
-    st: _State,
-    selector: str,
-    seconds: int,
-    first: str,
-    last: str,
-    at: datetime,
-) -> _Latest:
-    cache_key = ("latest", selector, seconds, first)
-    with st.lock_for(cache_key):
-        block = st.latest.get(cache_key)
-        if block is None:
-            start = datetime.fromtimestamp(float(first), at.tzinfo)
-            end = datetime.fromtimestamp(float(last), at.tzinfo)
-            block = _Latest({})
-            expr = f"last_over_time({selector}[{seconds}s])"
-            answer = prom.range_values(expr, start, end, 3600)
-            answer.sort(key=lambda r: _sort_key(r[0]))  # each hour's label sets come sorted
-            for lab, values in answer:
-                for t, _ in values:
-                    block.hours.setdefault(t, []).append(lab)
-            with st.lock:
-                for k in [k for k in st.latest if k[:3] == cache_key[:3] and k != cache_key]:
-                    del st.latest[k]  # an earlier block of this selector is done with
-                st.latest[cache_key] = block
-    return block
-
-
 @dataclass
 class _Block:
     """The summaries of one selector over a block of planned hours."""
@@ -369,94 +450,64 @@ class _Block:
     sums: Sums | None = None  # of a SUMMED selector (costsvc/ingest/regular.py)
 
 
-def _summary(
-    prom: PrometheusReader, st: _State, selector: str, at: datetime, seconds: int
+def _summarise(
+    prom: PrometheusReader,
+    selector: str,
+    seconds: int,
+    start: datetime,
+    end: datetime,
+    instant: str,
 ) -> _Block:
-    """Sample count and constant value per series of ``selector``, per hour of the block
-    (for :data:`SUMMED` selectors also their sums and edge values)."""
-    instant = instant_text(at)
-    first, last = st.blocks.get(instant, (instant, instant))
-    cache_key = (selector, seconds, first)
-    with st.lock_for(cache_key):
-        block = st.summaries.get(cache_key)
-        if block is None or instant not in block.hours:
-            w = f"{selector}[{seconds}s]"
-            start = datetime.fromtimestamp(float(first), at.tzinfo)
-            end = datetime.fromtimestamp(float(last), at.tzinfo)
-            counted = prom.range_values(f"count_over_time({w})", start, end, 3600)
-            texts: dict[str, Decimal | None] = {}  # a value's text, converted once
+    """The summaries of ``selector`` over the block of hours evaluated from ``start`` to
+    ``end`` (``instant``: the hour asked for, there even where it has no series)."""
+    w = f"{selector}[{seconds}s]"
+    counted = prom.range_values(f"count_over_time({w})", start, end, 3600)
+    texts: dict[str, Decimal | None] = {}  # a value's text, converted once
 
-            def number(v: str) -> Decimal | None:
-                found = texts.get(v, texts)
-                if found is texts:
-                    dv = Decimal(v)
-                    found = texts[v] = dv if dv.is_finite() else None
-                return found  # type: ignore[return-value]
+    def number(v: str) -> Decimal | None:
+        found = texts.get(v, texts)
+        if found is texts:
+            dv = Decimal(v)
+            found = texts[v] = dv if dv.is_finite() else None
+        return found  # type: ignore[return-value]
 
-            value_at: dict[str, dict[Key, Decimal | None]] = {}
-            block = _Block({instant: {}}, {}, [])
-            if selector in SUMMED:
-                block.sums = Sums()
-                block.sums.fill(prom, selector, seconds, start, end, number)
-                for t in block.sums.high:
-                    value_at[t] = block.sums.constant(t)
-            else:
-                # the value where the samples are all one number. Prometheus' max/min_over_time
-                # skip a NaN, its changes() counts a NaN next to a number as a change and
-                # compares exactly (promql/functions.go funcChanges); VictoriaMetrics' changes()
-                # lets values 1e-12 apart pass as equal (app/vmselect/promql/rollup.go
-                # rollupChanges) but its rollups see no NaN and its == is exact: both together
-                # are exact on either engine (three passes over the samples; max == min and
-                # sum == sum took four, and more)
-                constant = prom.range_values(
-                    f"max_over_time({w}) == min_over_time({w}) and changes({w}) == 0",
-                    start,
-                    end,
-                    3600,
-                )
-                for lab, values in constant:
-                    key = key_of(lab)
-                    for t, v in values:
-                        value_at.setdefault(t, {})[key] = number(v)
-            for lab, values in counted:
-                key = key_of(lab)
-                block.labels[key] = {**lab, "__name__": selector}
-                for t, v in values:
-                    mine = block.hours.get(t)
-                    if mine is None:
-                        mine = block.hours[t] = {}
-                    mine[key] = (_count(v), value_at.get(t, {}).get(key))
-            block.order = sorted(block.labels)
-            with st.lock:  # an earlier block of this selector is done with
-                for k in [k for k in st.summaries if k[:2] == cache_key[:2] and k != cache_key]:
-                    del st.summaries[k]
-                st.summaries[cache_key] = block
-        return block
+    value_at: dict[str, dict[Key, Decimal | None]] = {}
+    block = _Block({instant: {}}, {}, [])
+    if selector in SUMMED:
+        block.sums = Sums()
+        block.sums.fill(prom, selector, seconds, start, end, number)
+        for t in block.sums.high:
+            value_at[t] = block.sums.constant(t)
+    else:
+        # the value where the samples are all one number. Prometheus' max/min_over_time skip
+        # a NaN, its changes() counts a NaN next to a number as a change and compares exactly
+        # (promql/functions.go funcChanges); VictoriaMetrics' changes() lets values 1e-12
+        # apart pass as equal (app/vmselect/promql/rollup.go rollupChanges) but its rollups
+        # see no NaN and its == is exact: both together are exact on either engine (three
+        # passes over the samples; max == min and sum == sum took four, and more)
+        constant = prom.range_values(
+            f"max_over_time({w}) == min_over_time({w}) and changes({w}) == 0",
+            start,
+            end,
+            3600,
+        )
+        for lab, values in constant:
+            key = key_of(lab)
+            for t, v in values:
+                value_at.setdefault(t, {})[key] = number(v)
+    for lab, values in counted:
+        key = key_of(lab)
+        block.labels[key] = {**lab, "__name__": selector}
+        for t, v in values:
+            mine = block.hours.get(t)
+            if mine is None:
+                mine = block.hours[t] = {}
+            mine[key] = (_count(v), value_at.get(t, {}).get(key))
+    block.order = sorted(block.labels)
+    return block
 
 
 Targets = dict[tuple[str, str], list[tuple[Key, list[Decimal]]]]
-
-
-def _targets(prom: PrometheusReader, st: _State, at: datetime, seconds: int) -> Targets:
-    """Each target's ``up == 1`` timestamps in the window, by (job, instance), with the labels
-    of its ``up`` series other than those two (most targets have none)."""
-    cache_key = (instant_text(at), seconds)
-    with st.lock_for(("up", *cache_key)):
-        found = st.ups.get(cache_key)
-        if found is None:
-            found = {}
-            for s in prom.raw("up", at, seconds):
-                job, instance = s.labels.get("job"), s.labels.get("instance")
-                if job is None or instance is None:
-                    continue
-                times = [t for t, v in s.samples if v == 1]
-                others = tuple((n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"})
-                found.setdefault((job, instance), []).append((others, times))
-            with st.lock:
-                for k in [k for k in st.ups if k[0] != cache_key[0]]:
-                    del st.ups[k]  # an earlier hour's
-                st.ups[cache_key] = found
-        return found
 
 
 def _up_times(targets: Targets, labels: dict[str, str]) -> list[Decimal] | None:

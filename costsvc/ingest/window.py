@@ -1,6 +1,6 @@
 """One hour's reads from Prometheus, and what a holding measured in it, at sample resolution.
 
-Both sources (our exporter: costsvc/ingest/hour.py; dcgm-exporter + kube-state-metrics:
+Both sources (our exporter: costsvc/ingest/exporter_source.py; dcgm-exporter + kube-state-metrics:
 costsvc/ingest/dcgm_source.py) read their series through :class:`HourReads` and turn a holding's
 series into facts with :func:`measure`, so the two apply one rule:
 
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TypeVar
@@ -108,8 +108,8 @@ def highest(samples: Sequence[Sample]) -> Decimal:
 class HourReads:
     """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
 
-    def __init__(self, prom: PrometheusReader, start: datetime, cluster: str) -> None:
-        self.prom, self.cluster = prom, cluster
+    def __init__(self, reader: steady.SteadyReader, start: datetime, cluster: str) -> None:
+        self.reader, self.cluster = reader, cluster
         self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
         self.t0 = Decimal(str(start.timestamp()))
         self.t1 = self.t0 + 3600
@@ -117,12 +117,14 @@ class HourReads:
         self._shapes: dict[tuple[int, bool], tuple[list[Decimal], list[Piece]]] = {}
         self._regular: dict[int, tuple[list[Decimal], Regularity | None]] = {}
 
-    def prefetch(self, pool: ThreadPoolExecutor, reads: Iterable[tuple[str, Decimal]]) -> None:
+    @property
+    def prom(self) -> PrometheusReader:
+        """The query API itself, for the reads that are never synthesised."""
+        return self.reader.prom
+
+    def prefetch(self, reads: Iterable[tuple[str, Decimal]]) -> None:
         """Ask for these reads now: Prometheus answers the next while this one is integrated."""
-        for selector, look_back in reads:
-            self._pending[(selector, int(look_back))] = pool.submit(
-                steady.read, self.prom, selector, self.at, 3600 + int(look_back)
-            )
+        self._pending.update(self.reader.prefetch(self.at, reads))
 
     def cancel(self) -> None:
         for f in self._pending.values():
@@ -137,7 +139,7 @@ class HourReads:
         pending = self._pending.pop((selector, int(look_back)), None)
         if pending is not None:
             return pending.result()
-        return steady.read(self.prom, selector, self.at, 3600 + int(look_back))
+        return self.reader.read(selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
         """The label sets of ``selector`` with a sample in the hour, sorted."""
@@ -148,7 +150,7 @@ class HourReads:
     ) -> list[tuple[dict[str, str], T]]:
         """:meth:`latest`, each label set with ``derive(labels)`` (worked out once per label
         set of a block of hours: costsvc/ingest/steady.py)."""
-        return steady.latest(self.prom, selector, self.at, 3600, derive)
+        return self.reader.latest(selector, self.at, 3600, derive)
 
     def pieces(self, samples: Sequence[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady

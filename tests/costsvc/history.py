@@ -43,7 +43,6 @@ from sqlalchemy import create_engine
 
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
-from costsvc.ingest import steady
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
 from costsvc.ingest.steady import Counts
@@ -417,7 +416,7 @@ def ingest_with(
     try:
         report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
-        return dataclasses.replace(steady.counts(reader))
+        return dataclasses.replace(report.reads)
     finally:
         reader.close()
         engine.dispose()

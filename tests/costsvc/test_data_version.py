@@ -14,7 +14,7 @@ from costsvc.db import runs
 from costsvc.db.audit import audit
 from costsvc.db.version import data_version
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import ingest_hours
+from costsvc.ingest.serial import ingest_hours
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import HOUR, MODEL
 from tests.prom import Prometheus

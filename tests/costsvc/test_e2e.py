@@ -25,7 +25,7 @@ from costsvc.costmodel import load
 from costsvc.db.models import PodLabels, PodOwner
 from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import ingest_hours
+from costsvc.ingest.serial import ingest_hours
 from exporter.simulate.spec import load as load_spec
 from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database

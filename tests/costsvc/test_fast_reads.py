@@ -88,10 +88,11 @@ def test_a_nan_sample_is_no_steady_series(nan_prometheus: Prometheus) -> None:
     at = hour + timedelta(hours=1) - timedelta(microseconds=1)
     reader = PrometheusReader(nan_prometheus.url)
     try:
-        steady.plan(reader, [hour])
-        fast = steady.read(reader, "gpu_allocation_share", at, 3900)
+        with steady.SteadyReader(reader) as reads:
+            reads.plan([hour])
+            fast = reads.read("gpu_allocation_share", at, 3900)
+            counts = reads.counts
         raw = reader.raw("gpu_allocation_share", at, 3900)
-        counts = steady.counts(reader)
     finally:
         reader.close()
     assert fast == raw

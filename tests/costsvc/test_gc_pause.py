@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import Engine
 
 from costsvc import cli
-from costsvc.ingest import run
+from costsvc.ingest import serial
 from costsvc.settings import Settings
 from tests.costsvc.test_ingest import cli_env
 from tests.prom import Prometheus
@@ -26,13 +26,13 @@ SPAN = ["--start", "2026-11-10T05:00:00Z", "--end", "2026-11-10T07:00:00Z"]
 def collector_seen(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether the collector was on as each hour was stored."""
     seen: list[bool] = []
-    store = run.store_hour
+    store = serial.store_hour
 
     def watched(*args: Any, **kwargs: Any) -> None:
         seen.append(gc.isenabled())
         store(*args, **kwargs)
 
-    monkeypatch.setattr(run, "store_hour", watched)
+    monkeypatch.setattr(serial, "store_hour", watched)
     return seen
 
 

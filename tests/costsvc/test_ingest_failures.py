@@ -35,7 +35,8 @@ from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun
 from costsvc.db.runs import failed_hour_states, failed_hours, watermark
 from costsvc.ingest.prom import PrometheusReader, Series
-from costsvc.ingest.run import SOURCE_DOWN_AFTER, ingest, pending_hours
+from costsvc.ingest.run import ingest, pending_hours
+from costsvc.ingest.serial import SOURCE_DOWN_AFTER
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Clock, serve
 from tests.costsvc.history_checks import assert_every_hour_adds_up

@@ -16,7 +16,7 @@ from decimal import Decimal
 import pytest
 
 from costsvc.ingest import regular, steady
-from costsvc.ingest.hour import _figures
+from costsvc.ingest.exporter_source import _figures
 from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, HourReads
 from tests.costsvc.conftest import _loaded_prometheus
@@ -238,8 +238,8 @@ def test_a_series_read_as_sums_reads_its_samples_when_iterated() -> None:
 def test_holders_in_turn_are_no_over_subscription() -> None:
     """A replica's holder leaving and another arriving within the hour: their highest shares
     add past 1 but no instant does — the samples stay as they are; two holding at once past 1
-    are scaled at those instants (costsvc/ingest/hour.py ``_within_gpu``)."""
-    from costsvc.ingest.hour import _within_gpu
+    are scaled at those instants (costsvc/ingest/exporter_source.py ``_within_gpu``)."""
+    from costsvc.ingest.exporter_source import _within_gpu
     from costsvc.ingest.prom import Series
 
     times = [Decimal(T0 + 60 * k) for k in range(60)]

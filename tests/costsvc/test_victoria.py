@@ -32,9 +32,9 @@ from costsvc.chargeback import KEY, MONEY, month_of
 from costsvc.costmodel import load
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
-from costsvc.ingest.hour import READS
+from costsvc.ingest.exporter_source import READS
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.run import ingest_hours
+from costsvc.ingest.serial import ingest_hours
 from costsvc.reports import chargeback_csv
 from tests.conftest import require_binary
 from tests.procs import ROOT, Process, start_exporter

@@ -25,7 +25,8 @@ from costsvc.db.runs import failed_hours, watermark
 from costsvc.ingest.clusters import ClusterReader
 from costsvc.ingest.parallel import chunks, settled_prefix
 from costsvc.ingest.prom import Params, PrometheusReader
-from costsvc.ingest.run import Report, ingest, pending_hours
+from costsvc.ingest.run import ingest, pending_hours
+from costsvc.ingest.serial import Report
 from tests.costsvc.history import ELEVENTH, FIFTEENTH, H100, HOUR, HOUR2, HOUR3, MODEL, TWELFTH
 from tests.costsvc.history_checks import tables
 from tests.costsvc.test_cli import run

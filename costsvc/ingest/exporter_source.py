@@ -1,4 +1,5 @@
-"""One hour's facts from Prometheus: GPUs present, holdings, utilisation and pod labels.
+"""One hour's facts from our exporter's series: GPUs present, holdings, utilisation and pod
+labels (the choice of source: costsvc/ingest/collect.py).
 
 Series are grouped by what they describe, not by their full label set: a GPU whose driver was
 upgraded mid-hour (a new ``DCGM_FI_DRIVER_VERSION`` label, so a new series) is still one GPU,
@@ -12,15 +13,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared, with_geometry
-from costsvc.ingest import dcgm_source, regular, steady
+from costsvc.ingest import regular, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
-from costsvc.ingest.prom import PrometheusReader, Series
+from costsvc.ingest.prom import Series
 from costsvc.ingest.window import (
     MAX_GAP,
     PRESENCE_GAP,
@@ -55,34 +55,6 @@ READS = (
     ("gpu_allocation_memory_share", MAX_GAP),
     (ENERGY, MAX_GAP),
 )
-
-
-SOURCES = ("auto", "gpu-exporter", "dcgm-exporter")
-
-
-def collect_hour(
-    prom: PrometheusReader, start: datetime, default_cluster: str, source: str = "auto"
-) -> HourFacts:
-    """The hour's facts from our exporter's series (``gpu-exporter``), from dcgm-exporter +
-    kube-state-metrics (``dcgm-exporter``: costsvc/ingest/dcgm_source.py), or (``auto``) from
-    ours when the hour has any of its series, else from dcgm-exporter's."""
-    if source not in SOURCES:
-        raise ValueError(f"source {source!r}: one of {', '.join(SOURCES)}")
-    w = HourReads(prom, start, default_cluster)
-    reads = dcgm_source.READS if source == "dcgm-exporter" else READS
-    with ThreadPoolExecutor(2, thread_name_prefix="prom-read") as pool:
-        w.prefetch(pool, reads)
-        steady.ahead(prom, start, reads)  # the next planned hour's, while this one is done
-        try:
-            if source != "dcgm-exporter":
-                facts = _collect(w, start)
-                if source == "gpu-exporter" or facts.gpus or facts.holdings:
-                    return facts
-            facts = HourFacts(start)
-            dcgm_source.collect_dcgm(w, facts)
-            return facts
-        finally:
-            w.cancel()
 
 
 def gpus_seen(w: HourReads, facts: HourFacts) -> dict[tuple[str, str], Holes]:
@@ -121,7 +93,8 @@ def _unit_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
     return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", ""))
 
 
-def _collect(w: HourReads, start: datetime) -> HourFacts:
+def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
+    """The hour's facts from our exporter's series (:data:`READS`)."""
     facts = HourFacts(start)
     unit_key = _unit_key(w)
 

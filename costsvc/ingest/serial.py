@@ -1,0 +1,178 @@
+"""The serial ingest loop: hours one after another in this process, each collect ->
+attribute -> store in one transaction, and what a run reports.
+
+An hour that fails — Prometheus down, an unpriced GPU model, any unexpected error in its data —
+is recorded as a failed run (:func:`record_failure`, logged) and never stops the hours after
+it. The database itself failing — unreachable, or its disk full — stops the run
+(:class:`~costsvc.db.engine.DatabaseTrouble`, naming the database); so does the source looking
+down (:data:`SOURCE_DOWN_AFTER` failures of Prometheus in a row). A parallel ingest's workers
+(costsvc/ingest/parallel.py) each run :func:`ingest_hours` over their chunk; what to ingest and
+when (the watermark, retries): costsvc/ingest/run.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from costsvc.attribution import attribute_hour
+from costsvc.costmodel import CostModel, MissingPrices
+from costsvc.db import runs
+from costsvc.db.advice import OwnerHistory
+from costsvc.db.engine import trouble
+from costsvc.db.hour_facts import store_hour
+from costsvc.db.label_history import LabelHistory
+from costsvc.inference import price_hour
+from costsvc.ingest.collect import collect_hour
+from costsvc.ingest.prom import PrometheusError, PrometheusReader
+from costsvc.ingest.steady import Counts, SteadyReader
+from costsvc.ingest.tokens import collect_served
+from costsvc.labels import OwnerLookup, merge_history
+from costsvc.migprofiles import UnknownMigGeometry
+from costsvc.workloads import controllers_of
+
+log = logging.getLogger(__name__)
+# an hour that fails for one of these is recorded as failed and retried by a later run
+RETRYABLE = (PrometheusError, MissingPrices, UnknownMigGeometry, OperationalError)
+# the source itself may be down: after this many hours in a row fail so, the run stops (the
+# hours it did not try are still pending, after the watermark or among the failed hours); the
+# database's own failures stop it at once (_stop_if_database_failed)
+SOURCE_ERRORS = (PrometheusError,)
+SOURCE_DOWN_AFTER = 2
+# hours ingested between full garbage collections while the collector is paused
+# (costsvc/ingest/run.py: collections_paused)
+FULL_COLLECTION_EVERY = 24
+
+
+@dataclass
+class Report:
+    """What a run did: the hours done and failed (with why), in the order planned, and how
+    many series its reads synthesised and read raw (costsvc/ingest/steady.py)."""
+
+    done: list[datetime] = field(default_factory=list)
+    failed: dict[datetime, str] = field(default_factory=dict)
+    reads: Counts = field(default_factory=Counts)
+
+
+def ingest_hours(
+    engine: Engine,
+    prom: PrometheusReader,
+    model: CostModel,
+    cluster: str,
+    hours: list[datetime],
+    progress: Callable[[datetime, str | None], None] | None = None,
+    source: str = "auto",
+    watermark: bool = True,
+    started: Callable[[datetime, int], None] | None = None,
+) -> Report:
+    """:func:`~costsvc.ingest.run.ingest`, one hour after another in this process.
+    ``watermark`` False: each hour done leaves the watermark as it is (a parallel ingest's
+    worker: its parent moves it). ``started(hour, run_id)``: called when an hour's run is
+    recorded, before its work."""
+    model_id = runs.record_cost_model(engine, model)
+    labels = LabelHistory(engine, cluster), OwnerHistory(engine, cluster)
+    reader = SteadyReader(prom)  # the run's reads, and the threads they run on
+    report = Report(reads=reader.counts)
+    try:
+        reader.plan(hours)  # consecutive hours share their summaries' range queries
+        down = 0
+        for n, hour in enumerate(hours, 1):
+            if n % FULL_COLLECTION_EVERY == 0 and not gc.isenabled():  # paused (run.py)
+                gc.collect()
+            try:
+                run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
+            except DBAPIError as exc:
+                _stop_if_database_failed(engine, exc)
+                raise
+            try:
+                if started is not None:  # within: a stop while it is told is recorded below
+                    started(hour, run_id)
+                _hour(engine, reader, model, cluster, hour, source, run_id, watermark, labels)
+            except RETRYABLE as exc:
+                if isinstance(exc, DBAPIError):
+                    _stop_if_database_failed(engine, exc, run_id)
+                record_failure(engine, run_id, hour, exc, report)
+                down = down + 1 if isinstance(exc, SOURCE_ERRORS) else 0
+            except Exception as exc:  # unexpected, in this hour's data: recorded, the rest go on
+                log.exception("hour %s failed", hour.isoformat())
+                record_failure(engine, run_id, hour, exc, report, f"{type(exc).__name__}: ")
+                down = 0
+            except BaseException as exc:  # an interrupt: recorded, then raised
+                runs.finish_run(engine, run_id, "failed", f"{type(exc).__name__}: {exc}")
+                raise
+            else:
+                down = 0
+                report.done.append(hour)
+            if progress is not None:
+                progress(hour, report.failed.get(hour))
+            if down >= SOURCE_DOWN_AFTER:
+                log.warning("the source looks down: the remaining hours wait for the next run")
+                break
+    finally:
+        reader.close()
+    return report
+
+
+def _hour(
+    engine: Engine,
+    reader: SteadyReader,
+    model: CostModel,
+    cluster: str,
+    hour: datetime,
+    source: str,
+    run_id: int,
+    watermark: bool,
+    labels: tuple[LabelHistory, OwnerHistory],
+) -> None:
+    """One hour: collected, attributed, priced and stored in one transaction."""
+    facts = collect_hour(reader, hour, cluster, source)
+    end = hour + timedelta(hours=1)
+    history, owner_history = labels
+    pod_labels, spaces = history.labels_during(hour, end)
+    merge_history(facts, cluster, pod_labels, spaces)
+    # controllers: the Kubernetes-API history wins over kube-state-metrics'
+    pods, parents = owner_history.owners_during(hour, end)
+    found = controllers_of(pods, parents.items(), pod_labels)
+    facts.controllers.update({(cluster, *pod): c for pod, c in found.items()})
+    owners = OwnerLookup(facts, model.labels)
+    result = attribute_hour(
+        hour,
+        facts.gpus,
+        facts.holdings,
+        owners,
+        model,
+        facts.controller_of,
+    )
+    served = collect_served(reader.prom, hour, cluster, facts.pod_labels, model.labels.role)
+    priced = price_hour(served, result, model, owners)
+    store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced)
+
+
+def _stop_if_database_failed(engine: Engine, exc: DBAPIError, run_id: int | None = None) -> None:
+    """An hour's database error that is the database's own (unreachable, disk full) ends the
+    run, naming it (the caller says so, once): the hours after would fail the same way. The
+    hour stays pending — after the watermark, or its run left unfinished — and its run is
+    recorded failed where the database still takes that."""
+    found = trouble(engine, exc)
+    if found is None:
+        return
+    if run_id is not None:
+        with contextlib.suppress(DBAPIError):
+            runs.finish_run(engine, run_id, "failed", str(found))
+    raise found from None
+
+
+def record_failure(
+    engine: Engine, run_id: int, hour: datetime, exc: Exception, report: Report, prefix: str = ""
+) -> None:
+    message = prefix + (str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    report.failed[hour] = message
+    log.warning("hour %s not done, will retry: %s", hour.isoformat(), message)
+    runs.fail_run(engine, run_id, message)
