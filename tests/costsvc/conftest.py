@@ -172,9 +172,15 @@ def _loaded_prometheus(
 ) -> Iterator[Prometheus]:
     """``text`` loaded (``scraped``: first put in the scraped form, tests/costsvc/scraped.py;
     else it is already)."""
-    promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp(name)
     (work / "history.om").write_text(as_scraped(text) if scraped else text)
+    yield from prometheus_over(work, probe)
+
+
+def prometheus_over(work: Path, probe: int) -> Iterator[Prometheus]:
+    """``work/history.om`` (OpenMetrics) as TSDB blocks under a real Prometheus, yielded once
+    the blocks answer at ``probe + 60``."""
+    promtool, binary = require_binary("promtool"), require_binary("prometheus")
     subprocess.run(
         [
             promtool,

@@ -7,7 +7,6 @@ Its savings are price x 730 x the fraction freed. Real Prometheus; SQLite and Po
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -20,7 +19,7 @@ from costsvc.advice.run import compute
 from costsvc.costmodel import parse
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.money import round_micro
-from tests.conftest import require_binary
+from tests.costsvc.conftest import prometheus_over
 from tests.prom import Prometheus
 
 END = datetime(2026, 11, 22, tzinfo=UTC)
@@ -51,7 +50,6 @@ SERIES = {
 @pytest.fixture(scope="module")
 def week(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     """Every 30 s from the window's first instant to its last, both included."""
-    promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp("week")
     t0, t1 = int(START.timestamp()), int(END.timestamp())
     lines = []
@@ -59,27 +57,8 @@ def week(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
         lines.append(f"# TYPE {name} gauge")
         lines.extend(f"{name}{{{labels}}} {value} {t}" for t in range(t0, t1 + 1, 30))
     lines.append("# EOF")
-    (work / "week.om").write_text("\n".join(lines) + "\n")
-    subprocess.run(
-        [
-            promtool,
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            str(work / "week.om"),
-            str(work / "data"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
-    try:
-        prom.wait_ready()
-        prom.until(lambda: prom.query(f"gpu_device_up @ {t1}"), 30, "blocks loaded")
-        yield prom
-    finally:
-        prom.stop()
+    (work / "history.om").write_text("\n".join(lines) + "\n")
+    yield from prometheus_over(work, t1 - 60)
 
 
 def _left_open(query: str) -> str:

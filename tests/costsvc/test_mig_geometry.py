@@ -8,7 +8,6 @@ PostgreSQL: each team pays 1/4 of the GPU and nothing is idle."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,8 +19,7 @@ from costsvc.costmodel import CostModel, parse
 from demo.cluster import pod_labels
 from demo.history import Clock, FamilyFiles, simulated_node
 from exporter.simulate.spec import load
-from tests.conftest import require_binary
-from tests.costsvc.conftest import fresh_database
+from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.history import ingest_with
 from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team
 from tests.prom import Prometheus
@@ -81,7 +79,6 @@ def model(basis: str) -> CostModel:
 def a30(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, str]]:
     """A real Prometheus holding an hour (and a minute either side) of the A30 node's scrapes,
     every 15 s, with kube-state-metrics' pod labels; and the exposition of one collection."""
-    promtool, binary = require_binary("promtool"), require_binary("prometheus")
     work = tmp_path_factory.mktemp("a30")
     spec_path = work / "fleet-a30.yaml"
     spec_path.write_text(yaml.safe_dump(SPEC, sort_keys=False))
@@ -106,27 +103,8 @@ def a30(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Prometheus, 
         built.exporter.close()
         built.stop()
     families.write(work / "history.om")
-    subprocess.run(
-        [
-            promtool,
-            "tsdb",
-            "create-blocks-from",
-            "openmetrics",
-            str(work / "history.om"),
-            str(work / "data"),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
-    try:
-        prom.wait_ready()
-        probe = int(HOUR.timestamp()) + 60
-        prom.until(lambda: prom.query(f"gpu_mig_instance_info @ {probe}"), 30, "blocks loaded")
+    for prom in prometheus_over(work, int(HOUR.timestamp())):
         yield prom, exposition
-    finally:
-        prom.stop()
 
 
 def test_the_exporter_publishes_the_a30s_geometry_and_quarter_shares(
