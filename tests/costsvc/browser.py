@@ -21,9 +21,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.ui import WebDriverWait
 
 from tests.conftest import require_binary
@@ -44,6 +44,21 @@ FLAGS = (
     "--window-size=1280,900",
 )
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+
+
+def _gone(element: Any) -> bool:
+    """Whether ``element``'s document has been replaced. Chromium answers a node of a document
+    that is going away either as stale or, mid-navigation, with the inspector error "Node with
+    given id does not belong to the document" (seen with chromedriver 156): both mean gone."""
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as exc:
+        if "does not belong to the document" in str(exc):
+            return True
+        raise
+    return False
 
 
 @dataclass
@@ -141,7 +156,7 @@ class Browser:
             old = self.driver.find_element(By.TAG_NAME, "html")
             self.driver.find_element(By.CSS_SELECTOR, css).click()
             wait = WebDriverWait(self.driver, 20, poll_frequency=0.05)
-            wait.until(staleness_of(old))
+            wait.until(lambda _: _gone(old))
             wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
         visit.url = self.driver.current_url
         return visit
