@@ -1,14 +1,14 @@
-"""The API process's memory while ``gpu-costsvc serve`` ingests 24 hours: its hourly ingest is
-a thread of the API process, so a garbage collector paused for the ingest (as it was before
-costsvc/ingest/run.py ``collections_paused`` moved to the ``ingest`` command) lets every
-request's reference cycles pile up for the whole run.
+"""The API process's memory while ``gpu-costsvc serve`` ingests 24 hours: the hourly work in
+a thread of the API process (as before costsvc/commands/hourly.py, the collector left on there)
+against the hourly work in a child process of its own (today's ``serve``).
 
     python bench/serve_rss.py [--clients 4] [--step 60]
 
 The history: the demo's five simulated nodes (demo/history.py: each exporter built exactly as
 ``gpu-exporter --simulate`` builds it, scraped every ``--step`` s) over the 24 complete hours
-before now, in a real Prometheus (promtool blocks). Then, twice — the collector paused during
-the ingest (before) and left on (after) — ``gpu-costsvc serve`` on a fresh SQLite database
+before now, in a real Prometheus (promtool blocks). Then, twice — the hourly work in a thread
+of the API process (before) and in its own child (after) — ``gpu-costsvc serve`` on a fresh
+SQLite database
 ingests its first run (the last day, 24 hours), while ``--clients`` keep-alive clients ask
 ``/v1/costs``, ``/v1/budgets`` and ``/metrics`` in a loop; the API process's VmRSS is read from
 /proc every 0.2 s until the watermark reaches the last complete hour. Prints, per run: hours
@@ -40,11 +40,15 @@ import httpx  # noqa: E402
 from demo.history import history_blocks  # noqa: E402
 from tests.prom import Prometheus, free_port  # noqa: E402
 
-# serve, its scheduler's ingest wrapped in collections_paused as before the change
+# serve, its hourly work in the scheduler thread of the API process, as before the child
 BEFORE = (
-    "import costsvc.cli as c, costsvc.commands.ingest as i, costsvc.ingest.run as r;"
-    "once = i.ingest_once;"
-    "i.ingest_once = lambda *a, **k: r.collections_paused()(once)(*a, **k);"
+    "import costsvc.cli as c, costsvc.commands.ingest as i\n"
+    "def s(settings, delay, stop):\n"
+    "    while not stop.is_set():\n"
+    "        i.ingest_command(settings, None, None, lambda *a: None)\n"
+    "        i.advise(settings)\n"
+    "        stop.wait(3600)\n"
+    "c._scheduler = s\n"
     "raise SystemExit(c.main(['serve', '--delay', '0']))"
 )
 AFTER = "import costsvc.cli as c; raise SystemExit(c.main(['serve', '--delay', '0']))"
@@ -160,8 +164,16 @@ def main() -> int:
                 lambda: prom.query(f"gpu_device_up @ {int(day.timestamp()) + 3600}"), 60, "loaded"
             )
             runs = [
-                one_run("before (collector paused in serve)", BEFORE, prom, work, args.clients),
-                one_run("after (collector on in serve)", AFTER, prom, work, args.clients),
+                one_run(
+                    "before (the hourly work a thread of the API process)",
+                    BEFORE,
+                    prom,
+                    work,
+                    args.clients,
+                ),
+                one_run(
+                    "after (the hourly work in a child process)", AFTER, prom, work, args.clients
+                ),
             ]
         finally:
             prom.stop()

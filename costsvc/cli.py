@@ -30,7 +30,8 @@ from costsvc import __version__
 from costsvc.commands import admin
 from costsvc.commands.common import PROG, UsageError, cost_model_in_force, database_failure
 from costsvc.commands.common import prometheus_reader as _reader
-from costsvc.commands.ingest import advise, ingest_command, ingest_status, recommend
+from costsvc.commands.hourly import LOG_FORMAT
+from costsvc.commands.ingest import ingest_command, ingest_status, recommend
 from costsvc.settings import Settings
 from costsvc.utc import hour_floor
 
@@ -146,20 +147,17 @@ def _ingest(settings: Settings, start: str | None, end: str | None, paused: bool
 
 
 def _scheduler(settings: Settings, delay: float, stop: threading.Event) -> None:
-    """Ingest every hour, ``delay`` seconds past it, until ``stop``; then recompute the
-    rightsizing recommendations and quota usage."""
+    """Every hour, ``delay`` seconds past it, until ``stop``: the hour's work (ingest, then the
+    rightsizing recommendations and quota usage) in a process of its own
+    (costsvc/commands/hourly.py), this thread waiting for it."""
+    from costsvc.commands.hourly import run_hour
+
     while not stop.is_set():
+        now = datetime.now(UTC)
         try:
-            _ingest(settings, None, None)
-        except Exception as exc:  # e.g. the database is down: try again next hour
-            if (line := database_failure(settings, exc)) is not None:
-                log.error("ingest stopped: %s; the next run tries again", line)
-            else:
-                log.exception("ingest failed: %s", exc)
-        try:
-            advise(settings)
-        except Exception as exc:
-            log.exception("recommendations failed: %s", exc)
+            run_hour(settings, now, stop)
+        except Exception as exc:  # e.g. no process could be started: try again next hour
+            log.exception("hourly run failed to start: %s", exc)
         now = datetime.now(UTC)
         next_run = hour_floor(now) + timedelta(hours=1, seconds=delay)
         stop.wait((next_run - now).total_seconds())
@@ -171,9 +169,7 @@ def _serve(settings: Settings, delay: float, ingest: bool, workers: int = 1) -> 
     from costsvc.api import server
     from costsvc.api.app import create_app
 
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     if ingest:  # a bad cost model fails here, at start-up, naming the field
         from costsvc.db.engine import make_engine
 

@@ -29,17 +29,20 @@ if TYPE_CHECKING:
 Progress = Callable[[str, int, int, datetime], None]
 
 
-def span(start: str | None, end: str | None) -> tuple[datetime | None, datetime]:
-    """``--start`` and ``--end``, the end clipped to the last complete hour (said so)."""
+def span(
+    start: str | None, end: str | None, now: datetime | None = None
+) -> tuple[datetime | None, datetime]:
+    """``--start`` and ``--end`` (no end: ``now``, default the clock's), the end clipped to
+    the last complete hour at ``now`` (said so)."""
     from costsvc.costmodel import utc
     from costsvc.ingest.run import clip_end
 
     try:
-        stop = utc(end) if end else datetime.now(UTC)
+        stop = utc(end) if end else now or datetime.now(UTC)
         begin = utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
-    stop, clipped = clip_end(stop)
+    stop, clipped = clip_end(stop, now)
     if clipped and end:
         print(
             f"{PROG}: --end {end} is after the last complete hour: clipped to "
@@ -50,13 +53,18 @@ def span(start: str | None, end: str | None) -> tuple[datetime | None, datetime]
 
 
 def hours_of(
-    settings: Settings, engine: Engine, start: str | None, end: str | None, model_id: int
+    settings: Settings,
+    engine: Engine,
+    start: str | None,
+    end: str | None,
+    model_id: int,
+    now: datetime | None = None,
 ) -> list[datetime]:
     from costsvc.ingest.run import complete_hours, pending_hours
 
-    begin, stop = span(start, end)
+    begin, stop = span(start, end, now)
     if begin is None:  # everything after the watermark, then failed hours due for a retry
-        return pending_hours(engine, settings.cluster, stop, model_id=model_id)
+        return pending_hours(engine, settings.cluster, stop, model_id=model_id, now=now)
     return complete_hours(begin, stop)
 
 
@@ -71,20 +79,28 @@ def ingest_command(
     end: str | None,
     show: Progress,
     paused: bool = False,
+    now: datetime | None = None,
 ) -> int:
-    """Ingest (and reprice), each hour done shown by ``show``; ``paused``: the ``ingest``
-    command, a process of its own, runs with the garbage collector paused
-    (costsvc/ingest/run.py ``collections_paused``), never ``serve``'s scheduler thread, which
-    shares its process with the API."""
+    """Ingest (and reprice), each hour done shown by ``show``; ``paused``: in a process that
+    only ingests (the ``ingest`` command, ``serve``'s hourly child: costsvc/commands/hourly.py)
+    the garbage collector is paused (costsvc/ingest/run.py ``collections_paused``), never in a
+    process that serves the API; ``now``: the clock reading the hours end at (default the
+    clock's)."""
     from contextlib import nullcontext
 
     from costsvc.ingest.run import collections_paused
 
     with collections_paused() if paused else nullcontext():
-        return ingest_once(settings, start, end, show)
+        return ingest_once(settings, start, end, show, now)
 
 
-def ingest_once(settings: Settings, start: str | None, end: str | None, show: Progress) -> int:
+def ingest_once(
+    settings: Settings,
+    start: str | None,
+    end: str | None,
+    show: Progress,
+    now: datetime | None = None,
+) -> int:
     from costsvc.db import runs
     from costsvc.db.engine import make_engine
     from costsvc.ingest.reprice import reprice, stale_hours
@@ -113,7 +129,7 @@ def ingest_once(settings: Settings, start: str | None, end: str | None, show: Pr
         if stale:
             print(f"{PROG}: repriced {len(stale) - failed} hour(s) for the cost model")
         model_id = runs.record_cost_model(engine, model)
-        hours = [] if settings.clusters else hours_of(settings, engine, start, end, model_id)
+        hours = [] if settings.clusters else hours_of(settings, engine, start, end, model_id, now)
 
         def progress(hour: datetime, error: str | None) -> None:
             nonlocal done, failed, seen
@@ -131,7 +147,7 @@ def ingest_once(settings: Settings, start: str | None, end: str | None, show: Pr
                 )
 
         if settings.clusters:
-            ingest_clusters(settings, engine, model, start, end, progress)
+            ingest_clusters(settings, engine, model, start, end, progress, now)
         else:
             ingest(
                 engine,
@@ -161,6 +177,7 @@ def ingest_clusters(
     start: str | None,
     end: str | None,
     progress: Callable[[datetime, str | None], None],
+    now: datetime | None = None,
 ) -> None:
     """``COSTSVC_CLUSTERS``: each cluster this replica can claim, with its own hours
     (costsvc/ingest/clusters.py); the clusters other replicas hold are named."""
@@ -168,13 +185,13 @@ def ingest_clusters(
     from costsvc.ingest import clusters as fleet
     from costsvc.ingest.run import complete_hours, pending_hours
 
-    begin, stop = span(start, end)
+    begin, stop = span(start, end, now)
     hours_for: Callable[[str, datetime], list[datetime]]
     if begin is None:  # each cluster: after its watermark, then its failed hours due
         model_id = record_cost_model(engine, model)
 
         def hours_for(cluster: str, began: datetime) -> list[datetime]:
-            return pending_hours(engine, cluster, stop, model_id=model_id)
+            return pending_hours(engine, cluster, stop, model_id=model_id, now=now)
 
     else:
         hours_for = fleet.backfill_hours(engine, complete_hours(begin, stop))

@@ -144,9 +144,9 @@ def _complete_only(hours: list[datetime]) -> list[datetime]:
 @contextmanager
 def collections_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while hours are ingested — in a process that
-    only ingests: the ``ingest`` command and a parallel ingest's workers, never ``serve``,
-    whose ingest is a thread of the API process (its requests' cycles would pile up for the
-    whole run).
+    only ingests: the ``ingest`` command, a parallel ingest's workers and ``serve``'s hourly
+    child (costsvc/commands/hourly.py), never the API process (its requests' cycles would pile
+    up for the whole run).
     An hour allocates millions of short-lived objects that form no cycles (samples, Decimals,
     rows: reference counting frees them) while the process holds millions of long-lived ones
     (a block's summaries, label sets); the collector's automatic runs traverse the long-lived
