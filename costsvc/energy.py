@@ -36,7 +36,7 @@ from typing import Any
 
 from sqlalchemy import Numeric, String, cast, func
 
-from costsvc.ingest.integrate import increase
+from costsvc.ingest.integrate import Increase, increase
 from costsvc.money import split
 
 MJ_PER_KWH = 3_600_000_000
@@ -68,7 +68,11 @@ def counter_energy(
 ) -> Measured:
     """The increase of an energy counter (mJ) over [start, end), by the counter rule of
     :func:`costsvc.ingest.integrate.increase` (resets and scrape gaps), rounded to the mJ."""
-    found = increase(samples, start, end, max_gap)
+    return counter_measured(increase(samples, start, end, max_gap))
+
+
+def counter_measured(found: Increase) -> Measured:
+    """An energy counter's increase (mJ) as measured energy, rounded to the mJ."""
     total = _mj(found.total)
     return Measured(total, min(total, _mj(found.gap)), found.seconds)
 

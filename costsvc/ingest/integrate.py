@@ -24,7 +24,13 @@ def interval(samples: Sequence[Sample]) -> Decimal | None:
     """The series' scrape interval: the median spacing of its samples (None: one sample)."""
     if len(samples) < 2:
         return None
-    times = [t for t, _ in samples]
+    return spacing([t for t, _ in samples])
+
+
+def spacing(times: Sequence[Decimal]) -> Decimal | None:
+    """The median spacing of sorted sample times (None: fewer than two)."""
+    if len(times) < 2:
+        return None
     spacings = sorted([b - a for a, b in itertools.pairwise(times)])
     return spacings[len(spacings) // 2]
 

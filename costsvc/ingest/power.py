@@ -8,7 +8,8 @@ field, emitted once per physical GPU also in MIG mode. ``DCGM_FI_DEV_POWER_USAGE
 power draw in W. What the numbers mean and how they are split: costsvc/energy.py and
 docs/cost-model.md.
 
-The counter's raw samples are read for every GPU; power's raw samples only when a GPU of the
+The counter is read for every GPU (as its edge values where they tell:
+costsvc/ingest/counted.py); power's raw samples only when a GPU of the
 hour has no counter reading (an older GPU, an exporter without the field), and the lowest
 power of each GPU (the idle estimate where the cost model gives no ``idle_watts``) as one
 ``min_over_time`` value per series.
@@ -19,11 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.energy import Measured, counter_energy, power_energy
+from costsvc.energy import Measured, counter_energy, counter_measured, power_energy
+from costsvc.ingest import counted
+from costsvc.ingest.counted import Counter
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for
 from costsvc.ingest.prom import Series
 
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+COUNTED = frozenset({ENERGY})  # counters read as their edge values: costsvc/ingest/counted.py
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 LOWEST_POWER = f"min_over_time({POWER}[3600s])"  # at the hour's last instant
 GpuKey = tuple[str, str]  # (cluster, GPU UUID)
@@ -58,8 +62,13 @@ def counter_readings(
     """Per GPU with a counter reading in [t0, t1): its energy. ``floor``/``ceiling`` bound the
     gap limit as for every series (costsvc/ingest/exporter_source.py)."""
     out = {}
-    for key, samples in _by_gpu(energy, cluster_of).items():
-        m = counter_energy(samples, t0, t1, max_gap_for(samples, floor, ceiling))
+    by_gpu = _by_gpu(energy, cluster_of)
+    counted.load((c for c in by_gpu.values() if isinstance(c, Counter)), t0, t1, floor, ceiling)
+    for key, samples in by_gpu.items():
+        if isinstance(samples, Counter):  # read as its edge values where they tell
+            m = counter_measured(samples.increase(t0, t1, floor, ceiling))
+        else:
+            m = counter_energy(samples, t0, t1, max_gap_for(samples, floor, ceiling))
         if m.seconds or m.energy_mj:
             out[key] = m
     return out

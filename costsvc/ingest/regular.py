@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import overload
+from typing import Protocol, overload
 
 from costsvc.ingest.prom import PrometheusReader, Series
 
@@ -112,6 +112,13 @@ class Regular(Sequence[Sample]):
     __hash__ = None  # type: ignore[assignment]
 
 
+class Fillable(Protocol):
+    """A series whose samples a :class:`Loader` reads (:class:`Regular`,
+    costsvc/ingest/counted.py ``Counter``)."""
+
+    def fill(self, samples: list[Sample]) -> None: ...
+
+
 class Loader:
     """The raw reads of the :class:`Regular` series of one read (selector, hour) still
     unread: ``read(keys, total)`` reads those series (``total``: the series of the read, for
@@ -123,7 +130,7 @@ class Loader:
         counted: Callable[[int], None],
     ) -> None:
         self.read, self.counted = read, counted
-        self.pending: dict[Key, Regular] = {}
+        self.pending: dict[Key, Fillable] = {}
         self.total = 0
 
     def load(self, keys: Iterable[Key] | None) -> None:
@@ -179,8 +186,8 @@ class Sums:
         scrape times are in ms) and match the raw read's (at - seconds, at] on Prometheus 3
         and VictoriaMetrics, [at - seconds, at] on Prometheus 2, either way."""
         w = f"{selector}[{seconds}s]"
-        for into, name in ((self.high, "max"), (self.low, "min"), (self.whole, "sum")):
-            _into(into, prom.range_values(f"{name}_over_time({w})", start, end, 3600), number)
+        for table, name in ((self.high, "max"), (self.low, "min"), (self.whole, "sum")):
+            into(table, prom.range_values(f"{name}_over_time({w})", start, end, 3600), number)
         if all(
             h == self.low.get(t, {}).get(k)
             for t, found in self.high.items()
@@ -189,12 +196,12 @@ class Sums:
             return  # every series constant (steady): no edge is needed
         back_ms = (seconds - 3600) * 1000 - 1
         first = start - timedelta(hours=1)
-        for into, expr in (
+        for table, expr in (
             (self.before, f"last_over_time({selector}[{EDGE}s] offset 1ms)"),
             (self.at, f"last_over_time({selector}[1ms])"),
             (self.back, f"sum_over_time({selector}[{back_ms}ms] offset 1ms)"),
         ):
-            _into(into, prom.range_values(expr, first, end, 3600), number)
+            into(table, prom.range_values(expr, first, end, 3600), number)
 
     def constant(self, instant: str) -> dict[Key, Decimal | None]:
         """The series whose samples in the hour's window are one finite value, and it."""
@@ -263,7 +270,7 @@ class HourSums:
         )
 
 
-def _into(
+def into(
     into: dict[str, dict[Key, Decimal | None]],
     answer: list[tuple[dict[str, str], list[tuple[str, str]]]],
     number: Callable[[str], Decimal | None],

@@ -53,8 +53,10 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import TypeVar, cast, overload
 
+from costsvc.ingest.counted import Counter, CounterSums
+from costsvc.ingest.power import COUNTED
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
-from costsvc.ingest.regular import SUMMED, Key, Loader, Sums, key_of
+from costsvc.ingest.regular import SUMMED, Key, Loader, Regular, Sums, key_of
 
 # the selectors whose series are mostly steady (and are no counters)
 STEADY = frozenset(
@@ -251,7 +253,8 @@ class SteadyReader:
 
     def _read(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         prom = self.prom
-        if prom.reads != "fast" or selector not in STEADY or not _NAME.fullmatch(selector):
+        summarised = selector in STEADY or selector in COUNTED
+        if prom.reads != "fast" or not summarised or not _NAME.fullmatch(selector):
             out = prom.raw(selector, at, seconds)
             self.counts.raw += len(out)
             return out
@@ -262,7 +265,7 @@ class SteadyReader:
             return []
         targets = self._targets(at, seconds)
         loader = None
-        if selector in SUMMED:
+        if selector in SUMMED or selector in COUNTED:
 
             def raw_of(keys: set[Key], total: int) -> list[Series]:
                 return _read_raw(prom, selector, at, seconds, keys, total)
@@ -297,12 +300,16 @@ class SteadyReader:
             if v is not None:
                 steady.append((key, Series(labels, Steady(times, v))))
                 continue
-            regular = None if sums is None else sums.regular(key, times, loader)  # type: ignore[arg-type]
-            if regular is None:
+            read: Regular | Counter | None = None
+            if sums is not None:
+                read = sums.regular(key, times, loader)  # type: ignore[arg-type]
+            elif block.counters is not None:
+                read = block.counters.counter(instant, key, times, loader)  # type: ignore[arg-type]
+            if read is None:
                 unsteady.add(key)
                 continue
-            loader.pending[key] = regular  # type: ignore[union-attr]
-            steady.append((key, Series(labels, regular)))
+            loader.pending[key] = read  # type: ignore[union-attr]
+            steady.append((key, Series(labels, read)))
         if loader is not None:
             loader.total = len(found)
             self.counts.summed += len(loader.pending)
@@ -448,6 +455,7 @@ class _Block:
     labels: dict[Key, dict[str, str]]  # each series' labels (with __name__), for every hour
     order: list[Key]  # the series, sorted
     sums: Sums | None = None  # of a SUMMED selector (costsvc/ingest/regular.py)
+    counters: CounterSums | None = None  # of a COUNTED one (costsvc/ingest/counted.py)
 
 
 def _summarise(
@@ -478,6 +486,9 @@ def _summarise(
         block.sums.fill(prom, selector, seconds, start, end, number)
         for t in block.sums.high:
             value_at[t] = block.sums.constant(t)
+    elif selector in COUNTED:  # a counter's value is never constant for long: no check
+        block.counters = CounterSums()
+        block.counters.fill(prom, selector, seconds, start, end, number)
     else:
         # the value where the samples are all one number. Prometheus' max/min_over_time skip
         # a NaN, its changes() counts a NaN next to a number as a change and compares exactly

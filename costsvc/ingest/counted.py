@@ -1,0 +1,205 @@
+"""Counters read as their edge values: the energy counter (issue 29).
+
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (costsvc/ingest/power.py) is read for every GPU, every
+hour, and its value changes at every scrape: read raw it was the largest read of a re-ingest
+(66,000 samples an hour at 1,000 GPUs, more than a third of all). What the hour needs of it is
+its increase by the one counter rule (costsvc/ingest/integrate.py ``increase``): where the
+series has no reset, no NaN and no gap in the raw read's window, every pair inside the hour
+telescopes, and the rule needs three samples only — the last before the hour's start ``t0``
+(the pair across it), the first at or after ``t0`` and the last. Their times are the series'
+target's ``up == 1`` timestamps (costsvc/ingest/steady.py: a series whose sample count equals
+them has its samples exactly there); their values come from per-hour summaries, one
+``query_range`` per expression and block of hours:
+
+- ``count_over_time`` (costsvc/ingest/steady.py, as for every summarised selector);
+- ``resets(sel[W]) == 0``: the values never go down in the window, so the first sample at or
+  after ``t0`` is the smallest there and the last is the largest;
+- ``sum_over_time(sel[W])`` finite: no NaN sample (the raw read drops one; Prometheus' other
+  functions skip it or count it);
+- the first: ``min_over_time(sel[3600001ms])`` at the hour's end — the window (t0 - 1 ms, t1]
+  on Prometheus 3 and VictoriaMetrics, [t0 - 1 ms, t1] on Prometheus 2, either way the samples
+  at or after ``t0`` unless one lies at ``t0 - 1 ms`` exactly (then the samples are read);
+- the last: ``last_over_time(sel[W])`` at the hour's end (W: the raw read's window);
+- the one before ``t0``: ``last_over_time(sel[L] offset 1ms)`` at the hour's start (L: the
+  look-back), as costsvc/ingest/regular.py reads an edge.
+
+The three samples given to the counter rule, with the gap check already done on the target's
+times, give exactly the :class:`~costsvc.ingest.integrate.Increase` the raw samples give: the
+same pair across ``t0``, the same telescoped run, in the same Decimal operations. Anything
+else — a reset, a gap, a missing value, a GPU whose series must be merged — reads the samples
+(:class:`Counter` loads them as costsvc/ingest/regular.py's ``Regular`` does).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import overload
+
+from costsvc.ingest.integrate import Increase, Sample, increase, max_gap_for, spacing
+from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.regular import Key, Loader, into
+
+MS = Decimal("0.001")
+NO_GAP = Decimal("Infinity")  # (the gap check done on the times: the rule's is not needed)
+
+
+class Counter(Sequence[Sample]):
+    """A counter series (costsvc/ingest/power.py ``COUNTED``) whose samples are at each of
+    ``times`` (its target's ``up == 1`` timestamps): ``before``, the value of the last sample
+    before the hour's start; ``first``, of the first at or after it; ``last``, of the last
+    (None: not summarised). Its samples are read only when something iterates them."""
+
+    __slots__ = ("_loader", "_samples", "before", "first", "key", "last", "times")
+
+    def __init__(
+        self,
+        times: list[Decimal],
+        before: Decimal | None,
+        first: Decimal | None,
+        last: Decimal | None,
+        key: Key,
+        loader: Loader | None,
+    ) -> None:
+        self.times, self.before, self.first, self.last = times, before, first, last
+        self.key, self._loader = key, loader
+        self._samples: list[Sample] | None = None
+
+    def increase(self, start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal) -> Increase:
+        """The counter rule's increase over [start, end) (``floor``/``ceiling``: the gap
+        limit's bounds), from the three samples where they tell, else from the samples."""
+        gap = max_gap_for((), floor, ceiling, spacing(self.times))
+        three = None if self._samples is not None else self._three(start, end, gap)
+        if three is None:
+            return increase(self.samples, start, end, gap)
+        return increase(three, start, end, NO_GAP)
+
+    def tells(self, start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal) -> bool:
+        """Whether :meth:`increase` needs no samples."""
+        gap = max_gap_for((), floor, ceiling, spacing(self.times))
+        return self._samples is not None or self._three(start, end, gap) is not None
+
+    def _three(self, start: Decimal, end: Decimal, gap: Decimal) -> list[Sample] | None:
+        """The samples the counter rule needs over [start, end) when no pair of the window
+        is a reset or a gap (module docstring); None: the samples must tell."""
+        times = self.times
+        first = bisect.bisect_left(times, start)
+        if first == len(times):  # no sample in the hour: nothing counted
+            return []
+        before, at_first, last = self.before, self.first, self.last
+        if (
+            (first and before is None)
+            or at_first is None
+            or last is None
+            or (first and times[first - 1] == start - MS)  # (Prometheus 2's window, above)
+            or times[-1] > end
+            or any(b - a > gap for a, b in itertools.pairwise(times[max(first - 1, 0) :]))
+        ):
+            return None
+        three: list[Sample] = [(times[first - 1], before)] if first else []  # type: ignore[list-item]
+        three.append((times[first], at_first))
+        if len(times) - 1 > first:
+            three.append((times[-1], last))
+        return three
+
+    @property
+    def samples(self) -> list[Sample]:
+        if self._samples is None:
+            if self._loader is not None:
+                self._loader.load([self.key])  # (those the edges cannot tell: :func:`load`)
+            if self._samples is None:  # pragma: no cover - the raw read lost it
+                raise RuntimeError(f"series {dict(self.key)} not in the raw read")
+        return self._samples
+
+    def fill(self, samples: list[Sample]) -> None:
+        self._samples, self._loader = samples, None
+
+    def __len__(self) -> int:
+        return len(self.times)
+
+    @overload
+    def __getitem__(self, i: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[Sample]: ...
+
+    def __getitem__(self, i: int | slice) -> Sample | list[Sample]:
+        return self.samples[i]
+
+    def __iter__(self) -> Iterator[Sample]:
+        return iter(self.samples)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def load(
+    counters: Iterable[Counter], start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal
+) -> None:
+    """Read the samples of those of ``counters`` whose edges do not tell their increase over
+    [start, end), one read per selector and hour (the rest stay unread)."""
+    by_loader: dict[int, tuple[Loader, list[Key]]] = {}
+    for c in counters:
+        if c._loader is not None and not c.tells(start, end, floor, ceiling):
+            by_loader.setdefault(id(c._loader), (c._loader, []))[1].append(c.key)
+    for loader, keys in by_loader.values():
+        loader.load(keys)
+
+
+@dataclass
+class CounterSums:
+    """What the engine summarised of a counter (costsvc/ingest/power.py ``COUNTED``) over a
+    block of hours: per evaluation instant (the hour's end) and series, whether it never went
+    down and has no NaN in the window, its first sample at or after the hour's start and its
+    last; per hour start, the last sample before it."""
+
+    rising: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    whole: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    first: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    last: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    before: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+
+    def fill(
+        self,
+        prom: PrometheusReader,
+        selector: str,
+        seconds: int,
+        start: datetime,
+        end: datetime,
+        number: Callable[[str], Decimal | None],
+    ) -> None:
+        w = f"{selector}[{seconds}s]"
+        for found, expr in (
+            (self.rising, f"resets({w}) == 0"),
+            (self.whole, f"sum_over_time({w})"),
+            (self.first, f"min_over_time({selector}[3600001ms])"),
+            (self.last, f"last_over_time({w})"),
+        ):
+            into(found, prom.range_values(expr, start, end, 3600), number)
+        back = f"last_over_time({selector}[{seconds - 3600}s] offset 1ms)"
+        into(self.before, prom.range_values(back, start - timedelta(hours=1), end, 3600), number)
+
+    def counter(
+        self, instant: str, key: Key, times: list[Decimal], loader: Loader
+    ) -> Counter | None:
+        """The series as a :class:`Counter` for the hour ending at ``instant`` (None: its
+        values may go down or hold a NaN in the window: its samples are read)."""
+        if self.rising.get(instant, {}).get(key) is None:
+            return None
+        if self.whole.get(instant, {}).get(key) is None:
+            return None
+        start = f"{Decimal(instant) - 3600:.3f}"
+        return Counter(
+            times,
+            self.before.get(start, {}).get(key),
+            self.first.get(instant, {}).get(key),
+            self.last.get(instant, {}).get(key),
+            key,
+            loader,
+        )
