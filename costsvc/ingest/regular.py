@@ -15,6 +15,7 @@ scrape"); its samples are read (:class:`Loader`) only where something needs them
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -260,14 +261,19 @@ class HourSums:
                 return None
             total -= at_end
         peak = max(abs(high), abs(low))
-        n = len(times) + 2
         # the engine's float sums (of the window and of its look-back, either order) and the
         # float value behind each decimal text: each at most n * n ulps of the peak away
-        # (FOUR_ULP * n * n * peak: 4 * ULP * n * n * peak, its first product done once)
-        error = FOUR_ULP * n * n * peak
+        # (4 * ULP * n * n * peak, n = len(times) + 2; all but the peak worked out once per n)
+        error = _ulps(len(times) + 2) * peak
         return Regular(
             times, total, error, peak, self.before.get(key), self.last.get(key), key, loader
         )
+
+
+@functools.cache
+def _ulps(n: int) -> Decimal:
+    """4 * ULP * n * n, in that order (costsvc/ingest/regular.py ``HourSums.regular``)."""
+    return FOUR_ULP * n * n
 
 
 def into(

@@ -41,6 +41,7 @@ differs the series is read raw. ``COSTSVC_INGEST_READS=raw`` turns all of this o
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import re
@@ -141,6 +142,7 @@ class SteadyReader:
         self._blocks: dict[str, tuple[str, str]] = {}  # instant -> block
         self._summaries: dict[tuple[str, int, str], _Block] = {}
         self._ups: dict[tuple[str, int], Targets] = {}
+        self._up_seconds = 0  # the widest window an hour's reads asked for (prefetch)
         self._lock = threading.Lock()
         self._locks: dict[object, threading.Lock] = {}
         self._following: dict[str, datetime] = {}  # instant -> next hour
@@ -219,6 +221,8 @@ class SteadyReader:
         asked for now: those asked for ahead (:meth:`ahead`) as they are, the others on the
         pool. By (selector, look-back)."""
         out = {}
+        reads = list(reads)
+        self._up_seconds = max([self._up_seconds] + [3600 + int(b) for _, b in reads])
         for selector, look_back in reads:
             seconds = 3600 + int(look_back)
             with self._lock:
@@ -401,21 +405,26 @@ class SteadyReader:
 
     def _targets(self, at: datetime, seconds: int) -> Targets:
         """Each target's ``up == 1`` timestamps in the window, by (job, instance), with the
-        labels of its ``up`` series other than those two (most targets have none)."""
+        labels of its ``up`` series other than those two (most targets have none). ``up`` is
+        read once an hour, over the widest window of its reads (:meth:`prefetch`); a narrower
+        one is cut from it — unless a timestamp lies on its edge, where engines differ
+        (Prometheus 2 includes it): that window is read."""
         cache_key = (instant_text(at), seconds)
         with self._lock_for(("up", *cache_key)):
             found = self._ups.get(cache_key)
             if found is None:
-                found = {}
-                for s in self.prom.raw("up", at, seconds):
-                    job, instance = s.labels.get("job"), s.labels.get("instance")
-                    if job is None or instance is None:
-                        continue
-                    times = [t for t, v in s.samples if v == 1]
-                    others = tuple(
-                        (n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"}
-                    )
-                    found.setdefault((job, instance), []).append((others, times))
+                found = self._cut(at, seconds) if seconds < self._up_seconds else None
+                if found is None:
+                    found = {}
+                    for s in self.prom.raw("up", at, seconds):
+                        job, instance = s.labels.get("job"), s.labels.get("instance")
+                        if job is None or instance is None:
+                            continue
+                        times = [t for t, v in s.samples if v == 1]
+                        others = tuple(
+                            (n, v) for n, v in key_of(s.labels) if n not in {"job", "instance"}
+                        )
+                        found.setdefault((job, instance), []).append((others, times))
                 with self._lock:  # an earlier hour's, done with: not the one read beside
                     # this one (its series and this hour's share each target's times: a
                     # usage read as sums is integrated only beside a share with the same
@@ -425,6 +434,21 @@ class SteadyReader:
                         del self._ups[k]
                     self._ups[cache_key] = found
             return found
+
+    def _cut(self, at: datetime, seconds: int) -> Targets | None:
+        """The targets of the window ``seconds`` from those of the widest (None: a timestamp
+        on its edge)."""
+        wide = self._targets(at, self._up_seconds)
+        edge = Decimal(instant_text(at)) - seconds
+        out: Targets = {}
+        for target, ups in wide.items():
+            mine = out[target] = []
+            for others, times in ups:
+                k = bisect.bisect_right(times, edge)
+                if k and times[k - 1] == edge:
+                    return None
+                mine.append((others, times[k:]))
+        return out
 
 
 def _count(text: str) -> int:
