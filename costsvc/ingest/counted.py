@@ -54,7 +54,7 @@ class Counter(Sequence[Sample]):
     before the hour's start; ``first``, of the first at or after it; ``last``, of the last
     (None: not summarised). Its samples are read only when something iterates them."""
 
-    __slots__ = ("_loader", "_samples", "before", "first", "key", "last", "times")
+    __slots__ = ("__weakref__", "_loader", "_samples", "before", "first", "key", "last", "times")
 
     def __init__(
         self,

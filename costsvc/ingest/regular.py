@@ -16,6 +16,7 @@ scrape"); its samples are read (:class:`Loader`) only where something needs them
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -58,7 +59,18 @@ class Regular(Sequence[Sample]):
     Its samples are read (raw, exact label set) only when something iterates them: with the
     others of its read that are still unread (:func:`load` picks which to read at once)."""
 
-    __slots__ = ("_loader", "_samples", "before", "error", "key", "last", "peak", "times", "total")
+    __slots__ = (
+        "__weakref__",
+        "_loader",
+        "_samples",
+        "before",
+        "error",
+        "key",
+        "last",
+        "peak",
+        "times",
+        "total",
+    )
 
     def __init__(
         self,
@@ -131,7 +143,10 @@ class Loader:
         counted: Callable[[int], None],
     ) -> None:
         self.read, self.counted = read, counted
-        self.pending: dict[Key, Fillable] = {}
+        # weakly: a series refers to its loader, and a loader holding its series back would
+        # make a reference cycle of every series read as sums, left to the cyclic collector
+        # (paused while hours are ingested: run.py) instead of freed with the hour
+        self.pending: weakref.WeakValueDictionary[Key, Fillable] = weakref.WeakValueDictionary()
         self.total = 0
 
     def load(self, keys: Iterable[Key] | None) -> None:

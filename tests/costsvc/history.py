@@ -37,7 +37,9 @@ GPU-X  shared/w in cluster c2 (cluster="c2")                          -> c2-team
 from __future__ import annotations
 
 import dataclasses
+import gc
 from datetime import UTC, datetime
+from pathlib import Path
 
 from sqlalchemy import create_engine
 
@@ -451,3 +453,28 @@ def assert_fast_is_raw(
     assert tables(urls[1]) == expected
     assert tables(urls[2]) == expected
     return fast, raw
+
+
+def unreachable_after_ingest(
+    prom_url: str, tmp: Path, hours: list[datetime], kind: type, source: str = "auto"
+) -> int:
+    """Ingest ``hours`` (fast reads, SQLite) with the cyclic garbage collector paused, as
+    ``gpu-costsvc ingest`` runs; how many objects of ``kind`` the collector then finds
+    unreachable (kept alive only by reference cycles). A control: a fresh cycle is found."""
+    found = 0
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        ingest_with(prom_url, f"sqlite:///{tmp / 'cycles.db'}", model(), hours, source=source)
+        control: list[object] = []
+        control.append(control)
+        del control
+        gc.collect()
+        found = sum(isinstance(o, kind) for o in gc.garbage)
+        assert any(isinstance(o, list) and o and o[0] is o for o in gc.garbage)  # the control
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    return found

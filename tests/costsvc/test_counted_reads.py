@@ -10,6 +10,7 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,7 @@ from costsvc.ingest.power import ENERGY, counter_readings
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP
 from tests.costsvc.conftest import _loaded_prometheus
-from tests.costsvc.history import H100, assert_fast_is_raw, model
+from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
@@ -131,3 +132,9 @@ def test_counters_read_as_edges_give_the_rows_samples_give(
     fast, raw = assert_fast_is_raw(counted_prometheus.url, three_dbs, model(), [(HOURS, "auto")])
     assert fast.fast + fast.raw == raw.raw  # the same series, whichever way they were read
     assert fast.summed >= 7 and fast.loaded >= 1, fast  # (the edges served, some loaded)
+
+
+def test_counters_read_as_edges_are_freed_with_the_hour(
+    counted_prometheus: Prometheus, tmp_path: Path
+) -> None:
+    assert unreachable_after_ingest(counted_prometheus.url, tmp_path, HOURS, counted.Counter) == 0

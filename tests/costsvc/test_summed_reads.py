@@ -12,6 +12,7 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +21,7 @@ from costsvc.ingest.exporter_source import _figures
 from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, HourReads
 from tests.costsvc.conftest import _loaded_prometheus
-from tests.costsvc.history import H100, assert_fast_is_raw, model
+from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 8, tzinfo=UTC).timestamp())  # an hour the cost model prices
@@ -257,3 +258,11 @@ def test_holders_in_turn_are_no_over_subscription() -> None:
     scaled = _within_gpu(groups)[("c", "G", "", "ns", "stay", "c")][0]
     third = half / Decimal("1.5")
     assert [v for _, v in scaled] == [half] * 10 + [third] * 10 + [half] * 40
+
+
+def test_series_read_as_sums_are_freed_with_the_hour(
+    summed_prometheus: Prometheus, tmp_path: Path
+) -> None:
+    """No series read as sums is left for the cyclic garbage collector (paused while hours
+    are ingested: its reference cycles would pile up, 2.4 s of a 10,000-GPU hour to collect)."""
+    assert unreachable_after_ingest(summed_prometheus.url, tmp_path, HOURS, regular.Regular) == 0
