@@ -326,6 +326,23 @@ def _rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
     return found
 
 
+def _differences(
+    label: str, name: str, expected: list[tuple[object, ...]], found: list[tuple[object, ...]]
+) -> None:
+    """Where ``found`` (from ``name``) differs from Prometheus' rows: how many rows each side
+    has alone, and the columns in which the first few differ."""
+    from costsvc.db.models import Chargeback
+
+    cols = [c.key for c in Chargeback.__table__.columns if c.key != "id"]
+    mine, theirs = set(found) - set(expected), set(expected) - set(found)
+    if not mine and not theirs:
+        return
+    print(f"[{label}] {name}: {len(mine)} rows not Prometheus', {len(theirs)} of Prometheus' not")
+    for a, b in list(zip(sorted(theirs), sorted(mine), strict=False))[:5]:
+        diff = {c: (x, y) for c, x, y in zip(cols, a, b, strict=True) if x != y}
+        print(f"    {diff}")
+
+
 def _line(name: str, runs: list[dict[str, Any]]) -> str:
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)
@@ -426,6 +443,8 @@ def _scale_one(
         if len(rows) > 1:
             same = all(r == rows["Prometheus"] for r in rows.values())
             print(f"[{label}] chargeback rows of the hour identical from every source: {same}")
+            for name, found in rows.items():
+                _differences(label, name, rows["Prometheus"], found)
         first = results["Prometheus"][0]
         print(
             f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
