@@ -61,6 +61,13 @@ from kube.label_names import ksm_labels
 SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
 MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
 PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
+# a label or info series (kube-state-metrics' kube_pod_labels, owners; MIG instance info) is
+# read over the hour and the look-back its holdings are read with: a pod whose last sample came
+# just before the hour, or exactly at its start, still held the GPU into it (its samples hold
+# until the next), and its labels must name its team whichever target was scraped last and
+# whichever engine answers (a window's start is closed on Prometheus 2, open on Prometheus 3 and
+# VictoriaMetrics: a sample exactly at the hour's start was in one and not the other)
+LATEST_SECONDS = 3600 + int(MAX_GAP)
 MICROSECOND = Decimal("0.000001")
 SLACK = Decimal("1e-24")  # Decimal's 28 digits, summed in another order
 Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
@@ -142,7 +149,8 @@ class HourReads:
         return self.reader.read(selector, self.at, 3600 + int(look_back))
 
     def latest(self, selector: str) -> list[dict[str, str]]:
-        """The label sets of ``selector`` with a sample in the hour, sorted."""
+        """The label sets of ``selector`` with a sample in the hour or its look-back
+        (:data:`LATEST_SECONDS`), sorted."""
         return [lab for lab, _ in self.latest_with(selector, _nothing)]
 
     def latest_with(
@@ -150,7 +158,7 @@ class HourReads:
     ) -> list[tuple[dict[str, str], T]]:
         """:meth:`latest`, each label set with ``derive(labels)`` (worked out once per label
         set of a block of hours: costsvc/ingest/steady.py)."""
-        return self.reader.latest(selector, self.at, 3600, derive)
+        return self.reader.latest(selector, self.at, LATEST_SECONDS, derive)
 
     def pieces(self, samples: Sequence[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady
@@ -503,7 +511,7 @@ def _latest_labels(
             if '"' not in v and "\\" not in v
         )
         newest: tuple[Decimal, dict[str, str]] | None = None
-        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, 3600):
+        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, LATEST_SECONDS):
             if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
                 continue
             stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
