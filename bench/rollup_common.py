@@ -1,7 +1,7 @@
 """What the rollup benches share (bench/costsvc_rollup.py, bench/rollup_month.py,
 bench/rollup_scale.py, bench/serve_ingest.py): the one-hour history's start and its OpenMetrics
-writer, the look-back before a first hour, the fleets' labels, a free port, the machine's load
-and a process's CPU seconds."""
+writer, the look-back before a first hour, the fleets' labels, a free port, the machine's load,
+a process's CPU seconds, and an hour's chargeback rows (where two engines' rows differ)."""
 
 from __future__ import annotations
 
@@ -145,3 +145,34 @@ def load_now() -> str:
     """The machine's load averages, for the report (others' work skews wall times)."""
     one, five, fifteen = os.getloadavg()
     return f"load {one:.2f} / {five:.2f} / {fifteen:.2f} (1/5/15 min)"
+
+
+def chargeback_rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
+    """The hour's chargeback rows (ids left out), sorted."""
+    from sqlalchemy import create_engine, select
+
+    from costsvc.db.models import Chargeback
+
+    engine = create_engine(pg_url)
+    with engine.connect() as conn:
+        cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
+        found = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour == hour)))
+    engine.dispose()
+    return found
+
+
+def row_differences(
+    label: str, name: str, expected: list[tuple[object, ...]], found: list[tuple[object, ...]]
+) -> None:
+    """Where ``found`` (from ``name``) differs from Prometheus' rows: how many rows each side
+    has alone, and the columns in which the first few differ."""
+    from costsvc.db.models import Chargeback
+
+    cols = [c.key for c in Chargeback.__table__.columns if c.key != "id"]
+    mine, theirs = set(found) - set(expected), set(expected) - set(found)
+    if not mine and not theirs:
+        return
+    print(f"[{label}] {name}: {len(mine)} rows not Prometheus', {len(theirs)} of Prometheus' not")
+    for a, b in list(zip(sorted(theirs), sorted(mine), strict=False))[:5]:
+        diff = {c: (x, y) for c, x, y in zip(cols, a, b, strict=True) if x != y}
+        print(f"    {diff}")

@@ -53,9 +53,11 @@ from bench.rollup_common import (  # noqa: E402
     FLEETS,
     LOOK_BACK,
     START,
+    chargeback_rows,
     cpu_seconds,
     free_port,
     load_now,
+    row_differences,
     write_history,
 )
 
@@ -312,37 +314,6 @@ def _measure(
     return out
 
 
-def _rows(pg_url: str, hour: datetime) -> list[tuple[object, ...]]:
-    """The hour's chargeback rows (ids left out), sorted."""
-    from sqlalchemy import create_engine, select
-
-    from costsvc.db.models import Chargeback
-
-    engine = create_engine(pg_url)
-    with engine.connect() as conn:
-        cols = [c for c in Chargeback.__table__.columns if c.key != "id"]
-        found = sorted(tuple(r) for r in conn.execute(select(*cols).where(Chargeback.hour == hour)))
-    engine.dispose()
-    return found
-
-
-def _differences(
-    label: str, name: str, expected: list[tuple[object, ...]], found: list[tuple[object, ...]]
-) -> None:
-    """Where ``found`` (from ``name``) differs from Prometheus' rows: how many rows each side
-    has alone, and the columns in which the first few differ."""
-    from costsvc.db.models import Chargeback
-
-    cols = [c.key for c in Chargeback.__table__.columns if c.key != "id"]
-    mine, theirs = set(found) - set(expected), set(expected) - set(found)
-    if not mine and not theirs:
-        return
-    print(f"[{label}] {name}: {len(mine)} rows not Prometheus', {len(theirs)} of Prometheus' not")
-    for a, b in list(zip(sorted(theirs), sorted(mine), strict=False))[:5]:
-        diff = {c: (x, y) for c, x, y in zip(cols, a, b, strict=True) if x != y}
-        print(f"    {diff}")
-
-
 def _line(name: str, runs: list[dict[str, Any]]) -> str:
     def med(key: str) -> float:
         return statistics.median(float(r[key]) for r in runs)
@@ -439,12 +410,12 @@ def _scale_one(
         for name, url, pid in sources:
             results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source)
             print(f"[{label}] " + _line(f"{name} -> PG", runs))
-            rows[name] = _rows(pg_url, hour)
+            rows[name] = chargeback_rows(pg_url, hour)
         if len(rows) > 1:
             same = all(r == rows["Prometheus"] for r in rows.values())
             print(f"[{label}] chargeback rows of the hour identical from every source: {same}")
             for name, found in rows.items():
-                _differences(label, name, rows["Prometheus"], found)
+                row_differences(label, name, rows["Prometheus"], found)
         first = results["Prometheus"][0]
         print(
             f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
