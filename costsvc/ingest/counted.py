@@ -27,34 +27,35 @@ The three samples given to the counter rule, with the gap check already done on 
 times, give exactly the :class:`~costsvc.ingest.integrate.Increase` the raw samples give: the
 same pair across ``t0``, the same telescoped run, in the same Decimal operations. Anything
 else — a reset, a gap, a missing value, a GPU whose series must be merged — reads the samples
-(:class:`Counter` loads them as costsvc/ingest/regular.py's ``Regular`` does).
+(:class:`Counter` reads them, an ``Unread`` series as costsvc/ingest/regular.py's ``Regular`` is).
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import overload
 
+from costsvc.ingest import regular
 from costsvc.ingest.integrate import Increase, Sample, increase, max_gap_for, spacing
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.regular import Key, Loader, into
+from costsvc.ingest.regular import Key, Loader, Unread, into
 
 MS = Decimal("0.001")
 NO_GAP = Decimal("Infinity")  # (the gap check done on the times: the rule's is not needed)
 
 
-class Counter(Sequence[Sample]):
-    """A counter series (costsvc/ingest/power.py ``COUNTED``) whose samples are at each of
-    ``times`` (its target's ``up == 1`` timestamps): ``before``, the value of the last sample
-    before the hour's start; ``first``, of the first at or after it; ``last``, of the last
-    (None: not summarised). Its samples are read only when something iterates them."""
+class Counter(Unread):
+    """A counter series (costsvc/ingest/power.py ``COUNTED``): ``before``, the value of the
+    last sample before the hour's start; ``first``, of the first at or after it; ``last``, of
+    the last (None: not summarised). Iterated, it alone is read (:func:`load` reads those whose
+    edges do not tell at once)."""
 
-    __slots__ = ("__weakref__", "_loader", "_samples", "before", "first", "key", "last", "times")
+    __slots__ = ("before", "first", "last")
+    LOADS_ALL = False
 
     def __init__(
         self,
@@ -65,9 +66,8 @@ class Counter(Sequence[Sample]):
         key: Key,
         loader: Loader | None,
     ) -> None:
-        self.times, self.before, self.first, self.last = times, before, first, last
-        self.key, self._loader = key, loader
-        self._samples: list[Sample] | None = None
+        super().__init__(times, key, loader)
+        self.before, self.first, self.last = before, first, last
 
     def increase(self, start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal) -> Increase:
         """The counter rule's increase over [start, end) (``floor``/``ceiling``: the gap
@@ -106,50 +106,13 @@ class Counter(Sequence[Sample]):
             three.append((times[-1], last))
         return three
 
-    @property
-    def samples(self) -> list[Sample]:
-        if self._samples is None:
-            if self._loader is not None:
-                self._loader.load([self.key])  # (those the edges cannot tell: :func:`load`)
-            if self._samples is None:  # pragma: no cover - the raw read lost it
-                raise RuntimeError(f"series {dict(self.key)} not in the raw read")
-        return self._samples
-
-    def fill(self, samples: list[Sample]) -> None:
-        self._samples, self._loader = samples, None
-
-    def __len__(self) -> int:
-        return len(self.times)
-
-    @overload
-    def __getitem__(self, i: int) -> Sample: ...
-
-    @overload
-    def __getitem__(self, i: slice) -> list[Sample]: ...
-
-    def __getitem__(self, i: int | slice) -> Sample | list[Sample]:
-        return self.samples[i]
-
-    def __iter__(self) -> Iterator[Sample]:
-        return iter(self.samples)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Sequence) and list(self) == list(other)
-
-    __hash__ = None  # type: ignore[assignment]
-
 
 def load(
     counters: Iterable[Counter], start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal
 ) -> None:
     """Read the samples of those of ``counters`` whose edges do not tell their increase over
     [start, end), one read per selector and hour (the rest stay unread)."""
-    by_loader: dict[int, tuple[Loader, list[Key]]] = {}
-    for c in counters:
-        if c._loader is not None and not c.tells(start, end, floor, ceiling):
-            by_loader.setdefault(id(c._loader), (c._loader, []))[1].append(c.key)
-    for loader, keys in by_loader.values():
-        loader.load(keys)
+    regular.load(c for c in counters if not c.tells(start, end, floor, ceiling))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Protocol, overload
+from typing import overload
 
 from costsvc.ingest.prom import PrometheusReader, Series
 
@@ -47,52 +47,24 @@ def key_of(labels: dict[str, str]) -> Key:
     return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
 
 
-class Regular(Sequence[Sample]):
-    """A series of :data:`SUMMED` whose samples are at each of ``times`` (its target's
-    ``up == 1`` timestamps, as a steady series') but whose values change: what the engine
-    summed of them instead of the values themselves — ``total``: the sum of the values of the
-    samples in [t0, t1); ``error``: a bound on how far that (a float sum, from float values)
-    is from the sum of the values as decimal text; ``peak``: the largest absolute value in the
-    window; ``before``: the value of the last sample before t0, ``last``: of the last before
-    t1 (None: no such sample within :data:`EDGE` seconds).
+class Unread(Sequence[Sample]):
+    """A series whose samples are at each of ``times`` (its target's ``up == 1`` timestamps, as
+    a steady series') and are read (raw, exact label set, by its :class:`Loader`) only when
+    something iterates it: :class:`Regular`, costsvc/ingest/counted.py ``Counter``. Reading one
+    reads the others of its read still unread as well (``LOADS_ALL``), or it alone."""
 
-    Its samples are read (raw, exact label set) only when something iterates them: with the
-    others of its read that are still unread (:func:`load` picks which to read at once)."""
+    __slots__ = ("__weakref__", "_loader", "_samples", "key", "times")
+    LOADS_ALL = True
 
-    __slots__ = (
-        "__weakref__",
-        "_loader",
-        "_samples",
-        "before",
-        "error",
-        "key",
-        "last",
-        "peak",
-        "times",
-        "total",
-    )
-
-    def __init__(
-        self,
-        times: list[Decimal],
-        total: Decimal,
-        error: Decimal,
-        peak: Decimal,
-        before: Decimal | None,
-        last: Decimal | None,
-        key: Key,
-        loader: Loader | None,
-    ) -> None:
-        self.times, self.total, self.error, self.peak = times, total, error, peak
-        self.before, self.last, self.key = before, last, key
-        self._loader = loader
+    def __init__(self, times: list[Decimal], key: Key, loader: Loader | None) -> None:
+        self.times, self.key, self._loader = times, key, loader
         self._samples: list[Sample] | None = None
 
     @property
     def samples(self) -> list[Sample]:
         if self._samples is None:
             if self._loader is not None:
-                self._loader.load(None)  # this one and the rest of its read still unread
+                self._loader.load(None if self.LOADS_ALL else [self.key])
             if self._samples is None:  # pragma: no cover - the raw read lost it
                 raise RuntimeError(f"series {dict(self.key)} not in the raw read")
         return self._samples
@@ -125,15 +97,35 @@ class Regular(Sequence[Sample]):
     __hash__ = None  # type: ignore[assignment]
 
 
-class Fillable(Protocol):
-    """A series whose samples a :class:`Loader` reads (:class:`Regular`,
-    costsvc/ingest/counted.py ``Counter``)."""
+class Regular(Unread):
+    """A series of :data:`SUMMED` whose values change at every scrape: what the engine summed
+    of them instead of the values themselves — ``total``: the sum of the values of the
+    samples in [t0, t1); ``error``: a bound on how far that (a float sum, from float values)
+    is from the sum of the values as decimal text; ``peak``: the largest absolute value in the
+    window; ``before``: the value of the last sample before t0, ``last``: of the last before
+    t1 (None: no such sample within :data:`EDGE` seconds). Iterated, its samples are read with
+    the others of its read still unread (:func:`load` picks which to read at once)."""
 
-    def fill(self, samples: list[Sample]) -> None: ...
+    __slots__ = ("before", "error", "last", "peak", "total")
+
+    def __init__(
+        self,
+        times: list[Decimal],
+        total: Decimal,
+        error: Decimal,
+        peak: Decimal,
+        before: Decimal | None,
+        last: Decimal | None,
+        key: Key,
+        loader: Loader | None,
+    ) -> None:
+        super().__init__(times, key, loader)
+        self.total, self.error, self.peak = total, error, peak
+        self.before, self.last = before, last
 
 
 class Loader:
-    """The raw reads of the :class:`Regular` series of one read (selector, hour) still
+    """The raw reads of the :class:`Unread` series of one read (selector, hour) still
     unread: ``read(keys, total)`` reads those series (``total``: the series of the read, for
     the choice of how), ``counted(n)`` is told how many came."""
 
@@ -146,7 +138,7 @@ class Loader:
         # weakly: a series refers to its loader, and a loader holding its series back would
         # make a reference cycle of every series read as sums, left to the cyclic collector
         # (paused while hours are ingested: run.py) instead of freed with the hour
-        self.pending: weakref.WeakValueDictionary[Key, Fillable] = weakref.WeakValueDictionary()
+        self.pending: weakref.WeakValueDictionary[Key, Unread] = weakref.WeakValueDictionary()
         self.total = 0
 
     def load(self, keys: Iterable[Key] | None) -> None:
@@ -163,11 +155,11 @@ class Loader:
 
 
 def load(series: Iterable[Sequence[Sample]]) -> None:
-    """Read the samples of these series (those of them that are :class:`Regular` and unread)
+    """Read the samples of these series (those of them that are :class:`Unread` and unread)
     now, one read per selector and hour: for a caller that knows which it will iterate."""
     by_loader: dict[int, tuple[Loader, list[Key]]] = {}
     for s in series:
-        if isinstance(s, Regular) and s._loader is not None:
+        if isinstance(s, Unread) and s._loader is not None:
             by_loader.setdefault(id(s._loader), (s._loader, []))[1].append(s.key)
     for loader, keys in by_loader.values():
         loader.load(keys)

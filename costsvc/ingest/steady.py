@@ -54,10 +54,10 @@ from decimal import Decimal
 from operator import itemgetter
 from typing import TypeVar, cast, overload
 
-from costsvc.ingest.counted import Counter, CounterSums
+from costsvc.ingest.counted import CounterSums
 from costsvc.ingest.power import COUNTED
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
-from costsvc.ingest.regular import SUMMED, Key, Loader, Regular, Sums, key_of
+from costsvc.ingest.regular import SUMMED, Key, Loader, Sums, Unread, key_of
 
 # the selectors whose series are mostly steady (and are no counters)
 STEADY = frozenset(
@@ -304,7 +304,7 @@ class SteadyReader:
             if v is not None:
                 steady.append((key, Series(labels, Steady(times, v))))
                 continue
-            read: Regular | Counter | None = None
+            read: Unread | None = None
             if sums is not None:
                 read = sums.regular(key, times, loader)  # type: ignore[arg-type]
             elif block.counters is not None:
