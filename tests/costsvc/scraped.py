@@ -62,3 +62,31 @@ def as_scraped(text: str) -> str:
             out.append(f'up{{job="{job}",instance="{instance}"{where}}} {scrapes[t]} {t}')
     out.append("# EOF")
     return "\n".join(out) + "\n"
+
+
+class Families:
+    """A history written already in the scraped form (the test gives every series its
+    ``job``/``instance`` and writes each target's ``up``), family by family."""
+
+    def __init__(self) -> None:
+        self.lines: dict[str, list[str]] = {}
+
+    def add(self, name: str, labels: str, value: object, t: float) -> None:
+        self.lines.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+
+    def text(self, counters: frozenset[str] = frozenset()) -> str:
+        """OpenMetrics: each family's ``# TYPE`` (``counter`` for those named, else
+        ``gauge``) and its samples, ``# EOF`` last."""
+        out = []
+        for name, found in self.lines.items():
+            out.append(f"# TYPE {name} {'counter' if name in counters else 'gauge'}")
+            out.extend(found)
+        return "\n".join([*out, "# EOF"]) + "\n"
+
+
+def exporter_gpu(uuid: str, node: str, model: str, extra: str = "") -> str:
+    """The labels of a GPU's series as node ``node``'s exporter target publishes them."""
+    return (
+        f'UUID="{uuid}",modelName="{model}",Hostname="{node}",gpu="0",'
+        f'job="gpu-exporter",instance="{node}:9400"{extra}'
+    )

@@ -20,6 +20,7 @@ from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
+from tests.costsvc.scraped import Families, exporter_gpu
 from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
@@ -44,16 +45,11 @@ def _history() -> str:
     each scrape's timestamp (0 where the scrape failed), the series' samples at the same. Each
     GPU is held whole by one pod; its energy counter rises by 300-700 W x 60 s a scrape."""
     rng = random.Random(29)
-    lines: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, value: object, t: float) -> None:
-        lines.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+    history = Families()
+    add = history.add
 
     def gpu(uuid: str, node: str, extra: str = "") -> str:
-        return (
-            f'UUID="{uuid}",modelName="{H100}",Hostname="{node}",gpu="0",'
-            f'job="gpu-exporter",instance="{node}:9400"{extra}'
-        )
+        return exporter_gpu(uuid, node, H100, extra)
 
     start, end = T0 - 600, T0 + 7200 + 120
     for node, (uuid, offset, _) in NODES.items():
@@ -77,11 +73,7 @@ def _history() -> str:
             if node == "n7" and t >= T0 + 1800:
                 driver = ',DCGM_FI_DRIVER_VERSION="580.105"'
             add(ENERGY, gpu(uuid, node, driver), value, t)
-    out = []
-    for name, found in lines.items():
-        out.append(f"# TYPE {name} {'counter' if name == ENERGY else 'gauge'}")
-        out.extend(found)
-    return "\n".join([*out, "# EOF"]) + "\n"
+    return history.text(counters=frozenset({ENERGY}))
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ from sqlalchemy import create_engine, select
 from costsvc.db.models import Chargeback
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, ingest_with, model
+from tests.costsvc.scraped import Families, exporter_gpu
 from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 16, tzinfo=UTC).timestamp())  # an hour the cost model prices
@@ -27,32 +28,25 @@ def _history() -> str:
     its last sample at T0 + 5 s (so 60 s into the hour: a sample holds one scrape interval).
     kube-state-metrics, scraped at :50, shows both pods' labels — ``leave``'s last at T0 - 10 s,
     before the hour, when the pod was deleted."""
-    lines: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, t: int) -> None:
-        lines.setdefault(name, []).append(f"{name}{{{labels}}} 1 {t}")
-
+    history = Families()
     exporter = 'job="gpu-exporter",instance="n1:9400"'
     ksm = 'job="kube-state-metrics",instance="ksm:8080"'
     for minute in range(T0 - 600, T0 + 3600, 60):
         t = minute + 5
-        add("up", exporter, t)
+        history.add("up", exporter, 1, t)
         for uuid, pod in (("GPU-A", "stay"), ("GPU-B", "leave")):
-            gpu = f'UUID="{uuid}",modelName="{H100}",Hostname="n1",gpu="0",{exporter}'
-            add("gpu_device_up", gpu, t)
+            gpu = exporter_gpu(uuid, "n1", H100)
+            history.add("gpu_device_up", gpu, 1, t)
             if pod == "stay" or t <= T0 + 5:
                 holder = f',namespace="ns",pod="{pod}",container="main"'
-                add("gpu_allocation_share", gpu + holder, t)
+                history.add("gpu_allocation_share", gpu + holder, 1, t)
         t = minute + 50
-        add("up", ksm, t)
+        history.add("up", ksm, 1, t)
         for pod in ("stay", "leave"):
             if pod == "stay" or t < T0:
-                add("kube_pod_labels", f'namespace="ns",pod="{pod}",label_team="{pod}",{ksm}', t)
-    out = []
-    for name, found in lines.items():
-        out.append(f"# TYPE {name} gauge")
-        out.extend(found)
-    return "\n".join([*out, "# EOF"]) + "\n"
+                labels = f'namespace="ns",pod="{pod}",label_team="{pod}",{ksm}'
+                history.add("kube_pod_labels", labels, 1, t)
+    return history.text()
 
 
 @pytest.fixture(scope="module")

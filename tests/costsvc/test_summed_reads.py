@@ -22,6 +22,7 @@ from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
 from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, HourReads
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
+from tests.costsvc.scraped import Families, exporter_gpu
 from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 8, tzinfo=UTC).timestamp())  # an hour the cost model prices
@@ -43,16 +44,11 @@ def _history() -> str:
     n4 (scrapes at :05 s) GPU-F whole, f/f, utilisation NaN at one look-back scrape
     """
     rng = random.Random(29)
-    lines: dict[str, list[str]] = {}
-
-    def add(name: str, labels: str, value: object, t: float) -> None:
-        lines.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
+    history = Families()
+    add = history.add
 
     def gpu(uuid: str, node: str, extra: str = "") -> str:
-        return (
-            f'UUID="{uuid}",modelName="{H100}",Hostname="{node}",gpu="0",'
-            f'job="gpu-exporter",instance="{node}:9400"{extra}'
-        )
+        return exporter_gpu(uuid, node, H100, extra)
 
     start, end = T0 - 600, T0 + 7200 + 120
     for node, offset in (("n1", 17), ("n2", 0), ("n3", 41), ("n4", 5)):
@@ -118,11 +114,7 @@ def _history() -> str:
                 )
                 holder = f',namespace="{uuid[-1].lower()}",pod="p",container="main"'
                 add("gpu_allocation_share", gpu(uuid, node, holder), 1, t)
-    out = []
-    for name, found in lines.items():
-        out.append(f"# TYPE {name} gauge")
-        out.extend(found)
-    return "\n".join([*out, "# EOF"]) + "\n"
+    return history.text()
 
 
 @pytest.fixture(scope="module")
