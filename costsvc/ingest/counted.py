@@ -72,7 +72,7 @@ class Counter(Unread):
     def increase(self, start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal) -> Increase:
         """The counter rule's increase over [start, end) (``floor``/``ceiling``: the gap
         limit's bounds), from the three samples where they tell, else from the samples."""
-        gap = max_gap_for((), floor, ceiling, spacing(self.times))
+        gap = self._gap(floor, ceiling)
         three = None if self._samples is not None else self._three(start, end, gap)
         if three is None:
             return increase(self.samples, start, end, gap)
@@ -80,8 +80,15 @@ class Counter(Unread):
 
     def tells(self, start: Decimal, end: Decimal, floor: Decimal, ceiling: Decimal) -> bool:
         """Whether :meth:`increase` needs no samples."""
-        gap = max_gap_for((), floor, ceiling, spacing(self.times))
-        return self._samples is not None or self._three(start, end, gap) is not None
+        return (
+            self._samples is not None
+            or self._three(start, end, self._gap(floor, ceiling)) is not None
+        )
+
+    def _gap(self, floor: Decimal, ceiling: Decimal) -> Decimal:
+        """The gap limit of the series (costsvc/ingest/integrate.py ``max_gap_for``), from its
+        times."""
+        return max_gap_for((), floor, ceiling, spacing(self.times))
 
     def _three(self, start: Decimal, end: Decimal, gap: Decimal) -> list[Sample] | None:
         """The samples the counter rule needs over [start, end) when no pair of the window
