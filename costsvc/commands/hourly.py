@@ -50,7 +50,6 @@ def run_hour(settings: Settings, now: datetime, stop: threading.Event) -> int | 
                 child.join()
             log.info("hourly run (pid %s) stopped with serve", child.pid)
             return None
-        child.join(0)
     code = child.exitcode
     assert code is not None
     if code:
