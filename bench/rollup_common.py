@@ -15,6 +15,7 @@ from bench.phases import H100
 START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
 FLEETS = {"realistic": "realistic", "constant": "best case"}
+CACHE = Path("/tmp/gpu-finops-bench")  # the benches' TSDB blocks, kept between runs
 
 
 def write_history(

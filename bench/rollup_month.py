@@ -38,7 +38,7 @@ from pathlib import Path
 import httpx
 
 from bench.phases import fleet_model, timed_phases, walls
-from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port, load_now
+from bench.rollup_common import CACHE, FLEETS, LOOK_BACK, cpu_seconds, free_port, load_now
 from bench.tsdb_block import write_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +60,11 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     )
     ap.add_argument(
         "--raw-hours", type=int, default=24, help="with --month-days: hours also read raw"
+    )
+    ap.add_argument(
+        "--cache",
+        action="store_true",
+        help=f"keep the month's blocks under {CACHE} and use them again (hard-linked copies)",
     )
     ap.add_argument(
         "--block-hours",
@@ -155,20 +160,33 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         t = time.perf_counter()
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
-        grid = Grid(first, end * 1000, 60_000)
-        if fleet == "realistic":
-            series, churn = realistic(args.gpus, args.pods, grid)
-            how = (
-                f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour, "
-                f"{churn.pods:,} pods in all, {churn.relabels} relabels, {churn.recreations} "
-                f"MIG re-creations)"
-            )
-        else:
-            series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
-        (work / "data").mkdir()
-        write_blocks(work / "data", series, first, end * 1000, 60_000, args.block_hours)
+        cached = CACHE / f"month-{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b-{fleet}"
+        done = cached / "complete"
+        if not args.cache or not done.exists():
+            grid = Grid(first, end * 1000, 60_000)
+            if fleet == "realistic":
+                series, churn = realistic(args.gpus, args.pods, grid)
+                how = (
+                    f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour, "
+                    f"{churn.pods:,} pods in all, {churn.relabels} relabels, "
+                    f"{churn.recreations} MIG re-creations)"
+                )
+            else:
+                series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
+            (work / "data").mkdir()
+            write_blocks(work / "data", series, first, end * 1000, 60_000, args.block_hours)
+            how = f"{how}: {describe(series)}"
+            del series
+            if args.cache:
+                shutil.rmtree(cached, ignore_errors=True)
+                cached.mkdir(parents=True)
+                subprocess.run(["cp", "-al", str(work / "data"), str(cached)], check=True)
+                done.write_text(how)
+        else:  # hard links: Prometheus never rewrites a block's files, it writes new blocks
+            how = f"{done.read_text()}, blocks from {cached}"
+            subprocess.run(["cp", "-al", str(cached / "data"), str(work)], check=True)
         t_backfill = time.perf_counter() - t
-        print(f"{label} block written in {t_backfill:.0f} s", flush=True)
+        print(f"{label} blocks ready in {t_backfill:.0f} s", flush=True)
         port = free_port()
         t = time.perf_counter()
         prom = start_prometheus(work / "data", port, work / "prom.log")
@@ -179,11 +197,10 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         print(
             f"{label} history: {args.gpus} GPUs, {args.pods} pods, {n_hours} hours at 60 s, "
-            f"{how}: {describe(series)} (with up, job/instance); written in {t_backfill:.0f} s "
+            f"{how} (with up, job/instance); ready in {t_backfill:.0f} s "
             f"(bench/tsdb_block.py), Prometheus ready in {t_compact:.0f} s ({blocks} blocks, "
             f"{du / 2**20:,.0f} MiB)"
         )
-        del series
         pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
         pg_url, _, stop_pg = start_postgres(pg_base)
         model = fleet_model("2026-09-01T00:00:00Z")

@@ -50,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.phases import fleet_model, timed_phases  # noqa: E402 (after the path)
 from bench.rollup_common import (  # noqa: E402
+    CACHE,
     FLEETS,
     LOOK_BACK,
     START,
@@ -61,7 +62,6 @@ from bench.rollup_common import (  # noqa: E402
     write_history,
 )
 
-CACHE = Path("/tmp/gpu-finops-bench")
 TARGET_S = 15.0
 
 
