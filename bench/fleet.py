@@ -3,8 +3,10 @@
 Every ingest bench (bench/rollup_month.py, bench/rollup_scale.py, bench/costsvc_rollup.py,
 bench/serve_ingest.py) feeds the cost service one of these, in the form Prometheus stores
 scraped data (each series with its target's ``job``/``instance``, each target's ``up``, samples
-on the scrape grid: Prometheus aligns scrape timestamps to it within
-``--scrape.timestamp-tolerance``, 2 ms by default, cmd/prometheus/main.go):
+on its target's scrape schedule: Prometheus aligns scrape timestamps to it within
+``--scrape.timestamp-tolerance``, 2 ms by default, cmd/prometheus/main.go, and spreads its
+targets over the interval, each at its own offset: bench/tsdb_block.py ``offset``; a fleet
+whose targets all scraped on the minute would put a sample on every hour's edge):
 
 **Realistic** (:func:`realistic`, seeded: ``SEED``; the same arguments give the same fleet):
 

@@ -160,7 +160,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         t = time.perf_counter()
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
-        cached = CACHE / f"month-{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b-{fleet}"
+        size = f"{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b"
+        cached = CACHE / f"month-{size}-spread-{fleet}"
         done = cached / "complete"
         if not args.cache or not done.exists():
             grid = Grid(first, end * 1000, 60_000)

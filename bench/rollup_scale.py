@@ -76,7 +76,7 @@ def tsdb(
 ) -> tuple[Path, str]:
     """Prometheus blocks of the history (cached); and what it took."""
 
-    kind = f"-scraped-{fleet}" if form == "scraped" else ""
+    kind = f"-scraped-spread-{fleet}" if form == "scraped" else ""
     kind += "-dcgm" if source == "dcgm-exporter" else ""
     where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:

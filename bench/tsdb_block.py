@@ -19,10 +19,11 @@ import secrets
 import struct
 import sys
 import time
+import zlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from bench.fleet import CHUNK, STALE_NAN, Spec
+from bench.fleet import CHUNK, STALE_NAN, Labels, Spec
 
 _POLY = 0x82F63B78
 _TABLE = []
@@ -142,6 +143,30 @@ def xor_chunk(samples: list[tuple[int, float]]) -> bytes:
     return (acc << pad).to_bytes((nbits + pad) // 8, "big")
 
 
+def offset(labels: Labels, step_ms: int) -> int:
+    """Where in the scrape interval a series' target is scraped, in ms: Prometheus spreads its
+    targets over the interval (each target's offset is a hash of its labels, scrape/target.go
+    ``offset``), so a fleet's targets scrape at different times and hardly any on an hour's
+    edge. Here a CRC-32 of the target's ``job`` and ``instance``; 0 for a series without."""
+    found = dict(labels)
+    instance = found.get("instance")
+    if instance is None:
+        return 0
+    return zlib.crc32(f"{found.get('job', '')}/{instance}".encode()) % step_ms
+
+
+def _moved(data: bytes, t0: int, o: int) -> bytes:
+    """An XOR chunk (its encoding byte first) whose samples begin at ``t0``, with every
+    timestamp ``o`` ms later: the first timestamp is a varint at a byte boundary after the
+    16-bit sample count, the rest are deltas (tsdb/chunkenc/xor.go)."""
+    if not o:
+        return data
+    old, new = varint(t0), varint(t0 + o)
+    if len(old) != len(new):  # pragma: no cover - a length change: ~never at these times
+        raise ValueError(f"the timestamp {t0} + {o} ms changes its varint's length")
+    return data[:3] + new + data[3 + len(old) :]
+
+
 def _section(content: bytes) -> bytes:
     """``len | content | crc32c(content)`` (the decbuf form of the index's tables)."""
     return struct.pack(">I", len(content)) + content + struct.pack(">I", crc32c(content))
@@ -203,7 +228,7 @@ def write_block(
         (s for s in series if s.first <= w1 and (s.last + s.stale) >= w0),
         key=lambda s: (s.labels, s.first),
     )
-    cache: dict[object, bytes] = {}
+    cache: dict[object, bytes] = {}  # a whole chunk's bytes, on the grid
     metas: list[list[tuple[int, int, int]]] = []
     names: list[tuple[tuple[str, str], ...]] = []  # each series' labels
     pos = 8
@@ -225,22 +250,24 @@ def write_block(
             ]
             if stale >= 0 and (not cuts or cuts[-1][2] != stale - 1):
                 cuts.append((stale // chunk_samples, stale, stale - 1))  # the marker alone
+            o = offset(spec.labels, step_ms)  # the target's place in the scrape interval
             for c, lo, hi in cuts:
                 ts = stamps[lo : hi + 1]
                 marker = stale >= 0 and hi + 1 == stale
                 whole = lo == c * chunk_samples and hi == (c + 1) * chunk_samples - 1
                 key = (spec.key(c), ts[0]) if whole and not marker else None
-                raw = cache.get(key) if key is not None else None
-                if raw is None:
+                data = cache.get(key) if key is not None else None
+                if data is None:  # encoded on the grid itself, then moved to the target's times
                     points = [(t, spec.value(t)) for t in ts]
                     if marker:
                         points.append((stamps[stale], STALE_NAN))
                     data = b"\x01" + xor_chunk(points)
-                    raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
                     if key is not None:
-                        cache[key] = raw
+                        cache[key] = data
+                data = _moved(data, ts[0], o)
+                raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
                 f.write(raw)
-                mine.append((stamps[lo], stamps[stale] if marker else ts[-1], pos))
+                mine.append((stamps[lo] + o, (stamps[stale] if marker else ts[-1]) + o, pos))
                 pos += len(raw)
                 samples += len(ts) + marker
             metas.append(mine)
