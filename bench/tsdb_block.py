@@ -264,7 +264,7 @@ def write_block(
                     data = b"\x01" + xor_chunk(points)
                     if key is not None:
                         cache[key] = data
-                data = _moved(data, ts[0], o)
+                data = _moved(data, stamps[lo], o)  # (lo: the marker's, in a chunk of it alone)
                 raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
                 f.write(raw)
                 mine.append((stamps[lo] + o, (stamps[stale] if marker else ts[-1]) + o, pos))
