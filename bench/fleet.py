@@ -17,7 +17,9 @@ whose targets all scraped on the minute would put a sample on every hour's edge)
   bounded random walk of integer percent (steps of -6..+6, reflected at 0 and 100), each MIG
   instance's ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` a random walk of ratios (3 decimals);
 - **SM time per container changes at every sample**: ``gpu_container_sm_utilization_ratio``
-  of every container (whole, time-sliced, MIG) is a random walk within its share (4 decimals);
+  of every container (whole, time-sliced, MIG) is a random walk within its share, in the
+  form our exporter publishes it (the mean of NVML's integer percents over a collection, / 100:
+  floats of full precision, not short decimals);
 - **5 % of pods end each hour and others start**: each holding slot runs a sequence of pods,
   lifetimes drawn from an exponential distribution (mean ``1 / CHURN`` hours, at least 10
   minutes), the next pod starting 0-10 minutes after (mid-hour, mostly): the replica or GPU
@@ -63,6 +65,7 @@ SHORT_HOURS = 1.5  # their mean lifetime
 MIG_SHARE = 0.01  # of the GPUs: in MIG mode
 TRACKS = 61  # random walks per kind
 CHUNK = 120  # samples per chunk (bench/tsdb_block.py)
+SM_SAMPLES = 7  # NVML's per-process samples in one collection of the exporter
 LAYOUTS = (
     (("3g.40gb", 3, 4), ("2g.20gb", 2, 2), ("1g.10gb", 1, 1), ("1g.10gb", 1, 1)),
     (("4g.40gb", 4, 4), ("2g.20gb", 2, 2), ("1g.10gb", 1, 1)),
@@ -469,14 +472,17 @@ def _sm(
     last: int,
     stale: bool,
 ) -> Spec:
-    """A container's SM utilisation: a ratio walk within its share (4 decimals)."""
+    """A container's SM utilisation: a ratio walk within its share, in the exporter's form —
+    the mean of NVML's integer percents over a collection's :data:`SM_SAMPLES` samples, / 100
+    (exporter/nvml/boundary.py ``process_sm_utilization``): a float of full precision."""
     j, phase = rng.randrange(TRACKS), rng.randrange(ratio.chunks)
     walk = ratio.values[j]
     length = len(walk)
     start, step = grid.start_ms, grid.step_ms
 
     def value(t: int) -> float:
-        return round(walk[((t - start) // step + phase * CHUNK) % length] * share, 4)
+        mean = walk[((t - start) // step + phase * CHUNK) % length] * share
+        return round(mean * 100 * SM_SAMPLES) / SM_SAMPLES / 100
 
     def key(c: int) -> Any:
         return ("sm", share, j, (c + phase) % ratio.chunks)

@@ -38,7 +38,15 @@ from pathlib import Path
 import httpx
 
 from bench.phases import fleet_model, timed_phases, walls
-from bench.rollup_common import CACHE, FLEETS, LOOK_BACK, cpu_seconds, free_port, load_now
+from bench.rollup_common import (
+    CACHE,
+    FLEETS,
+    LOOK_BACK,
+    REVISION,
+    cpu_seconds,
+    free_port,
+    load_now,
+)
 from bench.tsdb_block import write_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +169,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
         size = f"{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b"
-        cached = CACHE / f"month-{size}-spread-{fleet}"
+        cached = CACHE / f"month-{size}-{REVISION}-{fleet}"
         done = cached / "complete"
         if not args.cache or not done.exists():
             grid = Grid(first, end * 1000, 60_000)

@@ -53,6 +53,7 @@ from bench.rollup_common import (  # noqa: E402
     CACHE,
     FLEETS,
     LOOK_BACK,
+    REVISION,
     START,
     chargeback_rows,
     cpu_seconds,
@@ -76,7 +77,7 @@ def tsdb(
 ) -> tuple[Path, str]:
     """Prometheus blocks of the history (cached); and what it took."""
 
-    kind = f"-scraped-spread-{fleet}" if form == "scraped" else ""
+    kind = f"-scraped-{REVISION}-{fleet}" if form == "scraped" else ""
     kind += "-dcgm" if source == "dcgm-exporter" else ""
     where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:
