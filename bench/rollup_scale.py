@@ -13,8 +13,8 @@ the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus. `
 ``bench/costsvc_rollup.py``'s history without job/instance/up (every sample read raw), two
 hours (look-back + the hour), built by ``promtool tsdb create-blocks-from openmetrics``
 (minutes at 10,000 GPUs). Blocks are cached under
-``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s[-scraped]`` (delete it to rebuild;
-``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
+``/tmp/gpu-finops-bench/tsdb-<gpus>g-<pods>p-<interval>s[-scraped-<REVISION>-<fleet>]``
+(delete it to rebuild; ``--no-cache`` writes to a temporary directory). VictoriaMetrics (a real
 ``victoria-metrics`` single node) gets the same blocks with ``vmctl prometheus`` (its
 Prometheus-snapshot importer) and is flushed (``/internal/force_flush``) before it is read.
 
