@@ -302,3 +302,72 @@ DEVICE_INFO = Series(
     "utilization",
     "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
 )
+
+# Integrals at collection resolution (exporter/integrals.py, issue 29): counters of seconds, so
+# that any two scrapes give the integral between them, finer than the scrape
+_AT_COLLECTION = "each collection (exporter/integrals.py)"
+ALLOCATION_SHARE_SECONDS = Series(
+    "gpu_allocation_share_seconds_total",
+    "counter",
+    "seconds",
+    "Integral of gpu_allocation_share over time while the GPU is up, at collection resolution: "
+    "seconds of the physical GPU the container held.",
+    "processes",
+    f"gpu_allocation_share x gpu_device_up, {_AT_COLLECTION}",
+)
+ALLOCATION_MEMORY_SHARE_SECONDS = Series(
+    "gpu_allocation_memory_share_seconds_total",
+    "counter",
+    "seconds",
+    "Integral of gpu_allocation_memory_share over time while the GPU is up, at collection "
+    "resolution.",
+    "processes",
+    f"gpu_allocation_memory_share x gpu_device_up, {_AT_COLLECTION}",
+)
+ALLOCATION_BUSY_SHARE_SECONDS = Series(
+    "gpu_allocation_busy_share_seconds_total",
+    "counter",
+    "seconds",
+    "Integral of gpu_allocation_share x the held device's utilisation "
+    "(DCGM_FI_PROF_GR_ENGINE_ACTIVE where read, else DCGM_FI_DEV_GPU_UTIL / 100) over the time "
+    "that utilisation was read, at collection resolution.",
+    "processes",
+    f"gpu_allocation_share x DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL, "
+    f"{_AT_COLLECTION}",
+)
+ALLOCATION_MEASURED_SHARE_SECONDS = Series(
+    "gpu_allocation_measured_share_seconds_total",
+    "counter",
+    "seconds",
+    "Integral of gpu_allocation_share over the time the held device's utilisation was read "
+    "(the part of gpu_allocation_share_seconds_total whose use is measured), at collection "
+    "resolution.",
+    "processes",
+    f"gpu_allocation_share where a utilisation was read, {_AT_COLLECTION}",
+)
+CONTAINER_SM_SECONDS = Series(
+    "gpu_container_sm_seconds_total",
+    "counter",
+    "seconds",
+    "Integral of gpu_container_sm_utilization_ratio over time: seconds of the device's SMs the "
+    "container's processes used, at collection resolution.",
+    "processes",
+    f"gpu_container_sm_utilization_ratio, {_AT_COLLECTION}",
+)
+DEVICE_SECONDS = Series(
+    "gpu_device_seconds_total",
+    "counter",
+    "seconds",
+    'Seconds the GPU was seen up (state="up") and reported down (state="down", as '
+    "gpu_device_up 0), at collection resolution.",
+    "utilization",
+    f"gpu_device_up, {_AT_COLLECTION}",
+)
+INTEGRALS = (
+    DEVICE_SECONDS,
+    ALLOCATION_SHARE_SECONDS,
+    ALLOCATION_MEMORY_SHARE_SECONDS,
+    ALLOCATION_BUSY_SHARE_SECONDS,
+    ALLOCATION_MEASURED_SHARE_SECONDS,
+    CONTAINER_SM_SECONDS,
+)

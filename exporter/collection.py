@@ -14,6 +14,8 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 
+from exporter import catalogue as cat
+from exporter.integrals import Integrals
 from exporter.nvml.boundary import Nvml
 from exporter.nvml.results import NvmlInitError
 from exporter.pods.claims import Assignments, AssignmentSource, PidOwner
@@ -64,6 +66,8 @@ class Exporter:
             monotonic=monotonic,
         )
         self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label, pod_uid)
+        # what each collection held, integrated over time (issue 29): counters of seconds
+        self.integrals = Integrals(interval, {s.name: s.help for s in cat.INTEGRALS})
         self._clock = clock
         self._monotonic = monotonic
         self._backoff_min, self._backoff_max = init_backoff
@@ -113,7 +117,11 @@ class Exporter:
                 self.stats.unknown_device_ids = attribution.unknown_device_ids
                 self.stats.finished_pod_device_ids = attribution.finished_pod_device_ids
             families = self.renderer.families(states, attribution)
+            rates = self.renderer.rates
+            self.integrals.advance(self._monotonic(), self._clock(), rates.ahead, rates.behind)
             self.stats.last_success = self._clock()
+        # (published while NVML is down too: at their totals, not advanced)
+        families.extend(self.integrals.families())
         read_done = self._monotonic()
         self.stats.observe_collection(read_done - start)
         families.extend(self.stats.families())

@@ -207,6 +207,13 @@ def render() -> str:
         cat.ALLOCATION_OVERSUBSCRIBED.name: "`basis` (`compute`, `memory`)",
         cat.CONTAINER_SM.name: mig + holder + "; " + claim,
         cat.CONTAINER_MEMORY.name: mig + holder + "; " + claim,
+        cat.DEVICE_SECONDS.name: "`state` (`up`, `down`)",
+        cat.CONTAINER_SM_SECONDS.name: mig + holder + "; " + claim,
+        **{
+            s.name: mig + holder + ", `resource`; " + claim
+            for s in cat.INTEGRALS
+            if s not in (cat.DEVICE_SECONDS, cat.CONTAINER_SM_SECONDS)
+        },
     }
     for s in (
         cat.DEVICE_UP,
@@ -220,8 +227,10 @@ def render() -> str:
         cat.UNATTRIBUTED,
         cat.XID_COUNTER,
         cat.CLOCK_EVENT_ACTIVE,
+        *cat.INTEGRALS,
     ):
-        collector = "always" if s in (cat.DEVICE_UP, cat.DEVICE_INFO) else f"`{s.collector}`"
+        always = (cat.DEVICE_UP, cat.DEVICE_INFO, cat.DEVICE_SECONDS)
+        collector = "always" if s in always else f"`{s.collector}`"
         out.append(
             row(f"`{s.name}`", s.kind, s.unit, collector, s.source, extra.get(s.name, ""), s.help)
         )
@@ -236,7 +245,21 @@ def render() -> str:
     out.append(
         "\n`gpu_clock_event_reason_active` has one series per reason: "
         + ", ".join(f"`{r}`" for r in sorted(_reasons()))
-        + ".\n\n**XIDs** arrive from NVML's event set (`nvmlEventSetCreate`, "
+        + ".\n\n**Integrals at collection resolution** (`exporter/integrals.py`). The "
+        "`…_seconds_total` counters add, at every collection, each value x the time it held: "
+        "a share, a utilisation or a GPU's state holds from its collection to the next; a "
+        "container's SM utilisation (NVML's mean since the last collection) covers the interval "
+        "just ended; a gap longer than two collection intervals counts as one. So "
+        "`increase(gpu_allocation_share_seconds_total[1h])` is the GPU-seconds a container held "
+        "in that hour at the exporter's resolution (5 s by default), not the scrape's, and a "
+        "missed scrape loses nothing. The busy and measured share-seconds give the efficiency "
+        "of the measured part (busy / measured); the share-seconds cut out the time the GPU was "
+        "down, as the cost service does. A series first seen starts at 0 with its creation time "
+        "(`…_created`: a gauge family of its own in the text format, as prometheus_client "
+        "writes it; a `_created` sample in OpenMetrics); a series no longer seen stays "
+        "published at its final total for 600 s, so the next scrape sees its last interval, "
+        "then is dropped — back later, it starts again at 0 (a reset, which `increase` and "
+        "`resets` handle).\n\n**XIDs** arrive from NVML's event set (`nvmlEventSetCreate`, "
         "`nvmlDeviceRegisterEvents` for `nvmlEventTypeXidCriticalError`, `nvmlEventSetWait_v2`) "
         "on a background thread, as they happen. `DCGM_FI_DEV_XID_ERRORS` is the last XID code "
         "(0 until one is seen) with dcgm-exporter 4.x's labels `err_code` (the code) and "

@@ -2,13 +2,14 @@
 
 Nothing but label text is kept between collections: a GPU that went away is simply not
 emitted. Device series carry ``namespace``/``pod``/``container`` where exactly one container
-holds the device (a whole GPU, or a MIG instance).
+holds the device (a whole GPU, or a MIG instance). What each collection adds to the integrals
+(exporter/integrals.py) is worked out here, beside the labels: :attr:`GpuRenderer.rates`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from exporter import catalogue as cat
 from exporter.pods.claims import ClaimRef, Holder
@@ -16,6 +17,16 @@ from exporter.pods.shares import Attribution, Unit
 from exporter.render.exposition import Family, label_pairs
 from exporter.render.label_text import GpuLabels, LabelCache, MigLabels, PodLabels
 from exporter.snapshot import GpuState, MigState
+
+
+@dataclass(slots=True)
+class Rates:
+    """One collection's integrands, by (counter family, label text): ``ahead`` — readings of
+    an instant (held until the next collection); ``behind`` — readings over the interval just
+    ended (a container's SM utilisation since the last collection)."""
+
+    ahead: dict[tuple[str, str], float] = field(default_factory=dict)
+    behind: dict[tuple[str, str], float] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -40,15 +51,20 @@ class GpuRenderer:
         self._on = frozenset(collectors)
         self.labels = LabelCache(hostname, pod_labels, hostname_label)
         self._pod_uid = pod_uid
+        self.rates = Rates()  # of the last :meth:`families`
 
     def families(self, states: list[GpuState], attribution: Attribution | None) -> list[Family]:
         on = self._on
         gpus = self._label(states, attribution)
+        self.rates = rates = Rates()
         up = Family(cat.DEVICE_UP.name, "gauge", cat.DEVICE_UP.help)
         info = Family(cat.DEVICE_INFO.name, "gauge", cat.DEVICE_INFO.help)
+        seconds = cat.DEVICE_SECONDS.name
         for g in gpus:
             up.add(g.labels.base, 1 if g.state.up else 0)
             info.add(g.labels.info, 1)
+            rates.ahead[(seconds, f'{g.labels.base},state="up"')] = 1.0 if g.state.up else 0.0
+            rates.ahead[(seconds, f'{g.labels.base},state="down"')] = 0.0 if g.state.up else 1.0
         families = [up, info]
 
         live = [g for g in gpus if g.state.up]
@@ -131,12 +147,24 @@ class GpuRenderer:
 
     def _attribution_families(self, gpus: list[_Gpu], a: Attribution) -> list[Family]:
         units: dict[Unit, str] = {}
+        up: dict[Unit, float] = {}  # 1 while the unit's GPU is up: a share held counts then
+        busy: dict[Unit, float] = {}  # each unit's utilisation 0..1, where it was read
         for g in gpus:
             index = g.state.identity.index
             units[Unit(index, None)] = g.labels.base
+            up[Unit(index, None)] = 1.0 if g.state.up else 0.0
+            active = _utilisation(g.state.values) if g.state.up else None
+            if active is not None:
+                busy[Unit(index, None)] = active
             for inst, mig, _ in g.instances:
-                units[Unit(index, inst.instance.gi_id)] = mig.base
+                unit = Unit(index, inst.instance.gi_id)
+                units[unit] = mig.base
+                up[unit] = up[Unit(index, None)]
+                active = _utilisation(inst.values) if g.state.up else None
+                if active is not None:
+                    busy[unit] = active
         who = self.labels.container
+        ahead, behind = self.rates.ahead, self.rates.behind
 
         share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
         memory = Family(cat.ALLOCATION_MEMORY_SHARE.name, "gauge", cat.ALLOCATION_MEMORY_SHARE.help)
@@ -152,6 +180,18 @@ class GpuRenderer:
             labels = f"{base},{who(holder)},{label_pairs(pairs)}"
             share.add(labels, value)
             memory.add(labels, a.memory_shares.get(key, value))
+            held = value * up.get(unit, 0.0)
+            measured = busy.get(unit)
+            ahead[(cat.ALLOCATION_SHARE_SECONDS.name, labels)] = held
+            ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = a.memory_shares.get(
+                key, value
+            ) * up.get(unit, 0.0)
+            ahead[(cat.ALLOCATION_BUSY_SHARE_SECONDS.name, labels)] = (
+                0.0 if measured is None else held * measured
+            )
+            ahead[(cat.ALLOCATION_MEASURED_SHARE_SECONDS.name, labels)] = (
+                0.0 if measured is None else held
+            )
         over = Family(
             cat.ALLOCATION_OVERSUBSCRIBED.name, "gauge", cat.ALLOCATION_OVERSUBSCRIBED.help
         )
@@ -172,6 +212,7 @@ class GpuRenderer:
                 labels = f"{labels},{label_pairs(self._claim_pairs(holder, claim))}"
             if util is not None:
                 sm.add(labels, util)
+                behind[(cat.CONTAINER_SM_SECONDS.name, labels)] = util
             mem.add(labels, used)
         unmapped = Family(cat.UNATTRIBUTED.name, "gauge", cat.UNATTRIBUTED.help)
         for g in gpus:
@@ -187,6 +228,16 @@ class GpuRenderer:
         if uid:
             pairs.append(("pod_uid", uid))
         return pairs
+
+
+def _utilisation(values: dict[str, float]) -> float | None:
+    """A device's utilisation 0..1 as the cost service prices use: the graphics engine's
+    activity where it was read, else the GPU utilisation / 100 (docs/cost-model.md, "Used")."""
+    active = values.get("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    if active is not None:
+        return active
+    percent = values.get("DCGM_FI_DEV_GPU_UTIL")
+    return None if percent is None else percent / 100
 
 
 def _share_order(item: tuple[tuple[Unit, Holder, str], float]) -> tuple[int, int, Holder]:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from exporter.catalogue import COLLECTORS, MIG_INSTANCE_SERIES
+from exporter.catalogue import COLLECTORS, DEVICE_SECONDS, INTEGRALS, MIG_INSTANCE_SERIES
 from exporter.collection import Exporter
 from exporter.nvml.boundary import Nvml
 from exporter.pods.assignments import PodResourcesAssignments
@@ -73,6 +73,9 @@ PER_INSTANCE = MIG_INSTANCE_SERIES | {
     "gpu_allocation_memory_share",
     "gpu_container_sm_utilization_ratio",
     "gpu_container_memory_used_bytes",
+    # the integrals of the per-holding series, and their creation times
+    *(s.name for s in INTEGRALS if s is not DEVICE_SECONDS),
+    *(s.name.removesuffix("_total") + "_created" for s in INTEGRALS if s is not DEVICE_SECONDS),
 }
 
 

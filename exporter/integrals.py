@@ -1,0 +1,114 @@
+"""Time integrals at collection resolution, published as counters (issue 29).
+
+A gauge scraped every minute tells a reader its value at each scrape; what a bill needs of it is
+its integral over an hour, which a reader can only approximate from the scrapes, or compute
+from every sample it reads back (the cost service's sample-resolution rule, docs/cost-model.md).
+The exporter sees every collection (every 5 s by default): it adds each value x the time it held
+to a running total and publishes the total as a counter (``gpu_allocation_share_seconds_total``
+and the rest of docs/metrics.md, "Integrals"), so any two scrapes of a counter give the integral
+between them, finer than the scrape and whatever was missed in between.
+
+The rule, at collection resolution (the one the cost service applies to samples, at the
+exporter's own pace):
+
+- a reading that describes an instant (a share held, a utilisation, a GPU up or down) holds from
+  its collection to the next: at each collection the totals grow by the previous collection's
+  value x the time since it (:meth:`Integrals.advance` ``ahead``);
+- a reading that describes the interval just ended (a container's SM utilisation, NVML's mean
+  over the process samples since the last collection) covers the time since the previous
+  collection (``behind``);
+- a gap longer than :data:`GAP` collection intervals (the exporter stalled, NVML failed to
+  initialise) counts as one interval, as a silence does in the cost service: what was not seen
+  is not integrated;
+- a series first seen starts at 0, with its creation time (wall clock) in ``…_created``; a series
+  no longer seen stays published, at its final total, for :data:`KEEP` seconds (so the scrape
+  after its last collection sees the time its last reading held), then is dropped: if it comes
+  back it starts again at 0 with a new creation time, as after an exporter restart. A reader
+  takes a total that went down, or a new creation time, as a reset (PromQL's ``increase`` and
+  ``resets`` do).
+
+Totals are float seconds: a float64 keeps a month of seconds (2.6e6) to within 5e-10 s, far
+below the microsecond the cost service rounds durations to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from exporter.render.exposition import Family
+
+GAP = 2  # collection intervals: a longer gap between collections counts as one interval
+KEEP = 600.0  # seconds an ended series stays published: twice the longest scrape interval
+# the cost service reads (300 s, costsvc/ingest/window.py MAX_GAP)
+
+Key = tuple[str, str]  # (family name, label text)
+
+
+@dataclass(slots=True)
+class _Total:
+    value: float
+    created: float  # wall clock, seconds since the epoch
+    seen: float  # monotonic time of the last collection that had it
+
+
+class Integrals:
+    """Running totals of rates over time, by (family, labels): :meth:`advance` once per
+    collection, :meth:`families` for the exposition. ``helps``: each family's help text, in the
+    order the families are published."""
+
+    def __init__(self, interval: float, helps: Mapping[str, str], keep: float = KEEP) -> None:
+        self.interval = interval
+        self.keep = keep
+        self._helps = dict(helps)
+        self._totals: dict[Key, _Total] = {}
+        self._ahead: dict[Key, float] = {}  # the last collection's instant readings
+        self._last: float | None = None  # monotonic time of the last collection
+
+    def advance(
+        self,
+        now: float,
+        wall: float,
+        ahead: Mapping[Key, float],
+        behind: Mapping[Key, float] | None = None,
+    ) -> None:
+        """One collection at ``now`` (monotonic; ``wall``: the same instant, wall clock):
+        ``ahead`` — readings of an instant, held until the next collection; ``behind`` —
+        readings over the interval since the previous collection."""
+        totals = self._totals
+        held = None if self._last is None else self._held(now - self._last)
+        if held is not None:
+            for key, rate in self._ahead.items():
+                totals[key].value += rate * held
+        for key in (*ahead, *(behind or ())):
+            found = totals.get(key)
+            if found is None:
+                totals[key] = _Total(0.0, wall, now)
+            else:
+                found.seen = now
+        if held is not None and behind:
+            for key, rate in behind.items():
+                totals[key].value += rate * held
+        for key in [k for k, t in totals.items() if now - t.seen > self.keep]:
+            del totals[key]
+        self._ahead = dict(ahead)
+        self._last = now
+
+    def _held(self, elapsed: float) -> float:
+        if elapsed < 0:  # pragma: no cover - a monotonic clock does not go back
+            return 0.0
+        return elapsed if elapsed <= GAP * self.interval else self.interval
+
+    def families(self) -> list[Family]:
+        """Each family's totals (``<name>``, a counter) and creation times (``_created``)."""
+        by_family: dict[str, list[tuple[str, _Total]]] = {name: [] for name in self._helps}
+        for (name, labels), total in self._totals.items():
+            by_family.setdefault(name, []).append((labels, total))
+        out = []
+        for name, found in by_family.items():
+            family = Family(name, "counter", self._helps.get(name, ""))
+            for labels, total in sorted(found, key=lambda item: item[0]):
+                family.add(labels, total.value)
+                family.created(labels, total.created)
+            out.append(family)
+        return out
