@@ -310,8 +310,9 @@ ALLOCATION_SHARE_SECONDS = Series(
     "gpu_allocation_share_seconds_total",
     "counter",
     "seconds",
-    "Integral of gpu_allocation_share over time while the GPU is up, at collection resolution: "
-    "seconds of the physical GPU the container held.",
+    "Integral of gpu_allocation_share over time while the GPU is up, at collection resolution "
+    "(an over-subscribed GPU's shares each over their sum): seconds of the physical GPU the "
+    "container held.",
     "processes",
     f"gpu_allocation_share x gpu_device_up, {_AT_COLLECTION}",
 )

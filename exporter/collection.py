@@ -118,7 +118,7 @@ class Exporter:
                 self.stats.finished_pod_device_ids = attribution.finished_pod_device_ids
             families = self.renderer.families(states, attribution)
             rates = self.renderer.rates
-            self.integrals.advance(self._monotonic(), self._clock(), rates.ahead, rates.behind)
+            self.integrals.advance(self._monotonic(), rates.ahead, rates.behind)
             self.stats.last_success = self._clock()
         # (published while NVML is down too: at their totals, not advanced)
         families.extend(self.integrals.families())

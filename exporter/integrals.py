@@ -20,12 +20,13 @@ exporter's own pace):
 - a gap longer than :data:`GAP` collection intervals (the exporter stalled, NVML failed to
   initialise) counts as one interval, as a silence does in the cost service: what was not seen
   is not integrated;
-- a series first seen starts at 0, with its creation time (wall clock) in ``…_created``; a series
-  no longer seen stays published, at its final total, for :data:`KEEP` seconds (so the scrape
-  after its last collection sees the time its last reading held), then is dropped: if it comes
-  back it starts again at 0 with a new creation time, as after an exporter restart. A reader
-  takes a total that went down, or a new creation time, as a reset (PromQL's ``increase`` and
-  ``resets`` do).
+- a series first seen starts at 0; a series no longer seen stays published, at its final
+  total, for :data:`KEEP` seconds (so the scrape after its last collection sees the time its
+  last reading held), then is dropped: if it comes back it starts again at 0, as after an
+  exporter restart. A reader takes a total that went down as a reset (PromQL's ``increase``
+  and ``resets`` do). No ``_created`` series: they would double the series of every holding
+  (text format: a gauge family of their own), and a reader needs none (a series with no value
+  before an hour started in it; costsvc/ingest/integrals.py).
 
 Totals are float seconds: a float64 keeps a month of seconds (2.6e6) to within 5e-10 s, far
 below the microsecond the cost service rounds durations to.
@@ -48,7 +49,6 @@ Key = tuple[str, str]  # (family name, label text)
 @dataclass(slots=True)
 class _Total:
     value: float
-    created: float  # wall clock, seconds since the epoch
     seen: float  # monotonic time of the last collection that had it
 
 
@@ -68,13 +68,12 @@ class Integrals:
     def advance(
         self,
         now: float,
-        wall: float,
         ahead: Mapping[Key, float],
         behind: Mapping[Key, float] | None = None,
     ) -> None:
-        """One collection at ``now`` (monotonic; ``wall``: the same instant, wall clock):
-        ``ahead`` — readings of an instant, held until the next collection; ``behind`` —
-        readings over the interval since the previous collection."""
+        """One collection at ``now`` (monotonic): ``ahead`` — readings of an instant, held
+        until the next collection; ``behind`` — readings over the interval since the previous
+        collection."""
         totals = self._totals
         held = None if self._last is None else self._held(now - self._last)
         if held is not None:
@@ -83,7 +82,7 @@ class Integrals:
         for key in (*ahead, *(behind or ())):
             found = totals.get(key)
             if found is None:
-                totals[key] = _Total(0.0, wall, now)
+                totals[key] = _Total(0.0, now)
             else:
                 found.seen = now
         if held is not None and behind:
@@ -100,7 +99,7 @@ class Integrals:
         return elapsed if elapsed <= GAP * self.interval else self.interval
 
     def families(self) -> list[Family]:
-        """Each family's totals (``<name>``, a counter) and creation times (``_created``)."""
+        """Each family's totals, as counters."""
         by_family: dict[str, list[tuple[str, _Total]]] = {name: [] for name in self._helps}
         for (name, labels), total in self._totals.items():
             by_family.setdefault(name, []).append((labels, total))
@@ -109,6 +108,5 @@ class Integrals:
             family = Family(name, "counter", self._helps.get(name, ""))
             for labels, total in sorted(found, key=lambda item: item[0]):
                 family.add(labels, total.value)
-                family.created(labels, total.created)
             out.append(family)
         return out

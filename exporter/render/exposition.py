@@ -48,30 +48,18 @@ class Family:
     """One metric family: its text-format name, type, help and its sample lines.
 
     ``lines`` are complete sample lines (name, labels, value), identical in both formats.
-    A counter's creation times (:meth:`created`) are written as each format has them: in
-    OpenMetrics a ``<name>_created`` sample after the counter's (the spec's Counter MetricPoint),
-    in the text format a gauge family of their own after the counter's, as prometheus_client
-    writes them (its ``_created`` series).
     """
 
     name: str
     kind: Kind
     help: str
     lines: list[str] = field(default_factory=list)
-    # (index of the sample line it follows, the creation time's line)
-    created_lines: list[tuple[int, str]] = field(default_factory=list)
 
     def add(self, labels: str, value: float, suffix: str = "") -> None:
         if labels:
             self.lines.append(f"{self.name}{suffix}{{{labels}}} {format_value(value)}\n")
         else:
             self.lines.append(f"{self.name}{suffix} {format_value(value)}\n")
-
-    def created(self, labels: str, at: float) -> None:
-        """The creation time (seconds since the epoch) of the counter sample just added."""
-        base = self.name[: -len("_total")] if self.name.endswith("_total") else self.name
-        text = f"{base}_created{{{labels}}}" if labels else f"{base}_created"
-        self.created_lines.append((len(self.lines) - 1, f"{text} {format_value(at)}\n"))
 
 
 def _text_header(f: Family) -> str:
@@ -92,30 +80,13 @@ def _openmetrics_header(f: Family) -> str:
     return f"# HELP {name} {doc}\n# TYPE {name} {om_kind}\n"
 
 
-def _render(
-    families: Iterable[Family], header: Callable[[Family], str], openmetrics: bool = False
-) -> bytes:
+def _render(families: Iterable[Family], header: Callable[[Family], str], end: str = "") -> bytes:
     parts: list[str] = []
     for f in families:
-        if not f.lines:
-            continue
-        parts.append(header(f))
-        if not f.created_lines:
+        if f.lines:
+            parts.append(header(f))
             parts.extend(f.lines)
-        elif openmetrics:  # each creation time right after its counter's sample
-            after = dict(f.created_lines)
-            for i, line in enumerate(f.lines):
-                parts.append(line)
-                if i in after:
-                    parts.append(after[i])
-        else:  # prometheus_client's form: a gauge family of creation times
-            parts.extend(f.lines)
-            base = f.name[: -len("_total")] if f.name.endswith("_total") else f.name
-            created = Family(f"{base}_created", "gauge", f"Creation time of {f.name}.")
-            parts.append(header(created))
-            parts.extend(line for _, line in f.created_lines)
-    if openmetrics:
-        parts.append("# EOF\n")
+    parts.append(end)
     return "".join(parts).encode("utf-8", errors="replace")
 
 
@@ -124,7 +95,7 @@ def render_text(families: Iterable[Family]) -> bytes:
 
 
 def render_openmetrics(families: Iterable[Family]) -> bytes:
-    return _render(families, _openmetrics_header, openmetrics=True)
+    return _render(families, _openmetrics_header, "# EOF\n")
 
 
 def from_client_metric(metric: Any) -> Family:

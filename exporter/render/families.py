@@ -165,6 +165,14 @@ class GpuRenderer:
                     busy[unit] = active
         who = self.labels.container
         ahead, behind = self.rates.ahead, self.rates.behind
+        # an over-subscribed GPU's holdings split it at this collection: each share over the
+        # sum on its basis, as the cost service splits it (docs/cost-model.md)
+        compute_sum: dict[int, float] = {}
+        memory_sum: dict[int, float] = {}
+        for key, value in a.shares.items():
+            index = key[0].gpu_index
+            compute_sum[index] = compute_sum.get(index, 0.0) + value
+            memory_sum[index] = memory_sum.get(index, 0.0) + a.memory_shares.get(key, value)
 
         share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
         memory = Family(cat.ALLOCATION_MEMORY_SHARE.name, "gauge", cat.ALLOCATION_MEMORY_SHARE.help)
@@ -180,12 +188,14 @@ class GpuRenderer:
             labels = f"{base},{who(holder)},{label_pairs(pairs)}"
             share.add(labels, value)
             memory.add(labels, a.memory_shares.get(key, value))
-            held = value * up.get(unit, 0.0)
+            scaled = a.oversubscribed.get(unit.gpu_index, (False, False))
+            held = up.get(unit, 0.0) * (value / compute_sum[unit.gpu_index] if scaled[0] else value)
+            memory_held = up.get(unit, 0.0) * a.memory_shares.get(key, value)
+            if scaled[1]:
+                memory_held /= memory_sum[unit.gpu_index]
             measured = busy.get(unit)
             ahead[(cat.ALLOCATION_SHARE_SECONDS.name, labels)] = held
-            ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = a.memory_shares.get(
-                key, value
-            ) * up.get(unit, 0.0)
+            ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = memory_held
             ahead[(cat.ALLOCATION_BUSY_SHARE_SECONDS.name, labels)] = (
                 0.0 if measured is None else held * measured
             )
@@ -234,10 +244,10 @@ def _utilisation(values: dict[str, float]) -> float | None:
     """A device's utilisation 0..1 as the cost service prices use: the graphics engine's
     activity where it was read, else the GPU utilisation / 100 (docs/cost-model.md, "Used")."""
     active = values.get("DCGM_FI_PROF_GR_ENGINE_ACTIVE")
-    if active is not None:
-        return active
-    percent = values.get("DCGM_FI_DEV_GPU_UTIL")
-    return None if percent is None else percent / 100
+    if active is None:
+        percent = values.get("DCGM_FI_DEV_GPU_UTIL")
+        active = None if percent is None else percent / 100
+    return None if active is None else min(active, 1.0)  # (at most all of it, as priced)
 
 
 def _share_order(item: tuple[tuple[Unit, Holder, str], float]) -> tuple[int, int, Holder]:

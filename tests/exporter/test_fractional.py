@@ -130,7 +130,10 @@ def test_hami_and_vgpu_profile_shares(api: KubeApi, tmp_path: Path) -> None:
             ),
             owner=ProcOwner(pods, sim.proc_root),
         )
-        m = serve(clock, fake, exporter).collect()
+        rig = serve(clock, fake, exporter)
+        rig.collect()
+        clock.advance(5)
+        m = rig.collect()
     finally:
         watcher.stop()
         client.close()
@@ -163,5 +166,13 @@ def test_hami_and_vgpu_profile_shares(api: KubeApi, tmp_path: Path) -> None:
         (gpu[2], "compute"): 0, (gpu[2], "memory"): 0,
         (gpu[3], "compute"): 0, (gpu[3], "memory"): 0,
     }  # fmt: skip
+    # integrated over the 5 s between the collections, the over-subscribed GPU's holdings
+    # each over the sum of its shares (1.2 of the cores: half each), its memory (0.6) as held
+    for name, (g, compute, mem) in expected.items():
+        scale = 1.2 if g == 1 else 1.0
+        held = value(m, "gpu_allocation_share_seconds_total", pod=name)
+        assert held == pytest.approx(5 * compute / scale), name
+        held = value(m, "gpu_allocation_memory_share_seconds_total", pod=name)
+        assert held == pytest.approx(5 * mem), name
     # a GPU held only in part never carries a pod's labels on its own series
     assert labels_of(m, "DCGM_FI_DEV_GPU_UTIL", UUID=gpu[2]).get("pod") is None  # type: ignore[union-attr]

@@ -6,6 +6,7 @@ counts as one."""
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from exporter.integrals import KEEP, Integrals
 from exporter.render.exposition import render_openmetrics, render_text
 from tests.exporter.helpers import samples
-from tests.exporter.test_pod_resources import EPOCH_TS, H100, Node, pod
+from tests.exporter.test_pod_resources import H100, Node, pod
 
 SHARE_S = "gpu_allocation_share_seconds_total"
 MEMORY_S = "gpu_allocation_memory_share_seconds_total"
@@ -36,13 +37,13 @@ def totals(integrals: Integrals) -> dict[tuple[str, str], float]:
 def test_an_instants_reading_holds_until_the_next_collection() -> None:
     i = Integrals(5.0, {"x_seconds_total": "x"})
     key = ("x_seconds_total", 'a="1"')
-    i.advance(100.0, 1e9, {key: 0.5})
+    i.advance(100.0, {key: 0.5})
     assert totals(i) == {key: 0.0}  # first seen: nothing held yet
-    i.advance(105.0, 1e9 + 5, {key: 0.25})
+    i.advance(105.0, {key: 0.25})
     assert totals(i) == {key: 0.5 * 5}  # the first reading held 5 s
-    i.advance(112.0, 1e9 + 12, {key: 1.0})
+    i.advance(112.0, {key: 1.0})
     assert totals(i) == {key: 0.5 * 5 + 0.25 * 7}  # 7 s: within two intervals, held to here
-    i.advance(140.0, 1e9 + 40, {key: 0.0})
+    i.advance(140.0, {key: 0.0})
     # 28 s is longer than two intervals: the reading held one interval, not the silence
     assert totals(i) == {key: 0.5 * 5 + 0.25 * 7 + 1.0 * 5}
 
@@ -50,47 +51,38 @@ def test_an_instants_reading_holds_until_the_next_collection() -> None:
 def test_a_reading_over_the_interval_just_ended_covers_it() -> None:
     i = Integrals(5.0, {"sm_seconds_total": "sm"})
     key = ("sm_seconds_total", 'c="a"')
-    i.advance(0.0, 0.0, {}, {key: 0.9})  # before any interval: nothing to cover
-    i.advance(5.0, 5.0, {}, {key: 0.2})
-    i.advance(9.0, 9.0, {}, {key: 0.5})
+    i.advance(0.0, {}, {key: 0.9})  # before any interval: nothing to cover
+    i.advance(5.0, {}, {key: 0.2})
+    i.advance(9.0, {}, {key: 0.5})
     assert totals(i) == {key: 0.2 * 5 + 0.5 * 4}
 
 
 def test_an_ended_series_stays_at_its_total_then_starts_again() -> None:
     i = Integrals(5.0, {"x_seconds_total": "x"})
     key = ("x_seconds_total", 'a="1"')
-    i.advance(0.0, 1000.0, {key: 1.0})
-    i.advance(5.0, 1005.0, {})  # ended: its last reading held to this collection
+    i.advance(0.0, {key: 1.0})
+    i.advance(5.0, {})  # ended: its last reading held to this collection
     assert totals(i) == {key: 5.0}
     t = 5.0
     while t + 5 <= KEEP:
         t += 5
-        i.advance(t, 1000 + t, {})
+        i.advance(t, {})
         assert totals(i) == {key: 5.0}  # published, unchanged, while kept
-    i.advance(t + 5, 1000 + t + 5, {})
+    i.advance(t + 5, {})
     assert totals(i) == {}  # dropped
-    i.advance(t + 10, 1000 + t + 10, {key: 1.0})  # back: a new series, from 0
+    i.advance(t + 10, {key: 1.0})  # back: a new series, from 0
     assert totals(i) == {key: 0.0}
-    created = [c for f in i.families() for _, c in f.created_lines]
-    assert created == [f'x_seconds_created{{a="1"}} {int(1000 + t + 10)}\n']
 
 
-def test_creation_times_in_both_formats() -> None:
+def test_the_totals_are_counters_in_both_formats() -> None:
     i = Integrals(5.0, {"x_seconds_total": "x help"})
     a, b = ("x_seconds_total", 'a="1"'), ("x_seconds_total", 'a="2"')
-    i.advance(0.0, 1_700_000_000.5, {a: 1.0, b: 2.0})
-    i.advance(5.0, 1_700_000_005.5, {a: 1.0, b: 2.0})
-    # OpenMetrics (the strict parser): the counter with its created time per series
-    om = samples(render_openmetrics(i.families()).decode())
+    i.advance(0.0, {a: 1.0, b: 2.0})
+    i.advance(5.0, {a: 1.0, b: 2.0})
+    om = samples(render_openmetrics(i.families()).decode())  # the strict parser
     assert {s.labels["a"]: s.value for s in om["x_seconds_total"]} == {"1": 5.0, "2": 10.0}
-    assert {s.labels["a"]: s.value for s in om["x_seconds_created"]} == {
-        "1": 1_700_000_000.5,
-        "2": 1_700_000_000.5,
-    }
-    # the text format: a gauge family of creation times, as prometheus_client writes it
     text = render_text(i.families()).decode()
-    kinds = {f.name: f.type for f in parse_text(text)}
-    assert kinds == {"x_seconds": "counter", "x_seconds_created": "gauge"}
+    assert {f.name: f.type for f in parse_text(text)} == {"x_seconds": "counter"}
 
 
 def _gauges(m: dict[str, list[Any]], name: str, key: str) -> dict[str, float]:
@@ -135,7 +127,7 @@ def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) 
     def add(name: str, who: str, amount: float) -> None:
         expected[(name, who)] = expected.get((name, who), 0.0) + amount
 
-    for (t0, before), (t1, after) in zip(seen, seen[1:], strict=False):
+    for (t0, before), (t1, after) in itertools.pairwise(seen):
         held = t1 - t0 if t1 - t0 <= 10 else 5.0
         up = {s.labels["gpu"]: s.value for s in before["gpu_device_up"]}
         for gpu, v in up.items():
@@ -174,6 +166,3 @@ def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) 
     assert got[(SHARE_S, "a")] == pytest.approx(0.5 * got[(DEVICE_S, "1/up")])
     assert 0 < got[(BUSY_S, "w")] < got[(MEASURED_S, "w")] <= got[(SHARE_S, "w")]
     assert got[(SM_S, "a")] == pytest.approx(5 * got[(SM_S, "b")])
-    # each series' creation time is the wall clock of the collection that first had it
-    created = {s.labels["pod"]: s.value for s in last["gpu_allocation_share_seconds_created"]}
-    assert created == {"w": EPOCH_TS, "a": EPOCH_TS, "b": EPOCH_TS}

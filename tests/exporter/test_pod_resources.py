@@ -73,9 +73,8 @@ PER_INSTANCE = MIG_INSTANCE_SERIES | {
     "gpu_allocation_memory_share",
     "gpu_container_sm_utilization_ratio",
     "gpu_container_memory_used_bytes",
-    # the integrals of the per-holding series, and their creation times
+    # the integrals of the per-holding series
     *(s.name for s in INTEGRALS if s is not DEVICE_SECONDS),
-    *(s.name.removesuffix("_total") + "_created" for s in INTEGRALS if s is not DEVICE_SECONDS),
 }
 
 
