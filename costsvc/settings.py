@@ -61,11 +61,14 @@ class Settings(BaseSettings):
         description="whose series to read: our exporter's, NVIDIA dcgm-exporter's plus "
         "kube-state-metrics', or (auto) ours in an hour that has them, else dcgm-exporter's",
     )
-    ingest_reads: Literal["fast", "raw"] = Field(
+    ingest_reads: Literal["fast", "raw", "integrals"] = Field(
         default="fast",
         description="fast: an hour's steady series (one value, a sample at every successful "
         "scrape) from per-hour summaries of the query engine, the rest raw; raw: every sample "
-        "read (docs/cost-model.md: fast re-ingest). The money is the same",
+        "read (docs/cost-model.md: fast re-ingest). The money is the same. integrals: our "
+        "exporter's counters of seconds, an hour being what they grew between the last scrapes "
+        "before its edges (docs/cost-model.md: the hour read from the exporter's integrals); "
+        "an hour they cannot tell is read as fast",
     )
     ingest_workers: int = Field(
         default=1,

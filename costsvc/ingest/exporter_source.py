@@ -108,15 +108,7 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
         )
 
     lost = gpus_seen(w, facts)
-    slices: dict[tuple[str, ...], tuple[int, int]] = {}
-    published: dict[tuple[str, str], Geometry | None] = {}  # per GPU with MIG instances
-    for lab in w.latest("gpu_mig_instance_info"):
-        key = unit_key(lab)
-        slices[key] = (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
-        gpu_c, gpu_m = lab.get("gpu_compute_slices"), lab.get("gpu_memory_slices")
-        told = Geometry(int(gpu_c), int(gpu_m)) if gpu_c and gpu_m else None
-        gpu = (key[0], key[1])
-        published[gpu] = told or published.get(gpu)
+    slices, published = mig_instances(w)
     util = utilisation(w)
     sm = {
         key: Usage(group, summed=True)
@@ -213,6 +205,33 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
         log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
         add_gpu(facts, cluster, uuid, group[-1].labels, us(w.present(merged(group))))
 
+    finish(w, facts, published)
+    return facts
+
+
+Slices = dict[tuple[str, ...], tuple[int, int]]  # (cluster, UUID, GPU_I_ID) -> its slices
+Published = dict[tuple[str, str], Geometry | None]  # per GPU with MIG instances: its geometry
+
+
+def mig_instances(w: HourReads) -> tuple[Slices, Published]:
+    """The hour's MIG instances (``gpu_mig_instance_info``): each one's compute and memory
+    slices, and each MIG GPU's geometry where its exporter read it from the GPU."""
+    unit_key = _unit_key(w)
+    slices: Slices = {}
+    published: Published = {}
+    for lab in w.latest("gpu_mig_instance_info"):
+        key = unit_key(lab)
+        slices[key] = (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
+        gpu_c, gpu_m = lab.get("gpu_compute_slices"), lab.get("gpu_memory_slices")
+        told = Geometry(int(gpu_c), int(gpu_m)) if gpu_c and gpu_m else None
+        gpu = (key[0], key[1])
+        published[gpu] = told or published.get(gpu)
+    return slices, published
+
+
+def finish(w: HourReads, facts: HourFacts, published: Published) -> None:
+    """What an hour's facts need besides its GPUs and holdings: each MIG GPU's geometry,
+    energy, pod and namespace labels, controllers."""
     # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
     # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
     mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
@@ -223,7 +242,6 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
     add_energy(w, facts)
     pod_and_namespace_labels(w, facts)
     pod_controllers(w, facts)
-    return facts
 
 
 def _figures(

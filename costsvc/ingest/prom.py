@@ -49,8 +49,10 @@ class PrometheusReader:
     ``Authorization`` bearer token); ``params`` are added to every query (Thanos Query's
     ``partial_response=false`` and ``max_source_resolution=0s``: docs/multicluster.md).
     ``reads``: ``fast`` (steady series of an hour from per-hour summaries,
-    costsvc/ingest/steady.py) or ``raw`` (every sample read). ``compress``: ask for gzipped
-    answers (a query API across a slow link); by default they come uncompressed.
+    costsvc/ingest/steady.py), ``raw`` (every sample read) or ``integrals`` (our exporter's
+    integrals where it publishes them, costsvc/ingest/integrals.py; else as ``fast``).
+    ``compress``: ask for gzipped answers (a query API across a slow link); by default they
+    come uncompressed.
     """
 
     def __init__(
@@ -62,8 +64,8 @@ class PrometheusReader:
         reads: str = "fast",
         compress: bool = False,
     ) -> None:
-        if reads not in ("fast", "raw"):
-            raise ValueError(f"reads {reads!r}: fast or raw")
+        if reads not in ("fast", "raw", "integrals"):
+            raise ValueError(f"reads {reads!r}: fast, raw or integrals")
         self.reads = reads  # fast: steady series from summaries (costsvc/ingest/steady.py)
         self._spec_args: dict[str, Any] = {
             "url": url,

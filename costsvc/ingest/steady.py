@@ -55,6 +55,7 @@ from operator import itemgetter
 from typing import TypeVar, cast, overload
 
 from costsvc.ingest.counted import CounterSums
+from costsvc.ingest.picks import picks
 from costsvc.ingest.power import COUNTED
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
 from costsvc.ingest.regular import SUMMED, Key, Loader, Sums, Unread, key_of
@@ -70,12 +71,8 @@ STEADY = frozenset(
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     }
 )
-READS = ("fast", "raw")
+READS = ("fast", "raw", "integrals")
 BLOCK_HOURS = 24  # hours of summaries per range query
-TOO_UNSTEADY = Decimal("0.5")  # more unsteady series than this share: the selector read raw
-MATCH_LABELS = ("pod", "UUID", "instance")  # how unsteady series are picked out, in order
-MATCH_CHUNK = 200  # values per regex matcher
-_PLAIN = re.compile(r"[A-Za-z0-9_:/.-]+")
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 T = TypeVar("T")
 _UNSEEN: list[Decimal] = []  # (a marker: not looked up yet)
@@ -122,12 +119,14 @@ class Steady(Sequence[tuple[Decimal, Decimal]]):
 class Counts:
     """Series whose samples were synthesised (fast) or read raw, since the reader was made;
     of the fast ones, how many were read as sums (:class:`Regular`: ``summed``), and of those
-    how many were read raw after all (``loaded``)."""
+    how many were read raw after all (``loaded``); hours read from the exporter's integrals
+    (``integral_hours``: costsvc/ingest/integrals.py)."""
 
     fast: int = 0
     raw: int = 0
     summed: int = 0
     loaded: int = 0
+    integral_hours: int = 0
 
 
 class SteadyReader:
@@ -166,6 +165,11 @@ class SteadyReader:
                 f.cancel()
             self._early.clear()
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def block(self, at: datetime) -> tuple[str, str]:
+        """The first and last evaluation instants of the planned block ``at`` is in."""
+        instant = instant_text(at)
+        return self._blocks.get(instant, (instant, instant))
 
     def _in_use(self, instant: str) -> Decimal:
         """The earliest evaluation instant whose reads may still be under way while the hour
@@ -258,7 +262,7 @@ class SteadyReader:
     def _read(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         prom = self.prom
         summarised = selector in STEADY or selector in COUNTED
-        if prom.reads != "fast" or not summarised or not _NAME.fullmatch(selector):
+        if prom.reads == "raw" or not summarised or not _NAME.fullmatch(selector):
             out = prom.raw(selector, at, seconds)
             self.counts.raw += len(out)
             return out
@@ -272,7 +276,7 @@ class SteadyReader:
         if selector in SUMMED or selector in COUNTED:
 
             def raw_of(keys: set[Key], total: int) -> list[Series]:
-                return _read_raw(prom, selector, at, seconds, keys, total)
+                return read_raw(prom, selector, at, seconds, keys, total)
 
             def counted(n: int) -> None:
                 self.counts.loaded += n
@@ -317,7 +321,7 @@ class SteadyReader:
         if loader is not None:
             loader.total = len(found)
             self.counts.summed += len(loader.pending)
-        raw = _read_raw(prom, selector, at, seconds, unsteady, len(found))
+        raw = read_raw(prom, selector, at, seconds, unsteady, len(found))
         self.counts.fast += len(steady)
         self.counts.raw += len(raw)
         if not raw:
@@ -341,7 +345,7 @@ class SteadyReader:
         (e.g. a pod's ``label_*`` labels, unchanged for days)."""
         instant = instant_text(at)
         first, last = self._blocks.get(instant, (instant, instant))
-        if self.prom.reads != "fast" or first == last:
+        if self.prom.reads == "raw" or first == last:
             found = sorted(self.prom.latest(selector, at, seconds), key=_sort_key)
             return [(lab, derive(lab)) for lab in found]
         block = self._latest_block(selector, seconds, first, last, at)
@@ -557,7 +561,7 @@ def _up_times(targets: Targets, labels: dict[str, str]) -> list[Decimal] | None:
     return mine[0] if len(mine) == 1 else None
 
 
-def _read_raw(
+def read_raw(
     prom: PrometheusReader,
     selector: str,
     at: datetime,
@@ -568,28 +572,9 @@ def _read_raw(
     """The raw samples of the unsteady series (exact label sets) of ``selector``."""
     if not unsteady:
         return []
-    if len(unsteady) > TOO_UNSTEADY * total:
-        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
-    sets = [dict(k) for k in unsteady]
-    name = next((n for n in MATCH_LABELS if all(n in lab for lab in sets)), None)
-    if name is None:
-        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
-    values = sorted({lab[name] for lab in sets})
-    texts = [_regex_text(v) for v in values]
-    if None in texts:
-        return [s for s in prom.raw(selector, at, seconds) if key_of(s.labels) in unsteady]
-    out = []
-    for i in range(0, len(values), MATCH_CHUNK):
-        regex = "|".join(t for t in texts[i : i + MATCH_CHUNK] if t is not None)
-        for s in prom.raw(f'{selector}{{{name}=~"{regex}"}}', at, seconds):
-            if key_of(s.labels) in unsteady:
-                out.append(s)
-    return out
-
-
-def _regex_text(value: str) -> str | None:
-    """A label value as an RE2 literal inside a PromQL double-quoted string (None: a value
-    with characters other than DNS-name ones, read with the whole selector instead)."""
-    if not _PLAIN.fullmatch(value):
-        return None
-    return value.replace(".", "\\\\.")
+    return [
+        s
+        for picked in picks(selector, unsteady, total)
+        for s in prom.raw(picked, at, seconds)
+        if key_of(s.labels) in unsteady
+    ]

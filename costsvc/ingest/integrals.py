@@ -1,0 +1,215 @@
+"""An hour read from our exporter's integrals (``COSTSVC_INGEST_READS=integrals``, issue 29).
+
+Our exporter publishes, besides its gauges, what they held over time: counters of seconds added
+at every collection (exporter/integrals.py; docs/metrics.md, "Integrals at collection
+resolution"). An hour [t0, t1) is then what each counter grew between its last scrape before
+t0 and its last scrape before t1 — one ``last_over_time`` range query per family and block of
+hours (each step's value is the next hour's start), no samples and no integration: the figures
+are differences (docs/cost-model.md, "The hour read from the exporter's integrals", with a
+worked example). The rest of the hour — MIG geometry, energy, pod labels and controllers — is
+read as for the gauges (costsvc/ingest/exporter_source.py).
+
+An hour the counters cannot tell is read from the gauges instead (:func:`collect_integrals`
+answers None): no counters at all (dcgm-exporter, an exporter before them), a counter that was
+reset in or at the edge of the hour (an exporter restart, a series dropped and back), a series
+with no sample in the hour before that existed before it, a GPU over-subscribed in the hour
+(the scaling is per instant), a holding on a GPU without its device counter.
+"""
+
+from __future__ import annotations
+
+import weakref
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
+from costsvc.ingest.exporter_source import finish, mig_instances
+from costsvc.ingest.picks import picks
+from costsvc.ingest.prom import instant_text
+from costsvc.ingest.regular import Key, key_of
+from costsvc.ingest.steady import SteadyReader, read_raw
+from costsvc.ingest.window import HourReads, add_gpu, us
+
+SHARE = "gpu_allocation_share_seconds_total"
+MEMORY = "gpu_allocation_memory_share_seconds_total"
+BUSY = "gpu_allocation_busy_share_seconds_total"
+MEASURED = "gpu_allocation_measured_share_seconds_total"
+SM = "gpu_container_sm_seconds_total"
+DEVICE = "gpu_device_seconds_total"
+FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM)
+RESET_WINDOW = 3900  # s: the hour and the scrape before it (at most 300 s apart: MAX_GAP)
+ZERO = Decimal(0)
+
+# per reader (one ingest run): (expression, block's first instant) -> its answer by instant
+_Answer = dict[str, dict[Key, tuple[dict[str, str], Decimal]]]
+_CACHE: weakref.WeakKeyDictionary[SteadyReader, dict[tuple[str, str], _Answer]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
+    """``expr`` at every planned hour's instant of the block ``at`` is in, and at the instant
+    an hour before the block (its first hour's start): by instant, each series' labels and
+    value (finite values only)."""
+    first, last = reader.block(at)
+    cache = _CACHE.setdefault(reader, {})
+    found = cache.get((expr, first))
+    if found is None:
+        for key in [k for k in cache if k[1] != first]:  # an earlier block's: done with
+            del cache[key]
+        start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)
+        end = datetime.fromtimestamp(float(last), at.tzinfo)
+        found = cache[(expr, first)] = {}
+        for labels, values in reader.prom.range_values(expr, start, end, 3600):
+            series = key_of(labels)
+            for t, v in values:
+                number = Decimal(v)
+                if number.is_finite():
+                    found.setdefault(t, {})[series] = (labels, number)
+    return found
+
+
+class _Deltas:
+    """What each series of one family grew in the hour: its value at its last scrape before
+    t1 less its value at its last scrape before t0. Where a series had no sample in the hour
+    before, its last value however old (:data:`LONG`; none: it started in this hour, from 0);
+    where it went down or was reset in the hour (an exporter restart, a series dropped and
+    back), its samples in the hour, each rise added and a fall counted from 0 (PromQL's
+    ``increase`` without extrapolation)."""
+
+    def __init__(self, reader: SteadyReader, family: str, at: datetime) -> None:
+        t1 = instant_text(at)
+        t0 = f"{Decimal(t1) - 3600:.3f}"
+        ends = _steps(reader, f"last_over_time({family}[3600s])", at)
+        resets = _steps(reader, f"resets({family}[{RESET_WINDOW}s])", at).get(t1, {})
+        before, after = ends.get(t0, {}), ends.get(t1, {})
+        starts = {key: found[1] for key, found in before.items() if key in after}
+        older = _older(reader, family, at, {key for key in after if key not in before})
+        self.deltas: list[tuple[dict[str, str], Decimal]] = []
+        self.stepped = 0  # series whose samples were read (a reset or a fall)
+        uneven: set[Key] = set()
+        for key, (labels, v1) in after.items():
+            v0 = starts.get(key, older.get(key, ZERO))
+            starts[key] = v0
+            if v1 < v0 or resets.get(key, (labels, ZERO))[1] > 0:
+                uneven.add(key)
+            else:
+                self.deltas.append((labels, v1 - v0))
+        for s in read_raw(reader.prom, family, at, 3600, uneven, len(after)):
+            key = key_of(s.labels)
+            grew, last = ZERO, starts[key]
+            for _, v in s.samples:
+                grew += v - last if v >= last else v
+                last = v
+            self.deltas.append((s.labels, grew))
+            self.stepped += 1
+
+
+LONG = 31 * 86400  # s: how far back a series' last value is looked for (a month's retention)
+
+
+def _older(reader: SteadyReader, family: str, at: datetime, keys: set[Key]) -> dict[Key, Decimal]:
+    """The last value before the hour of each of these series (that had none in the hour
+    before it), looked for over :data:`LONG`: none for a series that started in the hour."""
+    if not keys:
+        return {}
+    t0 = at - timedelta(hours=1)
+    out = {}
+    for picked in picks(family, keys, len(keys)):
+        for labels, value in reader.prom.instant(f"last_over_time({picked}[{LONG}s])", t0):
+            key = key_of(labels)
+            if key in keys:
+                out[key] = value
+    return out
+
+
+def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
+    """The hour's facts from our exporter's integrals, or None where they cannot tell it (the
+    hour is then read from the gauges)."""
+    reader, at = w.reader, w.at
+    t1 = instant_text(at)
+    device = _Deltas(reader, DEVICE, at)
+    if not device.deltas:
+        return None
+    facts = HourFacts(start)
+    gpus: dict[tuple[str, str], tuple[dict[str, str], Decimal, Decimal]] = {}
+    for labels, grew in device.deltas:
+        gpu = (w.cluster_of(labels), labels.get("UUID", ""))
+        _, up, down = gpus.get(gpu, (labels, ZERO, ZERO))
+        if labels.get("state") == "down":
+            down += grew
+        else:
+            up += grew
+        gpus[gpu] = (labels, up, down)
+    for (cluster, uuid), (labels, up, down) in gpus.items():
+        present = us(up + down)
+        if present > 0:
+            add_gpu(facts, cluster, uuid, labels, present, us(down))
+
+    def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
+        return (
+            w.cluster_of(lab),
+            lab.get("UUID", ""),
+            lab.get("GPU_I_ID", ""),
+            lab.get("namespace", ""),
+            lab.get("pod", ""),
+            lab.get("container", ""),
+        )
+
+    figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
+    last: dict[tuple[str, ...], dict[str, str]] = {}
+    for family in (SHARE, MEMORY, BUSY, MEASURED, SM):
+        read = _Deltas(reader, family, at)
+        mine = figures[family] = {}
+        for labels, grew in read.deltas:
+            key = holding_key(labels)
+            mine[key] = mine.get(key, ZERO) + grew
+            if family == SHARE:
+                last[key] = labels
+    top = {
+        holding_key(labels): v
+        for labels, v in _steps(reader, "max_over_time(gpu_allocation_share[3600s])", at)
+        .get(t1, {})
+        .values()
+    }
+    slices, published = mig_instances(w)
+    sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule
+    for (cluster, uuid, _, ns, pod, container), seconds in figures[SM].items():
+        by_container = (cluster, uuid, ns, pod, container)
+        sm[by_container] = sm.get(by_container, ZERO) + seconds
+    sm_gpus = {key[:2] for key in sm}
+    for key, seconds in figures[SHARE].items():
+        cluster, uuid, gi, ns, pod, container = key
+        share = us(seconds)
+        if share <= 0:
+            continue
+        if (cluster, uuid) not in facts.node_of:
+            return None  # held, but no device counter: the gauges' rule bills it
+        shared = is_shared(bool(gi), top.get(key, ZERO))
+        measured = figures[MEASURED].get(key, ZERO)
+        ratio = figures[BUSY].get(key, ZERO) / measured if measured > 0 else None
+        own = sm.get((cluster, uuid, ns, pod, container))
+        own_sm = us(own) if own is not None else ZERO if (cluster, uuid) in sm_gpus else None
+        busy = busy_seconds(share, shared, own_sm, ratio)
+        compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
+        memory_share = figures[MEMORY].get(key)
+        facts.holdings.append(
+            Holding(
+                uuid,
+                ns,
+                pod,
+                container,
+                share,
+                None if busy is None else us(busy),
+                own_sm or ZERO,
+                shared,
+                compute or None,
+                memory if compute else None,
+                int(gi) if gi else None,
+                last[key].get("GPU_I_PROFILE", "") if gi else "",
+                None if memory_share is None else us(memory_share),
+                cluster=cluster,
+            )
+        )
+    finish(w, facts, published)
+    return facts

@@ -1,0 +1,272 @@
+"""An hour read from our exporter's integrals (``COSTSVC_INGEST_READS=integrals``,
+costsvc/ingest/integrals.py), on a real Prometheus, on SQLite and PostgreSQL.
+
+The histories carry what our exporter publishes — gauges and, collected at every scrape, their
+integrals by the exporter's rule (exporter/integrals.py: an instant's reading holds until the
+next collection, an ended series stays at its final total for 600 s, a restart starts again at
+0) — in the form Prometheus stores scraped data.
+
+- Scraped on the minute, with holders that come and go, a lost GPU, utilisation changing at
+  every scrape and time-sliced holders, the integrals bill what the gauges bill: every row of
+  every money and fact table is the same.
+- Scraped off the minute, an hour ends at its last scrape: the worked example of
+  docs/cost-model.md ("Round 5"), figures derived by hand; an exporter restart loses the
+  minute it did not see, and the hours on either side still add up.
+- A history without integrals (the ground truth's) is read from the gauges, row for row.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+
+import pytest
+from sqlalchemy import create_engine, select
+
+from costsvc.db.models import Chargeback, UsageFact
+from tests.costsvc.conftest import _loaded_prometheus
+from tests.costsvc.history import (
+    ELEVENTH,
+    FIFTEENTH,
+    H100,
+    HOUR,
+    HOUR2,
+    HOUR3,
+    MODEL,
+    TWELFTH,
+    ingest_with,
+    model,
+)
+from tests.costsvc.history_checks import assert_every_hour_adds_up, tables
+from tests.costsvc.scraped import Families, exporter_gpu
+from tests.prom import Prometheus
+
+T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
+HOURS = [datetime.fromtimestamp(T0 + 3600 * h, UTC) for h in range(2)]
+KEEP = 600  # s: an ended series stays published this long (exporter/integrals.py KEEP)
+SHARE_S = "gpu_allocation_share_seconds_total"
+COUNTERS = frozenset(
+    {
+        "gpu_device_seconds_total",
+        SHARE_S,
+        "gpu_allocation_memory_share_seconds_total",
+        "gpu_allocation_busy_share_seconds_total",
+        "gpu_allocation_measured_share_seconds_total",
+        "gpu_container_sm_seconds_total",
+    }
+)
+
+
+class Node:
+    """One node's exporter, collected at each scrape: its gauges, and its integrals."""
+
+    def __init__(self, history: Families, name: str, uuid: str) -> None:
+        self.history, self.name, self.uuid = history, name, uuid
+        self.totals: dict[tuple[str, str], float] = {}
+        self.seen: dict[tuple[str, str], int] = {}
+        self.ahead: dict[tuple[str, str], float] = {}
+        self.last: int | None = None
+
+    def labels(self, extra: str = "") -> str:
+        return exporter_gpu(self.uuid, self.name, H100, extra)
+
+    def scrape(
+        self,
+        t: int,
+        up: bool,
+        holders: dict[str, float],
+        util: float | None,
+        sm: dict[str, float] | None = None,
+        restarted: bool = False,
+        scraped: bool = True,
+    ) -> None:
+        """A scrape at ``t`` of a collection at ``t``: the GPU ``up``, held by ``holders``
+        (pod -> share) at ``util`` (0..1), the pods' SM use ``sm`` since the last one. Not
+        ``scraped``: the collection happens, the scrape fails (``up`` 0, nothing else)."""
+        target = f'job="gpu-exporter",instance="{self.name}:9400"'
+        self.history.add("up", target, 1 if scraped else 0, t)
+        add = self.history.add if scraped else lambda *_: None
+        if restarted:  # a new exporter process: every total from 0
+            self.totals, self.seen, self.ahead, self.last = {}, {}, {}, None
+        held = 60 if self.last is not None else 0  # every collection 60 s after the last
+        for key, rate in self.ahead.items():
+            self.totals[key] += rate * held
+        ahead: dict[tuple[str, str], float] = {}
+        add("gpu_device_up", self.labels(), 1 if up else 0, t)
+        ahead[("gpu_device_seconds_total", self.labels(',state="up"'))] = 1.0 if up else 0.0
+        ahead[("gpu_device_seconds_total", self.labels(',state="down"'))] = 0.0 if up else 1.0
+        if up and util is not None:
+            add("DCGM_FI_DEV_GPU_UTIL", self.labels(), round(util * 100), t)
+        for pod, share in holders.items():
+            lab = self.labels(f',namespace="ml",pod="{pod}",container="main",resource="r"')
+            add("gpu_allocation_share", lab, share, t)
+            add("gpu_allocation_memory_share", lab, share, t)
+            on = share if up else 0.0
+            measured = on if up and util is not None else 0.0
+            ahead[(SHARE_S, lab)] = on
+            ahead[("gpu_allocation_memory_share_seconds_total", lab)] = on
+            ahead[("gpu_allocation_measured_share_seconds_total", lab)] = measured
+            busy = measured * round(util * 100) / 100 if util is not None else 0.0
+            ahead[("gpu_allocation_busy_share_seconds_total", lab)] = busy
+        for pod, used in (sm or {}).items():
+            lab = self.labels(f',namespace="ml",pod="{pod}",container="main"')
+            add("gpu_container_sm_utilization_ratio", lab, used, t)
+            key = ("gpu_container_sm_seconds_total", lab)
+            self.totals[key] = self.totals.get(key, 0.0) + used * held
+            self.seen[key] = t
+        for key in ahead:
+            self.totals.setdefault(key, 0.0)
+            self.seen[key] = t
+        for key in [k for k, at in self.seen.items() if t - at > KEEP]:
+            del self.totals[key], self.seen[key]
+        for (name, lab), total in self.totals.items():
+            add(name, lab, repr(total), t)
+        self.ahead, self.last = ahead, t
+
+
+def _on_the_minute() -> str:
+    """Two hours and 10 minutes before, four nodes scraped on the minute: a GPU held whole
+    by pod a, its utilisation changing at every scrape; a GPU time-sliced (4 replicas) by b
+    (two) and c, their SM use steady; a GPU lost for 10 minutes while d holds it; a GPU held
+    by e from 14:25 to 14:45, by f until 15:00 exactly, by g from 15:30 on."""
+    rng = random.Random(29)
+    history = Families()
+    nodes = [Node(history, f"n{i}", f"GPU-{x}") for i, x in enumerate("ATLS", 1)]
+    for t in range(T0 - 600, T0 + 7200 + 60, 60):
+        nodes[0].scrape(t, True, {"a": 1.0}, rng.randrange(101) / 100)
+        nodes[1].scrape(t, True, {"b": 0.5, "c": 0.25}, 0.4, {"b": 0.3, "c": 0.05})
+        lost = T0 + 1200 <= t < T0 + 1800
+        nodes[2].scrape(t, not lost, {"d": 1.0}, rng.randrange(101) / 100)
+        holders = {}
+        if T0 + 1500 <= t < T0 + 2700:
+            holders["e"] = 1.0
+        elif t < T0 + 3600 and not T0 + 1500 <= t < T0 + 2700:
+            holders["f"] = 1.0
+        if t >= T0 + 5400:
+            holders["g"] = 1.0
+        nodes[3].scrape(t, True, holders, 0.5)
+    return history.text(counters=COUNTERS)
+
+
+def _off_the_minute() -> str:
+    """The worked example: a target scraped at :17 of every minute; pod p holds its GPU from
+    14:30:00 to 15:30:00 (seen by the collections from 14:30:17 to 15:29:17). And a node whose
+    exporter restarts at 14:20: its GPU held all along by pod r."""
+    history = Families()
+    n1, n2 = Node(history, "n1", "GPU-P"), Node(history, "n2", "GPU-R")
+    for minute in range(T0 - 600, T0 + 7200 + 60, 60):
+        t = minute + 17
+        n1.scrape(t, True, {"p": 1.0} if T0 + 1800 <= t < T0 + 5400 else {}, 0.5)
+        n2.scrape(minute, True, {"r": 1.0}, 0.5, restarted=minute == T0 + 1200)
+    return history.text(counters=COUNTERS)
+
+
+def _silent() -> str:
+    """Three hours (and 10 minutes before) of a node whose scrapes fail from 14:55 to 16:05
+    while its exporter goes on: pod s holds its GPU all along."""
+    history = Families()
+    node = Node(history, "n1", "GPU-Q")
+    for t in range(T0 - 600, T0 + 10800 + 60, 60):
+        node.scrape(t, True, {"s": 1.0}, 0.5, scraped=not T0 + 3300 <= t < T0 + 7500)
+    return history.text(counters=COUNTERS)
+
+
+@pytest.fixture(scope="module")
+def on_the_minute(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    yield from _loaded_prometheus(tmp_path_factory, "integrals", _on_the_minute(), T0, False)
+
+
+@pytest.fixture(scope="module")
+def silent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    yield from _loaded_prometheus(tmp_path_factory, "silent", _silent(), T0, False)
+
+
+@pytest.fixture(scope="module")
+def off_the_minute(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    yield from _loaded_prometheus(tmp_path_factory, "offset", _off_the_minute(), T0, False)
+
+
+def test_on_the_minute_the_integrals_bill_what_the_gauges_bill(
+    on_the_minute: Prometheus, three_dbs: tuple[str, str, str]
+) -> None:
+    gauges, integrals, hourly = three_dbs
+    assert ingest_with(on_the_minute.url, gauges, model(), HOURS).integral_hours == 0
+    read = ingest_with(on_the_minute.url, integrals, model(), HOURS, reads="integrals")
+    assert read.integral_hours == 2 and read.fast == read.raw == 0  # no gauge read
+    for hour in HOURS:  # hour by hour: each hour's block alone
+        read = ingest_with(on_the_minute.url, hourly, model(), [hour], reads="integrals")
+        assert read.integral_hours == 1
+    expected = tables(gauges)
+    assert all(expected), expected
+    assert tables(integrals) == expected
+    assert tables(hourly) == expected
+    shares = _shares(integrals)
+    assert shares[("d", HOURS[0])] == 3000  # the lost 10 minutes cut out
+    assert shares[("e", HOURS[0])] == 1200 and shares[("f", HOURS[0])] == 2400
+    assert ("f", HOURS[1]) not in shares and shares[("g", HOURS[1])] == 1800
+
+
+def _shares(url: str) -> dict[tuple[str, datetime], int]:
+    """Each pod's GPU-seconds held, per hour."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(UsageFact.pod, UsageFact.hour, UsageFact.share_us)).all()
+    engine.dispose()
+    return {(pod, _utc(hour)): share // 10**6 for pod, hour, share in rows}
+
+
+def _utc(hour: datetime) -> datetime:
+    return hour.replace(tzinfo=UTC) if hour.tzinfo is None else hour.astimezone(UTC)
+
+
+def test_off_the_minute_an_hour_ends_at_its_last_scrape(
+    off_the_minute: Prometheus, db_url: str
+) -> None:
+    read = ingest_with(off_the_minute.url, db_url, model(), HOURS, reads="integrals")
+    assert read.integral_hours == 2
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(Chargeback.pod, Chargeback.hour, Chargeback.allocated)).all()
+    engine.dispose()
+    money = {(pod, _utc(hour)): Decimal(allocated) / 10**6 for pod, hour, allocated in rows}
+    # p: first collected 14:30:17, last 15:29:17 (its share then held to 15:30:17): the scrape
+    # at 14:59:17 reads 29 minutes held, 1740 s (2.50 x 1740 / 3600); the last before 16:00,
+    # 15:39:17 (kept 600 s after 15:29:17), reads 3600: 1860 s in the second hour
+    assert money[("p", HOURS[0])] == Decimal("1.208333")
+    assert money[("p", HOURS[1])] == Decimal("1.291667")
+    # r: the exporter restarted at 14:20: the minute before (14:19-14:20) was held by a
+    # collection whose total no scrape saw; the rest of both hours is billed
+    assert money[("r", HOURS[0])] == Decimal("2.458333")  # 3540 s
+    assert money[("r", HOURS[1])] == Decimal("2.500000")
+    assert assert_every_hour_adds_up(db_url) == 2
+
+
+def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it(
+    silent: Prometheus, db_url: str
+) -> None:
+    hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
+    read = ingest_with(silent.url, db_url, model(), hours, reads="integrals")
+    assert read.integral_hours == 2  # the hour without a scrape has no GPU: not read
+    shares = _shares(db_url)
+    # 14:00: up to its last scrape before the gap, 14:54: 3240 s; 15:00: none; 16:00: from
+    # 14:54 to its last scrape of the hour, 17:00, the gap's 70 minutes in it: 7560 s (its
+    # last value before the hour, 14:54's, found over a month)
+    assert shares == {("s", hours[0]): 3240, ("s", hours[2]): 7560}
+    assert assert_every_hour_adds_up(db_url) == 2
+
+
+def test_a_history_without_integrals_is_read_from_the_gauges(
+    prometheus: Prometheus, three_dbs: tuple[str, str, str]
+) -> None:
+    """The ground truth's hours (tests/costsvc/history.py: gauges only, as dcgm-exporter and
+    exporters before the integrals publish) bill the same with integrals asked for."""
+    gauges, integrals, _ = three_dbs
+    hours = [HOUR, HOUR2, HOUR3, ELEVENTH, TWELFTH, FIFTEENTH]
+    ingest_with(prometheus.url, gauges, MODEL, hours)
+    read = ingest_with(prometheus.url, integrals, MODEL, hours, reads="integrals")
+    assert read.integral_hours == 0 and read.fast > 0
+    expected = tables(gauges)
+    assert all(expected), expected
+    assert tables(integrals) == expected
