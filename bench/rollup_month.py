@@ -105,6 +105,13 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         default="both",
         help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
     )
+    ap.add_argument(
+        "--reads",
+        choices=("fast", "integrals"),
+        default="fast",
+        help="with --month-days: COSTSVC_INGEST_READS of the ingest; integrals: the fleet also "
+        "publishes our exporter's integrals (bench/fleet_integrals.py), an hour is read from them",
+    )
 
 
 def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -152,6 +159,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
 
     import costsvc.ingest.run as run
     from bench.fleet import Grid, constant, describe, realistic
+    from bench.fleet_integrals import integrals
     from bench.pgcluster import start_postgres
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader
@@ -169,7 +177,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
         size = f"{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b"
-        cached = CACHE / f"month-{size}-{REVISION}-{fleet}"
+        with_integrals = "-integrals" if args.reads == "integrals" else ""
+        cached = CACHE / f"month-{size}-{REVISION}-{fleet}{with_integrals}"
         done = cached / "complete"
         if not args.cache or not done.exists():
             grid = Grid(first, end * 1000, 60_000)
@@ -182,6 +191,9 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 )
             else:
                 series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
+            if with_integrals:
+                series.extend(list(integrals(series, grid)))
+                how = f"{how}, with the exporter's integrals"
             (work / "data").mkdir()
             write_blocks(work / "data", series, first, end * 1000, 60_000, args.block_hours)
             how = f"{how}: {describe(series)}"
@@ -223,7 +235,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         with timed_phases() as phases:
             upgrade(pg_url)
             engine = create_engine(pg_url)
-            reader = PrometheusReader(url, timeout=600)
+            reader = PrometheusReader(url, timeout=600, reads=args.reads)
             print(f"{label} ingesting at {load_now()}", flush=True)
             t = time.perf_counter()
             cpu0 = _own_cpu()
@@ -265,12 +277,13 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 split = (
                     f": read+integrate {spent['collect']:.0f} s, attribute "
                     f"{spent['attribute']:.0f} s, write {spent['write']:.0f} s; series "
-                    f"synthesised {counts.fast:,}, read raw {counts.raw:,}"
+                    f"synthesised {counts.fast:,}, read raw {counts.raw:,}; hours read from "
+                    f"integrals {counts.integral_hours}"
                 )
             else:  # the phases and the read counts were in the workers
                 split = f", {workers} worker processes; phases timed only with --workers 1"
             print(
-                f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, fast reads, "
+                f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, {args.reads} reads, "
                 f"measured: {took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} "
                 f"s/hour{split}); CPU seconds per hour: the service's {cpu / len(hours):.3f} "
                 f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}   "
@@ -278,8 +291,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             )
             if args.paired_hours:
                 paired(url, prom.pid, pg_url, hours[: args.paired_hours], model, label)
-            n = min(args.raw_hours, len(hours))
-            if n:
+            n = min(args.raw_hours, len(hours)) if args.reads == "fast" else 0
+            if n:  # (integrals bill by their own rule: no rows to compare with raw reads')
                 upgrade(raw_url)
                 engine = create_engine(raw_url)
                 reader = PrometheusReader(url, timeout=600, reads="raw")

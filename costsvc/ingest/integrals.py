@@ -19,6 +19,7 @@ with no sample in the hour before that existed before it, a GPU over-subscribed 
 from __future__ import annotations
 
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
 
@@ -38,6 +39,11 @@ SM = "gpu_container_sm_seconds_total"
 DEVICE = "gpu_device_seconds_total"
 FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM)
 RESET_WINDOW = 3900  # s: the hour and the scrape before it (at most 300 s apart: MAX_GAP)
+ASKED_AT_ONCE = 3  # a block's range queries in flight together
+# a holding's families are made and dropped together (exporter/integrals.py): its share's
+# resets are theirs
+RESETS_OF = {DEVICE: DEVICE, SHARE: SHARE, MEMORY: SHARE, BUSY: SHARE, MEASURED: SHARE, SM: SM}
+TOP = "max_over_time(gpu_allocation_share[3600s])"  # a holding's largest share: a replica?
 ZERO = Decimal(0)
 
 # per reader (one ingest run): (expression, block's first instant) -> its answer by instant
@@ -50,23 +56,38 @@ _CACHE: weakref.WeakKeyDictionary[SteadyReader, dict[tuple[str, str], _Answer]] 
 def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
     """``expr`` at every planned hour's instant of the block ``at`` is in, and at the instant
     an hour before the block (its first hour's start): by instant, each series' labels and
-    value (finite values only)."""
+    value (finite values only). Asked for once per block (:func:`_ask`)."""
+    found = _CACHE.get(reader, {}).get((expr, reader.block(at)[0]))
+    if found is None:
+        _ask(reader, at, [expr])
+        found = _CACHE[reader][(expr, reader.block(at)[0])]
+    return found
+
+
+def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
+    """The block's answers to ``exprs`` not asked for yet, asked for together (Prometheus
+    answers one while this process decodes another)."""
     first, last = reader.block(at)
     cache = _CACHE.setdefault(reader, {})
-    found = cache.get((expr, first))
-    if found is None:
-        for key in [k for k in cache if k[1] != first]:  # an earlier block's: done with
-            del cache[key]
-        start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)
-        end = datetime.fromtimestamp(float(last), at.tzinfo)
-        found = cache[(expr, first)] = {}
+    for key in [k for k in cache if k[1] != first]:  # an earlier block's: done with
+        del cache[key]
+    todo = [e for e in exprs if (e, first) not in cache]
+    start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)
+    end = datetime.fromtimestamp(float(last), at.tzinfo)
+
+    def fetch(expr: str) -> _Answer:
+        found: _Answer = {}
         for labels, values in reader.prom.range_values(expr, start, end, 3600):
             series = key_of(labels)
             for t, v in values:
                 number = Decimal(v)
                 if number.is_finite():
                     found.setdefault(t, {})[series] = (labels, number)
-    return found
+        return found
+
+    with ThreadPoolExecutor(min(len(todo), ASKED_AT_ONCE) or 1) as pool:
+        for expr, found in zip(todo, pool.map(fetch, todo), strict=True):
+            cache[(expr, first)] = found
 
 
 class _Deltas:
@@ -80,11 +101,12 @@ class _Deltas:
     def __init__(self, reader: SteadyReader, family: str, at: datetime) -> None:
         t1 = instant_text(at)
         t0 = f"{Decimal(t1) - 3600:.3f}"
-        ends = _steps(reader, f"last_over_time({family}[3600s])", at)
-        resets = _steps(reader, f"resets({family}[{RESET_WINDOW}s])", at).get(t1, {})
+        ends = _steps(reader, _last(family), at)
+        resets = _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {})
         before, after = ends.get(t0, {}), ends.get(t1, {})
         starts = {key: found[1] for key, found in before.items() if key in after}
-        older = _older(reader, family, at, {key for key in after if key not in before})
+        new = {key for key in after if key not in before}
+        older = _older(reader, family, at, new, len(after))
         self.deltas: list[tuple[dict[str, str], Decimal]] = []
         self.stepped = 0  # series whose samples were read (a reset or a fall)
         uneven: set[Key] = set()
@@ -105,17 +127,28 @@ class _Deltas:
             self.stepped += 1
 
 
+def _last(family: str) -> str:
+    return f"last_over_time({family}[3600s])"
+
+
+def _resets(family: str) -> str:
+    return f"resets({family}[{RESET_WINDOW}s])"
+
+
 LONG = 31 * 86400  # s: how far back a series' last value is looked for (a month's retention)
 
 
-def _older(reader: SteadyReader, family: str, at: datetime, keys: set[Key]) -> dict[Key, Decimal]:
+def _older(
+    reader: SteadyReader, family: str, at: datetime, keys: set[Key], total: int
+) -> dict[Key, Decimal]:
     """The last value before the hour of each of these series (that had none in the hour
-    before it), looked for over :data:`LONG`: none for a series that started in the hour."""
+    before it; ``total``: the family's series in the hour), looked for over :data:`LONG`:
+    none for a series that started in the hour."""
     if not keys:
         return {}
     t0 = at - timedelta(hours=1)
     out = {}
-    for picked in picks(family, keys, len(keys)):
+    for picked in picks(family, keys, total):
         for labels, value in reader.prom.instant(f"last_over_time({picked}[{LONG}s])", t0):
             key = key_of(labels)
             if key in keys:
@@ -128,7 +161,11 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     hour is then read from the gauges)."""
     reader, at = w.reader, w.at
     t1 = instant_text(at)
+    # the block's reads, together: each family's ends, the resets, the largest shares
+    _ask(reader, at, [_last(DEVICE), _resets(DEVICE)])
     device = _Deltas(reader, DEVICE, at)
+    if device.deltas:
+        _ask(reader, at, [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP])
     if not device.deltas:
         return None
     facts = HourFacts(start)
@@ -166,12 +203,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             mine[key] = mine.get(key, ZERO) + grew
             if family == SHARE:
                 last[key] = labels
-    top = {
-        holding_key(labels): v
-        for labels, v in _steps(reader, "max_over_time(gpu_allocation_share[3600s])", at)
-        .get(t1, {})
-        .values()
-    }
+    top = {holding_key(labels): v for labels, v in _steps(reader, TOP, at).get(t1, {}).values()}
     slices, published = mig_instances(w)
     sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule
     for (cluster, uuid, _, ns, pod, container), seconds in figures[SM].items():
