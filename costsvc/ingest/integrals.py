@@ -43,7 +43,9 @@ ASKED_AT_ONCE = 3  # a block's range queries in flight together
 # a holding's families are made and dropped together (exporter/integrals.py): its share's
 # resets are theirs
 RESETS_OF = {DEVICE: DEVICE, SHARE: SHARE, MEMORY: SHARE, BUSY: SHARE, MEASURED: SHARE, SM: SM}
-TOP = "max_over_time(gpu_allocation_share[3600s])"  # a holding's largest share: a replica?
+# a holding's largest share (is_shared: a replica), over the hour and the look-back the gauges'
+# rule reads (its last interval may be this hour's while its last sample was before it)
+TOP = f"max_over_time(gpu_allocation_share[{RESET_WINDOW}s])"
 ZERO = Decimal(0)
 
 # per reader (one ingest run): (expression, block's first instant) -> its answer by instant
@@ -132,7 +134,8 @@ def _last(family: str) -> str:
 
 
 def _resets(family: str) -> str:
-    return f"resets({family}[{RESET_WINDOW}s])"
+    """The series reset in the hour or at its start (only those: most never are)."""
+    return f"resets({family}[{RESET_WINDOW}s]) > 0"
 
 
 LONG = 31 * 86400  # s: how far back a series' last value is looked for (a month's retention)
@@ -203,7 +206,10 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             mine[key] = mine.get(key, ZERO) + grew
             if family == SHARE:
                 last[key] = labels
-    top = {holding_key(labels): v for labels, v in _steps(reader, TOP, at).get(t1, {}).values()}
+    top: dict[tuple[str, ...], Decimal] = {}
+    for labels, v in _steps(reader, TOP, at).get(t1, {}).values():
+        key = holding_key(labels)
+        top[key] = max(top.get(key, v), v)
     slices, published = mig_instances(w)
     sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule
     for (cluster, uuid, _, ns, pod, container), seconds in figures[SM].items():
