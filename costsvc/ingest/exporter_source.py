@@ -16,7 +16,15 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared, with_geometry
+from costsvc.attribution import (
+    GpuKey,
+    Holding,
+    HourFacts,
+    busy_seconds,
+    is_shared,
+    with_geometry,
+)
+from costsvc.energy import Measured
 from costsvc.ingest import regular, steady
 from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.power import ENERGY
@@ -229,9 +237,14 @@ def mig_instances(w: HourReads) -> tuple[Slices, Published]:
     return slices, published
 
 
-def finish(w: HourReads, facts: HourFacts, published: Published) -> None:
+def finish(
+    w: HourReads,
+    facts: HourFacts,
+    published: Published,
+    energy: dict[GpuKey, Measured] | None = None,
+) -> None:
     """What an hour's facts need besides its GPUs and holdings: each MIG GPU's geometry,
-    energy, pod and namespace labels, controllers."""
+    energy (``energy``: where the caller read it), pod and namespace labels, controllers."""
     # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
     # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
     mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
@@ -239,7 +252,7 @@ def finish(w: HourReads, facts: HourFacts, published: Published) -> None:
         g.key: geometry(g.model, published.get(g.key)) for g in facts.gpus if g.key in mig_gpus
     }
     with_geometry(facts, {key: gpu for key, gpu in geometries.items() if gpu is not None})
-    add_energy(w, facts)
+    add_energy(w, facts, energy)
     pod_and_namespace_labels(w, facts)
     pod_controllers(w, facts)
 

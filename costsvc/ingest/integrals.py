@@ -24,8 +24,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
+from costsvc.energy import counter_measured
 from costsvc.ingest.exporter_source import finish, mig_instances
+from costsvc.ingest.integrate import Increase
 from costsvc.ingest.picks import picks
+from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import instant_text
 from costsvc.ingest.regular import Key, key_of
 from costsvc.ingest.steady import SteadyReader, read_raw
@@ -37,12 +40,22 @@ BUSY = "gpu_allocation_busy_share_seconds_total"
 MEASURED = "gpu_allocation_measured_share_seconds_total"
 SM = "gpu_container_sm_seconds_total"
 DEVICE = "gpu_device_seconds_total"
-FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM)
+# the GPU's energy counter (mJ; dcgm-exporter's name, ours too): what it grew between the same
+# scrapes as the GPU's seconds
+FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM, ENERGY)
 RESET_WINDOW = 3900  # s: the hour and the scrape before it (at most 300 s apart: MAX_GAP)
 ASKED_AT_ONCE = 3  # a block's range queries in flight together
 # a holding's families are made and dropped together (exporter/integrals.py): its share's
 # resets are theirs
-RESETS_OF = {DEVICE: DEVICE, SHARE: SHARE, MEMORY: SHARE, BUSY: SHARE, MEASURED: SHARE, SM: SM}
+RESETS_OF = {
+    DEVICE: DEVICE,
+    SHARE: SHARE,
+    MEMORY: SHARE,
+    BUSY: SHARE,
+    MEASURED: SHARE,
+    SM: SM,
+    ENERGY: ENERGY,
+}
 # a holding's largest share (is_shared: a replica), over the hour and the look-back the gauges'
 # rule reads (its last interval may be this hour's while its last sample was before it)
 TOP = f"max_over_time(gpu_allocation_share[{RESET_WINDOW}s])"
@@ -181,10 +194,21 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         else:
             up += grew
         gpus[gpu] = (labels, up, down)
+    seen: dict[tuple[str, str], Decimal] = {}  # each GPU's seconds in the hour
     for (cluster, uuid), (labels, up, down) in gpus.items():
         present = us(up + down)
         if present > 0:
             add_gpu(facts, cluster, uuid, labels, present, us(down))
+            seen[(cluster, uuid)] = present
+    drawn: dict[tuple[str, str], Decimal] = {}
+    for labels, grew in _Deltas(reader, ENERGY, at).deltas:  # (a driver upgrade: two series)
+        gpu = (w.cluster_of(labels), labels.get("UUID", ""))
+        drawn[gpu] = drawn.get(gpu, ZERO) + grew
+    energy = {
+        gpu: counter_measured(Increase(mj, ZERO, seen[gpu]))
+        for gpu, mj in drawn.items()
+        if gpu in seen
+    }
 
     def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
         return (
@@ -249,5 +273,5 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
                 cluster=cluster,
             )
         )
-    finish(w, facts, published)
+    finish(w, facts, published, energy)
     return facts

@@ -30,8 +30,8 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TypeVar
 
-from costsvc.attribution import GpuHour, HourFacts
-from costsvc.energy import NOTHING
+from costsvc.attribution import GpuHour, GpuKey, HourFacts
+from costsvc.energy import NOTHING, Measured
 from costsvc.ingest import regular, steady
 from costsvc.ingest.integrate import (
     Piece,
@@ -521,11 +521,15 @@ def _latest_labels(
     return out
 
 
-def add_energy(w: HourReads, facts: HourFacts) -> None:
+def add_energy(
+    w: HourReads, facts: HourFacts, energy: dict[GpuKey, Measured] | None = None
+) -> None:
     """Each GPU's measured energy in the hour (costsvc/ingest/power.py): dcgm-exporter's
-    series names, so both sources read it the same way."""
+    series names, so both sources read it the same way; ``energy``: the counters' readings
+    where the caller has them (costsvc/ingest/integrals.py), else read here."""
     limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
-    energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if energy is None:
+        energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
     if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
         energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
     lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)

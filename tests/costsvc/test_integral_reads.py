@@ -25,7 +25,8 @@ from decimal import Decimal
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.db.models import Chargeback, UsageFact
+from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.ingest.power import ENERGY
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
     ELEVENTH,
@@ -46,6 +47,7 @@ from tests.prom import Prometheus
 T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
 HOURS = [datetime.fromtimestamp(T0 + 3600 * h, UTC) for h in range(2)]
 KEEP = 600  # s: an ended series stays published this long (exporter/integrals.py KEEP)
+BIG = 3 * 2**40  # mJ: an energy counter since boot of a GPU up for weeks (exact in a float64)
 SHARE_S = "gpu_allocation_share_seconds_total"
 COUNTERS = frozenset(
     {
@@ -81,10 +83,12 @@ class Node:
         sm: dict[str, float] | None = None,
         restarted: bool = False,
         scraped: bool = True,
+        energy: int | None = None,
     ) -> None:
         """A scrape at ``t`` of a collection at ``t``: the GPU ``up``, held by ``holders``
         (pod -> share) at ``util`` (0..1), the pods' SM use ``sm`` since the last one. Not
-        ``scraped``: the collection happens, the scrape fails (``up`` 0, nothing else)."""
+        ``scraped``: the collection happens, the scrape fails (``up`` 0, nothing else).
+        ``energy``: the GPU's energy counter (mJ), read at the collection."""
         target = f'job="gpu-exporter",instance="{self.name}:9400"'
         self.history.add("up", target, 1 if scraped else 0, t)
         add = self.history.add if scraped else lambda *_: None
@@ -95,6 +99,8 @@ class Node:
             self.totals[key] += rate * held
         ahead: dict[tuple[str, str], float] = {}
         add("gpu_device_up", self.labels(), 1 if up else 0, t)
+        if energy is not None:
+            add(ENERGY, self.labels(',DCGM_FI_DRIVER_VERSION="580.95"'), energy, t)
         ahead[("gpu_device_seconds_total", self.labels(',state="up"'))] = 1.0 if up else 0.0
         ahead[("gpu_device_seconds_total", self.labels(',state="down"'))] = 0.0 if up else 1.0
         if up and util is not None:
@@ -158,9 +164,12 @@ def _off_the_minute() -> str:
     n1, n2 = Node(history, "n1", "GPU-P"), Node(history, "n2", "GPU-R")
     for minute in range(T0 - 600, T0 + 7200 + 60, 60):
         t = minute + 17
-        n1.scrape(t, True, {"p": 1.0} if T0 + 1800 <= t < T0 + 5400 else {}, 0.5)
-        n2.scrape(minute, True, {"r": 1.0}, 0.5, restarted=minute == T0 + 1200)
-    return history.text(counters=COUNTERS)
+        drawn = BIG + 300 * 1000 * (t - T0)  # 300 W: 300,000 mJ a second
+        n1.scrape(t, True, {"p": 1.0} if T0 + 1800 <= t < T0 + 5400 else {}, 0.5, energy=drawn)
+        # the driver reloads with the exporter at 14:20: the counter from 0, 400 W
+        drawn = 400 * 1000 * (minute - T0 - 1200) if minute >= T0 + 1200 else BIG
+        n2.scrape(minute, True, {"r": 1.0}, 0.5, restarted=minute == T0 + 1200, energy=drawn)
+    return history.text(counters=COUNTERS | {ENERGY})
 
 
 def _silent() -> str:
@@ -241,6 +250,22 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
     assert money[("r", HOURS[0])] == Decimal("2.458333")  # 3540 s
     assert money[("r", HOURS[1])] == Decimal("2.500000")
     assert assert_every_hour_adds_up(db_url) == 2
+    # energy: what each counter grew between the same scrapes as the GPU's seconds — 300 W x
+    # 3600 s; across the restart (a reset: the samples read) 0 before it (BIG all along), then
+    # 400 W from 14:20 to 15:00 (2400 s)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(GpuPresence.gpu_uuid, GpuPresence.hour, GpuPresence.energy_mj)
+        ).all()
+    engine.dispose()
+    energy = {(uuid, _utc(hour)): mj for uuid, hour, mj in found}
+    assert energy == {
+        ("GPU-P", HOURS[0]): 300 * 3600 * 1000,
+        ("GPU-P", HOURS[1]): 300 * 3600 * 1000,
+        ("GPU-R", HOURS[0]): 400 * 2400 * 1000,
+        ("GPU-R", HOURS[1]): 400 * 3600 * 1000,
+    }
 
 
 def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it(
