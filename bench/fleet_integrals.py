@@ -7,10 +7,11 @@ series, same labels) the share-seconds, and the busy and measured share-seconds 
 held unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU,
 ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` of a MIG instance); per container
 ``gpu_container_sm_seconds_total``. By the exporter's rule: a reading holds until the next
-collection (60 s), a container's SM use covers the interval just ended, an ended series stays
-at its final total for 600 s (then a staleness marker). The fleet publishes no memory share,
-so neither are its integrals. Each counter's values are its own (no chunk is shared with
-another series'): writing them costs a Python loop per sample.
+collection (here each scrape of the fleet), a container's SM use covers the interval just
+ended, an ended series stays at its final total for ``KEEP`` seconds (then a staleness
+marker). The fleet publishes no memory share, so neither are its integrals. Each counter's
+values are its own (no chunk is shared with another series'): writing them costs a Python loop
+per sample.
 """
 
 from __future__ import annotations
@@ -19,9 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from bench.fleet import Grid, Spec, _const, _labels
-
-KEEP_SAMPLES = 10  # an ended series stays published 600 s: ten 60 s scrapes
-STEP_S = 60
+from exporter.integrals import KEEP
 
 
 class _Running:
@@ -42,7 +41,7 @@ class _Running:
         if end < self.k:
             self.k, self.total = self.first, 0.0
         while self.k < end:
-            self.total += self.rate(self.k) * STEP_S
+            self.total += self.rate(self.k) * self.grid.step_ms / 1000
             self.k += 1
         return self.total
 
@@ -55,6 +54,7 @@ def _own(running: _Running) -> Callable[[int], object]:
 def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
     """The counters of the fleet ``specs`` (its gauges) over ``grid``."""
     n = grid.n
+    keep = int(KEEP * 1000) // grid.step_ms  # scrapes an ended series stays published
     utilisation: dict[tuple[str, str], Spec] = {}  # (UUID, GPU_I_ID) -> its utilisation
     for s in specs:
         lab = dict(s.labels)
@@ -69,7 +69,7 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
             yield _const(grid, "gpu_device_seconds_total", {**lab, "state": "down"}, 0.0)
         elif s.name == "gpu_allocation_share":
             share = s.value(grid.time(s.first))
-            last = min(s.last + KEEP_SAMPLES, n - 1)
+            last = min(s.last + keep, n - 1)
             stale = last < n - 1
             until = s.last + 1
 
@@ -111,7 +111,7 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
                 return gauge.value(grid.time(k))
 
             running = _Running(grid, s.first, s.last + 1, used, behind=True)
-            last = min(s.last + KEEP_SAMPLES, n - 1)
+            last = min(s.last + keep, n - 1)
             yield replace(
                 s,
                 labels=_labels("gpu_container_sm_seconds_total", lab),

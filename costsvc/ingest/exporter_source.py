@@ -68,7 +68,7 @@ READS = (
 def gpus_seen(w: HourReads, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     """The GPUs of ``gpu_device_up`` into ``facts``; when each was lost, by (cluster, UUID)."""
     lost: dict[tuple[str, str], Holes] = {}
-    key = _gpu_key(w)
+    key = gpu_key(w)
     for (cluster, uuid), group in grouped(w, "gpu_device_up", key, PRESENCE_GAP).items():
         samples = merged(group)
         present = us(w.present(samples))
@@ -93,8 +93,21 @@ def utilisation(w: HourReads) -> dict[tuple[str, ...], Usage]:
     return util
 
 
-def _gpu_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
+def gpu_key(w: HourReads) -> Callable[[dict[str, str]], GpuKey]:
+    """What one GPU is: (cluster, ``UUID``)."""
     return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""))
+
+
+def holding_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
+    """What one holding is: (cluster, ``UUID``, ``GPU_I_ID``, ``namespace``, ``pod``,
+    ``container``) — its ``resource`` label is informational."""
+    unit_key = _unit_key(w)
+    return lambda lab: (
+        *unit_key(lab),
+        lab.get("namespace", ""),
+        lab.get("pod", ""),
+        lab.get("container", ""),
+    )
 
 
 def _unit_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
@@ -104,7 +117,6 @@ def _unit_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
 def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
     """The hour's facts from our exporter's series (:data:`READS`)."""
     facts = HourFacts(start)
-    unit_key = _unit_key(w)
 
     def container_key(lab: dict[str, str]) -> tuple[str, ...]:
         return (
@@ -125,13 +137,7 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
     sm_gpus = {key[:2] for key in sm}  # GPUs with per-container usage (cluster, UUID)
     none = Usage([], summed=True)  # the GPU's processes are known: none of them is this holder's
 
-    def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
-        return (
-            *unit_key(lab),
-            lab.get("namespace", ""),
-            lab.get("pod", ""),
-            lab.get("container", ""),
-        )
+    holding = holding_key(w)
 
     def function(samples: list[Sequence[Sample]]) -> list[Piece]:
         return summed(w.pieces(one) for one in samples)
@@ -139,11 +145,9 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
     # the time a GPU was lost is cut out of memory shares too (as out of shares, in measure)
     memory_share = {
         key: us(total(without(function(found), lost.get((key[0], key[1]), []))))
-        for key, found in _within_gpu(
-            grouped(w, "gpu_allocation_memory_share", holding_key)
-        ).items()
+        for key, found in _within_gpu(grouped(w, "gpu_allocation_memory_share", holding)).items()
     }
-    shares = grouped(w, "gpu_allocation_share", holding_key)
+    shares = grouped(w, "gpu_allocation_share", holding)
     within = _within_gpu(shares)
     # what each holding used: from the sums of its usage series where they tell (the series
     # read as sums: costsvc/ingest/regular.py), else from their samples, read in one go

@@ -23,16 +23,16 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.attribution import Holding, HourFacts, busy_seconds, is_shared
+from costsvc.attribution import GpuKey, Holding, HourFacts, busy_seconds, is_shared
 from costsvc.energy import counter_measured
-from costsvc.ingest.exporter_source import finish, mig_instances
+from costsvc.ingest.exporter_source import finish, gpu_key, holding_key, mig_instances
 from costsvc.ingest.integrate import Increase
 from costsvc.ingest.picks import picks
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import instant_text
 from costsvc.ingest.regular import Key, key_of
 from costsvc.ingest.steady import SteadyReader, read_raw
-from costsvc.ingest.window import HourReads, add_gpu, us
+from costsvc.ingest.window import MAX_GAP, HourReads, add_gpu, us
 
 SHARE = "gpu_allocation_share_seconds_total"
 MEMORY = "gpu_allocation_memory_share_seconds_total"
@@ -43,7 +43,7 @@ DEVICE = "gpu_device_seconds_total"
 # the GPU's energy counter (mJ; dcgm-exporter's name, ours too): what it grew between the same
 # scrapes as the GPU's seconds
 FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM, ENERGY)
-RESET_WINDOW = 3900  # s: the hour and the scrape before it (at most 300 s apart: MAX_GAP)
+RESET_WINDOW = 3600 + int(MAX_GAP)  # s: the hour and the scrape before it (at most MAX_GAP)
 ASKED_AT_ONCE = 3  # a block's range queries in flight together
 # a holding's families are made and dropped together (exporter/integrals.py): its share's
 # resets are theirs
@@ -123,7 +123,6 @@ class _Deltas:
         new = {key for key in after if key not in before}
         older = _older(reader, family, at, new, len(after))
         self.deltas: list[tuple[dict[str, str], Decimal]] = []
-        self.stepped = 0  # series whose samples were read (a reset or a fall)
         uneven: set[Key] = set()
         for key, (labels, v1) in after.items():
             v0 = starts.get(key, older.get(key, ZERO))
@@ -139,7 +138,6 @@ class _Deltas:
                 grew += v - last if v >= last else v
                 last = v
             self.deltas.append((s.labels, grew))
-            self.stepped += 1
 
 
 def _last(family: str) -> str:
@@ -180,29 +178,29 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     # the block's reads, together: each family's ends, the resets, the largest shares
     _ask(reader, at, [_last(DEVICE), _resets(DEVICE)])
     device = _Deltas(reader, DEVICE, at)
-    if device.deltas:
-        _ask(reader, at, [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP])
     if not device.deltas:
         return None
+    _ask(reader, at, [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP])
     facts = HourFacts(start)
-    gpus: dict[tuple[str, str], tuple[dict[str, str], Decimal, Decimal]] = {}
+    gpu_of = gpu_key(w)
+    gpus: dict[GpuKey, tuple[dict[str, str], Decimal, Decimal]] = {}
     for labels, grew in device.deltas:
-        gpu = (w.cluster_of(labels), labels.get("UUID", ""))
+        gpu = gpu_of(labels)
         _, up, down = gpus.get(gpu, (labels, ZERO, ZERO))
         if labels.get("state") == "down":
             down += grew
         else:
             up += grew
         gpus[gpu] = (labels, up, down)
-    seen: dict[tuple[str, str], Decimal] = {}  # each GPU's seconds in the hour
+    seen: dict[GpuKey, Decimal] = {}  # each GPU's seconds in the hour
     for (cluster, uuid), (labels, up, down) in gpus.items():
         present = us(up + down)
         if present > 0:
             add_gpu(facts, cluster, uuid, labels, present, us(down))
             seen[(cluster, uuid)] = present
-    drawn: dict[tuple[str, str], Decimal] = {}
+    drawn: dict[GpuKey, Decimal] = {}
     for labels, grew in _Deltas(reader, ENERGY, at).deltas:  # (a driver upgrade: two series)
-        gpu = (w.cluster_of(labels), labels.get("UUID", ""))
+        gpu = gpu_of(labels)
         drawn[gpu] = drawn.get(gpu, ZERO) + grew
     energy = {
         gpu: counter_measured(Increase(mj, ZERO, seen[gpu]))
@@ -210,29 +208,20 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         if gpu in seen
     }
 
-    def holding_key(lab: dict[str, str]) -> tuple[str, ...]:
-        return (
-            w.cluster_of(lab),
-            lab.get("UUID", ""),
-            lab.get("GPU_I_ID", ""),
-            lab.get("namespace", ""),
-            lab.get("pod", ""),
-            lab.get("container", ""),
-        )
-
+    holding = holding_key(w)
     figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
     last: dict[tuple[str, ...], dict[str, str]] = {}
     for family in (SHARE, MEMORY, BUSY, MEASURED, SM):
         read = _Deltas(reader, family, at)
         mine = figures[family] = {}
         for labels, grew in read.deltas:
-            key = holding_key(labels)
+            key = holding(labels)
             mine[key] = mine.get(key, ZERO) + grew
             if family == SHARE:
                 last[key] = labels
     top: dict[tuple[str, ...], Decimal] = {}
     for labels, v in _steps(reader, TOP, at).get(t1, {}).values():
-        key = holding_key(labels)
+        key = holding(labels)
         top[key] = max(top.get(key, v), v)
     slices, published = mig_instances(w)
     sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule

@@ -53,6 +53,8 @@ class Attribution:
     claims: dict[tuple[Unit, Holder, str], ClaimRef] = field(default_factory=dict)
     # (unit, holder) -> the DRA claim, for the per-container usage series
     usage_claims: dict[tuple[Unit, Holder], ClaimRef] = field(default_factory=dict)
+    # gpu index -> (Σ compute shares, Σ memory shares), for every GPU with holdings
+    sums: dict[int, tuple[float, float]] = field(default_factory=dict)
     # gpu index -> (Σ compute shares > 1, Σ memory shares > 1), for every GPU with holdings
     oversubscribed: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     # units held by exactly one container: their series may carry that container's labels
@@ -152,6 +154,7 @@ def attribute(
         compute_sum[index] = compute_sum.get(index, 0.0) + held_share
         memory_sum[index] = memory_sum.get(index, 0.0) + out.memory_shares.get(key, 0.0)
     for index, compute_total in compute_sum.items():
+        out.sums[index] = (compute_total, memory_sum[index])
         out.oversubscribed[index] = (
             compute_total > 1 + _EPSILON,
             memory_sum[index] > 1 + _EPSILON,

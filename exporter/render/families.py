@@ -165,14 +165,6 @@ class GpuRenderer:
                     busy[unit] = active
         who = self.labels.container
         ahead, behind = self.rates.ahead, self.rates.behind
-        # an over-subscribed GPU's holdings split it at this collection: each share over the
-        # sum on its basis, as the cost service splits it (docs/cost-model.md)
-        compute_sum: dict[int, float] = {}
-        memory_sum: dict[int, float] = {}
-        for key, value in a.shares.items():
-            index = key[0].gpu_index
-            compute_sum[index] = compute_sum.get(index, 0.0) + value
-            memory_sum[index] = memory_sum.get(index, 0.0) + a.memory_shares.get(key, value)
 
         share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
         memory = Family(cat.ALLOCATION_MEMORY_SHARE.name, "gauge", cat.ALLOCATION_MEMORY_SHARE.help)
@@ -188,11 +180,14 @@ class GpuRenderer:
             labels = f"{base},{who(holder)},{label_pairs(pairs)}"
             share.add(labels, value)
             memory.add(labels, a.memory_shares.get(key, value))
+            # an over-subscribed GPU's holdings split it at this collection: each share over
+            # the sum on its basis, as the cost service splits it (docs/cost-model.md)
             scaled = a.oversubscribed.get(unit.gpu_index, (False, False))
-            held = up.get(unit, 0.0) * (value / compute_sum[unit.gpu_index] if scaled[0] else value)
+            compute_sum, memory_sum = a.sums.get(unit.gpu_index, (1.0, 1.0))
+            held = up.get(unit, 0.0) * (value / compute_sum if scaled[0] else value)
             memory_held = up.get(unit, 0.0) * a.memory_shares.get(key, value)
             if scaled[1]:
-                memory_held /= memory_sum[unit.gpu_index]
+                memory_held /= memory_sum
             measured = busy.get(unit)
             ahead[(cat.ALLOCATION_SHARE_SECONDS.name, labels)] = held
             ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = memory_held

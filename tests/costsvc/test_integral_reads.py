@@ -27,6 +27,7 @@ from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.ingest.power import ENERGY
+from exporter.integrals import KEEP
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
     ELEVENTH,
@@ -46,7 +47,6 @@ from tests.prom import Prometheus
 
 T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
 HOURS = [datetime.fromtimestamp(T0 + 3600 * h, UTC) for h in range(2)]
-KEEP = 600  # s: an ended series stays published this long (exporter/integrals.py KEEP)
 BIG = 3 * 2**40  # mJ: an energy counter since boot of a GPU up for weeks (exact in a float64)
 SHARE_S = "gpu_allocation_share_seconds_total"
 COUNTERS = frozenset(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families as parse_text
@@ -83,10 +82,6 @@ def test_the_totals_are_counters_in_both_formats() -> None:
     assert {s.labels["a"]: s.value for s in om["x_seconds_total"]} == {"1": 5.0, "2": 10.0}
     text = render_text(i.families()).decode()
     assert {f.name: f.type for f in parse_text(text)} == {"x_seconds": "counter"}
-
-
-def _gauges(m: dict[str, list[Any]], name: str, key: str) -> dict[str, float]:
-    return {s.labels[key]: s.value for s in m.get(name, [])}
 
 
 def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) -> None:
