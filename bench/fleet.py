@@ -56,6 +56,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 H100 = "NVIDIA H100 80GB HBM3"
 SEED = 29
 CHURN = 0.05  # pods ending per pod and hour
@@ -89,7 +91,10 @@ class Spec:
     """One series: its labels (sorted, with ``__name__``), its samples at grid indices
     ``first..last`` (inclusive; a staleness marker at ``last + 1`` when ``stale``), and their
     values: ``value(t_ms)``; ``key(chunk index)``: what identifies the values of a whole
-    chunk (series with equal keys share the chunk's bytes), None where nothing does."""
+    chunk (series with equal keys share the chunk's bytes), None where nothing does;
+    ``array(lo, hi)``, where given: the values at grid indices ``lo..hi`` at once (what
+    bench/fleet_integrals.py integrates, and how bench/tsdb_block.py reads a series whose
+    chunks no other shares)."""
 
     labels: Labels
     first: int
@@ -97,6 +102,7 @@ class Spec:
     value: Callable[[int], float]
     key: Callable[[int], Any]
     stale: bool = False
+    array: Callable[[int, int], np.ndarray] | None = None
 
     @property
     def name(self) -> str:
@@ -142,6 +148,7 @@ def _const(
         lambda t: value,
         lambda c: ("const", value),
         stale,
+        lambda lo, hi: np.full(hi - lo + 1, value, dtype=np.float64),
     )
 
 
@@ -153,6 +160,10 @@ class Walks:
     values: list[list[float]]
     chunks: int
     kind: str
+    arrays: list[np.ndarray] = field(default_factory=list)  # the same, for ``Spec.array``
+
+    def __post_init__(self) -> None:
+        self.arrays = [np.array(walk, dtype=np.float64) for walk in self.values]
 
     def spec(
         self,
@@ -166,6 +177,7 @@ class Walks:
         stale: bool = False,
     ) -> Spec:
         walk = self.values[j % len(self.values)]
+        walk_array = self.arrays[j % len(self.values)]
         length = len(walk)
         offset = phase * CHUNK
         start, step = grid.start_ms, grid.step_ms
@@ -173,11 +185,20 @@ class Walks:
         def value(t: int) -> float:
             return walk[((t - start) // step + offset) % length]
 
+        def array(lo: int, hi: int) -> np.ndarray:
+            return walk_array[(np.arange(lo, hi + 1) + offset) % length]
+
         def key(c: int) -> Any:
             return (self.kind, j % len(self.values), (c + phase) % self.chunks)
 
         return Spec(
-            _labels(name, labels), first, grid.n - 1 if last is None else last, value, key, stale
+            _labels(name, labels),
+            first,
+            grid.n - 1 if last is None else last,
+            value,
+            key,
+            stale,
+            array,
         )
 
 
@@ -476,7 +497,7 @@ def _sm(
     the mean of NVML's integer percents over a collection's :data:`SM_SAMPLES` samples, / 100
     (exporter/nvml/boundary.py ``process_sm_utilization``): a float of full precision."""
     j, phase = rng.randrange(TRACKS), rng.randrange(ratio.chunks)
-    walk = ratio.values[j]
+    walk, walk_array = ratio.values[j], ratio.arrays[j]
     length = len(walk)
     start, step = grid.start_ms, grid.step_ms
 
@@ -484,11 +505,22 @@ def _sm(
         mean = walk[((t - start) // step + phase * CHUNK) % length] * share
         return round(mean * 100 * SM_SAMPLES) / SM_SAMPLES / 100
 
+    def array(lo: int, hi: int) -> np.ndarray:  # value's arithmetic, element by element
+        mean = walk_array[(np.arange(lo, hi + 1) + phase * CHUNK) % length] * share
+        out: np.ndarray = np.round(mean * 100 * SM_SAMPLES) / SM_SAMPLES / 100
+        return out
+
     def key(c: int) -> Any:
         return ("sm", share, j, (c + phase) % ratio.chunks)
 
     return Spec(
-        _labels("gpu_container_sm_utilization_ratio", holder), first, last, value, key, stale
+        _labels("gpu_container_sm_utilization_ratio", holder),
+        first,
+        last,
+        value,
+        key,
+        stale,
+        array,
     )
 
 

@@ -10,8 +10,8 @@ held unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU,
 collection (here each scrape of the fleet), a container's SM use covers the interval just
 ended, an ended series stays at its final total for ``KEEP`` seconds (then a staleness
 marker). The fleet publishes no memory share, so neither are its integrals. Each counter's
-values are its own (no chunk is shared with another series'): writing them costs a Python loop
-per sample.
+values are its own (no chunk is shared with another series'): they are computed (``Spec.array``)
+and encoded (bench/tsdb_block.py ``xor_chunks``) with numpy, many series at once.
 """
 
 from __future__ import annotations
@@ -19,36 +19,55 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
+import numpy as np
+
 from bench.fleet import Grid, Spec, _const, _labels
 from exporter.integrals import KEEP
 
 
 class _Running:
-    """A running total over grid indices ``first`` ... (``until`` - 1) of ``rate(k) x 60``,
-    as the value at index ``k`` of the total after collection ``k`` (``behind``: the rate of
-    collection ``k`` is added at ``k``; else at ``k`` + 1). Read in time order (as the block
-    writer reads a series), each value costs one step; read back, it starts again."""
+    """A running total over grid indices ``first`` ... (``until`` - 1) of ``rates(lo, hi)`` x
+    the step, as the value at index ``k`` of the total after collection ``k`` (``behind``: the
+    rate of collection ``k`` is added at ``k``; else at ``k`` + 1), summed in time order as the
+    exporter sums it. ``array(lo, hi)``: the values at indices ``lo..hi``, at once."""
 
     def __init__(
-        self, grid: Grid, first: int, until: int, rate: Callable[[int], float], behind: bool
+        self,
+        grid: Grid,
+        first: int,
+        until: int,
+        rates: Callable[[int, int], np.ndarray],
+        behind: bool,
     ) -> None:
-        self.grid, self.first, self.until, self.rate = grid, first, until, rate
+        self.grid, self.first, self.until, self.rates = grid, first, until, rates
         self.shift = 1 if behind else 0
-        self.k, self.total = first, 0.0
+
+    def array(self, lo: int, hi: int) -> np.ndarray:
+        end = min(hi + self.shift, self.until)
+        step = self.rates(self.first, end - 1) * self.grid.step_ms / 1000
+        totals = np.concatenate(([0.0], np.cumsum(step)))
+        at = np.minimum(np.arange(lo, hi + 1) + self.shift, self.until) - self.first
+        found: np.ndarray = totals[np.maximum(at, 0)]
+        return found
 
     def __call__(self, t: int) -> float:
-        end = min(self.grid.index(t) + self.shift, self.until)
-        if end < self.k:
-            self.k, self.total = self.first, 0.0
-        while self.k < end:
-            self.total += self.rate(self.k) * self.grid.step_ms / 1000
-            self.k += 1
-        return self.total
+        k = self.grid.index(t)
+        return float(self.array(k, k)[0])
 
 
-def _own(running: _Running) -> Callable[[int], object]:
-    """A chunk key no other series has (bench/tsdb_block.py shares chunks by key)."""
-    return lambda c: ("integral", id(running), c)
+def _own(c: int) -> None:
+    """No chunk key: no other series has these values (bench/tsdb_block.py encodes them with
+    ``Spec.array``)."""
+    return None
+
+
+def _within(unit: Spec | None, lo: int, hi: int) -> np.ndarray:
+    """Whether ``unit`` (a utilisation series) has a sample at each index ``lo..hi``."""
+    k = np.arange(lo, hi + 1)
+    if unit is None:
+        return np.zeros(len(k), dtype=bool)
+    found: np.ndarray = (k >= unit.first) & (k <= unit.last)
+    return found
 
 
 def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
@@ -73,22 +92,27 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
             stale = last < n - 1
             until = s.last + 1
 
-            def held(k: int, share: float = share) -> float:
-                return share
+            def held(lo: int, hi: int, share: float = share) -> np.ndarray:
+                return np.full(hi - lo + 1, share)
 
             unit = utilisation.get((lab["UUID"], lab.get("GPU_I_ID", "")))
             percent = unit is not None and unit.name == "DCGM_FI_DEV_GPU_UTIL"
 
             def busy(
-                k: int, unit: Spec | None = unit, share: float = share, percent: bool = percent
-            ) -> float:
-                if unit is None or not unit.first <= k <= unit.last:
-                    return 0.0
-                u = unit.value(grid.time(k))
-                return share * min(u / 100 if percent else u, 1.0)
+                lo: int, hi: int, unit: Spec | None = unit, share: float = share, p: bool = percent
+            ) -> np.ndarray:
+                inside = _within(unit, lo, hi)
+                if unit is None or unit.array is None or not inside.any():
+                    return np.zeros(len(inside))
+                a, b = max(lo, unit.first), min(hi, unit.last)
+                u = np.zeros(len(inside))
+                u[a - lo : b - lo + 1] = unit.array(a, b)
+                return np.where(inside, share * np.minimum(u / 100 if p else u, 1.0), 0.0)
 
-            def measured(k: int, unit: Spec | None = unit, share: float = share) -> float:
-                return share if unit is not None and unit.first <= k <= unit.last else 0.0
+            def measured(
+                lo: int, hi: int, unit: Spec | None = unit, share: float = share
+            ) -> np.ndarray:
+                return np.where(_within(unit, lo, hi), share, 0.0)
 
             for name, rate in (
                 ("gpu_allocation_share_seconds_total", held),
@@ -101,22 +125,21 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
                     labels=_labels(name, lab),
                     last=last,
                     value=running,
-                    key=_own(running),
+                    key=_own,
                     stale=stale,
+                    array=running.array,
                 )
         elif s.name == "gpu_container_sm_utilization_ratio":
-            gauge = s
-
-            def used(k: int, gauge: Spec = gauge) -> float:
-                return gauge.value(grid.time(k))
-
-            running = _Running(grid, s.first, s.last + 1, used, behind=True)
+            if s.array is None:
+                raise ValueError(f"{s.labels}: an SM series without its values at once")
+            running = _Running(grid, s.first, s.last + 1, s.array, behind=True)
             last = min(s.last + keep, n - 1)
             yield replace(
                 s,
                 labels=_labels("gpu_container_sm_seconds_total", lab),
                 last=last,
                 value=running,
-                key=_own(running),
+                key=_own,
                 stale=last < n - 1,
+                array=running.array,
             )

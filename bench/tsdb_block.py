@@ -13,15 +13,19 @@ postings lists, the postings offset table, TOC), ``meta.json``. Checksums are CR
 
 from __future__ import annotations
 
+import functools
 import json
+import multiprocessing
 import os
 import secrets
 import struct
 import sys
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+import numpy as np
 
 from bench.fleet import CHUNK, STALE_NAN, Labels, Spec
 
@@ -52,6 +56,7 @@ except ImportError:  # pragma: no cover - the pure-Python table above
     _fast_crc = None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # (chunk spans and lengths repeat: most calls hit)
 def uvarint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
@@ -143,6 +148,92 @@ def xor_chunk(samples: list[tuple[int, float]]) -> bytes:
     return (acc << pad).to_bytes((nbits + pad) // 8, "big")
 
 
+_BATCH = 400_000  # samples encoded at once by xor_chunks (~90 bytes of scratch each)
+
+
+def xor_chunks(values: Sequence[np.ndarray], t0s: Sequence[int], step_ms: int) -> list[bytes]:
+    """XOR chunks (without their encoding byte) of many series' runs at once, in numpy: chunk
+    ``j`` holds ``values[j]`` at ``t0s[j] + i * step_ms``. For the counters no two series
+    share (bench/fleet_integrals.py), where :func:`xor_chunk`'s loop over samples is the
+    month's cost. Every value that changed is written with its own leading/trailing-zero
+    window (control bits ``11``, tsdb/chunkenc/xor.go ``writeVDelta``): what Prometheus'
+    decoder reads as it reads its own chunks (``xorIterator.readValue``), a few bits larger
+    than its encoder, which reuses the previous window where the new one fits in it."""
+    out: list[bytes] = []
+    j = 0
+    while j < len(values):
+        k, size = j, 0
+        while k < len(values) and (k == j or size + len(values[k]) <= _BATCH):
+            size += len(values[k])
+            k += 1
+        out.extend(_xor_batch(values[j:k], t0s[j:k], step_ms))
+        j = k
+    return out
+
+
+def _xor_batch(values: Sequence[np.ndarray], t0s: Sequence[int], step_ms: int) -> list[bytes]:
+    lengths = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+    if lengths.min() < 1:
+        raise ValueError("a chunk needs a sample")
+    bits = np.concatenate(values).astype(">f8").view(">u8").astype(np.uint64)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    delta = np.empty_like(bits)
+    delta[0] = 0
+    np.bitwise_xor(bits[1:], bits[:-1], out=delta[1:])
+    pos = np.arange(len(bits)) - np.repeat(starts, lengths)  # the sample's place in its chunk
+    # leading zeros (at most 31, a 5-bit field) and trailing zeros of each delta
+    smear = delta.copy()
+    for shift in (1, 2, 4, 8, 16, 32):
+        smear |= smear >> np.uint64(shift)
+    leading = np.minimum(64 - np.bitwise_count(smear).astype(np.int64), 31)
+    low = delta & (~delta + np.uint64(1))
+    trailing = np.where(delta == 0, 0, np.bitwise_count(low - np.uint64(1)).astype(np.int64))
+    changed = delta != 0
+    sig = np.where(changed, 64 - leading - trailing, 0)
+    # each sample after its chunk's first: a 0 bit of timestamp (the same step: from the third
+    # sample on; the second's delta is a byte-aligned uvarint in the head), then ``0`` for an
+    # unchanged value, else ``11``, 5 bits of leading zeros, 6 of significant bits, those bits
+    head_len = np.where(pos >= 1, np.where(pos >= 2, 1, 0) + np.where(changed, 13, 1), 0)
+    head = np.where(changed & (pos >= 1), (0b11 << 11) | (leading << 6) | (sig & 0x3F), 0)
+    sig = np.where(pos >= 1, sig, 0)
+    payload = np.where(sig > 0, delta >> trailing.astype(np.uint64), np.uint64(0))
+    # where each sample's bits go: its chunk starts at a byte, it follows its chunk's samples
+    total = head_len + sig
+    chunk_bits = np.add.reduceat(total, starts)
+    chunk_bytes = (chunk_bits + 7) // 8
+    ends = np.cumsum(chunk_bytes)
+    at = np.cumsum(total) - total  # each sample's first bit, were the chunks not padded
+    at += np.repeat(8 * (ends - chunk_bytes) - (at[starts]), lengths)
+    words = np.zeros(int(ends[-1]) // 8 + 2, dtype=np.uint64)
+    _put(words, head.astype(np.uint64), head_len, at)
+    _put(words, payload, sig, at + head_len)
+    stream = words.astype(">u8").tobytes()
+    out = []
+    first = bits[starts]
+    for j, t0 in enumerate(t0s):
+        n = int(lengths[j])
+        head_bytes = struct.pack(">H", n) + varint(t0) + struct.pack(">Q", int(first[j]))
+        if n > 1:
+            head_bytes += uvarint(step_ms)
+        lo = int(ends[j - 1]) if j else 0
+        out.append(head_bytes + stream[lo : int(ends[j])])
+    return out
+
+
+def _put(words: np.ndarray, value: np.ndarray, width: np.ndarray, at: np.ndarray) -> None:
+    """ORs each ``value`` (its low ``width`` bits, at most 64) into the big-endian bit
+    stream ``words`` from bit ``at`` on: into one word, or across two."""
+    w = at // 64
+    s = at % 64
+    over = s + width - 64  # bits that spill into the next word
+    fits = over <= 0
+    u64 = np.uint64
+    first = np.where(fits, value << (-over).clip(0).astype(u64), value >> over.clip(0).astype(u64))
+    np.bitwise_or.at(words, w, first)
+    spill = ~fits
+    np.bitwise_or.at(words, w[spill] + 1, value[spill] << (64 - over[spill]).astype(u64))
+
+
 def offset(labels: Labels, step_ms: int) -> int:
     """Where in the scrape interval a series' target is scraped, in ms: Prometheus spreads its
     targets over the interval (each target's offset is a hash of its labels, scrape/target.go
@@ -179,21 +270,40 @@ def write_blocks(
     end_ms: int,
     step_ms: int,
     block_hours: int = 72,
+    workers: int = os.cpu_count() or 1,
 ) -> int:
     """``series`` as consecutive blocks of ``block_hours`` (the last one shorter), as
     Prometheus holds a month once compacted: its blocks span at most 10 % of the retention
     (``--storage.tsdb.max-block-duration``'s default, cmd/prometheus/main.go), so a month
     kept for a 30-day re-ingest lies in blocks of ~3 days, each indexing only the series that
-    had samples in it. Returns the number of samples."""
+    had samples in it. ``workers`` processes write blocks at once (forked: they inherit
+    ``series``, whose values are closures). Returns the number of samples."""
     per_block = block_hours * 3_600_000 // step_ms
     n = (end_ms - start_ms) // step_ms + 1
-    samples = 0
-    for lo in range(0, n, per_block):
-        _, found = write_block(
-            out, series, start_ms, end_ms, step_ms, window=(lo, min(n, lo + per_block) - 1)
-        )
-        samples += found
-    return samples
+    windows = [(lo, min(n, lo + per_block) - 1) for lo in range(0, n, per_block)]
+    args = [(out, start_ms, end_ms, step_ms, w) for w in windows]
+    if workers < 2 or len(windows) < 2:
+        return sum(_write_window(series, *a) for a in args)
+    global _FORKED
+    _FORKED = series
+    try:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(windows))) as pool:
+            return sum(pool.starmap(_write_forked, args, chunksize=1))
+    finally:
+        _FORKED = []
+
+
+_FORKED: list[Spec] = []  # write_blocks' series, for its forked workers
+
+
+def _write_forked(out: Path, start_ms: int, end_ms: int, step_ms: int, w: tuple[int, int]) -> int:
+    return _write_window(_FORKED, out, start_ms, end_ms, step_ms, w)
+
+
+def _write_window(
+    series: list[Spec], out: Path, start_ms: int, end_ms: int, step_ms: int, w: tuple[int, int]
+) -> int:
+    return write_block(out, series, start_ms, end_ms, step_ms, window=w)[1]
 
 
 def write_block(
@@ -229,12 +339,30 @@ def write_block(
         key=lambda s: (s.labels, s.first),
     )
     cache: dict[object, bytes] = {}  # a whole chunk's bytes, on the grid
-    metas: list[list[tuple[int, int, int]]] = []
+    metas: list[list[list[int]]] = []  # each series' chunks: [mint, maxt, ref]
     names: list[tuple[tuple[str, str], ...]] = []  # each series' labels
     pos = 8
     samples = 0
+    # chunks to write, in order: their bytes, or (a series with ``array`` and no chunk key)
+    # values and first timestamp for xor_chunks; and their meta, whose ref is set on writing
+    queue: list[tuple[bytes | None, np.ndarray | None, int, list[int]]] = []
+    queued = 0
     with (d / "chunks" / "000001").open("wb") as f:
         f.write(struct.pack(">IB3x", 0x85BD40DD, 1))
+
+        def flush() -> None:
+            nonlocal pos, queued
+            runs = [(v, t0) for data, v, t0, _ in queue if data is None and v is not None]
+            encoded = iter(xor_chunks([v for v, _ in runs], [t0 for _, t0 in runs], step_ms))
+            for ready, _, _, meta in queue:
+                data = ready if ready is not None else b"\x01" + next(encoded)
+                raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
+                f.write(raw)
+                meta[2] = pos
+                pos += len(raw)
+            queue.clear()
+            queued = 0
+
         for i, spec in enumerate(todo):
             if i and todo[i - 1].labels == spec.labels:
                 mine = metas.pop()  # the same series again, later (a MIG instance re-made)
@@ -251,11 +379,23 @@ def write_block(
             if stale >= 0 and (not cuts or cuts[-1][2] != stale - 1):
                 cuts.append((stale // chunk_samples, stale, stale - 1))  # the marker alone
             o = offset(spec.labels, step_ms)  # the target's place in the scrape interval
+            own = spec.array is not None and bool(cuts) and spec.key(cuts[0][0]) is None
+            values = spec.array(first, last) if own and spec.array and first <= last else None
             for c, lo, hi in cuts:
                 ts = stamps[lo : hi + 1]
                 marker = stale >= 0 and hi + 1 == stale
+                meta = [stamps[lo] + o, (stamps[stale] if marker else ts[-1]) + o, 0]
+                mine.append(meta)
+                samples += len(ts) + marker
+                if own:
+                    run = values[lo - first : hi - first + 1] if values is not None else []
+                    run = np.append(run, STALE_NAN) if marker else run
+                    queue.append((None, np.asarray(run, dtype=np.float64), stamps[lo] + o, meta))
+                    queued += len(run)
+                    continue
+                chunk_key = spec.key(c)
                 whole = lo == c * chunk_samples and hi == (c + 1) * chunk_samples - 1
-                key = (spec.key(c), ts[0]) if whole and not marker else None
+                key = (chunk_key, ts[0]) if whole and not marker and chunk_key is not None else None
                 data = cache.get(key) if key is not None else None
                 if data is None:  # encoded on the grid itself, then moved to the target's times
                     points = [(t, spec.value(t)) for t in ts]
@@ -264,16 +404,16 @@ def write_block(
                     data = b"\x01" + xor_chunk(points)
                     if key is not None:
                         cache[key] = data
-                data = _moved(data, stamps[lo], o)  # (lo: the marker's, in a chunk of it alone)
-                raw = uvarint(len(data) - 1) + data + struct.pack(">I", crc32c(data))
-                f.write(raw)
-                mine.append((stamps[lo] + o, (stamps[stale] if marker else ts[-1]) + o, pos))
-                pos += len(raw)
-                samples += len(ts) + marker
+                # (lo: the marker's, in a chunk of it alone)
+                queue.append((_moved(data, stamps[lo], o), None, 0, meta))
+                queued += 1
             metas.append(mine)
             names.append(spec.labels)
             if len(cache) > 200_000:
                 cache.clear()
+            if queued >= _BATCH:
+                flush()
+        flush()
     symbols = sorted({x for labels in names for pair in labels for x in pair})
     index_of = {s: i for i, s in enumerate(symbols)}
     buf = bytearray(struct.pack(">IB", 0xBAAAD700, 2))
