@@ -178,3 +178,15 @@ def row_differences(
     for a, b in list(zip(sorted(theirs), sorted(mine), strict=False))[:5]:
         diff = {c: (x, y) for c, x, y in zip(cols, a, b, strict=True) if x != y}
         print(f"    {diff}")
+
+
+def memory() -> str:
+    try:
+        kb = next(
+            int(line.split()[1])
+            for line in Path("/proc/meminfo").read_text().splitlines()
+            if line.startswith("MemTotal:")
+        )
+    except (OSError, StopIteration):
+        return "memory unknown"
+    return f"{kb / 2**20:.0f} GiB RAM"

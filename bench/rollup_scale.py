@@ -2,14 +2,16 @@
 hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
 
     python bench/rollup_scale.py [--gpus 10000] [--pods 50000] [--interval 60] [--repeat 3]
-                                 [--no-vm] [--profile]
+                                 [--no-vm] [--profile] [--reads fast|integrals]
 
 (also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history
 (``--form scraped``, the default) is bench/rollup_month.py's fleet in the form Prometheus stores
 scraped data — every series with its target's ``job``/``instance``, each target's ``up``,
 whole and time-sliced GPUs, utilisation, SM time, pod labels, each GPU's energy counter — from
 three hours before the measured hour to its end, written as one block by bench/tsdb_block.py:
-the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus. ``--form bare``:
+the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus; with ``--reads
+integrals`` the fleet also publishes our exporter's integrals (bench/fleet_integrals.py) and the
+hour is read from them (``COSTSVC_INGEST_READS=integrals``). ``--form bare``:
 ``bench/costsvc_rollup.py``'s history without job/instance/up (every sample read raw), two
 hours (look-back + the hour), built by ``promtool tsdb create-blocks-from openmetrics``
 (minutes at 10,000 GPUs). Blocks are cached under
@@ -59,6 +61,7 @@ from bench.rollup_common import (  # noqa: E402
     cpu_seconds,
     free_port,
     load_now,
+    memory,
     row_differences,
     write_history,
 )
@@ -74,11 +77,14 @@ def tsdb(
     form: str,
     fleet: str = "realistic",
     source: str = "gpu-exporter",
+    reads: str = "fast",
 ) -> tuple[Path, str]:
-    """Prometheus blocks of the history (cached); and what it took."""
+    """Prometheus blocks of the history (cached); and what it took. ``reads``: integrals
+    adds our exporter's integrals (bench/fleet_integrals.py) to the scraped form."""
 
     kind = f"-scraped-{REVISION}-{fleet}" if form == "scraped" else ""
     kind += "-dcgm" if source == "dcgm-exporter" else ""
+    kind += "-integrals" if reads == "integrals" and form == "scraped" else ""
     where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:
         where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
@@ -89,7 +95,7 @@ def tsdb(
     where.mkdir(parents=True)
     if form == "scraped":
         return where / "data", (
-            f"built now: {_scraped(where, gpus, pods, interval, fleet, source)}"
+            f"built now: {_scraped(where, gpus, pods, interval, fleet, source, reads)}"
         )
     t = time.perf_counter()
     samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
@@ -109,7 +115,13 @@ def tsdb(
 
 
 def _scraped(
-    where: Path, gpus: int, pods: int, interval: int, fleet: str, source: str = "gpu-exporter"
+    where: Path,
+    gpus: int,
+    pods: int,
+    interval: int,
+    fleet: str,
+    source: str = "gpu-exporter",
+    reads: str = "fast",
 ) -> str:
     """The history in the form Prometheus stores scraped data (bench/fleet.py: every series
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
@@ -117,6 +129,7 @@ def _scraped(
     bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
     from bench.fleet import Grid, constant, describe, realistic
     from bench.fleet_dcgm import dcgm
+    from bench.fleet_integrals import integrals
     from bench.tsdb_block import write_block
 
     hour = START + timedelta(hours=1)
@@ -133,6 +146,9 @@ def _scraped(
         how += f"{churn.relabels} relabels, {churn.recreations} MIG re-creations)"
     else:
         series, how = constant(gpus, pods, grid), "constant (best case)"
+    if reads == "integrals" and source != "dcgm-exporter":
+        series.extend(list(integrals(series, grid)))
+        how += ", with the exporter's integrals"
     (where / "data").mkdir()
     write_block(where / "data", series, first, end, interval * 1000)
     what = (
@@ -220,7 +236,7 @@ def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Pope
 
 
 def child(
-    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto"
+    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto", reads: str = "fast"
 ) -> dict[str, Any]:
     """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -230,7 +246,7 @@ def child(
 
     model = fleet_model("2026-11-01T00:00:00Z")
     engine = make_engine(pg_url)
-    reader = PrometheusReader(url, timeout=600)
+    reader = PrometheusReader(url, timeout=600, reads=reads)  # type: ignore[arg-type]
     imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     profiler = None
     if profile:
@@ -278,6 +294,7 @@ def child(
         "fast": counts.fast,
         "raw": counts.raw,
         "loaded": counts.loaded,
+        "integral_hours": counts.integral_hours,
     }
 
 
@@ -288,6 +305,7 @@ def _measure(
     repeat: int,
     engine: int | None = None,
     source: str = "auto",
+    reads: str = "fast",
 ) -> list[dict[str, Any]]:
     """``repeat`` ingests of ``hour``, each in a fresh child; with the query engine's CPU
     seconds during each (``engine``: its process id)."""
@@ -304,6 +322,8 @@ def _measure(
                 hour.isoformat(),
                 "--source",
                 source,
+                "--reads",
+                reads,
             ],
             check=True,
             capture_output=True,
@@ -342,6 +362,7 @@ def scale(
     form: str = "scraped",
     fleets: tuple[str, ...] = ("realistic", "constant"),
     source: str = "gpu-exporter",
+    reads: str = "fast",
 ) -> int:
     """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL, on each
     fleet of bench/fleet.py: the realistic one, and the constant one (the best case)."""
@@ -349,7 +370,7 @@ def scale(
     from costsvc.db.migrate import upgrade
 
     print(
-        f"machine: {os.cpu_count()} cores, {_memory()}, {platform.machine()}, Python "
+        f"machine: {os.cpu_count()} cores, {memory()}, {platform.machine()}, Python "
         f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
     )
     pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
@@ -359,7 +380,7 @@ def scale(
         upgrade(pg_url)
         for fleet in fleets:
             _scale_one(
-                gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url, source
+                gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url, source, reads
             )
     finally:
         if stop_pg:
@@ -380,10 +401,11 @@ def _scale_one(
     fleet: str,
     pg_url: str,
     source: str = "gpu-exporter",
+    reads: str = "fast",
 ) -> None:
 
     label = FLEETS[fleet]
-    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source)
+    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source, reads)
     span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
     print(
         f"[{label}] history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + "
@@ -404,13 +426,13 @@ def _scale_one(
             sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}", proc.pid))
         # one untimed ingest from each first: no source pays for opening its blocks
         for _, url, _ in sources:
-            _measure(url, pg_url, hour, 1, source=source)
+            _measure(url, pg_url, hour, 1, source=source, reads=reads)
         results = {}
         print(f"[{label}] measuring at {load_now()}")
         rows = {}
         for name, url, pid in sources:
-            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source)
-            print(f"[{label}] " + _line(f"{name} -> PG", runs))
+            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source, reads)
+            print(f"[{label}] {reads} reads: " + _line(f"{name} -> PG", runs))
             rows[name] = chargeback_rows(pg_url, hour)
         if len(rows) > 1:
             same = all(r == rows["Prometheus"] for r in rows.values())
@@ -421,7 +443,8 @@ def _scale_one(
         print(
             f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
             f"lines; series from summaries {first['fast']:,} (of them read raw after all "
-            f"{first['loaded']:,}), read raw {first['raw']:,}; memory is bounded by one hour "
+            f"{first['loaded']:,}), read raw {first['raw']:,}, hours read from integrals "
+            f"{first['integral_hours']}; memory is bounded by one hour "
             f"of the largest family read at once (its samples as Python objects) plus the "
             f"hour's facts and lines, not by the history"
         )
@@ -437,6 +460,8 @@ def _scale_one(
                     "--profile",
                     "--source",
                     source,
+                    "--reads",
+                    reads,
                 ],
                 check=True,
             )
@@ -447,79 +472,6 @@ def _scale_one(
         shutil.rmtree(work, ignore_errors=True)
         if not cache:
             shutil.rmtree(blocks.parent, ignore_errors=True)
-
-
-def write_only(facts: int, repeat: int) -> int:
-    """``usage_facts`` rows of one hour into PostgreSQL: SQLAlchemy's executemany INSERT
-    against costsvc/db/bulk.py's COPY, alternated, in one transaction each (rolled back)."""
-    from sqlalchemy import insert
-
-    from bench.pgcluster import start_postgres
-    from costsvc.db import bulk
-    from costsvc.db.engine import make_engine
-    from costsvc.db.migrate import upgrade
-    from costsvc.db.models import UsageFact
-
-    rows = [
-        {
-            "hour": START,
-            "cluster": "bench",
-            "node": f"node-{i // 40}",
-            "gpu_uuid": f"GPU-{i // 5:05d}",
-            "gi_id": -1,
-            "namespace": f"team-{i % 40}",
-            "pod": f"pod-{i}",
-            "container": "main",
-            "share_us": 3_600_000_000 // 5,
-            "busy_share_us": 1_000_000_000 + i,
-            "sm_us": 500_000_000 + i,
-            "shared": True,
-            "compute_slices": None,
-            "memory_slices": None,
-            "mig_profile": "",
-            "memory_share_us": None,
-        }
-        for i in range(facts)
-    ]
-    base = Path(tempfile.mkdtemp(prefix="pg-"))
-    pg_url, _, stop = start_postgres(base)
-    try:
-        upgrade(pg_url)
-        engine = make_engine(pg_url)
-        times: dict[str, list[float]] = {"executemany INSERT": [], "COPY": []}
-        for _ in range(repeat):
-            for name, took in times.items():
-                with engine.connect() as conn:
-                    t = time.perf_counter()
-                    if name == "COPY":
-                        bulk.insert_rows(conn, UsageFact, rows)
-                    else:
-                        conn.execute(insert(UsageFact), rows)
-                    took.append(time.perf_counter() - t)
-                    conn.rollback()
-        engine.dispose()
-    finally:
-        subprocess.run(stop, check=False, capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-    print(f"machine: {os.cpu_count()} cores, {_memory()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC")
-    for name, ts in times.items():
-        print(
-            f"{facts:,} usage_facts rows, {name:20s}: median {statistics.median(ts):.2f} s "
-            f"over {repeat}"
-        )
-    return 0
-
-
-def _memory() -> str:
-    try:
-        kb = next(
-            int(line.split()[1])
-            for line in Path("/proc/meminfo").read_text().splitlines()
-            if line.startswith("MemTotal:")
-        )
-    except (OSError, StopIteration):
-        return "memory unknown"
-    return f"{kb / 2**20:.0f} GiB RAM"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -553,16 +505,27 @@ def main(argv: list[str] | None = None) -> int:
         help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
     )
     ap.add_argument(
+        "--reads",
+        choices=("fast", "integrals"),
+        default="fast",
+        help="COSTSVC_INGEST_READS of the ingest; integrals: the scraped fleet also publishes "
+        "our exporter's integrals (bench/fleet_integrals.py), the hour is read from them",
+    )
+    ap.add_argument(
         "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
     )
     ap.add_argument("--child", nargs=3, metavar=("URL", "PG_URL", "HOUR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         url, pg_url, hour = args.child
-        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile, args.source)
+        found = child(
+            url, pg_url, datetime.fromisoformat(hour), args.profile, args.source, args.reads
+        )
         print(json.dumps(found))
         return 0
     if args.write_only:
+        from bench.rollup_copy import write_only
+
         return write_only(args.write_only, args.repeat)
     return scale(
         args.gpus,
@@ -575,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
         args.form,
         ("realistic", "constant") if args.fleet == "both" else (args.fleet,),
         args.source,
+        args.reads,
     )
 
 

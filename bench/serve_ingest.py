@@ -2,11 +2,14 @@
 takes and the memory the API process holds after 1 hour and after 24.
 
     python bench/serve_ingest.py [--gpus 1000] [--pods 5000] [--hours 24] [--fleet both]
+                                 [--reads fast|integrals]
 
 The history: bench/fleet.py's realistic fleet (seed 29: utilisation and SM time changing at
 every sample, 5 % of pods ending an hour, relabels, MIG re-created daily) and the constant one
 (the best case), scraped every 60 s, written as one TSDB block (bench/tsdb_block.py) that a
-real Prometheus opens; a throwaway PostgreSQL. The hour before the first is ingested first
+real Prometheus opens; a throwaway PostgreSQL. ``--reads integrals``: the fleet also publishes
+our exporter's integrals (bench/fleet_integrals.py) and serve reads the hours from them
+(``COSTSVC_INGEST_READS``). The hour before the first is ingested first
 (``gpu-costsvc ingest``: the watermark a running service has).
 
 Then the real ``serve`` (costsvc/cli.py ``main(["serve"])``: the API under uvicorn, the
@@ -125,6 +128,7 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
     from sqlalchemy import create_engine
 
     from bench.fleet import Grid, constant, describe, realistic
+    from bench.fleet_integrals import integrals
     from bench.pgcluster import start_postgres
     from bench.phases import fleet_document
     from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port
@@ -148,6 +152,9 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
             how = f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour)"
         else:
             series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
+        if args.reads == "integrals":
+            series.extend(list(integrals(series, grid)))
+            how += ", with the exporter's integrals"
         (work / "data").mkdir()
         write_block(work / "data", series, first, end, 60_000)
         print(
@@ -171,6 +178,7 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
             "COSTSVC_COST_MODEL": str(model),
             "COSTSVC_CLUSTER": "bench",
             "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{api_port}",
+            "COSTSVC_INGEST_READS": args.reads,
         }
         before = START - timedelta(hours=1)
         subprocess.run(
@@ -268,10 +276,11 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--hours", type=int, default=24, help="hourly runs measured")
     ap.add_argument("--fleet", choices=("both", "realistic", "constant"), default="both")
+    ap.add_argument("--reads", choices=("fast", "integrals"), default="fast")
     args = ap.parse_args()
     print(
         f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; COSTSVC_INGEST_READS={args.reads}"
     )
     fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
     found = {fleet: one_fleet(args, fleet) for fleet in fleets}
