@@ -10,15 +10,14 @@ worked example). The rest of the hour — MIG geometry, energy, pod labels and c
 read as for the gauges (costsvc/ingest/exporter_source.py).
 
 An hour the counters cannot tell is read from the gauges instead (:func:`collect_integrals`
-answers None): no counters at all (dcgm-exporter, an exporter before them), a counter that was
-reset in or at the edge of the hour (an exporter restart, a series dropped and back), a series
-with no sample in the hour before that existed before it, a GPU over-subscribed in the hour
-(the scaling is per instant), a holding on a GPU without its device counter.
+answers None): no GPU counters at all (dcgm-exporter, an exporter before them), a holding on
+a GPU without its device counter.
 """
 
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -43,6 +42,12 @@ DEVICE = "gpu_device_seconds_total"
 # the GPU's energy counter (mJ; dcgm-exporter's name, ours too): what it grew between the same
 # scrapes as the GPU's seconds
 FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM, ENERGY)
+# our exporter's counters: a series it starts publishing (first seen, or back after it dropped
+# it) starts at 0 (exporter/integrals.py); the energy counter starts where the driver's is
+FROM_ZERO = frozenset({DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM})
+# each target: whether a scrape of it succeeded in the hour before an instant (a series of it
+# with no value there was not published: its exporter had dropped it)
+SCRAPED = "max_over_time(up[3600s])"
 RESET_WINDOW = 3600 + int(MAX_GAP)  # s: the hour and the scrape before it (at most MAX_GAP)
 ASKED_AT_ONCE = 3  # a block's range queries in flight together
 # a holding's families are made and dropped together (exporter/integrals.py): its share's
@@ -107,11 +112,13 @@ def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
 
 class _Deltas:
     """What each series of one family grew in the hour: its value at its last scrape before
-    t1 less its value at its last scrape before t0. Where a series had no sample in the hour
-    before, its last value however old (:data:`LONG`; none: it started in this hour, from 0);
-    where it went down or was reset in the hour (an exporter restart, a series dropped and
-    back), its samples in the hour, each rise added and a fall counted from 0 (PromQL's
-    ``increase`` without extrapolation)."""
+    t1 less its value at its last scrape before t0. A series with no sample in the hour before:
+    where its target was scraped then, its exporter was not publishing it, so it started in the
+    hour — ours from 0 (:data:`FROM_ZERO`), the energy counter from its first sample in the
+    hour (its samples read); where its target was not (a scrape gap), its last value however
+    old (:data:`LONG`; none: it started in the hour). Where a series went down or was reset in
+    the hour (an exporter restart, a series dropped and back), its samples in the hour, each
+    rise added and a fall counted from 0 (PromQL's ``increase`` without extrapolation)."""
 
     def __init__(self, reader: SteadyReader, family: str, at: datetime) -> None:
         t1 = instant_text(at)
@@ -119,25 +126,54 @@ class _Deltas:
         ends = _steps(reader, _last(family), at)
         resets = _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {})
         before, after = ends.get(t0, {}), ends.get(t1, {})
-        starts = {key: found[1] for key, found in before.items() if key in after}
-        new = {key for key in after if key not in before}
-        older = _older(reader, family, at, new, len(after))
+        starts: dict[Key, Decimal | None] = {}  # an uneven series' value before (None: none)
+        new = [key for key in after if key not in before]
+        if new:
+            scraped = _scraped(reader, at, t0)
+            gap = {key for key in new if not scraped(after[key][0])}
+            older = _older(reader, family, at, gap, len(after)) if gap else {}
+            for key in new:
+                found = older.get(key)
+                starts[key] = found if found is not None else ZERO if family in FROM_ZERO else None
         self.deltas: list[tuple[dict[str, str], Decimal]] = []
         uneven: set[Key] = set()
         for key, (labels, v1) in after.items():
-            v0 = starts.get(key, older.get(key, ZERO))
-            starts[key] = v0
-            if v1 < v0 or resets.get(key, (labels, ZERO))[1] > 0:
+            earlier = before.get(key)
+            v0 = earlier[1] if earlier is not None else starts[key]
+            if v0 is None or v1 < v0 or (key in resets and resets[key][1] > 0):
                 uneven.add(key)
+                starts[key] = v0
             else:
                 self.deltas.append((labels, v1 - v0))
         for s in read_raw(reader.prom, family, at, 3600, uneven, len(after)):
             key = key_of(s.labels)
             grew, last = ZERO, starts[key]
             for _, v in s.samples:
-                grew += v - last if v >= last else v
+                if last is not None:
+                    grew += v - last if v >= last else v
                 last = v
             self.deltas.append((s.labels, grew))
+
+
+def _scraped(reader: SteadyReader, at: datetime, t0: str) -> Callable[[dict[str, str]], bool]:
+    """Whether a series' target (its ``up`` series: the same target labels) was scraped in the
+    hour before ``t0``; False for a series with no target's labels (no ``instance``)."""
+    targets: dict[tuple[str, str], list[tuple[dict[str, str], Decimal]]] = {}
+    for labels, value in _steps(reader, SCRAPED, at).get(t0, {}).values():
+        targets.setdefault((labels.get("job", ""), labels.get("instance", "")), []).append(
+            (labels, value)
+        )
+
+    def scraped(labels: dict[str, str]) -> bool:
+        if "instance" not in labels:
+            return False
+        found = targets.get((labels.get("job", ""), labels["instance"]), [])
+        return any(
+            value >= 1 and all(labels.get(n) == v for n, v in target.items())
+            for target, value in found
+        )
+
+    return scraped
 
 
 def _last(family: str) -> str:
@@ -176,11 +212,15 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     reader, at = w.reader, w.at
     t1 = instant_text(at)
     # the block's reads, together: each family's ends, the resets, the largest shares
-    _ask(reader, at, [_last(DEVICE), _resets(DEVICE)])
+    _ask(reader, at, [_last(DEVICE), _resets(DEVICE), SCRAPED])
     device = _Deltas(reader, DEVICE, at)
     if not device.deltas:
         return None
-    _ask(reader, at, [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP])
+    _ask(
+        reader,
+        at,
+        [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP, SCRAPED],
+    )
     facts = HourFacts(start)
     gpu_of = gpu_key(w)
     gpus: dict[GpuKey, tuple[dict[str, str], Decimal, Decimal]] = {}

@@ -158,10 +158,12 @@ def _on_the_minute() -> str:
 
 def _off_the_minute() -> str:
     """The worked example: a target scraped at :17 of every minute; pod p holds its GPU from
-    14:30:00 to 15:30:00 (seen by the collections from 14:30:17 to 15:29:17). And a node whose
-    exporter restarts at 14:20: its GPU held all along by pod r."""
+    14:30:00 to 15:30:00 (seen by the collections from 14:30:17 to 15:29:17). A node whose
+    exporter restarts at 14:20: its GPU held all along by pod r. And a node that joins at 15:20,
+    its GPU's energy counter since its driver loaded days before (500 W)."""
     history = Families()
     n1, n2 = Node(history, "n1", "GPU-P"), Node(history, "n2", "GPU-R")
+    n3 = Node(history, "n3", "GPU-N")
     for minute in range(T0 - 600, T0 + 7200 + 60, 60):
         t = minute + 17
         drawn = BIG + 300 * 1000 * (t - T0)  # 300 W: 300,000 mJ a second
@@ -169,16 +171,24 @@ def _off_the_minute() -> str:
         # the driver reloads with the exporter at 14:20: the counter from 0, 400 W
         drawn = 400 * 1000 * (minute - T0 - 1200) if minute >= T0 + 1200 else BIG
         n2.scrape(minute, True, {"r": 1.0}, 0.5, restarted=minute == T0 + 1200, energy=drawn)
+        if minute >= T0 + 4800:
+            n3.scrape(minute, True, {}, 0.5, energy=BIG + 500 * 1000 * (minute - T0))
     return history.text(counters=COUNTERS | {ENERGY})
 
 
 def _silent() -> str:
     """Three hours (and 10 minutes before) of a node whose scrapes fail from 14:55 to 16:05
-    while its exporter goes on: pod s holds its GPU all along."""
+    while its exporter goes on: pod s holds its GPU all along. And a node scraped all along
+    whose GPU pod u holds from before 14:00 to 14:10 and, the same pod again (a StatefulSet's),
+    from 16:20 to 16:50: its exporter dropped u's series 10 minutes after 14:10, so they
+    start again from 0."""
     history = Families()
     node = Node(history, "n1", "GPU-Q")
+    other = Node(history, "n2", "GPU-U")
     for t in range(T0 - 600, T0 + 10800 + 60, 60):
         node.scrape(t, True, {"s": 1.0}, 0.5, scraped=not T0 + 3300 <= t < T0 + 7500)
+        back = T0 + 8400 <= t < T0 + 10200
+        other.scrape(t, True, {"u": 1.0} if t < T0 + 600 or back else {}, 0.5)
     return history.text(counters=COUNTERS)
 
 
@@ -252,7 +262,8 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
     assert assert_every_hour_adds_up(db_url) == 2
     # energy: what each counter grew between the same scrapes as the GPU's seconds — 300 W x
     # 3600 s; across the restart (a reset: the samples read) 0 before it (BIG all along), then
-    # 400 W from 14:20 to 15:00 (2400 s)
+    # 400 W from 14:20 to 15:00 (2400 s); the node that joined, from its first sample, 15:20,
+    # to 16:00 (2400 s at 500 W), not its counter's BIG since the driver loaded
     engine = create_engine(db_url)
     with engine.connect() as conn:
         found = conn.execute(
@@ -265,21 +276,29 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
         ("GPU-P", HOURS[1]): 300 * 3600 * 1000,
         ("GPU-R", HOURS[0]): 400 * 2400 * 1000,
         ("GPU-R", HOURS[1]): 400 * 3600 * 1000,
+        ("GPU-N", HOURS[1]): 500 * 2400 * 1000,
     }
 
 
-def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it(
+def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_series_back_from_0(
     silent: Prometheus, db_url: str
 ) -> None:
     hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
     read = ingest_with(silent.url, db_url, model(), hours, reads="integrals")
-    assert read.integral_hours == 2  # the hour without a scrape has no GPU: not read
+    assert read.integral_hours == 3
     shares = _shares(db_url)
-    # 14:00: up to its last scrape before the gap, 14:54: 3240 s; 15:00: none; 16:00: from
+    # s: 14:00: up to its last scrape before the gap, 14:54: 3240 s; 15:00: none; 16:00: from
     # 14:54 to its last scrape of the hour, 17:00, the gap's 70 minutes in it: 7560 s (its
-    # last value before the hour, 14:54's, found over a month)
-    assert shares == {("s", hours[0]): 3240, ("s", hours[2]): 7560}
-    assert assert_every_hour_adds_up(db_url) == 2
+    # last value before the hour, 14:54's, found over a month). u: 14:00 to 14:10, 600 s; at
+    # 16:00 its total from 0 (not less the 1200 s it had reached at 14:10: its target was
+    # scraped in the hour before without it), 1800 s
+    assert shares == {
+        ("s", hours[0]): 3240,
+        ("s", hours[2]): 7560,
+        ("u", hours[0]): 600,
+        ("u", hours[2]): 1800,
+    }
+    assert assert_every_hour_adds_up(db_url) == 3
 
 
 def test_a_history_without_integrals_is_read_from_the_gauges(
