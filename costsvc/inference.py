@@ -227,7 +227,11 @@ def price_hour(
     model: CostModel,
     owner_of: Callable[[str, str, str], Owner | None],
 ) -> list[Priced]:
-    """:func:`price_served` against the hour's chargeback ``result`` and ``model``'s weights."""
+    """:func:`price_served` against the hour's chargeback ``result`` and ``model``'s weights
+    (the pods' money summed only for an hour that served tokens)."""
+    served = list(served)
+    if not served:
+        return []
     return price_served(result.hour, served, pod_money(result), model.output_weight_at, owner_of)
 
 

@@ -30,6 +30,7 @@ from costsvc.db import runs
 from costsvc.ingest.prom import Params, PrometheusReader
 from costsvc.ingest.run import ingest
 from costsvc.ingest.serial import Report
+from costsvc.ingest.window import cluster_label
 
 log = logging.getLogger(__name__)
 ALL = "*"
@@ -103,7 +104,7 @@ class ClusterReader(PrometheusReader):
         self._match = matcher(cluster, default)
 
     def _ours(self, labels: Mapping[str, str]) -> bool:
-        return (labels.get("cluster") or self._default) == self.cluster
+        return cluster_label(labels, self._default) == self.cluster
 
     def _get(
         self, params: Params, what: str, post: bool = False, path: str = "/api/v1/query"

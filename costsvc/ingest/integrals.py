@@ -127,24 +127,31 @@ class _Deltas:
         resets = _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {})
         before, after = ends.get(t0, {}), ends.get(t1, {})
         starts: dict[Key, Decimal | None] = {}  # an uneven series' value before (None: none)
-        new = [key for key in after if key not in before]
+        self.deltas: list[tuple[dict[str, str], Decimal]] = []
+        uneven: set[Key] = set()
+        new: list[Key] = []
+        for key, (labels, v1) in after.items():
+            earlier = before.get(key)
+            if earlier is None:
+                new.append(key)
+            elif v1 < earlier[1] or (key in resets and resets[key][1] > 0):
+                uneven.add(key)
+                starts[key] = earlier[1]
+            else:
+                self.deltas.append((labels, v1 - earlier[1]))
         if new:
             scraped = _scraped(reader, at, t0)
             gap = {key for key in new if not scraped(after[key][0])}
             older = _older(reader, family, at, gap, len(after)) if gap else {}
             for key in new:
+                labels, v1 = after[key]
                 found = older.get(key)
-                starts[key] = found if found is not None else ZERO if family in FROM_ZERO else None
-        self.deltas: list[tuple[dict[str, str], Decimal]] = []
-        uneven: set[Key] = set()
-        for key, (labels, v1) in after.items():
-            earlier = before.get(key)
-            v0 = earlier[1] if earlier is not None else starts[key]
-            if v0 is None or v1 < v0 or (key in resets and resets[key][1] > 0):
-                uneven.add(key)
-                starts[key] = v0
-            else:
-                self.deltas.append((labels, v1 - v0))
+                v0 = found if found is not None else ZERO if family in FROM_ZERO else None
+                if v0 is None or v1 < v0 or (key in resets and resets[key][1] > 0):
+                    uneven.add(key)
+                    starts[key] = v0
+                else:
+                    self.deltas.append((labels, v1 - v0))
         for s in read_raw(reader.prom, family, at, 3600, uneven, len(after)):
             key = key_of(s.labels)
             grew, last = ZERO, starts[key]

@@ -44,7 +44,9 @@ Sample = tuple[Decimal, Decimal]
 def key_of(labels: dict[str, str]) -> Key:
     if "__name__" not in labels:  # (a function's answer: the name is gone)
         return tuple(sorted(labels.items()))
-    return tuple(sorted((n, v) for n, v in labels.items() if n != "__name__"))
+    named = dict(labels)  # (a copy and a pop: C loops, where a filter is a Python one)
+    del named["__name__"]
+    return tuple(sorted(named.items()))
 
 
 class Unread(Sequence[Sample]):

@@ -40,7 +40,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from costsvc.inference import Served
 from costsvc.ingest.integrate import increase, max_gap_for
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, us
+from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, cluster_label, us
 from kube.label_names import sanitize_label
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def collect_served(
             continue
         if not any(t0 < t <= t1 for t, _ in s.samples):
             continue  # it ended at the hour's start (the look-back): not serving in this hour
-        key = (lab.get("cluster") or default_cluster, namespace, pod, model, engine)
+        key = (cluster_label(lab, default_cluster), namespace, pod, model, engine)
         gap = max_gap_for(s.samples, SCRAPE_GAP, MAX_GAP)
         found = sums.setdefault(key, {})
         found[what] = found.get(what, Decimal(0)) + increase(s.samples, t0, t1, gap).total

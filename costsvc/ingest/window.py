@@ -24,7 +24,7 @@ elsewhere its samples are read and measured as above.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
@@ -138,7 +138,7 @@ class HourReads:
             f.cancel()
 
     def cluster_of(self, labels: dict[str, str]) -> str:
-        return labels.get("cluster") or self.cluster
+        return cluster_label(labels, self.cluster)
 
     def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
         """Every sample of ``selector`` in the hour and ``look_back`` before it (a steady
@@ -490,14 +490,41 @@ def add_gpu(
     facts.node_of[(cluster, uuid)] = node
 
 
+def cluster_label(labels: Mapping[str, str], default: str) -> str:
+    """A series' cluster: its ``cluster`` label, else the service's own cluster."""
+    return labels.get("cluster") or default
+
+
+_KEYED: dict[
+    tuple[tuple[str, ...], str],
+    Callable[[dict[str, str]], tuple[tuple[str, ...], dict[str, str]]],
+] = {}
+
+
+def _keyed(
+    names: tuple[str, ...], cluster: str
+) -> Callable[[dict[str, str]], tuple[tuple[str, ...], dict[str, str]]]:
+    """A series' object (its cluster, ``names``' values) and ``label_*`` labels: one function
+    per names and default cluster, so that a block of hours works it out once per label set
+    (costsvc/ingest/steady.py ``latest``)."""
+    found = _KEYED.get((names, cluster))
+    if found is None:
+
+        def derive(lab: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
+            key = (cluster_label(lab, cluster), *(lab.get(n, "") for n in names))
+            return key, ksm_labels(lab)
+
+        found = _KEYED[(names, cluster)] = derive
+    return found
+
+
 def _latest_labels(
     w: HourReads, metric: str, names: tuple[str, ...]
 ) -> list[tuple[tuple[str, ...], dict[str, str]]]:
     """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
     for the rare object relabelled within the hour (several series), its raw samples decide."""
     found: dict[tuple[str, ...], list[tuple[dict[str, str], dict[str, str]]]] = {}
-    for lab, own in w.latest_with(metric, ksm_labels):
-        key = (w.cluster_of(lab), *(lab.get(n, "") for n in names))
+    for lab, (key, own) in w.latest_with(metric, _keyed(names, w.cluster)):
         found.setdefault(key, []).append((lab, own))
     out = []
     for key, pairs in sorted(found.items()):
