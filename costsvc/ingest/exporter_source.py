@@ -191,24 +191,9 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
             continue
         if (cluster, uuid) not in facts.node_of:
             unseen.setdefault((cluster, uuid), []).extend(group)
-        compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
-        profile = group[-1].labels.get("GPU_I_PROFILE", "") if gi else ""
         facts.holdings.append(
-            Holding(
-                uuid,
-                ns,
-                pod,
-                container,
-                share,
-                busy,
-                own or Decimal(0),
-                shared,
-                compute or None,
-                memory if compute else None,
-                int(gi) if gi else None,
-                profile,
-                memory_share.get(key),
-                cluster=cluster,
+            holding_of(
+                key, group[-1].labels, slices, share, busy, own, shared, memory_share.get(key)
             )
         )
     for (cluster, uuid), group in unseen.items():
@@ -222,6 +207,41 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
 
 
 Slices = dict[tuple[str, ...], tuple[int, int]]  # (cluster, UUID, GPU_I_ID) -> its slices
+
+
+def holding_of(
+    key: tuple[str, ...],
+    labels: dict[str, str],
+    slices: Slices,
+    share: Decimal,
+    busy: Decimal | None,
+    own_sm: Decimal | None,
+    shared: bool,
+    memory_share: Decimal | None,
+) -> Holding:
+    """A holding's facts (``key``: :func:`holding_key`'s; ``labels``: one of its series'):
+    on a MIG instance, the instance's slices, id and profile (both reads, gauges and
+    integrals)."""
+    cluster, uuid, gi, ns, pod, container = key
+    compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
+    return Holding(
+        uuid,
+        ns,
+        pod,
+        container,
+        share,
+        busy,
+        own_sm or Decimal(0),
+        shared,
+        compute or None,
+        memory if compute else None,
+        int(gi) if gi else None,
+        labels.get("GPU_I_PROFILE", "") if gi else "",
+        memory_share,
+        cluster=cluster,
+    )
+
+
 Published = dict[tuple[str, str], Geometry | None]  # per GPU with MIG instances: its geometry
 
 

@@ -6,8 +6,9 @@ resolution"). An hour [t0, t1) is then what each counter grew between its last s
 t0 and its last scrape before t1 — one ``last_over_time`` range query per family and block of
 hours (each step's value is the next hour's start), no samples and no integration: the figures
 are differences (docs/cost-model.md, "The hour read from the exporter's integrals", with a
-worked example). The rest of the hour — MIG geometry, energy, pod labels and controllers — is
-read as for the gauges (costsvc/ingest/exporter_source.py).
+worked example); a GPU's energy is what its energy counter grew between the same scrapes. The
+rest of the hour — MIG geometry, pod labels and controllers — is read as for the gauges
+(costsvc/ingest/exporter_source.py).
 
 An hour the counters cannot tell is read from the gauges instead (:func:`collect_integrals`
 answers None): no GPU counters at all (dcgm-exporter, an exporter before them), a holding on
@@ -22,9 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.attribution import GpuKey, Holding, HourFacts, busy_seconds, is_shared
+from costsvc.attribution import GpuKey, HourFacts, busy_seconds, is_shared
 from costsvc.energy import counter_measured
-from costsvc.ingest.exporter_source import finish, gpu_key, holding_key, mig_instances
+from costsvc.ingest.exporter_source import (
+    finish,
+    gpu_key,
+    holding_key,
+    holding_of,
+    mig_instances,
+)
 from costsvc.ingest.integrate import Increase
 from costsvc.ingest.picks import picks
 from costsvc.ingest.power import ENERGY
@@ -289,24 +296,17 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         own = sm.get((cluster, uuid, ns, pod, container))
         own_sm = us(own) if own is not None else ZERO if (cluster, uuid) in sm_gpus else None
         busy = busy_seconds(share, shared, own_sm, ratio)
-        compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
         memory_share = figures[MEMORY].get(key)
         facts.holdings.append(
-            Holding(
-                uuid,
-                ns,
-                pod,
-                container,
+            holding_of(
+                key,
+                last[key],
+                slices,
                 share,
                 None if busy is None else us(busy),
-                own_sm or ZERO,
+                own_sm,
                 shared,
-                compute or None,
-                memory if compute else None,
-                int(gi) if gi else None,
-                last[key].get("GPU_I_PROFILE", "") if gi else "",
                 None if memory_share is None else us(memory_share),
-                cluster=cluster,
             )
         )
     finish(w, facts, published, energy)
