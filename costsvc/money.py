@@ -10,6 +10,7 @@ places (``2500000`` -> ``"2.500000"``), never through a float: :func:`money` in 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from sqlalchemy import Numeric, String, cast
 
 MICRO = 1_000_000
+_MICRO = Decimal(MICRO)
 
 
 def to_micro(amount: Decimal | str | int) -> int:
@@ -52,7 +54,9 @@ def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
 
     Largest remainder: each part gets the floor of its exact share, and the units left over
     go to the largest fractional remainders (ties to the earlier weight). All-zero weights
-    split evenly.
+    split evenly. Exact: the weights are brought to integers in the same proportions (a
+    Decimal is a ratio of integers) and each share is an integer division, so no rounding of
+    a quotient can move a unit (this runs for every holder's money, energy and carbon).
     """
     if not weights:
         if total:
@@ -62,16 +66,32 @@ def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
         if weights[0] < 0:
             raise ValueError("weights must not be negative")
         return [total]
-    ws = [Decimal(w) for w in weights]
+    ws = _integers(weights)
     if any(w < 0 for w in ws):
         raise ValueError("weights must not be negative")
     wsum = sum(ws)
     if wsum == 0:
-        ws, wsum = [Decimal(1)] * len(ws), Decimal(len(ws))
-    exact = [Decimal(total) * w / wsum for w in ws]
-    parts = [int(e // 1) for e in exact]
-    left = total - sum(parts)
-    order = sorted(range(len(ws)), key=lambda i: (-(exact[i] - parts[i]), i))
-    for i in order[:left]:
-        parts[i] += 1
+        ws, wsum = [1] * len(ws), len(ws)
+    # floor of each exact share toward zero (a negative total: a credit), and what is left of it
+    shares = [divmod(abs(total) * w, wsum) for w in ws]
+    sign = -1 if total < 0 else 1
+    parts = [sign * q for q, _ in shares]
+    left = abs(total - sum(parts))
+    if left:
+        order = sorted(range(len(ws)), key=lambda i: (-shares[i][1], i))
+        for i in order[:left]:
+            parts[i] += sign
     return parts
+
+
+def _integers(weights: Sequence[Decimal | int]) -> list[int]:
+    """The weights as integers in the same proportions (over their common denominator)."""
+    if all(type(w) is int for w in weights):
+        return list(weights)  # type: ignore[arg-type]
+    scaled = [w * _MICRO for w in weights]  # most are micro-units of something: exact here
+    ints = [int(w) for w in scaled]
+    if all(i == w for i, w in zip(ints, scaled, strict=True)):
+        return ints
+    ratios = [Decimal(w).as_integer_ratio() for w in weights]
+    common = math.lcm(*(d for _, d in ratios))
+    return [n * (common // d) for n, d in ratios]

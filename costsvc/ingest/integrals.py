@@ -22,6 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any, TypeVar, cast
 
 from costsvc.attribution import GpuKey, HourFacts, busy_seconds, is_shared
 from costsvc.energy import counter_measured
@@ -72,12 +73,44 @@ RESETS_OF = {
 # rule reads (its last interval may be this hour's while its last sample was before it)
 TOP = f"max_over_time(gpu_allocation_share[{RESET_WINDOW}s])"
 ZERO = Decimal(0)
+K = TypeVar("K")
 
-# per reader (one ingest run): (expression, block's first instant) -> its answer by instant
-_Answer = dict[str, dict[Key, tuple[dict[str, str], Decimal]]]
+# per reader (one ingest run): (expression, block's first instant) -> its answer by instant:
+# each series by the identity of its label set (one dict per series of an answer, at every
+# instant: matching a series' two ends needs no key made of its labels), its labels and value
+_Answer = dict[str, dict[int, tuple[dict[str, str], Decimal]]]
 _CACHE: weakref.WeakKeyDictionary[SteadyReader, dict[tuple[str, str], _Answer]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+# per reader: (what is derived, the service's cluster, block's first instant) -> each series'
+# labels (kept: an identity stays unique while its entry lives) and what was derived of them
+_KEYS: weakref.WeakKeyDictionary[
+    SteadyReader, dict[tuple[str, str, str], dict[int, tuple[dict[str, str], Any]]]
+] = weakref.WeakKeyDictionary()
+
+
+def _once(
+    w: HourReads, kind: str, derive: Callable[[dict[str, str]], K]
+) -> Callable[[dict[str, str]], K]:
+    """``derive`` (a GPU's or holding's key), worked out once per series of the block of hours
+    ``w`` is in (a series' label set is one dict at every instant of a block's answer)."""
+    first = w.reader.block(w.at)[0]
+    memos = _KEYS.setdefault(w.reader, {})
+    for key in [k for k in memos if k[2] != first]:  # an earlier block's: done with
+        del memos[key]
+    memo = memos.setdefault((kind, w.cluster, first), {})
+
+    def once(labels: dict[str, str]) -> K:
+        hit = memo.get(id(labels))
+        if hit is not None and hit[0] is labels:
+            return cast(K, hit[1])
+        found = derive(labels)
+        memo[id(labels)] = (labels, found)
+        return found
+
+    return once
 
 
 def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
@@ -105,7 +138,7 @@ def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
     def fetch(expr: str) -> _Answer:
         found: _Answer = {}
         for labels, values in reader.prom.range_values(expr, start, end, 3600):
-            series = key_of(labels)
+            series = id(labels)  # (the answer keeps it: unique while the block is cached)
             for t, v in values:
                 number = Decimal(v)
                 if number.is_finite():
@@ -127,41 +160,46 @@ class _Deltas:
     the hour (an exporter restart, a series dropped and back), its samples in the hour, each
     rise added and a fall counted from 0 (PromQL's ``increase`` without extrapolation)."""
 
-    def __init__(self, reader: SteadyReader, family: str, at: datetime) -> None:
+    def __init__(
+        self,
+        reader: SteadyReader,
+        family: str,
+        at: datetime,
+        key_of: Callable[[dict[str, str]], Key] = key_of,
+    ) -> None:
         t1 = instant_text(at)
         t0 = f"{Decimal(t1) - 3600:.3f}"
         ends = _steps(reader, _last(family), at)
-        resets = _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {})
+        # the series reset in the hour, by label set (few: most hours, none)
+        reset = {
+            key_of(labels)
+            for labels, _ in _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {}).values()
+        }
         before, after = ends.get(t0, {}), ends.get(t1, {})
         starts: dict[Key, Decimal | None] = {}  # an uneven series' value before (None: none)
         self.deltas: list[tuple[dict[str, str], Decimal]] = []
-        uneven: set[Key] = set()
-        new: list[Key] = []
-        for key, (labels, v1) in after.items():
-            earlier = before.get(key)
+        new: list[tuple[dict[str, str], Decimal]] = []
+        for series, (labels, v1) in after.items():
+            earlier = before.get(series)
             if earlier is None:
-                new.append(key)
-            elif v1 < earlier[1] or (key in resets and resets[key][1] > 0):
-                uneven.add(key)
-                starts[key] = earlier[1]
+                new.append((labels, v1))
+            elif v1 < earlier[1] or (reset and key_of(labels) in reset):
+                starts[key_of(labels)] = earlier[1]
             else:
                 self.deltas.append((labels, v1 - earlier[1]))
         if new:
             scraped = _scraped(reader, at, t0)
-            gap = {key for key in new if not scraped(after[key][0])}
+            gap = {key_of(labels) for labels, _ in new if not scraped(labels)}
             older = _older(reader, family, at, gap, len(after)) if gap else {}
-            for key in new:
-                labels, v1 = after[key]
-                found = older.get(key)
+            for labels, v1 in new:
+                found = older.get(key_of(labels)) if older else None
                 v0 = found if found is not None else ZERO if family in FROM_ZERO else None
-                if v0 is None or v1 < v0 or (key in resets and resets[key][1] > 0):
-                    uneven.add(key)
-                    starts[key] = v0
+                if v0 is None or v1 < v0 or (reset and key_of(labels) in reset):
+                    starts[key_of(labels)] = v0
                 else:
                     self.deltas.append((labels, v1 - v0))
-        for s in read_raw(reader.prom, family, at, 3600, uneven, len(after)):
-            key = key_of(s.labels)
-            grew, last = ZERO, starts[key]
+        for s in read_raw(reader.prom, family, at, 3600, set(starts), len(after)):
+            grew, last = ZERO, starts[key_of(s.labels)]
             for _, v in s.samples:
                 if last is not None:
                     grew += v - last if v >= last else v
@@ -227,7 +265,8 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     t1 = instant_text(at)
     # the block's reads, together: each family's ends, the resets, the largest shares
     _ask(reader, at, [_last(DEVICE), _resets(DEVICE), SCRAPED])
-    device = _Deltas(reader, DEVICE, at)
+    series = _once(w, "series", key_of)  # (looked for only where a series needs it)
+    device = _Deltas(reader, DEVICE, at, series)
     if not device.deltas:
         return None
     _ask(
@@ -236,7 +275,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP, SCRAPED],
     )
     facts = HourFacts(start)
-    gpu_of = gpu_key(w)
+    gpu_of = _once(w, "gpu", gpu_key(w))
     gpus: dict[GpuKey, tuple[dict[str, str], Decimal, Decimal]] = {}
     for labels, grew in device.deltas:
         gpu = gpu_of(labels)
@@ -253,7 +292,9 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             add_gpu(facts, cluster, uuid, labels, present, us(down))
             seen[(cluster, uuid)] = present
     drawn: dict[GpuKey, Decimal] = {}
-    for labels, grew in _Deltas(reader, ENERGY, at).deltas:  # (a driver upgrade: two series)
+    for labels, grew in _Deltas(
+        reader, ENERGY, at, series
+    ).deltas:  # (a driver upgrade: two series)
         gpu = gpu_of(labels)
         drawn[gpu] = drawn.get(gpu, ZERO) + grew
     energy = {
@@ -262,11 +303,11 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         if gpu in seen
     }
 
-    holding = holding_key(w)
+    holding = _once(w, "holding", holding_key(w))
     figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
     last: dict[tuple[str, ...], dict[str, str]] = {}
     for family in (SHARE, MEMORY, BUSY, MEASURED, SM):
-        read = _Deltas(reader, family, at)
+        read = _Deltas(reader, family, at, series)
         mine = figures[family] = {}
         for labels, grew in read.deltas:
             key = holding(labels)

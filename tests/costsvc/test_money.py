@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import math
 from decimal import Decimal
+from fractions import Fraction
 
 import pytest
 from hypothesis import given
@@ -59,3 +61,40 @@ def test_split_always_adds_up(total: int, weights: list[int]) -> None:
         assert all(
             abs(p - Decimal(total) * w / wsum) < 1 for p, w in zip(parts, weights, strict=True)
         )
+
+
+def _exact_split(total: int, weights: list[Decimal]) -> list[int]:
+    """Largest remainder in rational arithmetic (fractions): the reference for ``split``."""
+    wsum = sum(Fraction(w) for w in weights)
+    exact = [total * Fraction(w) / wsum for w in weights]
+    parts = [math.floor(e) for e in exact]
+    order = sorted(range(len(weights)), key=lambda i: (-(exact[i] - parts[i]), i))
+    for i in order[: total - sum(parts)]:
+        parts[i] += 1
+    return parts
+
+
+@given(
+    total=st.integers(0, 10**13),
+    weights=st.lists(
+        st.one_of(  # micro-units (whole ones: the fast way) and finer (a ratio's product)
+            st.decimals(0, 10**7, places=6, allow_nan=False, allow_infinity=False),
+            st.decimals(0, 10**7, places=11, allow_nan=False, allow_infinity=False),
+        ),
+        min_size=2,
+        max_size=12,
+    ).filter(lambda ws: sum(ws) > 0),
+)
+def test_split_of_decimal_weights_is_exact(total: int, weights: list[Decimal]) -> None:
+    """Microsecond weights (share-seconds) of a large total (an hour's energy in mJ): the
+    parts are the exact rational largest-remainder split, to the unit, however many digits
+    the shares need (a quotient rounded to 28 digits could move a unit)."""
+    assert split(total, weights) == _exact_split(total, weights)
+
+
+def test_split_of_a_credit_mirrors_the_charge() -> None:
+    """A negative total (a credit) is split as its charge is, with every sign turned."""
+    weights = [Decimal("1"), Decimal("1"), Decimal("1.5")]
+    assert split(10, weights) == [3, 3, 4]
+    assert split(-10, weights) == [-3, -3, -4]
+    assert sum(split(-7, [1, 1, 1])) == -7
