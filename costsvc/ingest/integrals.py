@@ -94,12 +94,12 @@ _KEYS: weakref.WeakKeyDictionary[
 def _once(
     w: HourReads, kind: str, derive: Callable[[dict[str, str]], K]
 ) -> Callable[[dict[str, str]], K]:
-    """``derive`` (a GPU's or holding's key), worked out once per series of the block of hours
-    ``w`` is in (a series' label set is one dict at every instant of a block's answer)."""
+    """``derive`` (a series', GPU's or holding's key), worked out once per series of the block
+    of hours ``w`` is in (a series' label set is one dict at every instant of a block's
+    answer)."""
     first = w.reader.block(w.at)[0]
     memos = _KEYS.setdefault(w.reader, {})
-    for key in [k for k in memos if k[2] != first]:  # an earlier block's: done with
-        del memos[key]
+    _keep_block(memos, first)
     memo = memos.setdefault((kind, w.cluster, first), {})
 
     def once(labels: dict[str, str]) -> K:
@@ -111,6 +111,13 @@ def _once(
         return found
 
     return once
+
+
+def _keep_block(entries: dict[Any, Any], first: str) -> None:
+    """Drop the entries (keyed by tuples ending with their block's first instant) of blocks
+    other than ``first``'s: an earlier block's are done with."""
+    for key in [k for k in entries if k[-1] != first]:
+        del entries[key]
 
 
 def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
@@ -129,8 +136,7 @@ def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
     answers one while this process decodes another)."""
     first, last = reader.block(at)
     cache = _CACHE.setdefault(reader, {})
-    for key in [k for k in cache if k[1] != first]:  # an earlier block's: done with
-        del cache[key]
+    _keep_block(cache, first)
     todo = [e for e in exprs if (e, first) not in cache]
     start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)
     end = datetime.fromtimestamp(float(last), at.tzinfo)
@@ -165,14 +171,14 @@ class _Deltas:
         reader: SteadyReader,
         family: str,
         at: datetime,
-        key_of: Callable[[dict[str, str]], Key] = key_of,
+        key: Callable[[dict[str, str]], Key] = key_of,
     ) -> None:
         t1 = instant_text(at)
         t0 = f"{Decimal(t1) - 3600:.3f}"
         ends = _steps(reader, _last(family), at)
         # the series reset in the hour, by label set (few: most hours, none)
         reset = {
-            key_of(labels)
+            key(labels)
             for labels, _ in _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {}).values()
         }
         before, after = ends.get(t0, {}), ends.get(t1, {})
@@ -183,23 +189,23 @@ class _Deltas:
             earlier = before.get(series)
             if earlier is None:
                 new.append((labels, v1))
-            elif v1 < earlier[1] or (reset and key_of(labels) in reset):
-                starts[key_of(labels)] = earlier[1]
+            elif v1 < earlier[1] or (reset and key(labels) in reset):
+                starts[key(labels)] = earlier[1]
             else:
                 self.deltas.append((labels, v1 - earlier[1]))
         if new:
             scraped = _scraped(reader, at, t0)
-            gap = {key_of(labels) for labels, _ in new if not scraped(labels)}
+            gap = {key(labels) for labels, _ in new if not scraped(labels)}
             older = _older(reader, family, at, gap, len(after)) if gap else {}
             for labels, v1 in new:
-                found = older.get(key_of(labels)) if older else None
+                found = older.get(key(labels)) if older else None
                 v0 = found if found is not None else ZERO if family in FROM_ZERO else None
-                if v0 is None or v1 < v0 or (reset and key_of(labels) in reset):
-                    starts[key_of(labels)] = v0
+                if v0 is None or v1 < v0 or (reset and key(labels) in reset):
+                    starts[key(labels)] = v0
                 else:
                     self.deltas.append((labels, v1 - v0))
         for s in read_raw(reader.prom, family, at, 3600, set(starts), len(after)):
-            grew, last = ZERO, starts[key_of(s.labels)]
+            grew, last = ZERO, starts[key(s.labels)]
             for _, v in s.samples:
                 if last is not None:
                     grew += v - last if v >= last else v
@@ -292,9 +298,8 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             add_gpu(facts, cluster, uuid, labels, present, us(down))
             seen[(cluster, uuid)] = present
     drawn: dict[GpuKey, Decimal] = {}
-    for labels, grew in _Deltas(
-        reader, ENERGY, at, series
-    ).deltas:  # (a driver upgrade: two series)
+    energy_read = _Deltas(reader, ENERGY, at, series)
+    for labels, grew in energy_read.deltas:  # (a driver upgrade: two series)
         gpu = gpu_of(labels)
         drawn[gpu] = drawn.get(gpu, ZERO) + grew
     energy = {
