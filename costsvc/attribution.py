@@ -277,6 +277,7 @@ def attribute_hour(
     lines: dict[tuple[str, ...], Line] = {}
     line_prices: dict[tuple[str, ...], set[int]] = {}  # the prices behind each line
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
+    carbons: dict[tuple[str, str | None], int] = {}  # (cluster, node pool) -> µg CO2e per kWh
     for g in gpus:
         price = prices[(g.model, g.node_pool)]
         entry = entries[(g.model, g.node_pool)]
@@ -302,12 +303,16 @@ def attribute_hour(
         # lost time (the ingest cut it out of the holders' shares) is idle, and unavailable
         lost = min(g.lost_seconds, present)
         unavailable = min(round_micro(price * lost / HOUR), capital - allocated_total)
-        energy, co2e, idle_energy, idle_co2e = _energy(hour, g, held, entry.idle_watts, model)
+        place = (g.cluster, g.node_pool)  # (every GPU of a cluster and pool: one intensity)
+        carbon = carbons.get(place)
+        if carbon is None:
+            carbon = carbons[place] = model.carbon_at(hour, *place)
+        energy, co2e, idle_energy, idle_co2e = _energy(g, held, weights, entry.idle_watts, carbon)
         if energy_money:
             *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
             parts = [p + m for p, m in zip(parts, drawn, strict=True)]
             allocated_total += sum(drawn)
-        result.gpu_carbon[g.key] = model.carbon_at(hour, g.cluster, g.node_pool)
+        result.gpu_carbon[g.key] = carbon
         result.fleet_energy += g.energy_mj
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
@@ -433,18 +438,21 @@ def activity(h: Holding) -> Decimal | None:
 
 
 def _energy(
-    hour: datetime, g: GpuHour, held: list[Holding], idle_watts: Decimal | None, model: CostModel
+    g: GpuHour,
+    held: list[Holding],
+    weights: list[Decimal],
+    idle_watts: Decimal | None,
+    carbon: int,
 ) -> tuple[list[int], list[int], int, int]:
-    """A GPU's energy and carbon split over its holdings (in order) and idle."""
+    """A GPU's energy and carbon split over its holdings (in order, with their ``weights``:
+    :func:`_weight`) and idle; ``carbon``: the intensity it is charged (µg CO2e per kWh)."""
     if idle_watts is None and g.min_power_mw is not None:
         idle_watts = Decimal(g.min_power_mw) / 1000  # the lowest power it drew this hour
     measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
     idle_mj = idle_baseline(measured, idle_watts)
-    basis, fractional = model.policies.mig_share_basis, model.policies.fractional_share_basis
-    draws = [Draw(_weight(h, basis, fractional, g), activity(h)) for h in held]
+    draws = [Draw(w, activity(h)) for h, w in zip(held, weights, strict=True)]
     energy = split_energy(measured, idle_mj, draws)
-    total = carbon_mg(g.energy_mj, model.carbon_at(hour, g.cluster, g.node_pool))
-    *co2e, idle_co2e = split_carbon(total, [*energy.parts, energy.idle])
+    *co2e, idle_co2e = split_carbon(carbon_mg(g.energy_mj, carbon), [*energy.parts, energy.idle])
     return energy.parts, co2e, energy.idle, idle_co2e
 
 
