@@ -60,7 +60,10 @@ PodKey = tuple[str, str, str]  # cluster, namespace, pod
 GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
 
-@dataclass(frozen=True, slots=True)
+# (GpuHour, Holding, Owner: not frozen — a frozen dataclass's __init__ sets each field through
+# object.__setattr__: 5.4 µs for a Holding against 0.9, and an hour builds one per holding.
+# Hashable all the same (unsafe_hash); nothing changes them once built.)
+@dataclass(slots=True, unsafe_hash=True)
 class GpuHour:
     """A physical GPU during one hour."""
 
@@ -84,7 +87,7 @@ class GpuHour:
         return (self.cluster, self.gpu_uuid)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Holding:
     """A container's hold on one device unit of a GPU during one hour. The GPU is
     (``cluster``, ``gpu_uuid``): the same UUID in two clusters is two GPUs."""
@@ -111,7 +114,7 @@ class Holding:
         return (self.cluster, self.gpu_uuid)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Owner:
     team: str
     project: str

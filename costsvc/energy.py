@@ -91,7 +91,7 @@ def idle_baseline(measured: Measured, idle_watts: Decimal | None) -> int:
     return max(0, min(known, _mj(idle_watts * MJ_PER_WATT_SECOND * measured.seconds)))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # (not frozen: built per holding and hour, as Holding)
 class Draw:
     """A holder's claim on one GPU's energy in one hour."""
 

@@ -51,12 +51,12 @@ def resolve_label(
 def resolve_owner(
     pod_labels: Mapping[str, str], namespace_labels: Mapping[str, str], keys: LabelKeys
 ) -> Owner:
-    def pick(dim_keys: list[str]) -> str:
-        return resolve_label(
-            pod_labels, namespace_labels, dim_keys, UNALLOCATED, keys.namespace_fallback
-        )
-
-    return Owner(pick(keys.team), pick(keys.project), pick(keys.stage))
+    fallback = keys.namespace_fallback  # (once per holding and hour: no closure per call)
+    return Owner(
+        resolve_label(pod_labels, namespace_labels, keys.team, UNALLOCATED, fallback),
+        resolve_label(pod_labels, namespace_labels, keys.project, UNALLOCATED, fallback),
+        resolve_label(pod_labels, namespace_labels, keys.stage, UNALLOCATED, fallback),
+    )
 
 
 def sanitised_keys(keys: LabelKeys) -> LabelKeys:

@@ -148,7 +148,10 @@ def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
             for t, v in values:
                 number = Decimal(v)
                 if number.is_finite():
-                    found.setdefault(t, {})[series] = (labels, number)
+                    at_t = found.get(t)  # (not setdefault: no dict made per value)
+                    if at_t is None:
+                        at_t = found[t] = {}
+                    at_t[series] = (labels, number)
         return found
 
     with ThreadPoolExecutor(min(len(todo), ASKED_AT_ONCE) or 1) as pool:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from costsvc.attribution import GpuHour, GpuKey, HourFacts
 from costsvc.energy import NOTHING, Measured
@@ -404,10 +404,11 @@ def grouped(
 
 def pod_and_namespace_labels(w: HourReads, facts: HourFacts) -> None:
     """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
-    for (cluster, ns, pod), labels in _latest_labels(w, "kube_pod_labels", ("namespace", "pod")):
-        facts.pod_labels[(cluster, ns, pod)] = labels
-    for (cluster, ns), labels in _latest_labels(w, "kube_namespace_labels", ("namespace",)):
-        facts.namespace_labels[(cluster, ns)] = labels
+    # (keys: the cluster and ``names``' values, as the facts key them)
+    pods = _latest_labels(w, "kube_pod_labels", ("namespace", "pod"))
+    facts.pod_labels.update(cast(dict[tuple[str, str, str], dict[str, str]], pods))
+    spaces = _latest_labels(w, "kube_namespace_labels", ("namespace",))
+    facts.namespace_labels.update(cast(dict[tuple[str, str], dict[str, str]], spaces))
 
 
 # kube-state-metrics' owner series (docs/pod-metrics.md, replicaset-metrics.md, job-metrics.md:
@@ -520,18 +521,17 @@ def _keyed(
 
 def _latest_labels(
     w: HourReads, metric: str, names: tuple[str, ...]
-) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+) -> dict[tuple[str, ...], dict[str, str]]:
     """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
     for the rare object relabelled within the hour (several series), its raw samples decide."""
-    found: dict[tuple[str, ...], list[tuple[dict[str, str], dict[str, str]]]] = {}
+    found: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {}
+    several: dict[tuple[str, ...], list[dict[str, str]]] = {}  # (relabelled: its label sets)
     for lab, (key, own) in w.latest_with(metric, _keyed(names, w.cluster)):
-        found.setdefault(key, []).append((lab, own))
-    out = []
-    for key, pairs in sorted(found.items()):
-        if len(pairs) == 1:
-            out.append((key, pairs[0][1]))
-            continue
-        sets = [lab for lab, _ in pairs]
+        first = found.setdefault(key, (lab, own))
+        if first[0] is not lab:
+            several.setdefault(key, [first[0]]).append(lab)
+    out = {key: own for key, (_, own) in found.items()}
+    for key, sets in sorted(several.items()):
         match = ",".join(
             f'{n}="{v}"'
             for n, v in zip(names, key[1:], strict=True)
@@ -544,7 +544,7 @@ def _latest_labels(
             stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
             if stamp is not None and (newest is None or stamp >= newest[0]):
                 newest = (stamp, ksm_labels(s.labels))
-        out.append((key, newest[1] if newest else ksm_labels(sorted(sets, key=str)[-1])))
+        out[key] = newest[1] if newest else ksm_labels(sorted(sets, key=str)[-1])
     return out
 
 
