@@ -278,7 +278,7 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    line_prices: dict[tuple[str, ...], set[int]] = {}  # the prices behind each line
+    mixed: set[tuple[str, ...]] = set()  # lines whose GPUs were charged different prices
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     carbons: dict[tuple[str, str | None], int] = {}  # (cluster, node pool) -> µg CO2e per kWh
     for g in gpus:
@@ -362,7 +362,9 @@ def attribute_hour(
             line = lines.get(key)
             if line is None:
                 line = lines[key] = Line(*key)
-            line_prices.setdefault(key, set()).add(price)
+                line.unit_price = price
+            elif line.unit_price != price:
+                mixed.add(key)
             line.allocated += allocated
             line.used += used
             line.waste += waste
@@ -372,9 +374,9 @@ def attribute_hour(
         # the unheld GPU-hours: present - held, of which lost_hours were lost
         idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
-    for line_key, line in lines.items():
-        line.unit_price = _one(line_prices[line_key])
-    result.lines = sorted(lines.values(), key=lambda line: line.key)
+    for line_key in mixed:
+        lines[line_key].unit_price = None  # (:func:`_one`'s rule: one price, else none)
+    result.lines = [lines[k] for k in sorted(lines)]  # (in order of Line.key: the same tuple)
     policy = model.policies.idle_policy
     separate = policy == "separate"
     for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
