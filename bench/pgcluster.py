@@ -53,3 +53,27 @@ def start_postgres(base: Path) -> tuple[str, Path, list[str]]:
     )
     stop = [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-s", "stop"]
     return f"postgresql+psycopg://postgres@/postgres?host={sock}", sock, stop
+
+
+def server_cpu(base: Path) -> float:
+    """CPU seconds of the cluster at ``base`` (started by :func:`start_postgres`): its
+    postmaster's, its children's that have ended (reaped: autovacuum workers, connections
+    closed) and its live children's — the backends, checkpointer, WAL writer — from /proc."""
+    ticks = os.sysconf("SC_CLK_TCK")
+
+    def fields(pid: str) -> list[str]:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+    postmaster = (base / "pg" / "postmaster.pid").read_text().split()[0]
+    own = fields(postmaster)
+    total = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            f = fields(proc.name)
+        except OSError:  # (ended meanwhile)
+            continue
+        if f[1] == postmaster:
+            total += int(f[11]) + int(f[12])
+    return total / ticks

@@ -14,9 +14,11 @@ the realistic fleet in every query).
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
 (costsvc/ingest/steady.py) and ``--workers`` worker processes (costsvc/ingest/parallel.py;
-default: the machine's cores): wall time measured, not extrapolated. Phases (read, attribute,
-write) are summed only with ``--workers 1``: they are timed by wrapping functions of
-costsvc/ingest/run.py in this process, which a spawned worker does not see. For
+default: the machine's cores): wall time measured, not extrapolated, and the CPU seconds per
+hour of the three that share the cores — the service (its workers included), Prometheus and the
+PostgreSQL server (bench/pgcluster.py ``server_cpu``: its backends, autovacuum, WAL writer).
+Phases (read, attribute, write) are summed only with ``--workers 1``: they are timed by wrapping
+functions of costsvc/ingest/run.py in this process, which a spawned worker does not see. For
 comparison (labelled as such) ``--raw-hours`` hours are ingested again with raw reads into a
 second database, per-hour median reported, and their chargeback rows compared with the fast
 run's (identical, or the bench fails).
@@ -160,7 +162,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
     import costsvc.ingest.run as run
     from bench.fleet import Grid, constant, describe, realistic
     from bench.fleet_integrals import integrals
-    from bench.pgcluster import start_postgres
+    from bench.pgcluster import server_cpu, start_postgres
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader
 
@@ -240,6 +242,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             t = time.perf_counter()
             cpu0 = _own_cpu()
             engine0 = cpu_seconds(prom.pid)
+            database0 = server_cpu(pg_base)
             if args.profile:
                 import cProfile
                 import pstats
@@ -267,6 +270,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             took = time.perf_counter() - t
             cpu = _own_cpu() - cpu0
             engine_cpu = cpu_seconds(prom.pid) - engine0
+            database_cpu = server_cpu(pg_base) - database0
             assert report.done == hours, report.failed
             counts = report.reads
             reader.close()
@@ -286,7 +290,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, {args.reads} reads, "
                 f"measured: {took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} "
                 f"s/hour{split}); CPU seconds per hour: the service's {cpu / len(hours):.3f} "
-                f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}   "
+                f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}, PostgreSQL's "
+                f"{database_cpu / len(hours):.3f}   "
                 f"[<= 5 min: {verdict}]"
             )
             if args.paired_hours:
