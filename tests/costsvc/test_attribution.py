@@ -337,3 +337,23 @@ def test_gpu_hours_follow_the_mig_basis_and_add_up() -> None:
         line = next(line for line in r.lines if line.team == "a")
         assert (line.gpu_hours, line.allocated) == (held, cost)
         assert sum(line.gpu_hours for line in r.lines) == 1_000_000
+
+
+def test_a_line_names_its_price_only_where_all_its_gpus_were_charged_one() -> None:
+    # one pod holds two GPUs of node-1, one on demand (2.50 an hour) and one in the spot pool
+    # (2.50 less its 60 % discount = 1.00): one line, charged two prices -> no unit price;
+    # another pod holds two on-demand GPUs: its line's unit price is 2.50 (micro-units)
+    gpus = [gpu("GPU-1"), gpu("GPU-2", pool="spot"), gpu("GPU-3"), gpu("GPU-4")]
+    holdings = [
+        hold("mixed", uuid="GPU-1"),
+        hold("mixed", uuid="GPU-2"),
+        hold("plain", uuid="GPU-3"),
+        hold("plain", uuid="GPU-4"),
+    ]
+    who = owners({"mixed": "a", "plain": "b"})
+    result = attribute_hour(HOUR, gpus, holdings, who, cost_model())
+    by_pod = {line.pod: line for line in result.lines if line.team != IDLE}
+    assert by_pod["mixed"].allocated == 2_500_000 + 1_000_000
+    assert by_pod["mixed"].unit_price is None
+    assert by_pod["plain"].unit_price == 2_500_000
+    assert [line.key for line in result.lines] == sorted(line.key for line in result.lines)
