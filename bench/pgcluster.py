@@ -59,21 +59,17 @@ def server_cpu(base: Path) -> float:
     """CPU seconds of the cluster at ``base`` (started by :func:`start_postgres`): its
     postmaster's, its children's that have ended (reaped: autovacuum workers, connections
     closed) and its live children's — the backends, checkpointer, WAL writer — from /proc."""
-    ticks = os.sysconf("SC_CLK_TCK")
-
-    def fields(pid: str) -> list[str]:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    from bench.rollup_common import proc_stat
 
     postmaster = (base / "pg" / "postmaster.pid").read_text().split()[0]
-    own = fields(postmaster)
-    total = sum(int(v) for v in own[11:15])  # utime, stime, cutime, cstime
+    total = sum(int(v) for v in proc_stat(postmaster)[11:15])  # its own and reaped children's
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            f = fields(proc.name)
+            fields = proc_stat(proc.name)
         except OSError:  # (ended meanwhile)
             continue
-        if f[1] == postmaster:
-            total += int(f[11]) + int(f[12])
-    return total / ticks
+        if fields[1] == postmaster:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")

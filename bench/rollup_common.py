@@ -137,9 +137,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def proc_stat(pid: int | str) -> list[str]:
+    """The fields of /proc/<pid>/stat after the command name (``[1]`` the parent's pid,
+    ``[11:15]`` utime, stime, cutime, cstime in clock ticks)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> float:
     """A process's user + system CPU seconds so far (/proc/<pid>/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -278,7 +278,8 @@ def attribute_hour(
 
     result = HourResult(hour)
     lines: dict[tuple[str, ...], Line] = {}
-    mixed: set[tuple[str, ...]] = set()  # lines whose GPUs were charged different prices
+    # the lines whose GPUs were charged more than one price: those prices
+    mixed: dict[tuple[str, ...], set[int | None]] = {}
     idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
     carbons: dict[tuple[str, str | None], int] = {}  # (cluster, node pool) -> µg CO2e per kWh
     for g in gpus:
@@ -364,7 +365,7 @@ def attribute_hour(
                 line = lines[key] = Line(*key)
                 line.unit_price = price
             elif line.unit_price != price:
-                mixed.add(key)
+                mixed.setdefault(key, {line.unit_price}).add(price)
             line.allocated += allocated
             line.used += used
             line.waste += waste
@@ -374,8 +375,8 @@ def attribute_hour(
         # the unheld GPU-hours: present - held, of which lost_hours were lost
         idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
-    for line_key in mixed:
-        lines[line_key].unit_price = None  # (:func:`_one`'s rule: one price, else none)
+    for line_key, charged in mixed.items():
+        lines[line_key].unit_price = _one(charged)
     result.lines = [lines[k] for k in sorted(lines)]  # (in order of Line.key: the same tuple)
     policy = model.policies.idle_policy
     separate = policy == "separate"
@@ -502,7 +503,7 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
 IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
 
 
-def _one(prices: set[int]) -> int | None:
+def _one(prices: set[int] | set[int | None]) -> int | None:
     """The price a line's GPUs were charged, when they were all charged the same."""
     return next(iter(prices)) if len(prices) == 1 else None
 
