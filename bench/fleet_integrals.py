@@ -3,15 +3,15 @@ docs/metrics.md "Integrals at collection resolution"), for a fleet of bench/flee
 at each scrape.
 
 Per GPU ``gpu_device_seconds_total`` (up and down); per holding (each ``gpu_allocation_share``
-series, same labels) the share-seconds, and the busy and measured share-seconds (share x the
-held unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU,
-``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` of a MIG instance); per container
-``gpu_container_sm_seconds_total``. By the exporter's rule: a reading holds until the next
-collection (here each scrape of the fleet), a container's SM use covers the interval just
-ended, an ended series stays at its final total for ``KEEP`` seconds (then a staleness
-marker). The fleet publishes no memory share, so neither are its integrals. Each counter's
-values are its own (no chunk is shared with another series'): they are computed (``Spec.array``)
-and encoded (bench/tsdb_block.py ``xor_chunks``) with numpy, many series at once.
+series, same labels) the share-seconds, and the busy and measured share-seconds (share x the held
+unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` of
+a MIG instance); per container ``gpu_container_sm_seconds_total``. By the exporter's rule: a
+reading holds until the next collection (here each scrape of the fleet), a container's SM use
+covers the interval just ended, an ended series stays at its final total for ``KEEP`` seconds (then
+a staleness marker), and every series tells when its total started at 0 (its ``started`` label).
+The fleet publishes no memory share, so neither are its integrals. Each counter's values are its
+own (no chunk is shared with another series'): they are computed (``Spec.array``) and encoded
+(bench/tsdb_block.py ``xor_chunks``) with numpy, many series at once.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 
 from bench.fleet import Grid, Spec, _const, _labels
-from exporter.integrals import KEEP
+from exporter.integrals import KEEP, STARTED
 
 
 class _Running:
@@ -74,6 +74,11 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
     """The counters of the fleet ``specs`` (its gauges) over ``grid``."""
     n = grid.n
     keep = int(KEEP * 1000) // grid.step_ms  # scrapes an ended series stays published
+
+    def since(k: int) -> dict[str, str]:
+        """The label of a series whose total started at 0 at index ``k``."""
+        return {STARTED: f"{grid.time(k) / 1000:.3f}"}
+
     utilisation: dict[tuple[str, str], Spec] = {}  # (UUID, GPU_I_ID) -> its utilisation
     for s in specs:
         lab = dict(s.labels)
@@ -83,9 +88,10 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
         lab = dict(s.labels)
         lab.pop("__name__")
         if s.name == "gpu_device_up":
-            up = _labels("gpu_device_seconds_total", {**lab, "state": "up"})
+            up = _labels("gpu_device_seconds_total", {**lab, "state": "up", **since(0)})
             yield Spec(up, 0, n - 1, lambda t: (t - grid.start_ms) / 1000, lambda c: ("up_s", c))
-            yield _const(grid, "gpu_device_seconds_total", {**lab, "state": "down"}, 0.0)
+            down = {**lab, "state": "down", **since(0)}
+            yield _const(grid, "gpu_device_seconds_total", down, 0.0)
         elif s.name == "gpu_allocation_share":
             share = s.value(grid.time(s.first))
             last = min(s.last + keep, n - 1)
@@ -122,7 +128,7 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
                 running = _Running(grid, s.first, until, rate, behind=False)
                 yield replace(
                     s,
-                    labels=_labels(name, lab),
+                    labels=_labels(name, {**lab, **since(s.first)}),
                     last=last,
                     value=running,
                     key=_own,
@@ -136,7 +142,7 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
             last = min(s.last + keep, n - 1)
             yield replace(
                 s,
-                labels=_labels("gpu_container_sm_seconds_total", lab),
+                labels=_labels("gpu_container_sm_seconds_total", {**lab, **since(s.first)}),
                 last=last,
                 value=running,
                 key=_own,

@@ -23,10 +23,18 @@ exporter's own pace):
 - a series first seen starts at 0; a series no longer seen stays published, at its final
   total, for :data:`KEEP` seconds (so the scrape after its last collection sees the time its
   last reading held), then is dropped: if it comes back it starts again at 0, as after an
-  exporter restart. A reader takes a total that went down as a reset (PromQL's ``increase``
-  and ``resets`` do). No ``_created`` series: they would double the series of every holding
-  (text format: a gauge family of their own), and a reader needs none (a series with no value
-  before an hour started in it; costsvc/ingest/integrals.py).
+  exporter restart;
+- every series carries the wall-clock time its total started at 0 as the label
+  :data:`STARTED` (seconds since the epoch, to the millisecond). A total that starts again (the
+  series back after it was dropped, a new exporter process) is a new series, so a series'
+  values never go down: a reader takes the difference of any two of its scrapes as what it grew
+  between them, with no ``resets`` read to look for a restart in between (the cost service's
+  hour, costsvc/ingest/integrals.py; PromQL's ``increase`` and ``rate`` are unchanged). It is
+  what OpenMetrics' ``_created`` tells, in the series' identity instead of a second series per
+  counter (text format: a gauge family of its own). It adds series only where a total starts
+  again — a holding back after its series was dropped, every series of a restarted exporter —
+  as a restarted container's series do in cAdvisor; series come and go with the holdings they
+  count, never with the scrapes.
 
 Totals are float seconds: a float64 keeps a month of seconds (2.6e6) to within 5e-10 s, far
 below the microsecond the cost service rounds durations to.
@@ -34,7 +42,8 @@ below the microsecond the cost service rounds durations to.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from exporter.render.exposition import Family
@@ -43,6 +52,8 @@ GAP = 2  # collection intervals: a longer gap between collections counts as one 
 KEEP = 600.0  # seconds an ended series stays published: twice the longest scrape interval
 # the cost service reads (300 s, costsvc/ingest/window.py MAX_GAP)
 
+STARTED = "started"  # the label: when a series' total started at 0 (wall clock, seconds)
+
 Key = tuple[str, str]  # (family name, label text)
 
 
@@ -50,16 +61,24 @@ Key = tuple[str, str]  # (family name, label text)
 class _Total:
     value: float
     seen: float  # monotonic time of the last collection that had it
+    labels: str  # the series' label text, its start (:data:`STARTED`) included
 
 
 class Integrals:
     """Running totals of rates over time, by (family, labels): :meth:`advance` once per
     collection, :meth:`families` for the exposition. ``helps``: each family's help text, in the
-    order the families are published."""
+    order the families are published. ``clock``: the wall clock a series' start is read from."""
 
-    def __init__(self, interval: float, helps: Mapping[str, str], keep: float = KEEP) -> None:
+    def __init__(
+        self,
+        interval: float,
+        helps: Mapping[str, str],
+        keep: float = KEEP,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.interval = interval
         self.keep = keep
+        self._clock = clock
         self._helps = dict(helps)
         self._totals: dict[Key, _Total] = {}
         self._ahead: dict[Key, float] = {}  # the last collection's instant readings
@@ -79,10 +98,14 @@ class Integrals:
         if held is not None:
             for key, rate in self._ahead.items():
                 totals[key].value += rate * held
+        started: str | None = None  # (read once per collection, for the series it starts)
         for key in (*ahead, *(behind or ())):
             found = totals.get(key)
             if found is None:
-                totals[key] = _Total(0.0, now)
+                if started is None:
+                    started = f'{STARTED}="{self._clock():.3f}"'
+                labels = key[1]
+                totals[key] = _Total(0.0, now, f"{labels},{started}" if labels else started)
             else:
                 found.seen = now
         if held is not None and behind:
@@ -106,7 +129,7 @@ class Integrals:
         out = []
         for name, found in by_family.items():
             family = Family(name, "counter", self._helps.get(name, ""))
-            for labels, total in sorted(found, key=lambda item: item[0]):
-                family.add(labels, total.value)
+            for _, total in sorted(found, key=lambda item: item[0]):
+                family.add(total.labels, total.value)
             out.append(family)
         return out

@@ -196,6 +196,7 @@ def render() -> str:
     holder = "`namespace`, `pod`, `container`"
     mig = "`GPU_I_PROFILE`, `GPU_I_ID` on MIG instances; "
     claim = "`claim_namespace`, `claim`, `pod_uid` (where the pod is known) on DRA holdings"
+    started = "`started` (when the total started at 0)"
     extra = {
         cat.XID_COUNTER.name: "`xid`",
         cat.CLOCK_EVENT_ACTIVE.name: "`reason`",
@@ -207,10 +208,10 @@ def render() -> str:
         cat.ALLOCATION_OVERSUBSCRIBED.name: "`basis` (`compute`, `memory`)",
         cat.CONTAINER_SM.name: mig + holder + "; " + claim,
         cat.CONTAINER_MEMORY.name: mig + holder + "; " + claim,
-        cat.DEVICE_SECONDS.name: "`state` (`up`, `down`)",
-        cat.CONTAINER_SM_SECONDS.name: mig + holder + "; " + claim,
+        cat.DEVICE_SECONDS.name: "`state` (`up`, `down`), " + started,
+        cat.CONTAINER_SM_SECONDS.name: mig + holder + ", " + started + "; " + claim,
         **{
-            s.name: mig + holder + ", `resource`; " + claim
+            s.name: mig + holder + ", `resource`, " + started + "; " + claim
             for s in cat.INTEGRALS
             if s not in (cat.DEVICE_SECONDS, cat.CONTAINER_SM_SECONDS)
         },
@@ -258,9 +259,14 @@ def render() -> str:
         "basis (over-subscribed) each is divided by their sum at that collection, as the cost "
         "service splits such a GPU. A series first seen starts at 0; a series no longer seen "
         "stays published at its final total for 600 s, so the next scrape sees its last "
-        "interval, then is dropped — back later, it starts again at 0 (a reset, which "
-        "`increase` and `resets` handle). No `_created` series: they would double each "
-        "holding's series, and a reader needs none.\n\n"
+        "interval, then is dropped — back later, it starts again at 0. Every counter carries "
+        'the label `started`: when its total started at 0 (Unix seconds, e.g. `started="'
+        '1764165600.000"`). A total that starts again — a holding back after its series was '
+        "dropped, every series of a restarted exporter — is a new series, so no series' value "
+        "ever goes down and the difference of any two of its scrapes is what it grew between "
+        "them: the cost service reads no `resets` of these counters (costsvc/ingest/integrals.py"
+        "). It tells what OpenMetrics' `_created` tells, without a second series per counter; "
+        "`increase`, `rate` and `sum by (pod)` work as before.\n\n"
         "**XIDs** arrive from NVML's event set (`nvmlEventSetCreate`, "
         "`nvmlDeviceRegisterEvents` for `nvmlEventTypeXidCriticalError`, `nvmlEventSetWait_v2`) "
         "on a background thread, as they happen. `DCGM_FI_DEV_XID_ERRORS` is the last XID code "

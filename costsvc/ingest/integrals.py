@@ -53,6 +53,10 @@ FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM, ENERGY)
 # our exporter's counters: a series it starts publishing (first seen, or back after it dropped
 # it) starts at 0 (exporter/integrals.py); the energy counter starts where the driver's is
 FROM_ZERO = frozenset({DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM})
+# the label with which our exporter's series tell when their totals started at 0: a total that
+# starts again is a new series, so a series with it never goes down and needs no ``resets``
+# read (exporter/integrals.py); an exporter before it published none
+STARTED = "started"
 # each target: whether a scrape of it succeeded in the hour before an instant (a series of it
 # with no value there was not published: its exporter had dropped it)
 SCRAPED = "max_over_time(up[3600s])"
@@ -167,7 +171,9 @@ class _Deltas:
     hour (its samples read); where its target was not (a scrape gap), its last value however
     old (:data:`LONG`; none: it started in the hour). Where a series went down or was reset in
     the hour (an exporter restart, a series dropped and back), its samples in the hour, each
-    rise added and a fall counted from 0 (PromQL's ``increase`` without extrapolation)."""
+    rise added and a fall counted from 0 (PromQL's ``increase`` without extrapolation). A
+    series of ours that tells its start (:data:`STARTED`) is never reset: a total that starts
+    again is another series."""
 
     def __init__(
         self,
@@ -182,7 +188,7 @@ class _Deltas:
         # the series reset in the hour, by label set (few: most hours, none)
         reset = {
             key(labels)
-            for labels, _ in _steps(reader, _resets(RESETS_OF[family]), at).get(t1, {}).values()
+            for labels, _ in _steps(reader, reset_expr(RESETS_OF[family]), at).get(t1, {}).values()
         }
         before, after = ends.get(t0, {}), ends.get(t1, {})
         starts: dict[Key, Decimal | None] = {}  # an uneven series' value before (None: none)
@@ -241,9 +247,12 @@ def _last(family: str) -> str:
     return f"last_over_time({family}[3600s])"
 
 
-def _resets(family: str) -> str:
-    """The series reset in the hour or at its start (only those: most never are)."""
-    return f"resets({family}[{RESET_WINDOW}s]) > 0"
+def reset_expr(family: str) -> str:
+    """The series reset in the hour or at its start (only those: most never are). Of our
+    exporter's counters, only the series without a start (:data:`STARTED`) are looked at:
+    those with one are never reset, and Prometheus reads no sample of theirs for this."""
+    selector = f'{family}{{{STARTED}=""}}' if family in FROM_ZERO else family
+    return f"resets({selector}[{RESET_WINDOW}s]) > 0"
 
 
 LONG = 31 * 86400  # s: how far back a series' last value is looked for (a month's retention)
@@ -273,7 +282,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     reader, at = w.reader, w.at
     t1 = instant_text(at)
     # the block's reads, together: each family's ends, the resets, the largest shares
-    _ask(reader, at, [_last(DEVICE), _resets(DEVICE), SCRAPED])
+    _ask(reader, at, [_last(DEVICE), reset_expr(DEVICE), SCRAPED])
     series = _once(w, "series", key_of)  # (looked for only where a series needs it)
     device = _Deltas(reader, DEVICE, at, series)
     if not device.deltas:
@@ -281,7 +290,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     _ask(
         reader,
         at,
-        [*map(_last, FAMILIES), *map(_resets, set(RESETS_OF.values())), TOP, SCRAPED],
+        [*map(_last, FAMILIES), *map(reset_expr, set(RESETS_OF.values())), TOP, SCRAPED],
     )
     facts = HourFacts(start)
     gpu_of = _once(w, "gpu", gpu_key(w))

@@ -26,6 +26,7 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.ingest.integrals import reset_expr
 from costsvc.ingest.power import ENERGY
 from exporter.integrals import KEEP
 from tests.costsvc.conftest import _loaded_prometheus
@@ -64,8 +65,10 @@ COUNTERS = frozenset(
 class Node:
     """One node's exporter, collected at each scrape: its gauges, and its integrals."""
 
-    def __init__(self, history: Families, name: str, uuid: str) -> None:
+    def __init__(self, history: Families, name: str, uuid: str, started: bool = True) -> None:
         self.history, self.name, self.uuid = history, name, uuid
+        self.started = started  # its series tell their start (exporters before: not)
+        self.since: dict[tuple[str, str], int] = {}  # when each total started at 0
         self.totals: dict[tuple[str, str], float] = {}
         self.seen: dict[tuple[str, str], int] = {}
         self.ahead: dict[tuple[str, str], float] = {}
@@ -93,7 +96,7 @@ class Node:
         self.history.add("up", target, 1 if scraped else 0, t)
         add = self.history.add if scraped else lambda *_: None
         if restarted:  # a new exporter process: every total from 0
-            self.totals, self.seen, self.ahead, self.last = {}, {}, {}, None
+            self.totals, self.seen, self.ahead, self.last, self.since = {}, {}, {}, None, {}
         held = 60 if self.last is not None else 0  # every collection 60 s after the last
         for key, rate in self.ahead.items():
             self.totals[key] += rate * held
@@ -126,9 +129,10 @@ class Node:
             self.totals.setdefault(key, 0.0)
             self.seen[key] = t
         for key in [k for k, at in self.seen.items() if t - at > KEEP]:
-            del self.totals[key], self.seen[key]
+            del self.totals[key], self.seen[key], self.since[key]
         for (name, lab), total in self.totals.items():
-            add(name, lab, repr(total), t)
+            since = self.since.setdefault((name, lab), t)
+            add(name, f'{lab},started="{since}.000"' if self.started else lab, repr(total), t)
         self.ahead, self.last = ahead, t
 
 
@@ -156,14 +160,17 @@ def _on_the_minute() -> str:
     return history.text(counters=COUNTERS)
 
 
-def _off_the_minute() -> str:
+def _off_the_minute(started: bool) -> str:
     """The worked example: a target scraped at :17 of every minute; pod p holds its GPU from
     14:30:00 to 15:30:00 (seen by the collections from 14:30:17 to 15:29:17). A node whose
     exporter restarts at 14:20: its GPU held all along by pod r. And a node that joins at 15:20,
-    its GPU's energy counter since its driver loaded days before (500 W)."""
+    its GPU's energy counter since its driver loaded days before (500 W). ``started``: the
+    series tell their start (else as exporters before: a restart's totals are the same series,
+    reset)."""
     history = Families()
-    n1, n2 = Node(history, "n1", "GPU-P"), Node(history, "n2", "GPU-R")
-    n3 = Node(history, "n3", "GPU-N")
+    n1 = Node(history, "n1", "GPU-P", started)
+    n2 = Node(history, "n2", "GPU-R", started)
+    n3 = Node(history, "n3", "GPU-N", started)
     for minute in range(T0 - 600, T0 + 7200 + 60, 60):
         t = minute + 17
         drawn = BIG + 300 * 1000 * (t - T0)  # 300 W: 300,000 mJ a second
@@ -202,9 +209,13 @@ def silent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     yield from _loaded_prometheus(tmp_path_factory, "silent", _silent(), T0, False)
 
 
-@pytest.fixture(scope="module")
-def off_the_minute(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    yield from _loaded_prometheus(tmp_path_factory, "offset", _off_the_minute(), T0, False)
+@pytest.fixture(scope="module", params=[True, False], ids=["started", "before-started"])
+def off_the_minute(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Prometheus]:
+    started = request.param
+    name = "offset" if started else "offset-unstarted"
+    yield from _loaded_prometheus(tmp_path_factory, name, _off_the_minute(started), T0, False)
 
 
 def test_on_the_minute_the_integrals_bill_what_the_gauges_bill(
@@ -314,3 +325,27 @@ def test_a_history_without_integrals_is_read_from_the_gauges(
     expected = tables(gauges)
     assert all(expected), expected
     assert tables(integrals) == expected
+
+
+def test_a_series_that_tells_its_start_is_never_read_for_its_resets(
+    off_the_minute: Prometheus,
+) -> None:
+    """The hour's resets read (costsvc/ingest/integrals.py ``reset_expr``) of the holdings'
+    share-seconds, over the first hour (n2's exporter restarts at 14:20): where the series tell
+    their start, Prometheus reads none of their samples for it and finds no reset (the restart
+    made new series); an exporter's before it, every sample of the hour, and the reset."""
+    started = bool(off_the_minute.label_values("started"))
+    answer = off_the_minute.get(
+        "/api/v1/query", query=reset_expr(SHARE_S), time=str(T0 + 3600), stats="all"
+    )
+    read = answer["data"]["stats"]["samples"]["totalQueryableSamples"]
+    reset = {s["metric"]["pod"] for s in answer["data"]["result"]}
+    lives = off_the_minute.get(
+        "/api/v1/query", query=f'last_over_time({SHARE_S}{{pod="r"}}[3600s])', time=str(T0 + 3600)
+    )
+    if started:
+        assert (read, reset) == (0, set())
+        assert len(lives["data"]["result"]) == 2  # r's series before the restart, and after
+    else:
+        assert read > 65 and reset == {"r"}  # (r's alone: a sample a minute, 65 minutes)
+        assert len(lives["data"]["result"]) == 1

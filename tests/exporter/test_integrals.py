@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families as parse_text
 
-from exporter.integrals import KEEP, Integrals
+from exporter.integrals import KEEP, STARTED, Integrals
 from exporter.render.exposition import render_openmetrics, render_text
 from tests.exporter.helpers import samples
 from tests.exporter.test_pod_resources import H100, Node, pod
@@ -25,9 +25,23 @@ SM_S = "gpu_container_sm_seconds_total"
 DEVICE_S = "gpu_device_seconds_total"
 
 
+def started(integrals: Integrals) -> dict[tuple[str, str], str]:
+    """Each series' start (its :data:`STARTED` label), by (family, its other labels)."""
+    out = {}
+    for f in integrals.families():
+        for line in f.lines:
+            labels = line.split("{", 1)[1].split("}", 1)[0]
+            rest, _, start = labels.rpartition(f',{STARTED}="')
+            out[(f.name, rest)] = start.removesuffix('"')
+    return out
+
+
 def totals(integrals: Integrals) -> dict[tuple[str, str], float]:
+    """Each series' total, by (family, its labels but its start)."""
     return {
-        (f.name, line.split("{", 1)[1].split("}", 1)[0]): float(line.rsplit(" ", 1)[1])
+        (f.name, line.split("{", 1)[1].split("}", 1)[0].rpartition(f',{STARTED}="')[0]): float(
+            line.rsplit(" ", 1)[1]
+        )
         for f in integrals.families()
         for line in f.lines
     }
@@ -56,21 +70,49 @@ def test_a_reading_over_the_interval_just_ended_covers_it() -> None:
     assert totals(i) == {key: 0.2 * 5 + 0.5 * 4}
 
 
-def test_an_ended_series_stays_at_its_total_then_starts_again() -> None:
-    i = Integrals(5.0, {"x_seconds_total": "x"})
+def test_an_ended_series_stays_at_its_total_then_starts_again_as_a_new_series() -> None:
+    wall = [1_764_165_600.0]  # the wall clock: 2025-11-26 14:00:00 UTC
+    i = Integrals(5.0, {"x_seconds_total": "x"}, clock=lambda: wall[0])
     key = ("x_seconds_total", 'a="1"')
     i.advance(0.0, {key: 1.0})
+    assert started(i) == {key: "1764165600.000"}  # when its total started at 0
+    wall[0] += 5.25
     i.advance(5.0, {})  # ended: its last reading held to this collection
     assert totals(i) == {key: 5.0}
     t = 5.0
     while t + 5 <= KEEP:
         t += 5
+        wall[0] += 5
         i.advance(t, {})
         assert totals(i) == {key: 5.0}  # published, unchanged, while kept
+        assert started(i) == {key: "1764165600.000"}  # the same series
     i.advance(t + 5, {})
     assert totals(i) == {}  # dropped
-    i.advance(t + 10, {key: 1.0})  # back: a new series, from 0
+    wall[0] += 10
+    i.advance(t + 10, {key: 1.0})  # back: from 0, a new series (its own start)
     assert totals(i) == {key: 0.0}
+    assert started(i) == {key: f"{wall[0]:.3f}"} != {key: "1764165600.000"}
+
+
+def test_a_new_exporter_process_starts_every_series_anew() -> None:
+    """Its totals start at 0 again, as new series: no series' values ever go down."""
+    key = ("x_seconds_total", 'a="1"')
+    first = Integrals(5.0, {"x_seconds_total": "x"}, clock=lambda: 1_764_165_600.0)
+    first.advance(0.0, {key: 1.0})
+    first.advance(5.0, {key: 1.0})
+    restarted = Integrals(5.0, {"x_seconds_total": "x"}, clock=lambda: 1_764_165_607.5)
+    restarted.advance(0.0, {key: 1.0})
+    assert totals(first) == {key: 5.0} and totals(restarted) == {key: 0.0}
+    lines = [line for i in (first, restarted) for f in i.families() for line in f.lines]
+    assert len(set(line.split("{", 1)[1].split("}", 1)[0] for line in lines)) == 2
+    assert started(restarted) == {key: "1764165607.500"}
+
+
+def test_a_series_with_no_other_labels_has_its_start_alone() -> None:
+    i = Integrals(5.0, {"x_seconds_total": "x"}, clock=lambda: 1.0)
+    i.advance(0.0, {("x_seconds_total", ""): 1.0})
+    (family,) = i.families()
+    assert family.lines[0].startswith('x_seconds_total{started="1.000"} ')
 
 
 def test_the_totals_are_counters_in_both_formats() -> None:
