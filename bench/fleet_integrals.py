@@ -3,9 +3,11 @@ docs/metrics.md "Integrals at collection resolution"), for a fleet of bench/flee
 at each scrape.
 
 Per GPU ``gpu_device_seconds_total`` (up and down); per holding (each ``gpu_allocation_share``
-series, same labels) the share-seconds, and the busy and measured share-seconds (share x the held
-unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU, ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` of
-a MIG instance); per container ``gpu_container_sm_seconds_total``. By the exporter's rule: a
+series, same labels) the share-seconds (with the ``share`` they integrate), the busy share-seconds
+(share x the held unit's utilisation: ``DCGM_FI_DEV_GPU_UTIL`` / 100 of the GPU,
+``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` of a MIG instance) and, from the first collection that read no
+utilisation of the held unit on (none for a holding always measured), the unmeasured
+share-seconds; per container ``gpu_container_sm_seconds_total``. By the exporter's rule: a
 reading holds until the next collection (here each scrape of the fleet), a container's SM use
 covers the interval just ended, an ended series stays at its final total for ``KEEP`` seconds (then
 a staleness marker), and every series tells when its total started at 0 (its ``started`` label).
@@ -23,6 +25,7 @@ import numpy as np
 
 from bench.fleet import Grid, Spec, _const, _labels
 from exporter.integrals import KEEP, STARTED
+from exporter.render.exposition import format_value
 
 
 class _Running:
@@ -115,20 +118,34 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
                 u[a - lo : b - lo + 1] = unit.array(a, b)
                 return np.where(inside, share * np.minimum(u / 100 if p else u, 1.0), 0.0)
 
-            def measured(
+            def unmeasured(
                 lo: int, hi: int, unit: Spec | None = unit, share: float = share
             ) -> np.ndarray:
-                return np.where(_within(unit, lo, hi), share, 0.0)
+                return np.where(_within(unit, lo, hi), 0.0, share)
 
-            for name, rate in (
-                ("gpu_allocation_share_seconds_total", held),
-                ("gpu_allocation_busy_share_seconds_total", busy),
-                ("gpu_allocation_measured_share_seconds_total", measured),
-            ):
-                running = _Running(grid, s.first, until, rate, behind=False)
+            # the unmeasured share-seconds: from the first collection that read no utilisation
+            # (none: no series)
+            unread = np.flatnonzero(~_within(unit, s.first, until - 1))
+            families = [
+                (
+                    "gpu_allocation_share_seconds_total",
+                    held,
+                    s.first,
+                    {"share": format_value(share)},
+                ),
+                ("gpu_allocation_busy_share_seconds_total", busy, s.first, {}),
+            ]
+            if len(unread):
+                first = s.first + int(unread[0])
+                families.append(
+                    ("gpu_allocation_unmeasured_share_seconds_total", unmeasured, first, {})
+                )
+            for name, rate, first, extra in families:
+                running = _Running(grid, first, until, rate, behind=False)
                 yield replace(
                     s,
-                    labels=_labels(name, {**lab, **since(s.first)}),
+                    first=first,
+                    labels=_labels(name, {**lab, **extra, **since(first)}),
                     last=last,
                     value=running,
                     key=_own,

@@ -16,7 +16,7 @@ START = datetime(2026, 11, 10, 0, tzinfo=UTC)
 LOOK_BACK = 3 * 3600  # history before the first hour (gpu_device_up's 2 h window)
 FLEETS = {"realistic": "realistic", "constant": "best case"}
 CACHE = Path("/tmp/gpu-finops-bench")  # the benches' TSDB blocks, kept between runs
-REVISION = "r7"  # of the fleets' blocks, in the caches' names: raised when what they hold changes
+REVISION = "r8"  # of the fleets' blocks, in the caches' names: raised when what they hold changes
 
 
 def write_history(

@@ -312,7 +312,8 @@ ALLOCATION_SHARE_SECONDS = Series(
     "seconds",
     "Integral of gpu_allocation_share over time while the GPU is up, at collection resolution "
     "(an over-subscribed GPU's shares each over their sum): seconds of the physical GPU the "
-    "container held.",
+    "container held. Its label share is the gpu_allocation_share it integrates (a share that "
+    "changes makes a new series).",
     "processes",
     f"gpu_allocation_share x gpu_device_up, {_AT_COLLECTION}",
 )
@@ -336,15 +337,16 @@ ALLOCATION_BUSY_SHARE_SECONDS = Series(
     f"gpu_allocation_share x DCGM_FI_PROF_GR_ENGINE_ACTIVE or DCGM_FI_DEV_GPU_UTIL, "
     f"{_AT_COLLECTION}",
 )
-ALLOCATION_MEASURED_SHARE_SECONDS = Series(
-    "gpu_allocation_measured_share_seconds_total",
+ALLOCATION_UNMEASURED_SHARE_SECONDS = Series(
+    "gpu_allocation_unmeasured_share_seconds_total",
     "counter",
     "seconds",
-    "Integral of gpu_allocation_share over the time the held device's utilisation was read "
-    "(the part of gpu_allocation_share_seconds_total whose use is measured), at collection "
-    "resolution.",
+    "Integral of gpu_allocation_share over the time the held device's utilisation was not read, "
+    "at collection resolution: published from a holding's first such collection on, so a "
+    "holding whose use was always read has none; gpu_allocation_share_seconds_total less this is "
+    "the measured part, whose efficiency is gpu_allocation_busy_share_seconds_total over it.",
     "processes",
-    f"gpu_allocation_share where a utilisation was read, {_AT_COLLECTION}",
+    f"gpu_allocation_share where no utilisation was read, {_AT_COLLECTION}",
 )
 CONTAINER_SM_SECONDS = Series(
     "gpu_container_sm_seconds_total",
@@ -369,6 +371,8 @@ INTEGRALS = (
     ALLOCATION_SHARE_SECONDS,
     ALLOCATION_MEMORY_SHARE_SECONDS,
     ALLOCATION_BUSY_SHARE_SECONDS,
-    ALLOCATION_MEASURED_SHARE_SECONDS,
+    ALLOCATION_UNMEASURED_SHARE_SECONDS,
     CONTAINER_SM_SECONDS,
 )
+# the families published only from a series' first nonzero reading on (exporter/integrals.py)
+SPARSE_INTEGRALS = frozenset({ALLOCATION_UNMEASURED_SHARE_SECONDS.name})

@@ -67,7 +67,12 @@ class Exporter:
         )
         self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label, pod_uid)
         # what each collection held, integrated over time (issue 29): counters of seconds
-        self.integrals = Integrals(interval, {s.name: s.help for s in cat.INTEGRALS}, clock=clock)
+        self.integrals = Integrals(
+            interval,
+            {s.name: s.help for s in cat.INTEGRALS},
+            clock=clock,
+            sparse=cat.SPARSE_INTEGRALS,
+        )
         self._clock = clock
         self._monotonic = monotonic
         self._backoff_min, self._backoff_max = init_backoff

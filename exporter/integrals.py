@@ -24,6 +24,8 @@ exporter's own pace):
   total, for :data:`KEEP` seconds (so the scrape after its last collection sees the time its
   last reading held), then is dropped: if it comes back it starts again at 0, as after an
   exporter restart;
+- a sparse family (``sparse``: the unmeasured share-seconds) is published only from a series'
+  first nonzero reading on, so a holding whose use is always measured adds no series of it;
 - every series carries the wall-clock time its total started at 0 as the label
   :data:`STARTED` (seconds since the epoch, to the millisecond). A total that starts again (the
   series back after it was dropped, a new exporter process) is a new series, so a series'
@@ -67,7 +69,8 @@ class _Total:
 class Integrals:
     """Running totals of rates over time, by (family, labels): :meth:`advance` once per
     collection, :meth:`families` for the exposition. ``helps``: each family's help text, in the
-    order the families are published. ``clock``: the wall clock a series' start is read from."""
+    order the families are published. ``sparse``: the families whose series start at their first
+    nonzero reading. ``clock``: the wall clock a series' start is read from."""
 
     def __init__(
         self,
@@ -75,10 +78,12 @@ class Integrals:
         helps: Mapping[str, str],
         keep: float = KEEP,
         clock: Callable[[], float] = time.time,
+        sparse: frozenset[str] = frozenset(),
     ) -> None:
         self.interval = interval
         self.keep = keep
         self._clock = clock
+        self._sparse = sparse
         self._helps = dict(helps)
         self._totals: dict[Key, _Total] = {}
         self._ahead: dict[Key, float] = {}  # the last collection's instant readings
@@ -94,6 +99,9 @@ class Integrals:
         until the next collection; ``behind`` — readings over the interval since the previous
         collection."""
         totals = self._totals
+        if self._sparse:  # (a sparse family's zero readings: none until its first nonzero one)
+            sparse = self._sparse
+            ahead = {k: r for k, r in ahead.items() if r or k[0] not in sparse or k in totals}
         held = None if self._last is None else self._held(now - self._last)
         if held is not None:
             for key, rate in self._ahead.items():

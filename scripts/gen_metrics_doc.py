@@ -215,6 +215,12 @@ def render() -> str:
             for s in cat.INTEGRALS
             if s not in (cat.DEVICE_SECONDS, cat.CONTAINER_SM_SECONDS)
         },
+        cat.ALLOCATION_SHARE_SECONDS.name: mig
+        + holder
+        + ", `resource`, `share` (the gpu_allocation_share integrated), "
+        + started
+        + "; "
+        + claim,
     }
     for s in (
         cat.DEVICE_UP,
@@ -253,8 +259,11 @@ def render() -> str:
         "just ended; a gap longer than two collection intervals counts as one. So "
         "`increase(gpu_allocation_share_seconds_total[1h])` is the GPU-seconds a container held "
         "in that hour at the exporter's resolution (5 s by default), not the scrape's, and a "
-        "missed scrape loses nothing. The busy and measured share-seconds give the efficiency "
-        "of the measured part (busy / measured); the share-seconds cut out the time the GPU was "
+        "missed scrape loses nothing. The busy share-seconds over the measured ones (the "
+        "share-seconds less the unmeasured ones, which a holding has only from its first "
+        "collection whose utilisation was not read) give the efficiency of the measured part; "
+        "the share-seconds name the share they integrate (`share`), so a holding's largest share "
+        "in an hour needs no read of the gauge; the share-seconds cut out the time the GPU was "
         "down, as the cost service does, and where a GPU's shares add up to more than 1 on a "
         "basis (over-subscribed) each is divided by their sum at that collection, as the cost "
         "service splits such a GPU. A series first seen starts at 0; a series no longer seen "

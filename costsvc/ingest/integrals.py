@@ -44,19 +44,26 @@ from costsvc.ingest.window import MAX_GAP, HourReads, add_gpu, us
 SHARE = "gpu_allocation_share_seconds_total"
 MEMORY = "gpu_allocation_memory_share_seconds_total"
 BUSY = "gpu_allocation_busy_share_seconds_total"
-MEASURED = "gpu_allocation_measured_share_seconds_total"
+UNMEASURED = "gpu_allocation_unmeasured_share_seconds_total"  # only where some time was
+# (from the first such collection on): a holding's measured time is its share's less this
+MEASURED = "gpu_allocation_measured_share_seconds_total"  # an exporter's before ``started``
 SM = "gpu_container_sm_seconds_total"
 DEVICE = "gpu_device_seconds_total"
 # the GPU's energy counter (mJ; dcgm-exporter's name, ours too): what it grew between the same
 # scrapes as the GPU's seconds
-FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM, ENERGY)
+FAMILIES = (DEVICE, SHARE, MEMORY, BUSY, UNMEASURED, SM, ENERGY)
 # our exporter's counters: a series it starts publishing (first seen, or back after it dropped
 # it) starts at 0 (exporter/integrals.py); the energy counter starts where the driver's is
-FROM_ZERO = frozenset({DEVICE, SHARE, MEMORY, BUSY, MEASURED, SM})
+FROM_ZERO = frozenset({DEVICE, SHARE, MEMORY, BUSY, UNMEASURED, MEASURED, SM})
 # the label with which our exporter's series tell when their totals started at 0: a total that
 # starts again is a new series, so a series with it never goes down and needs no ``resets``
 # read (exporter/integrals.py); an exporter before it published none
 STARTED = "started"
+# the share-seconds' label: the share they integrate (exporter/render/families.py), so a
+# holding's largest share in the hour needs no read of the gauge (an exporter before
+# ``started`` published none: its holdings' from :data:`TOP`, its measured time from
+# :data:`MEASURED`)
+SHARE_LABEL = "share"
 # each target: whether a scrape of it succeeded in the hour before an instant (a series of it
 # with no value there was not published: its exporter had dropped it)
 SCRAPED = "max_over_time(up[3600s])"
@@ -69,6 +76,7 @@ RESETS_OF = {
     SHARE: SHARE,
     MEMORY: SHARE,
     BUSY: SHARE,
+    UNMEASURED: SHARE,
     MEASURED: SHARE,
     SM: SM,
     ENERGY: ENERGY,
@@ -276,12 +284,55 @@ def _older(
     return out
 
 
+class _Held:
+    """What each holding's counters grew in the hour (``figures``: by family, by holding), one
+    of its share series' labels (``last``), its measured share-seconds (``measured``: its
+    share's less its unmeasured ones) and its largest share (``top``: the largest ``share``
+    label of its share series that grew). The holdings of an exporter before ``started``: their
+    measured share-seconds and largest share read from their own series (:data:`MEASURED`,
+    :data:`TOP`), asked for only where there are such holdings."""
+
+    def __init__(self, w: HourReads, series: Callable[[dict[str, str]], Key]) -> None:
+        reader, at = w.reader, w.at
+        holding = _once(w, "holding", holding_key(w))
+        self.figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
+        self.last: dict[tuple[str, ...], dict[str, str]] = {}
+        self.measured: dict[tuple[str, ...], Decimal] = {}
+        self.top: dict[tuple[str, ...], Decimal] = {}
+        measured, top = self.measured, self.top
+        before: set[tuple[str, ...]] = set()  # holdings with a series of an exporter before
+        for family in (SHARE, MEMORY, BUSY, UNMEASURED, SM):
+            mine = self.figures[family] = {}
+            for labels, grew in _Deltas(reader, family, at, series).deltas:
+                key = holding(labels)
+                mine[key] = mine.get(key, ZERO) + grew
+                if family == SHARE:
+                    self.last[key] = labels
+                    share = labels.get(SHARE_LABEL)
+                    if share is None or STARTED not in labels:
+                        before.add(key)
+                        continue
+                    measured[key] = measured.get(key, ZERO) + grew
+                    if grew > 0:
+                        top[key] = max(top.get(key, ZERO), Decimal(share))
+                elif family == UNMEASURED:
+                    measured[key] = measured.get(key, ZERO) - grew
+        if before:
+            _ask(reader, at, [_last(MEASURED), TOP])
+            for labels, grew in _Deltas(reader, MEASURED, at, series).deltas:
+                key = holding(labels)
+                measured[key] = measured.get(key, ZERO) + grew
+            for labels, v in _steps(reader, TOP, at).get(instant_text(at), {}).values():
+                key = holding(labels)
+                if key in before:
+                    top[key] = max(top.get(key, v), v)
+
+
 def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     """The hour's facts from our exporter's integrals, or None where they cannot tell it (the
     hour is then read from the gauges)."""
     reader, at = w.reader, w.at
-    t1 = instant_text(at)
-    # the block's reads, together: each family's ends, the resets, the largest shares
+    # the block's reads, together: each family's ends, the resets
     _ask(reader, at, [_last(DEVICE), reset_expr(DEVICE), SCRAPED])
     series = _once(w, "series", key_of)  # (looked for only where a series needs it)
     device = _Deltas(reader, DEVICE, at, series)
@@ -290,7 +341,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
     _ask(
         reader,
         at,
-        [*map(_last, FAMILIES), *map(reset_expr, set(RESETS_OF.values())), TOP, SCRAPED],
+        [*map(_last, FAMILIES), *map(reset_expr, set(RESETS_OF.values())), SCRAPED],
     )
     facts = HourFacts(start)
     gpu_of = _once(w, "gpu", gpu_key(w))
@@ -320,21 +371,8 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         if gpu in seen
     }
 
-    holding = _once(w, "holding", holding_key(w))
-    figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
-    last: dict[tuple[str, ...], dict[str, str]] = {}
-    for family in (SHARE, MEMORY, BUSY, MEASURED, SM):
-        read = _Deltas(reader, family, at, series)
-        mine = figures[family] = {}
-        for labels, grew in read.deltas:
-            key = holding(labels)
-            mine[key] = mine.get(key, ZERO) + grew
-            if family == SHARE:
-                last[key] = labels
-    top: dict[tuple[str, ...], Decimal] = {}
-    for labels, v in _steps(reader, TOP, at).get(t1, {}).values():
-        key = holding(labels)
-        top[key] = max(top.get(key, v), v)
+    held = _Held(w, series)
+    figures, last, measured, top = held.figures, held.last, held.measured, held.top
     slices, published = mig_instances(w)
     sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule
     for (cluster, uuid, _, ns, pod, container), seconds in figures[SM].items():
@@ -349,8 +387,8 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         if (cluster, uuid) not in facts.node_of:
             return None  # held, but no device counter: the gauges' rule bills it
         shared = is_shared(bool(gi), top.get(key, ZERO))
-        measured = figures[MEASURED].get(key, ZERO)
-        ratio = figures[BUSY].get(key, ZERO) / measured if measured > 0 else None
+        part = measured.get(key, ZERO)  # (a difference of floats: none under a microsecond)
+        ratio = figures[BUSY].get(key, ZERO) / part if us(part) > 0 else None
         own = sm.get((cluster, uuid, ns, pod, container))
         own_sm = us(own) if own is not None else ZERO if (cluster, uuid) in sm_gpus else None
         busy = busy_seconds(share, shared, own_sm, ratio)

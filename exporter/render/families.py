@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from exporter import catalogue as cat
 from exporter.pods.claims import ClaimRef, Holder
 from exporter.pods.shares import Attribution, Unit
-from exporter.render.exposition import Family, label_pairs
+from exporter.render.exposition import Family, format_value, label_pairs
 from exporter.render.label_text import GpuLabels, LabelCache, MigLabels, PodLabels
 from exporter.snapshot import GpuState, MigState
 
@@ -189,13 +189,17 @@ class GpuRenderer:
             if scaled[1]:
                 memory_held /= memory_sum
             measured = busy.get(unit)
-            ahead[(cat.ALLOCATION_SHARE_SECONDS.name, labels)] = held
+            # the share-seconds name the share they integrate: a holding's largest share in an
+            # hour (whether it is a replica, costsvc/attribution.py is_shared) is in the labels
+            # of its counters, with no read of the gauge's samples
+            with_share = f'{labels},share="{format_value(value)}"'
+            ahead[(cat.ALLOCATION_SHARE_SECONDS.name, with_share)] = held
             ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = memory_held
             ahead[(cat.ALLOCATION_BUSY_SHARE_SECONDS.name, labels)] = (
                 0.0 if measured is None else held * measured
             )
-            ahead[(cat.ALLOCATION_MEASURED_SHARE_SECONDS.name, labels)] = (
-                0.0 if measured is None else held
+            ahead[(cat.ALLOCATION_UNMEASURED_SHARE_SECONDS.name, labels)] = (
+                held if measured is None else 0.0
             )
         over = Family(
             cat.ALLOCATION_OVERSUBSCRIBED.name, "gauge", cat.ALLOCATION_OVERSUBSCRIBED.help

@@ -29,6 +29,7 @@ from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.ingest.integrals import reset_expr
 from costsvc.ingest.power import ENERGY
 from exporter.integrals import KEEP
+from exporter.render.exposition import format_value
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
     ELEVENTH,
@@ -50,13 +51,16 @@ T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost
 HOURS = [datetime.fromtimestamp(T0 + 3600 * h, UTC) for h in range(2)]
 BIG = 3 * 2**40  # mJ: an energy counter since boot of a GPU up for weeks (exact in a float64)
 SHARE_S = "gpu_allocation_share_seconds_total"
+UNMEASURED_S = "gpu_allocation_unmeasured_share_seconds_total"
+MEASURED_S = "gpu_allocation_measured_share_seconds_total"  # (an exporter's before started)
 COUNTERS = frozenset(
     {
         "gpu_device_seconds_total",
         SHARE_S,
         "gpu_allocation_memory_share_seconds_total",
         "gpu_allocation_busy_share_seconds_total",
-        "gpu_allocation_measured_share_seconds_total",
+        UNMEASURED_S,
+        MEASURED_S,
         "gpu_container_sm_seconds_total",
     }
 )
@@ -114,9 +118,14 @@ class Node:
             add("gpu_allocation_memory_share", lab, share, t)
             on = share if up else 0.0
             measured = on if up and util is not None else 0.0
-            ahead[(SHARE_S, lab)] = on
             ahead[("gpu_allocation_memory_share_seconds_total", lab)] = on
-            ahead[("gpu_allocation_measured_share_seconds_total", lab)] = measured
+            if self.started:  # the share in the labels; the unmeasured part from its first
+                ahead[(SHARE_S, f'{lab},share="{format_value(share)}"')] = on
+                if on - measured or (UNMEASURED_S, lab) in self.totals:
+                    ahead[(UNMEASURED_S, lab)] = on - measured
+            else:  # an exporter before: the measured part, and the share only in the gauge
+                ahead[(SHARE_S, lab)] = on
+                ahead[(MEASURED_S, lab)] = measured
             busy = measured * round(util * 100) / 100 if util is not None else 0.0
             ahead[("gpu_allocation_busy_share_seconds_total", lab)] = busy
         for pod, used in (sm or {}).items():
@@ -136,14 +145,16 @@ class Node:
         self.ahead, self.last = ahead, t
 
 
-def _on_the_minute() -> str:
-    """Two hours and 10 minutes before, four nodes scraped on the minute: a GPU held whole
+def _on_the_minute(started: bool) -> str:
+    """Two hours and 10 minutes before, five nodes scraped on the minute: a GPU held whole
     by pod a, its utilisation changing at every scrape; a GPU time-sliced (4 replicas) by b
     (two) and c, their SM use steady; a GPU lost for 10 minutes while d holds it; a GPU held
-    by e from 14:25 to 14:45, by f until 15:00 exactly, by g from 15:30 on."""
+    by e from 14:25 to 14:45, by f until 15:00 exactly, by g from 15:30 on; a GPU held by m, its
+    utilisation not read from 14:10 to 14:30 and after 15:40. ``started``: as
+    :func:`_off_the_minute`."""
     rng = random.Random(29)
     history = Families()
-    nodes = [Node(history, f"n{i}", f"GPU-{x}") for i, x in enumerate("ATLS", 1)]
+    nodes = [Node(history, f"n{i}", f"GPU-{x}", started) for i, x in enumerate("ATLSM", 1)]
     for t in range(T0 - 600, T0 + 7200 + 60, 60):
         nodes[0].scrape(t, True, {"a": 1.0}, rng.randrange(101) / 100)
         nodes[1].scrape(t, True, {"b": 0.5, "c": 0.25}, 0.4, {"b": 0.3, "c": 0.05})
@@ -157,6 +168,8 @@ def _on_the_minute() -> str:
         if t >= T0 + 5400:
             holders["g"] = 1.0
         nodes[3].scrape(t, True, holders, 0.5)
+        unread = T0 + 600 <= t < T0 + 1800 or t >= T0 + 6000
+        nodes[4].scrape(t, True, {"m": 1.0}, None if unread else rng.randrange(101) / 100)
     return history.text(counters=COUNTERS)
 
 
@@ -199,9 +212,13 @@ def _silent() -> str:
     return history.text(counters=COUNTERS)
 
 
-@pytest.fixture(scope="module")
-def on_the_minute(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    yield from _loaded_prometheus(tmp_path_factory, "integrals", _on_the_minute(), T0, False)
+@pytest.fixture(scope="module", params=[True, False], ids=["started", "before-started"])
+def on_the_minute(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Prometheus]:
+    started = request.param
+    name = "integrals" if started else "integrals-unstarted"
+    yield from _loaded_prometheus(tmp_path_factory, name, _on_the_minute(started), T0, False)
 
 
 @pytest.fixture(scope="module")

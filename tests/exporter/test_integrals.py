@@ -20,7 +20,7 @@ from tests.exporter.test_pod_resources import H100, Node, pod
 SHARE_S = "gpu_allocation_share_seconds_total"
 MEMORY_S = "gpu_allocation_memory_share_seconds_total"
 BUSY_S = "gpu_allocation_busy_share_seconds_total"
-MEASURED_S = "gpu_allocation_measured_share_seconds_total"
+UNMEASURED_S = "gpu_allocation_unmeasured_share_seconds_total"
 SM_S = "gpu_container_sm_seconds_total"
 DEVICE_S = "gpu_device_seconds_total"
 
@@ -128,7 +128,8 @@ def test_the_totals_are_counters_in_both_formats() -> None:
 
 def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) -> None:
     """Three GPUs: gpu0 held whole by pod w at a changing utilisation and lost at 32 s; gpu1
-    time-sliced (4 replicas) by pods a (two replicas) and b, with their SM use; gpu2 unheld.
+    time-sliced (4 replicas) by pods a (two replicas) and b, with their SM use; gpu2 held by u,
+    its utilisation not read.
     Every counter is the integral of what the gauges said, collection by collection."""
     gpus = [
         {
@@ -142,12 +143,13 @@ def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) 
             "time_slicing_replicas": 4,
             "processes": [{"pid": 101, "sm_util": 50}, {"pid": 201, "sm_util": 10}],
         },
-        {**H100},
+        {**H100, "unsupported": ["utilization"]},
     ]
     pods = [
         pod("w", ["gpu0"], pids=(11,)),
         pod("a", ["gpu1::0", "gpu1::1"], "nvidia.com/gpu.shared", (101,)),
         pod("b", ["gpu1::2"], "nvidia.com/gpu.shared", (201,)),
+        pod("u", ["gpu2"]),
     ]
     node = Node({"gpus": gpus, "pods": pods}, tmp_path)
     try:
@@ -182,14 +184,15 @@ def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) 
             add(MEMORY_S, who, share * held)  # (replicas and whole GPUs: memory share = share)
             if gpu in busy and up[gpu]:
                 add(BUSY_S, who, share * busy[gpu] * held)
-                add(MEASURED_S, who, share * held)
+            elif share:  # (published from its first nonzero reading on)
+                add(UNMEASURED_S, who, share * held)
         for s in after.get("gpu_container_sm_utilization_ratio", []):
             add(SM_S, s.labels["pod"], s.value * held)
 
     last = seen[-1][1]
     got: dict[tuple[str, str], float] = {}
-    for name in (SHARE_S, MEMORY_S, BUSY_S, MEASURED_S, SM_S):
-        for s in last[name]:
+    for name in (SHARE_S, MEMORY_S, BUSY_S, UNMEASURED_S, SM_S):
+        for s in last.get(name, []):
             got[(name, s.labels["pod"])] = s.value
     for s in last[DEVICE_S]:
         got[(DEVICE_S, f"{s.labels['gpu']}/{s.labels['state']}")] = s.value
@@ -201,5 +204,25 @@ def test_the_exporters_counters_are_the_integrals_of_its_gauges(tmp_path: Path) 
     assert got[(DEVICE_S, "0/down")] > 0 and got[(DEVICE_S, "2/down")] == 0
     assert got[(SHARE_S, "w")] < got[(DEVICE_S, "2/up")]
     assert got[(SHARE_S, "a")] == pytest.approx(0.5 * got[(DEVICE_S, "1/up")])
-    assert 0 < got[(BUSY_S, "w")] < got[(MEASURED_S, "w")] <= got[(SHARE_S, "w")]
+    assert 0 < got[(BUSY_S, "w")] < got[(SHARE_S, "w")] - got.get((UNMEASURED_S, "w"), 0)
+    # u's use was never read: all its time unmeasured; w's, a's and b's always read: none
+    assert got[(UNMEASURED_S, "u")] == got[(SHARE_S, "u")] > 0
+    assert {who for name, who in got if name == UNMEASURED_S} == {"u"}
+    shares = {s.labels["pod"]: s.labels["share"] for s in last[SHARE_S]}
+    assert shares == {"w": "1", "a": "0.5", "b": "0.25", "u": "1"}  # the share they integrate
     assert got[(SM_S, "a")] == pytest.approx(5 * got[(SM_S, "b")])
+
+
+def test_a_sparse_familys_series_starts_at_its_first_nonzero_reading() -> None:
+    i = Integrals(
+        5.0, {"x_seconds_total": "x"}, clock=lambda: 0.0, sparse=frozenset({"x_seconds_total"})
+    )
+    key = ("x_seconds_total", 'a="1"')
+    i.advance(0.0, {key: 0.0})
+    i.advance(5.0, {key: 0.0})
+    assert totals(i) == {}  # never nonzero: not published
+    i.advance(10.0, {key: 0.5})
+    assert totals(i) == {key: 0.0}  # from its first nonzero reading, at 0
+    i.advance(15.0, {key: 0.0})
+    i.advance(20.0, {key: 0.0})
+    assert totals(i) == {key: 2.5}  # then published at every reading, zero ones too
