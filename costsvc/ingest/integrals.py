@@ -21,7 +21,7 @@ import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar, cast
 
 from costsvc.attribution import GpuKey, HourFacts, busy_seconds, is_shared
@@ -284,6 +284,20 @@ def _older(
     return out
 
 
+def share_of(labels: dict[str, str]) -> Decimal | None:
+    """The share a share-seconds series integrates (its :data:`SHARE_LABEL`), or None where
+    it has none or one that is not a share (a label is untrusted text: its holding is then read
+    as an exporter's before the label, from the gauge)."""
+    text = labels.get(SHARE_LABEL)
+    if text is None or len(text) > 32:
+        return None
+    try:
+        share = Decimal(text)
+    except InvalidOperation:
+        return None
+    return share if share.is_finite() and 0 <= share <= 1 else None  # (of one device)
+
+
 class _Held:
     """What each holding's counters grew in the hour (``figures``: by family, by holding), one
     of its share series' labels (``last``), its measured share-seconds (``measured``: its
@@ -308,13 +322,13 @@ class _Held:
                 mine[key] = mine.get(key, ZERO) + grew
                 if family == SHARE:
                     self.last[key] = labels
-                    share = labels.get(SHARE_LABEL)
+                    share = share_of(labels)
                     if share is None or STARTED not in labels:
                         before.add(key)
                         continue
                     measured[key] = measured.get(key, ZERO) + grew
                     if grew > 0:
-                        top[key] = max(top.get(key, ZERO), Decimal(share))
+                        top[key] = max(top.get(key, ZERO), share)
                 elif family == UNMEASURED:
                     measured[key] = measured.get(key, ZERO) - grew
         if before:

@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from costsvc.ingest.integrals import reset_expr
+from costsvc.ingest.integrals import reset_expr, share_of
 from costsvc.ingest.power import ENERGY
 from exporter.integrals import KEEP
 from exporter.render.exposition import format_value
@@ -366,3 +366,27 @@ def test_a_series_that_tells_its_start_is_never_read_for_its_resets(
     else:
         assert read > 65 and reset == {"r"}  # (r's alone: a sample a minute, 65 minutes)
         assert len(lives["data"]["result"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "share"),
+    [
+        ("1", Decimal(1)),
+        ("0.25", Decimal("0.25")),
+        ("0.3333333333333333", Decimal("0.3333333333333333")),
+        ("abc", None),
+        ("", None),
+        ("NaN", None),
+        ("Infinity", None),
+        ("-1", None),
+        ("1e999999999", None),
+        ("1.5", None),
+        ("1" * 33, None),
+        ("0.5\x00", None),
+    ],
+)
+def test_a_share_label_that_is_not_a_share_is_none(text: str, share: Decimal | None) -> None:
+    """A label is untrusted text: a share-seconds series whose ``share`` is not a share is read
+    as an exporter's before the label (its largest share from the gauge), never an error."""
+    assert share_of({"share": text}) == share
+    assert share_of({}) is None
