@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from bench.fleet import Grid, Spec, _const, _labels
-from exporter.integrals import KEEP, STARTED
+from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
 
 
@@ -131,7 +131,7 @@ def integrals(specs: list[Spec], grid: Grid) -> Iterator[Spec]:
                     "gpu_allocation_share_seconds_total",
                     held,
                     s.first,
-                    {"share": format_value(share)},
+                    {SHARE_LABEL: format_value(share)},
                 ),
                 ("gpu_allocation_busy_share_seconds_total", busy, s.first, {}),
             ]

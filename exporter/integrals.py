@@ -55,6 +55,9 @@ KEEP = 600.0  # seconds an ended series stays published: twice the longest scrap
 # the cost service reads (300 s, costsvc/ingest/window.py MAX_GAP)
 
 STARTED = "started"  # the label: when a series' total started at 0 (wall clock, seconds)
+# the share-seconds' label: the share they integrate (a share that changes makes a new series;
+# worked out with the rates, exporter/render/families.py)
+SHARE_LABEL = "share"
 
 Key = tuple[str, str]  # (family name, label text)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from exporter import catalogue as cat
+from exporter.integrals import SHARE_LABEL
 from exporter.pods.claims import ClaimRef, Holder
 from exporter.pods.shares import Attribution, Unit
 from exporter.render.exposition import Family, format_value, label_pairs
@@ -192,7 +193,7 @@ class GpuRenderer:
             # the share-seconds name the share they integrate: a holding's largest share in an
             # hour (whether it is a replica, costsvc/attribution.py is_shared) is in the labels
             # of its counters, with no read of the gauge's samples
-            with_share = f'{labels},share="{format_value(value)}"'
+            with_share = f'{labels},{SHARE_LABEL}="{format_value(value)}"'
             ahead[(cat.ALLOCATION_SHARE_SECONDS.name, with_share)] = held
             ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = memory_held
             ahead[(cat.ALLOCATION_BUSY_SHARE_SECONDS.name, labels)] = (

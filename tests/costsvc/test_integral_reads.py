@@ -18,7 +18,7 @@ next collection, an ended series stays at its final total for 600 s, a restart s
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -28,7 +28,7 @@ from sqlalchemy import create_engine, select
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.ingest.integrals import reset_expr, share_of
 from costsvc.ingest.power import ENERGY
-from exporter.integrals import KEEP
+from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
@@ -120,7 +120,7 @@ class Node:
             measured = on if up and util is not None else 0.0
             ahead[("gpu_allocation_memory_share_seconds_total", lab)] = on
             if self.started:  # the share in the labels; the unmeasured part from its first
-                ahead[(SHARE_S, f'{lab},share="{format_value(share)}"')] = on
+                ahead[(SHARE_S, f'{lab},{SHARE_LABEL}="{format_value(share)}"')] = on
                 if on - measured or (UNMEASURED_S, lab) in self.totals:
                     ahead[(UNMEASURED_S, lab)] = on - measured
             else:  # an exporter before: the measured part, and the share only in the gauge
@@ -141,7 +141,8 @@ class Node:
             del self.totals[key], self.seen[key], self.since[key]
         for (name, lab), total in self.totals.items():
             since = self.since.setdefault((name, lab), t)
-            add(name, f'{lab},started="{since}.000"' if self.started else lab, repr(total), t)
+            start = f'{lab},{STARTED}="{since}.000"'
+            add(name, start if self.started else lab, repr(total), t)
         self.ahead, self.last = ahead, t
 
 
@@ -212,13 +213,27 @@ def _silent() -> str:
     return history.text(counters=COUNTERS)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["started", "before-started"])
+def _both_forms(
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+    name: str,
+    history: Callable[[bool], str],
+) -> Iterator[Prometheus]:
+    """``history`` in the form ``request.param`` says (True: the series tell their start and
+    share; False: as an exporter before), loaded."""
+    started = request.param
+    name = name if started else f"{name}-unstarted"
+    yield from _loaded_prometheus(tmp_path_factory, name, history(started), T0, False)
+
+
+FORMS = {"params": [True, False], "ids": ["started", "before-started"]}
+
+
+@pytest.fixture(scope="module", **FORMS)
 def on_the_minute(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Prometheus]:
-    started = request.param
-    name = "integrals" if started else "integrals-unstarted"
-    yield from _loaded_prometheus(tmp_path_factory, name, _on_the_minute(started), T0, False)
+    yield from _both_forms(tmp_path_factory, request, "integrals", _on_the_minute)
 
 
 @pytest.fixture(scope="module")
@@ -226,13 +241,11 @@ def silent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     yield from _loaded_prometheus(tmp_path_factory, "silent", _silent(), T0, False)
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["started", "before-started"])
+@pytest.fixture(scope="module", **FORMS)
 def off_the_minute(
     tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Prometheus]:
-    started = request.param
-    name = "offset" if started else "offset-unstarted"
-    yield from _loaded_prometheus(tmp_path_factory, name, _off_the_minute(started), T0, False)
+    yield from _both_forms(tmp_path_factory, request, "offset", _off_the_minute)
 
 
 def test_on_the_minute_the_integrals_bill_what_the_gauges_bill(
@@ -351,7 +364,7 @@ def test_a_series_that_tells_its_start_is_never_read_for_its_resets(
     share-seconds, over the first hour (n2's exporter restarts at 14:20): where the series tell
     their start, Prometheus reads none of their samples for it and finds no reset (the restart
     made new series); an exporter's before it, every sample of the hour, and the reset."""
-    started = bool(off_the_minute.label_values("started"))
+    started = bool(off_the_minute.label_values(STARTED))
     answer = off_the_minute.get(
         "/api/v1/query", query=reset_expr(SHARE_S), time=str(T0 + 3600), stats="all"
     )
@@ -390,3 +403,17 @@ def test_a_share_label_that_is_not_a_share_is_none(text: str, share: Decimal | N
     as an exporter's before the label (its largest share from the gauge), never an error."""
     assert share_of({"share": text}) == share
     assert share_of({}) is None
+
+
+def test_the_cost_service_reads_the_names_the_exporter_publishes() -> None:
+    """The two meet only through Prometheus, each naming the labels and families itself: the
+    names must be the same (a rename on one side alone would read every hour as an exporter's
+    before the labels, or not at all)."""
+    from costsvc.ingest import integrals as reads
+    from exporter import catalogue as cat
+    from exporter import integrals as published
+
+    assert (reads.STARTED, reads.SHARE_LABEL) == (published.STARTED, published.SHARE_LABEL)
+    ours = {s.name for s in cat.INTEGRALS}
+    assert set(reads.FROM_ZERO) - {reads.MEASURED} == ours
+    assert reads.UNMEASURED in cat.SPARSE_INTEGRALS
