@@ -9,7 +9,10 @@ written as TSDB blocks of ``--block-hours`` by bench/tsdb_block.py (``promtool t
 create-blocks-from`` parses ~200 k samples/s here, an hour and more for a month), 72 by
 default: a month kept for a 30-day re-ingest lies, once Prometheus has compacted it, in blocks
 of 10 % of the retention (one 30-day block would index all of the month's ~550,000 series of
-the realistic fleet in every query).
+the realistic fleet in every query). Prometheus runs with the retention of such a month
+(:func:`retention`: 31 days), so its compactor leaves those blocks as they are; the bench
+prints the compactions it logged while the ingest was measured (0: none competed for the
+cores).
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
 ``gpu-costsvc ingest --start … --end …``), with the default fast reads
@@ -116,7 +119,25 @@ def add_options(ap: argparse.ArgumentParser) -> None:
     )
 
 
-def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
+def retention(hours: int) -> str:
+    """The retention of the bench's Prometheus: a month kept (31 days; longer for a longer
+    history, so that none of it is deleted). Prometheus' compactor merges blocks into ranges of
+    2 h x 3^n up to 10 % of the retention (docs/storage.md, "Compaction"; 74 h at 31 days: 54 h
+    ranges), so the 72-hour blocks stay as bench/tsdb_block.py wrote them. With a retention of
+    years it merged them into 486-hour blocks while the bench ran: minutes of CPU beside the
+    ingest that a Prometheus holding a month spent long before (:func:`compactions` reports
+    any)."""
+    return f"{max(31, -(-hours // 24) + 1)}d"
+
+
+def compactions(log: Path) -> int:
+    """The compactions Prometheus logged (``msg="compact blocks"``)."""
+    return log.read_text(errors="replace").count('msg="compact blocks"') if log.exists() else 0
+
+
+def start_prometheus(
+    data: Path, port: int, log: Path, keep: str = "31d"
+) -> subprocess.Popen[bytes]:
     config = data.parent / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\n")
     proc = subprocess.Popen(
@@ -125,7 +146,7 @@ def start_prometheus(data: Path, port: int, log: Path) -> subprocess.Popen[bytes
             f"--config.file={config}",
             f"--storage.tsdb.path={data}",
             f"--web.listen-address=127.0.0.1:{port}",
-            "--storage.tsdb.retention.time=100y",
+            f"--storage.tsdb.retention.time={keep}",
             "--log.level=info",
         ],
         stdout=subprocess.DEVNULL,
@@ -212,7 +233,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         print(f"{label} blocks ready in {t_backfill:.0f} s", flush=True)
         port = free_port()
         t = time.perf_counter()
-        prom = start_prometheus(work / "data", port, work / "prom.log")
+        prom = start_prometheus(work / "data", port, work / "prom.log", retention(n_hours))
         procs.append(prom)
         url = f"http://127.0.0.1:{port}"
         blocks = sum(1 for p in (work / "data").iterdir() if (p / "meta.json").exists())
@@ -243,6 +264,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
             cpu0 = _own_cpu()
             engine0 = cpu_seconds(prom.pid)
             database0 = server_cpu(pg_base)
+            compacted = compactions(work / "prom.log")
             if args.profile:
                 import cProfile
                 import pstats
@@ -291,8 +313,8 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 f"measured: {took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} "
                 f"s/hour{split}); CPU seconds per hour: the service's {cpu / len(hours):.3f} "
                 f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}, PostgreSQL's "
-                f"{database_cpu / len(hours):.3f}   "
-                f"[<= 5 min: {verdict}]"
+                f"{database_cpu / len(hours):.3f}; Prometheus compactions meanwhile: "
+                f"{compactions(work / 'prom.log') - compacted}   [<= 5 min: {verdict}]"
             )
             if args.paired_hours:
                 paired(url, prom.pid, pg_url, hours[: args.paired_hours], model, label)
