@@ -19,6 +19,7 @@ from costsvc.db.bulk import insert_tuples
 from costsvc.db.inference import load_served, write_served
 from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.db.rollup import flush_pod_day, pending_pod_days
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
 from costsvc.inference import Priced, Served
 from costsvc.migprofiles import Geometry, geometry
@@ -40,15 +41,17 @@ def store_hour(
     run_id: int,
     watermark: bool = True,
     served: Sequence[Priced] = (),
+    defer: bool = False,
 ) -> None:
     """An ingested hour: its facts and money (and its ``served`` tokens, priced) replace what
     the hour had, the watermark moves up to it (unless not ``watermark``: a worker of a
     parallel ingest, whose parent moves it, costsvc/ingest/parallel.py) and its run is done
-    — all or nothing."""
+    — all or nothing. ``defer``: its day's per-pod rollup is left pending, for
+    :func:`flush_pod_days` (costsvc/db/rollup.py)."""
     clusters = {cluster} | {g.cluster for g in facts.gpus} | {p.served.cluster for p in served}
     with engine.begin() as conn:
         lock_clusters(conn, clusters)
-        replace_hour(conn, clusters, facts, result, currency, usage=True, served=served)
+        replace_hour(conn, clusters, facts, result, currency, True, served, defer)
         if watermark:
             advance_watermark(conn, cluster, facts.start)
         mark_done(conn, run_id)
@@ -87,9 +90,10 @@ def replace_hour(
     currency: str,
     usage: bool,
     served: Sequence[Priced] = (),
+    defer: bool = False,
 ) -> None:
     """Replace the hour's GPU rows, chargeback and served tokens (and its usage facts, when
-    ``usage``)."""
+    ``usage``); ``defer``: as :func:`store_hour`."""
     hour = facts.start
     tables = (UsageFact, GpuPresence) if usage else (GpuPresence,)
     for table in tables:
@@ -146,7 +150,7 @@ def replace_hour(
             for h in facts.holdings
         ]
         insert_tuples(conn, UsageFact, FACT_COLUMNS, fact_rows)
-    write_lines(conn, hour, clusters, result.lines, currency)
+    write_lines(conn, hour, clusters, result.lines, currency, defer)
     write_served(conn, hour, clusters, served, currency)
 
 
@@ -304,6 +308,20 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
         (r.cluster, r.namespace, r.pod): (r.controller_kind, r.controller) for r in charged
     }
     return facts, owners, controllers
+
+
+def flush_pod_days(engine: Engine, days: set[datetime] | None = None) -> int:
+    """The pending days' per-pod rollup written from their chargeback (costsvc/db/rollup.py;
+    ``days``: only those days'), one day and cluster per transaction under the writers' lock
+    (hours being written wait for one day, not for all). How many were written."""
+    with engine.connect() as conn:
+        pending = [(d, c) for d, c in pending_pod_days(conn) if days is None or d in days]
+    done = 0
+    for day, cluster in pending:
+        with engine.begin() as conn:
+            lock_clusters(conn, {cluster})
+            done += flush_pod_day(conn, day, cluster)
+    return done
 
 
 def charged_prices(engine: Engine) -> list[tuple[datetime, str, str | None, int]]:

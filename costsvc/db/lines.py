@@ -22,7 +22,7 @@ from costsvc.attribution import Line
 from costsvc.chargeback import AMOUNTS, LINE_KEY, billing_month_for, month_of
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, MonthClose
-from costsvc.db.rollup import put_hour, take_hour
+from costsvc.db.rollup import pod_clusters, put_hour, take_hour
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 _KEY_OF = attrgetter(*LINE_KEY)
@@ -35,10 +35,17 @@ def closed_months(conn: Connection) -> set[str]:
 
 
 def write_lines(
-    conn: Connection, hour: datetime, clusters: set[str], lines: Iterable[Line], currency: str
+    conn: Connection,
+    hour: datetime,
+    clusters: set[str],
+    lines: Iterable[Line],
+    currency: str,
+    defer: bool = False,
 ) -> None:
-    """Make the chargeback of ``hour`` (for these clusters) equal ``lines``."""
-    took = take_hour(conn, hour, clusters)  # out of the daily rollups, and back in below
+    """Make the chargeback of ``hour`` (for these clusters) equal ``lines``; ``defer``: its
+    day's per-pod rollup is left pending (costsvc/db/rollup.py)."""
+    kept = pod_clusters(conn, hour, clusters, defer)
+    took = take_hour(conn, hour, clusters, kept)  # out of the daily rollups, and back in below
     closed = closed_months(conn)
     own = month_of(hour)
     where = (Chargeback.hour == hour, Chargeback.cluster.in_(clusters))
@@ -47,7 +54,7 @@ def write_lines(
         tail = (hour, own, False, currency)
         rows = [(*_KEY_OF(ln), *tail, *_AMOUNTS_OF(ln), ln.unit_price) for ln in lines]
         insert_tuples(conn, Chargeback, COLUMNS, rows)
-        put_hour(conn, hour, clusters, took)
+        put_hour(conn, hour, clusters, took, kept)
         return
     # a closed month: bill the difference as corrections in the first open month after it
     target = billing_month_for(own, closed)
@@ -76,7 +83,7 @@ def write_lines(
         else:
             added = {c: getattr(Chargeback, c) + d for c, d in zip(AMOUNTS, delta, strict=True)}
             conn.execute(update(Chargeback).where(Chargeback.id == existing).values(added))
-    put_hour(conn, hour, clusters, took)
+    put_hour(conn, hour, clusters, took, kept)
 
 
 def _row(

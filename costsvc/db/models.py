@@ -358,6 +358,18 @@ class CostPodDay(Summed, Base):
     currency: Mapped[str] = mapped_column(String(3))
 
 
+class PodDayPending(Base):
+    """A UTC day and cluster whose ``cost_pod_days`` rows are not its chargeback summed yet: a
+    multi-hour ingest left them to be written once, from the chargeback, when it ends
+    (costsvc/db/rollup.py ``flush_pod_days``); until then the per-pod reads take the day from
+    the chargeback. ``day_end``: the day's end (the reads' range on the chargeback)."""
+
+    __tablename__ = "cost_pod_days_pending"
+    day: Mapped[datetime] = mapped_column(DateTime(timezone=True), primary_key=True)
+    cluster: Mapped[str] = mapped_column(String(253), primary_key=True)
+    day_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
 class MonthClose(Base):
     """A frozen month, and the SHA-256 of its reports as exported when it was closed."""
 

@@ -41,7 +41,7 @@ from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.db.engine import make_engine
 from costsvc.ingest.prom import PrometheusReader, ReaderSpec
-from costsvc.ingest.serial import Report, ingest_hours
+from costsvc.ingest.serial import Report, ingest_hours, pod_days_flushed
 
 log = logging.getLogger(__name__)
 STOP_WAIT = 10.0  # seconds a worker has to record its hour's run failed when stopped
@@ -188,6 +188,7 @@ def ingest_parallel(
         except OperationalError as again:  # the database is the trouble: the runs stay
             log.warning("could not record the stopped runs: %s", again)  # running, then stale
         raise
+    pod_days_flushed(engine)  # (a day two chunks shared, a worker that died: any left)
     order = {hour: n for n, hour in enumerate(hours)}  # the report in the planned order
     report.done.sort(key=order.__getitem__)
     report.failed = dict(sorted(report.failed.items(), key=lambda kv: order[kv[0]]))

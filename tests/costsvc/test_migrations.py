@@ -18,6 +18,7 @@ TABLES = {
     "cost_days",
     "cost_hours",
     "cost_pod_days",
+    "cost_pod_days_pending",
     "cost_model_versions",
     "cost_months",
     "data_version",

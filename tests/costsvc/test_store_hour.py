@@ -6,7 +6,7 @@ PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -17,8 +17,9 @@ from costsvc.attribution import GpuHour, Holding, HourFacts, HourResult, Owner, 
 from costsvc.chargeback import AMOUNTS, LINE_KEY, month_of
 from costsvc.db import runs
 from costsvc.db.bulk import binary_types
-from costsvc.db.hour_facts import store_hour
+from costsvc.db.hour_facts import flush_pod_days, store_hour
 from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
+from costsvc.db.rollup import pending_pod_days, pod_rows
 from tests.costsvc.history import H100, model
 from tests.costsvc.history_checks import as_utc, rollup_days, rollup_months, rollup_pod_days
 
@@ -230,3 +231,89 @@ def test_binary_copy_types_are_the_columns_types(engine: Engine, db_url: str) ->
                 ).all()
             )
         assert binary_types(table, names) == [found[n] for n in names]  # type: ignore[arg-type]
+
+
+def _at(hour: datetime, f: HourFacts) -> tuple[HourFacts, HourResult]:
+    """``f`` as the facts of another ``hour``, priced."""
+    moved = HourFacts(hour)
+    moved.gpus, moved.holdings, moved.node_of = f.gpus, f.holdings, f.node_of
+
+    def owner(cluster: str, namespace: str, pod: str) -> Owner:
+        return Owner(f"team-{namespace}", "proj", "prod")
+
+    return moved, attribute_hour(hour, f.gpus, f.holdings, owner, model())
+
+
+def _per_pod(engine: Engine, start: datetime, end: datetime) -> tuple[dict[Any, Any], ...]:
+    """Σ per pod over [start, end): read through pod_rows, and from the chargeback."""
+    key = ("cluster", "team", "namespace", "pod")
+    r, c = pod_rows(start, end).c, Chargeback
+    with engine.connect() as conn:
+        read = conn.execute(
+            select(*(r[k] for k in key), *(func.sum(r[a]) for a in AMOUNTS)).group_by(
+                *(r[k] for k in key)
+            )
+        )
+        wanted = conn.execute(
+            select(*(getattr(c, k) for k in key), *(func.sum(getattr(c, a)) for a in AMOUNTS))
+            .where(c.hour >= start, c.hour < end)
+            .group_by(*(getattr(c, k) for k in key))
+        )
+        return tuple(
+            {tuple(x[:4]): [int(v) for v in x[4:]] for x in rows} for rows in (read, wanted)
+        )
+
+
+def test_a_pending_day_is_read_from_the_chargeback_until_its_pod_rows_are_written(
+    engine: Engine,
+) -> None:
+    day = datetime(2026, 11, 20, tzinfo=UTC)
+    model_id = runs.record_cost_model(engine, model())
+    f = facts(extra_pod=True)
+
+    def write(hour: datetime, defer: bool) -> None:
+        at, result = _at(hour, f)
+        run_id = runs.start_run(engine, "c", hour, "ingest", model_id)
+        store_hour(engine, "c", at, result, "USD", run_id, defer=defer)
+
+    def pod_day_rows() -> int:
+        with engine.connect() as conn:
+            return len(conn.execute(select(CostPodDay.id).where(CostPodDay.day == day)).all())
+
+    def reads_agree() -> None:
+        # whole days and edges: the day alone, and with hours of the days around it
+        for start, end in (
+            (day, day + timedelta(days=1)),
+            (day - timedelta(hours=2), day + timedelta(days=1, hours=3)),
+        ):
+            read, wanted = _per_pod(engine, start, end)
+            assert read == wanted and wanted
+
+    write(day - timedelta(hours=1), False)  # the day before: kept hour by hour
+    write(day + timedelta(hours=1), True)
+    write(day + timedelta(hours=2), True)
+    with engine.connect() as conn:
+        assert pending_pod_days(conn) == [(day, "c")]
+    assert pod_day_rows() == 0  # left out: the day's rows come from its chargeback
+    reads_agree()
+    write(day + timedelta(hours=3), False)  # an hour of a pending day: left out too
+    assert pod_day_rows() == 0
+    reads_agree()
+    assert flush_pod_days(engine) == 1
+    with engine.connect() as conn:
+        assert pending_pod_days(conn) == []
+    assert pod_day_rows() > 0
+    assert_rollups_are_sums(engine)  # the day's rows are its chargeback, summed per pod
+    reads_agree()
+    write(day + timedelta(hours=4), False)  # kept: added hour by hour again
+    write(day + timedelta(hours=1), False)  # and a re-write of one, new minus old
+    assert_rollups_are_sums(engine)
+    reads_agree()
+    write(day + timedelta(hours=5), True)  # a kept day deferred: its rows are set aside
+    with engine.connect() as conn:
+        assert pending_pod_days(conn) == [(day, "c")]
+    reads_agree()
+    assert flush_pod_days(engine, {day - timedelta(days=1)}) == 0  # (another day's: none)
+    assert flush_pod_days(engine, {day}) == 1
+    assert_rollups_are_sums(engine)
+    reads_agree()
