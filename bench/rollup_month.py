@@ -136,7 +136,7 @@ def compactions(log: Path) -> int:
 
 
 def start_prometheus(
-    data: Path, port: int, log: Path, keep: str = "31d"
+    data: Path, port: int, log: Path, keep: str = retention(0)
 ) -> subprocess.Popen[bytes]:
     config = data.parent / "prometheus.yml"
     config.write_text("global:\n  scrape_interval: 1h\n")

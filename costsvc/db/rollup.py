@@ -41,7 +41,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.chargeback import AMOUNTS, OWNER
 from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay, PodDayPending
-from costsvc.utc import day_floor, month_floor
+from costsvc.utc import as_utc, day_floor, month_floor
 
 DAY = timedelta(days=1)
 POD = ("cluster", *OWNER, "namespace", "pod", "currency")  # cost_pod_days' key, with day
@@ -228,23 +228,30 @@ def _add_hour(
         mine = kept if table is CostPodDay else sorted(clusters)
         if not mine:
             continue
-        cols = [getattr(c, k) for k in key]
-        rows = (
-            select(
-                literal(of(hour), DateTime(timezone=True)),
-                *cols,
-                sign * func.count(),
-                *(sign * func.sum(getattr(c, m)) for m in AMOUNTS),
-            )
-            .where(c.hour == hour, c.cluster.in_(mine))
-            .group_by(*cols)
-        )
+        rows = _summed(of(hour), key, sign, c.hour == hour, c.cluster.in_(mine))
         stmt = insert(table).from_select([period, *key, "lines", *AMOUNTS], rows)
         stmt = stmt.on_conflict_do_update(
             index_elements=[period, *key],
             set_={a: getattr(table, a) + getattr(stmt.excluded, a) for a in ("lines", *AMOUNTS)},
         )
         conn.execute(stmt)
+
+
+def _summed(period: datetime, key: tuple[str, ...], sign: int, *where: Any) -> Any:
+    """The chargeback rows ``where`` says, per ``key``: ``period``, the key, ``sign`` x their
+    count and amounts (a rollup's columns, in its order)."""
+    c = Chargeback
+    cols = [getattr(c, k) for k in key]
+    return (
+        select(
+            literal(period, DateTime(timezone=True)),
+            *cols,
+            sign * func.count(),
+            *(sign * func.sum(getattr(c, m)) for m in AMOUNTS),
+        )
+        .where(*where)
+        .group_by(*cols)
+    )
 
 
 def flush_pod_day(conn: Connection, day: datetime, cluster: str) -> bool:
@@ -256,17 +263,7 @@ def flush_pod_day(conn: Connection, day: datetime, cluster: str) -> bool:
         return False
     conn.execute(delete(CostPodDay).where(CostPodDay.day == day, CostPodDay.cluster == cluster))
     c = Chargeback
-    cols = [getattr(c, k) for k in POD]
-    rows = (
-        select(
-            literal(day, DateTime(timezone=True)),
-            *cols,
-            func.count(),
-            *(func.sum(getattr(c, m)) for m in AMOUNTS),
-        )
-        .where(c.hour >= day, c.hour < day + DAY, c.cluster == cluster)
-        .group_by(*cols)
-    )
+    rows = _summed(day, POD, 1, c.hour >= day, c.hour < day + DAY, c.cluster == cluster)
     conn.execute(sa_insert(CostPodDay).from_select(["day", *POD, "lines", *AMOUNTS], rows))
     conn.execute(delete(p).where(*where))
     return True
@@ -276,7 +273,7 @@ def pending_pod_days(conn: Connection) -> list[tuple[datetime, str]]:
     """Every pending (day, cluster), in order."""
     p = PodDayPending
     found = conn.execute(select(p.day, p.cluster).order_by(p.day, p.cluster))
-    return [(d if d.tzinfo else d.replace(tzinfo=UTC), c) for d, c in found]
+    return [(as_utc(d), c) for d, c in found]
 
 
 def _ceil_day(t: datetime) -> datetime:
@@ -304,14 +301,11 @@ def pod_rows(start: datetime, end: datetime) -> Any:
     chargeback. Sums over it per any of those columns equal the chargeback's."""
     cols = (*POD, *AMOUNTS)
     d, c, p = CostPodDay, Chargeback, PodDayPending
+    charged = select(c.hour.label("hour"), *(getattr(c, n) for n in cols))
     parts = []
     for t, _, a, b in _pieces(list(POD_READS), start, end):
         if t is not CostPodDay:
-            parts.append(
-                select(c.hour.label("hour"), *(getattr(c, n) for n in cols)).where(
-                    c.hour >= a, c.hour < b
-                )
-            )
+            parts.append(charged.where(c.hour >= a, c.hour < b))
             continue
         pending = select(p.day).where(p.day == d.day, p.cluster == d.cluster).exists()
         parts.append(
@@ -320,13 +314,12 @@ def pod_rows(start: datetime, end: datetime) -> Any:
             )
         )
         parts.append(  # (driven by the pending days: none, most of the time)
-            select(c.hour.label("hour"), *(getattr(c, n) for n in cols))
-            .join(p, (p.cluster == c.cluster) & (c.hour >= p.day) & (c.hour < p.day_end))
-            .where(p.day >= a, p.day < b)
+            charged.join(
+                p, (p.cluster == c.cluster) & (c.hour >= p.day) & (c.hour < p.day_end)
+            ).where(p.day >= a, p.day < b)
         )
     if not parts:  # an empty range: no rows
-        none = select(c.hour.label("hour"), *(getattr(c, n) for n in cols)).where(c.hour < c.hour)
-        parts = [none]
+        parts = [charged.where(c.hour < c.hour)]
     both = parts[0] if len(parts) == 1 else union_all(*parts)
     return both.subquery("pod_rows")
 

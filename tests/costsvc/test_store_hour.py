@@ -62,10 +62,11 @@ def facts(extra_pod: bool = False) -> HourFacts:
     return f
 
 
-def price(f: HourFacts, hourly: str = "2.50") -> HourResult:
-    def owner(cluster: str, namespace: str, pod: str) -> Owner:
-        return Owner(f"team-{namespace}", "proj", "prod")
+def owner(cluster: str, namespace: str, pod: str) -> Owner:
+    return Owner(f"team-{namespace}", "proj", "prod")
 
+
+def price(f: HourFacts, hourly: str = "2.50") -> HourResult:
     return attribute_hour(HOUR, f.gpus, f.holdings, owner, model(hourly))
 
 
@@ -237,10 +238,6 @@ def _at(hour: datetime, f: HourFacts) -> tuple[HourFacts, HourResult]:
     """``f`` as the facts of another ``hour``, priced."""
     moved = HourFacts(hour)
     moved.gpus, moved.holdings, moved.node_of = f.gpus, f.holdings, f.node_of
-
-    def owner(cluster: str, namespace: str, pod: str) -> Owner:
-        return Owner(f"team-{namespace}", "proj", "prod")
-
     return moved, attribute_hour(hour, f.gpus, f.holdings, owner, model())
 
 
