@@ -34,7 +34,6 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -51,6 +50,7 @@ from bench.rollup_common import (
     cpu_seconds,
     free_port,
     load_now,
+    machine_line,
 )
 from bench.tsdb_block import write_blocks
 
@@ -167,8 +167,8 @@ def main(args: argparse.Namespace) -> int:
 
     workers = 1 if args.profile else max(1, args.workers)
     print(
-        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; ingest workers: {workers}"
+        f"{machine_line()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; "
+        f"ingest workers: {workers}"
     )
     fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
     for fleet in fleets:

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import resource
 import shlex
@@ -61,6 +60,7 @@ from bench.rollup_common import (  # noqa: E402
     cpu_seconds,
     free_port,
     load_now,
+    machine_line,
     memory,
     row_differences,
     write_history,
@@ -370,8 +370,8 @@ def scale(
     from costsvc.db.migrate import upgrade
 
     print(
-        f"machine: {os.cpu_count()} cores, {memory()}, {platform.machine()}, Python "
-        f"{sys.version.split()[0]}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
+        f"{machine_line()}, {memory()}, {platform.machine()}, "
+        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}"
     )
     pg_base = Path(tempfile.mkdtemp(prefix="pg-"))
     stop_pg: list[str] = []

@@ -269,7 +269,7 @@ def report(label: str, found: dict[str, Any]) -> None:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(Path(sys.argv[2]), int(sys.argv[3]))
-    from bench.rollup_common import FLEETS, load_now
+    from bench.rollup_common import FLEETS, load_now, machine_line
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
@@ -279,8 +279,8 @@ def main() -> int:
     ap.add_argument("--reads", choices=("fast", "integrals"), default="fast")
     args = ap.parse_args()
     print(
-        f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; COSTSVC_INGEST_READS={args.reads}"
+        f"{machine_line()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; "
+        f"COSTSVC_INGEST_READS={args.reads}"
     )
     fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
     found = {fleet: one_fleet(args, fleet) for fleet in fleets}
