@@ -18,7 +18,6 @@ from typing import Any
 from sqlalchemy import Numeric, String, cast
 
 MICRO = 1_000_000
-_MICRO = Decimal(MICRO)
 
 
 def to_micro(amount: Decimal | str | int) -> int:
@@ -67,31 +66,30 @@ def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
             raise ValueError("weights must not be negative")
         return [total]
     ws = _integers(weights)
-    if any(w < 0 for w in ws):
+    if min(ws) < 0:
         raise ValueError("weights must not be negative")
     wsum = sum(ws)
     if wsum == 0:
         ws, wsum = [1] * len(ws), len(ws)
     # floor of each exact share toward zero (a negative total: a credit), and what is left of it
-    shares = [divmod(abs(total) * w, wsum) for w in ws]
-    sign = -1 if total < 0 else 1
-    parts = [sign * q for q, _ in shares]
-    left = abs(total - sum(parts))
-    if left:
-        order = sorted(range(len(ws)), key=lambda i: (-shares[i][1], i))
-        for i in order[:left]:
-            parts[i] += sign
-    return parts
+    whole = abs(total)
+    shares = [divmod(whole * w, wsum) for w in ws]
+    parts = [q for q, _ in shares]
+    left = whole - sum(parts)
+    if left:  # (a stable sort: ties keep the earlier weight first)
+        rest = [r for _, r in shares]
+        for i in sorted(range(len(ws)), key=rest.__getitem__, reverse=True)[:left]:
+            parts[i] += 1
+    return parts if total >= 0 else [-p for p in parts]
 
 
 def _integers(weights: Sequence[Decimal | int]) -> list[int]:
-    """The weights as integers in the same proportions (over their common denominator)."""
+    """The weights as integers in the same proportions (over their common denominator: a
+    Decimal is a ratio of integers; an ``int`` its own). Any such integers split alike: each
+    share's floor and remainder scale with them, so the parts and the order of the
+    remainders do not change."""
     if all(type(w) is int for w in weights):
         return list(weights)  # type: ignore[arg-type]
-    scaled = [w * _MICRO for w in weights]  # most are micro-units of something: exact here
-    ints = [int(w) for w in scaled]
-    if all(i == w for i, w in zip(ints, scaled, strict=True)):
-        return ints
-    ratios = [Decimal(w).as_integer_ratio() for w in weights]
+    ratios = [w.as_integer_ratio() for w in weights]
     common = math.lcm(*(d for _, d in ratios))
     return [n * (common // d) for n, d in ratios]
