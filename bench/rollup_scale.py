@@ -24,9 +24,12 @@ Each measured ingest runs in a fresh child process (``--child``): the hour repla
 PostgreSQL database through the production path (costsvc/ingest/run.py ``ingest``, with the
 cyclic garbage collector paused as ``gpu-costsvc ingest`` pauses it: ``collections_paused``;
 before, the child ingested with it running, which at 10,000 GPUs cost as much CPU as the ingest
-itself), and the child's peak RSS (``ru_maxrss``) is its own, not the parent's nor an earlier
-run's. Prints the machine, the sizes, the medians of each phase (read, attribute, write) and of
-the peak RSS, for each source. Target: <= 15 s per hour from Prometheus.
+itself), and the child's peak RSS is its own, not the parent's nor an earlier run's: its
+``VmHWM`` (/proc/self/status: the high-water mark of its own address space, new at ``exec``).
+Not ``ru_maxrss``: Linux carries the exec'ing process's peak into it, so a parent that had just
+built the 10,000-GPU blocks (1.2 GiB) showed as the child's peak. Prints the machine, the
+sizes, the medians of each phase (read, attribute, write) and of the peak RSS, for each source.
+Target: <= 15 s per hour from Prometheus.
 """
 
 from __future__ import annotations
@@ -34,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import resource
 import shlex
 import shutil
 import statistics
@@ -235,11 +237,19 @@ def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Pope
     return proc, time.perf_counter() - t
 
 
+def _peak_kib() -> int:
+    """This process's peak RSS so far, KiB (``VmHWM``: its own address space's, since exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def child(
     url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto", reads: str = "fast"
 ) -> dict[str, Any]:
     """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = _peak_kib()
     import costsvc.ingest.run as run
     from costsvc.db.engine import make_engine
     from costsvc.ingest.prom import PrometheusReader
@@ -247,7 +257,7 @@ def child(
     model = fleet_model("2026-11-01T00:00:00Z")
     engine = make_engine(pg_url)
     reader = PrometheusReader(url, timeout=600, reads=reads)  # type: ignore[arg-type]
-    imported = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    imported = _peak_kib()
     profiler = None
     if profile:
         import cProfile
@@ -288,7 +298,7 @@ def child(
         **phases,
         "rss_start_kb": before,
         "rss_imported_kb": imported,
-        "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+        "rss_peak_kb": _peak_kib(),
         "lines": lines,
         "facts": facts,
         "fast": counts.fast,
