@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
+import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, inspect
+from sqlalchemy import create_engine, insert, inspect
 
+from costsvc.db.hour_facts import flush_pod_days
 from costsvc.db.migrate import downgrade, upgrade
-from costsvc.db.models import Base
+from costsvc.db.models import Base, PodDayPending
 
 TABLES = {
     "api_tokens",
@@ -67,8 +71,6 @@ def test_models_and_migrations_agree(db_url: str) -> None:
 
 
 def test_hours_ingested_before_0002_are_repriced_from_their_facts(db_url: str) -> None:
-    from datetime import UTC, datetime
-
     from sqlalchemy import DateTime, bindparam, text
 
     from costsvc.ingest.reprice import reprice, stale_hours
@@ -114,3 +116,24 @@ def test_hours_ingested_before_0002_are_repriced_from_their_facts(db_url: str) -
         "__idle__": (0, 0, 0, 1_250_000),
     }
     assert_every_hour_adds_up(db_url)
+
+
+def test_a_downgrade_past_0017_waits_for_the_pending_days(db_url: str) -> None:
+    """A day whose per-pod rows are still pending would lose them below 0017 (nothing there
+    writes them): the downgrade refuses, naming what to run, and leaves the schema as it was;
+    once an ingest has written the day (``flush_pod_days``, as every run ends), it goes ahead."""
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        day = datetime(2026, 10, 1, tzinfo=UTC)
+        with engine.begin() as conn:
+            end = day + timedelta(days=1)
+            conn.execute(insert(PodDayPending).values(day=day, cluster="c1", day_end=end))
+        with pytest.raises(RuntimeError, match="gpu-costsvc ingest"):
+            downgrade(db_url, "0016")
+        assert "cost_pod_days_pending" in tables(db_url)
+        assert flush_pod_days(engine) == 1
+    finally:
+        engine.dispose()
+    downgrade(db_url, "0016")
+    assert tables(db_url) == TABLES - {"cost_pod_days_pending"}
