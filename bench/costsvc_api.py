@@ -79,11 +79,11 @@ from bench.costsvc_api_measure import (  # noqa: E402
     load_test,
     month_by_team,
     print_month,
-    status_kib,
     trend,
     try_indexes,
     verdict,
 )
+from bench.machine import cpu_model, status_kib  # noqa: E402
 
 NOW = dt.datetime(2026, 11, 30, 23, 59, 59, tzinfo=dt.UTC)  # the API's clock
 
@@ -113,12 +113,7 @@ else:  # as `gpu-costsvc serve` runs it: the header time-out, the request limits
 
 
 def machine() -> dict[str, Any]:
-    model = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     with open("/proc/meminfo") as f:
         mem_kib = int(f.readline().split()[1])
     return {

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.costsvc_api_data import END, MONTH, START, TEAMS
+from bench.machine import status_kib
 
 MONTH_BY_TEAM = """
 SELECT team, currency, sum(allocated), sum(used), sum(waste), sum(idle), sum(gpu_hours)
@@ -97,14 +98,6 @@ def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = sum(int(x) for x in fields[11:15])  # utime, stime, cutime, cstime
     return ticks / os.sysconf("SC_CLK_TCK")
-
-
-def status_kib(pid: int, field: str) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def month_by_team(

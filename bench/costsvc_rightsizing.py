@@ -35,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import cpu_model, status_kib  # noqa: E402 (after the path)
+
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
 END = datetime(2026, 11, 20, tzinfo=UTC)
@@ -145,10 +147,7 @@ def write_window(path: Path, series: Series, first: int, stamps: range) -> int:
 
 
 def rss_of(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    return status_kib(pid, "VmHWM") * 1024
 
 
 def main() -> int:
@@ -262,11 +261,7 @@ def main() -> int:
         actions: dict[str, int] = {}
         for r in outcome.recommendations:
             actions[r["action"]] = actions.get(r["action"], 0) + 1
-        cpu = platform.processor() or platform.machine()
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+        cpu = cpu_model(platform.processor() or platform.machine())
         mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         print(
             f"machine: {cpu}, {os.cpu_count()} cores, {mem / 2**30:.0f} GiB; Python "

@@ -43,6 +43,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import cpu_model  # noqa: E402 (after the path)
+
 PROM_HEADERS = {
     "Accept": "application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
@@ -52,12 +54,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def machine() -> dict[str, Any]:
-    model = "unknown"
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
+    model = cpu_model()
     return {
         "cpu": model,
         "cores": os.cpu_count(),

@@ -1,16 +1,12 @@
 """What the rollup benches share (bench/costsvc_rollup.py, bench/rollup_month.py,
 bench/rollup_scale.py, bench/serve_ingest.py): the one-hour history's start and its OpenMetrics
-writer, the look-back before a first hour, the fleets' labels, a free port, the machine (its CPU
-and a reference loop's time) and its load,
+writer, the look-back before a first hour, the fleets' labels, a free port, the machine's load,
 a process's CPU seconds, and an hour's chargeback rows (where two engines' rows differ)."""
 
 from __future__ import annotations
 
 import os
 import socket
-import statistics
-import sys
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -151,42 +147,6 @@ def cpu_seconds(pid: int) -> float:
     """A process's user + system CPU seconds so far (/proc/<pid>/stat)."""
     fields = proc_stat(pid)
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def cpu_model() -> str:
-    """The CPU's model name (/proc/cpuinfo), "unknown" where it names none."""
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
-
-
-def reference_seconds() -> float:
-    """Seconds a fixed pure-Python loop (Decimal sums and dict stores, the service's kind of
-    work) takes on one core, median of three: the machines these benches run on differ and
-    drift by 1.5x and more, so each report carries the figure that tells how fast its machine
-    was (0.34 s on the AMD EPYC machine of 2026-11-27)."""
-    from decimal import Decimal
-
-    runs = []
-    for _ in range(3):
-        t = time.perf_counter()
-        store: dict[int, int] = {}
-        total = Decimal(0)
-        for i in range(2_000_000):
-            store[i & 1023] = i
-            total += Decimal(i & 255)
-        runs.append(time.perf_counter() - t)
-    return statistics.median(runs)
-
-
-def machine_line() -> str:
-    """The machine as the benches' reports name it: CPU, cores, Python, the reference loop."""
-    return (
-        f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"reference loop {reference_seconds():.2f} s (bench/rollup_common.py)"
-    )
 
 
 def load_now() -> str:

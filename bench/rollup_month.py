@@ -41,6 +41,7 @@ from pathlib import Path
 
 import httpx
 
+from bench.machine import machine_line
 from bench.phases import fleet_model, timed_phases, walls
 from bench.rollup_common import (
     CACHE,
@@ -50,7 +51,6 @@ from bench.rollup_common import (
     cpu_seconds,
     free_port,
     load_now,
-    machine_line,
 )
 from bench.tsdb_block import write_blocks
 

@@ -51,7 +51,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.phases import fleet_model, timed_phases  # noqa: E402 (after the path)
+from bench.machine import machine_line, status_kib  # noqa: E402 (after the path)
+from bench.phases import fleet_model, timed_phases  # noqa: E402
 from bench.rollup_common import (  # noqa: E402
     CACHE,
     FLEETS,
@@ -62,7 +63,6 @@ from bench.rollup_common import (  # noqa: E402
     cpu_seconds,
     free_port,
     load_now,
-    machine_line,
     memory,
     row_differences,
     write_history,
@@ -239,10 +239,7 @@ def start_victoria(blocks: Path, work: Path, port: int) -> tuple[subprocess.Pope
 
 def _peak_kib() -> int:
     """This process's peak RSS so far, KiB (``VmHWM``: its own address space's, since exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmHWM in /proc/self/status")
+    return status_kib("self", "VmHWM")
 
 
 def child(

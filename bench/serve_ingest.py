@@ -269,7 +269,8 @@ def report(label: str, found: dict[str, Any]) -> None:
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         return child(Path(sys.argv[2]), int(sys.argv[3]))
-    from bench.rollup_common import FLEETS, load_now, machine_line
+    from bench.machine import machine_line
+    from bench.rollup_common import FLEETS, load_now
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)
