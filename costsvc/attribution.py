@@ -72,7 +72,10 @@ class GpuHour:
     gpu_uuid: str
     model: str
     node_pool: str | None
-    present_seconds: Decimal  # how long it existed (was reported) in the hour, 0..3600
+    # how long it existed (was reported) in the hour: up to 3600 s, more for an hour read from
+    # its exporter's integrals after a scrape gap (what the exporter saw through the gap is
+    # billed in the hour of the first scrape after it: docs/cost-model.md)
+    present_seconds: Decimal
     # its energy (costsvc/energy.py): drawn in the hour, of it during gaps, the time measured
     energy_mj: int = 0
     gap_mj: int = 0
@@ -287,7 +290,7 @@ def attribute_hour(
         entry = entries[(g.model, g.node_pool)]
         assert entry is not None
         kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
-        present = min(g.present_seconds, HOUR)
+        present = g.present_seconds  # (a gap's seconds beyond the hour are priced too)
         capital = round_micro(price * present / HOUR)
         # measured power: the energy drawn x its price, charged as the energy is split
         energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)

@@ -340,6 +340,46 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
         ("u", hours[2]): 1800,
     }
     assert assert_every_hour_adds_up(db_url) == 3
+    # the money follows the GPU-seconds, the gap's beyond the hour included (docs/cost-model.md,
+    # the worked example): s at 2.50 an hour, 14:00 2.50 x 3240 / 3600 = 2.250000, 16:00
+    # 2.50 x 7560 / 3600 = 5.250000 (not the hour's 2.500000, the rest billed to nobody); u
+    # 2.50 x 600 / 3600 = 0.416667 and 2.50 x 1800 / 3600 = 1.250000
+    assert _money(db_url) == {
+        ("s", hours[0]): Decimal("2.250000"),
+        ("s", hours[2]): Decimal("5.250000"),
+        ("u", hours[0]): Decimal("0.416667"),
+        ("u", hours[2]): Decimal("1.250000"),
+    }
+    # every hour: Σ attributed + idle = Σ price x GPU-hours present, each GPU rounded once
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        present = conn.execute(
+            select(GpuPresence.hour, GpuPresence.gpu_uuid, GpuPresence.present_us)
+        ).all()
+        charged = conn.execute(
+            select(Chargeback.hour, Chargeback.allocated + Chargeback.idle)
+        ).all()
+    engine.dispose()
+    fleet: dict[datetime, Decimal] = {}
+    for hour, _, us in present:
+        fleet[_utc(hour)] = fleet.get(_utc(hour), Decimal(0)) + round(
+            Decimal("2.50") * us / 3600 / 10**6, 6
+        )
+    total: dict[datetime, Decimal] = {}
+    for hour, micro in charged:
+        total[_utc(hour)] = total.get(_utc(hour), Decimal(0)) + Decimal(micro) / 10**6
+    assert total == fleet
+    # GPU-Q's 16:00: 7560 s present, GPU-U's 3600 s: 5.250000 + 2.500000
+    assert fleet[hours[2]] == Decimal("7.750000")
+
+
+def _money(url: str) -> dict[tuple[str, datetime], Decimal]:
+    """Each pod's allocated money, per hour."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(Chargeback.pod, Chargeback.hour, Chargeback.allocated)).all()
+    engine.dispose()
+    return {(pod, _utc(hour)): Decimal(allocated) / 10**6 for pod, hour, allocated in rows if pod}
 
 
 def test_a_history_without_integrals_is_read_from_the_gauges(
