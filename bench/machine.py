@@ -46,10 +46,11 @@ def reference_seconds() -> float:
     return statistics.median(runs)
 
 
-def machine_line() -> str:
+def machine_line(reference: float | None = None) -> str:
     """The machine as the rollup benches' reports name it: CPU, cores, Python, the reference
-    loop."""
+    loop (``reference``: its seconds where the bench timed it already)."""
+    seconds = reference_seconds() if reference is None else reference
     return (
         f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {sys.version.split()[0]}, "
-        f"reference loop {reference_seconds():.2f} s (bench/machine.py)"
+        f"reference loop {seconds:.2f} s (bench/machine.py)"
     )

@@ -15,16 +15,21 @@ prints the compactions it logged while the ingest was measured (0: none competed
 cores).
 
 Then ``run.ingest`` of every hour of the month into a real PostgreSQL, in one run (as
-``gpu-costsvc ingest --start … --end …``), with the default fast reads
-(costsvc/ingest/steady.py) and ``--workers`` worker processes (costsvc/ingest/parallel.py;
+``gpu-costsvc ingest --start … --end …``), at the default settings — each GPU's hour read from
+our exporter's integrals where the fleet publishes them (``--exporter current``, the default),
+else from the gauges (``--exporter gauges-only``: an exporter before its integrals;
+costsvc/ingest/collect.py) — and ``--workers`` worker processes (costsvc/ingest/parallel.py;
 default: the machine's cores): wall time measured, not extrapolated, and the CPU seconds per
 hour of the three that share the cores — the service (its workers included), Prometheus and the
-PostgreSQL server (bench/pgcluster.py ``server_cpu``: its backends, autovacuum, WAL writer).
+PostgreSQL server (bench/pgcluster.py ``server_cpu``: its backends, autovacuum, WAL writer),
+their sum and its ratio to the reference loop's seconds (bench/machine.py), so that machines
+compare.
 Phases (read, attribute, write) are summed only with ``--workers 1``: they are timed by wrapping
-functions of costsvc/ingest/run.py in this process, which a spawned worker does not see. For
-comparison (labelled as such) ``--raw-hours`` hours are ingested again with raw reads into a
-second database, per-hour median reported, and their chargeback rows compared with the fast
-run's (identical, or the bench fails).
+functions of costsvc/ingest/run.py in this process, which a spawned worker does not see. With
+``--exporter gauges-only``, for comparison (labelled as such) ``--raw-hours`` hours are ingested
+again with the gauges read sample by sample into a second database, per-hour median reported,
+and their chargeback rows compared with the summaries' (identical, or the bench fails), and
+``--paired-hours`` compares the gauges' sums with the reads before them.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from pathlib import Path
 
 import httpx
 
-from bench.machine import machine_line
+from bench.machine import machine_line, reference_seconds
 from bench.phases import fleet_model, timed_phases, walls
 from bench.rollup_common import (
     CACHE,
@@ -111,11 +116,13 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
     )
     ap.add_argument(
-        "--reads",
-        choices=("fast", "integrals"),
-        default="fast",
-        help="with --month-days: COSTSVC_INGEST_READS of the ingest; integrals: the fleet also "
-        "publishes our exporter's integrals (bench/fleet_integrals.py), an hour is read from them",
+        "--exporter",
+        choices=("current", "gauges-only"),
+        default="current",
+        help="with --month-days: what the fleet's exporters publish — current: the gauges and "
+        "our exporter's integrals (bench/fleet_integrals.py), as our exporter does; "
+        "gauges-only: an exporter before its integrals. The data decides how each hour is "
+        "read (costsvc/ingest/collect.py): the integrals where they are, else the gauges",
     )
 
 
@@ -166,17 +173,18 @@ def start_prometheus(
 def main(args: argparse.Namespace) -> int:
 
     workers = 1 if args.profile else max(1, args.workers)
+    reference = reference_seconds()
     print(
-        f"{machine_line()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; "
+        f"{machine_line(reference)}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; "
         f"ingest workers: {workers}"
     )
     fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
     for fleet in fleets:
-        month(args, fleet, workers)
+        month(args, fleet, workers, reference)
     return 0
 
 
-def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
+def month(args: argparse.Namespace, fleet: str, workers: int, reference: float) -> None:
     """The re-ingest of one fleet of bench/fleet.py, measured."""
     from sqlalchemy import create_engine, text
 
@@ -200,7 +208,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         end = t_start + n_hours * 3600
         first = (t_start - LOOK_BACK) * 1000
         size = f"{args.gpus}g-{args.pods}p-{n_hours}h-{args.block_hours}b"
-        with_integrals = "-integrals" if args.reads == "integrals" else ""
+        with_integrals = "-integrals" if args.exporter == "current" else ""
         cached = CACHE / f"month-{size}-{REVISION}-{fleet}{with_integrals}"
         done = cached / "complete"
         if not args.cache or not done.exists():
@@ -258,7 +266,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
         with timed_phases() as phases:
             upgrade(pg_url)
             engine = create_engine(pg_url)
-            reader = PrometheusReader(url, timeout=600, reads=args.reads)
+            reader = PrometheusReader(url, timeout=600)
             print(f"{label} ingesting at {load_now()}", flush=True)
             t = time.perf_counter()
             cpu0 = _own_cpu()
@@ -303,26 +311,30 @@ def month(args: argparse.Namespace, fleet: str, workers: int) -> None:
                 split = (
                     f": read+integrate {spent['collect']:.0f} s, attribute "
                     f"{spent['attribute']:.0f} s, write {spent['write']:.0f} s; series "
-                    f"synthesised {counts.fast:,}, read raw {counts.raw:,}; hours read from "
-                    f"integrals {counts.integral_hours}"
+                    f"synthesised {counts.fast:,}, read raw {counts.raw:,}; GPU-hours read "
+                    f"from the integrals {counts.integral_gpus:,}, from the gauges "
+                    f"{counts.gauge_gpus:,}"
                 )
             else:  # the phases and the read counts were in the workers
                 split = f", {workers} worker processes; phases timed only with --workers 1"
+            total = (cpu + engine_cpu + database_cpu) / len(hours)
             print(
-                f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, {args.reads} reads, "
-                f"measured: {took / 60:.2f} min for {len(hours)} hours ({took / len(hours):.3f} "
-                f"s/hour{split}); CPU seconds per hour: the service's {cpu / len(hours):.3f} "
-                f"(workers included), Prometheus' {engine_cpu / len(hours):.3f}, PostgreSQL's "
-                f"{database_cpu / len(hours):.3f}; Prometheus compactions meanwhile: "
+                f"{label} PostgreSQL {n_hours}-hour re-ingest from Prometheus, exporter "
+                f"{args.exporter}, default settings, measured: {took / 60:.2f} min for "
+                f"{len(hours)} hours ({took / len(hours):.3f} s/hour{split}); CPU seconds per "
+                f"hour: the service's {cpu / len(hours):.3f} (workers included), Prometheus' "
+                f"{engine_cpu / len(hours):.3f}, PostgreSQL's {database_cpu / len(hours):.3f}; "
+                f"all three {total:.3f} = {total / reference:.2f} x the reference loop "
+                f"({reference:.2f} s); Prometheus compactions meanwhile: "
                 f"{compactions(work / 'prom.log') - compacted}   [<= 5 min: {verdict}]"
             )
-            if args.paired_hours:
+            if args.paired_hours and args.exporter == "gauges-only":
                 paired(url, prom.pid, pg_url, hours[: args.paired_hours], model, label)
-            n = min(args.raw_hours, len(hours)) if args.reads == "fast" else 0
-            if n:  # (integrals bill by their own rule: no rows to compare with raw reads')
+            n = min(args.raw_hours, len(hours)) if args.exporter == "gauges-only" else 0
+            if n:  # (the gauges' summaries against their samples; integrals have neither)
                 upgrade(raw_url)
                 engine = create_engine(raw_url)
-                reader = PrometheusReader(url, timeout=600, reads="raw")
+                reader = PrometheusReader(url, timeout=600, raw_only=True)
                 times = []
                 for hour in hours[:n]:
                     t = time.perf_counter()

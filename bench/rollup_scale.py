@@ -2,16 +2,17 @@
 hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
 
     python bench/rollup_scale.py [--gpus 10000] [--pods 50000] [--interval 60] [--repeat 3]
-                                 [--no-vm] [--profile] [--reads fast|integrals]
+                                 [--no-vm] [--profile] [--exporter current|gauges-only]
 
 (also ``python bench/costsvc_rollup.py --scale ...``, which runs this). The history
 (``--form scraped``, the default) is bench/rollup_month.py's fleet in the form Prometheus stores
 scraped data — every series with its target's ``job``/``instance``, each target's ``up``,
 whole and time-sliced GPUs, utilisation, SM time, pod labels, each GPU's energy counter — from
 three hours before the measured hour to its end, written as one block by bench/tsdb_block.py:
-the fast reads (costsvc/ingest/steady.py) apply to it as to a real Prometheus; with ``--reads
-integrals`` the fleet also publishes our exporter's integrals (bench/fleet_integrals.py) and the
-hour is read from them (``COSTSVC_INGEST_READS=integrals``). ``--form bare``:
+the gauges' summaries (costsvc/ingest/steady.py) apply to it as to a real Prometheus. The fleet
+publishes our exporter's integrals beside its gauges (bench/fleet_integrals.py), as our exporter
+does, and the hour is read from them at the default settings; ``--exporter gauges-only``: the
+gauges alone (an exporter before its integrals), read by the gauges' rule. ``--form bare``:
 ``bench/costsvc_rollup.py``'s history without job/instance/up (every sample read raw), two
 hours (look-back + the hour), built by ``promtool tsdb create-blocks-from openmetrics``
 (minutes at 10,000 GPUs). Blocks are cached under
@@ -79,14 +80,14 @@ def tsdb(
     form: str,
     fleet: str = "realistic",
     source: str = "gpu-exporter",
-    reads: str = "fast",
+    exporter: str = "current",
 ) -> tuple[Path, str]:
-    """Prometheus blocks of the history (cached); and what it took. ``reads``: integrals
+    """Prometheus blocks of the history (cached); and what it took. ``exporter`` current
     adds our exporter's integrals (bench/fleet_integrals.py) to the scraped form."""
 
     kind = f"-scraped-{REVISION}-{fleet}" if form == "scraped" else ""
     kind += "-dcgm" if source == "dcgm-exporter" else ""
-    kind += "-integrals" if reads == "integrals" and form == "scraped" else ""
+    kind += "-integrals" if exporter == "current" and form == "scraped" else ""
     where = CACHE / f"tsdb-{gpus}g-{pods}p-{interval}s{kind}"
     if not cache:
         where = Path(tempfile.mkdtemp(prefix="scale-tsdb-"))
@@ -97,7 +98,7 @@ def tsdb(
     where.mkdir(parents=True)
     if form == "scraped":
         return where / "data", (
-            f"built now: {_scraped(where, gpus, pods, interval, fleet, source, reads)}"
+            f"built now: {_scraped(where, gpus, pods, interval, fleet, source, exporter)}"
         )
     t = time.perf_counter()
     samples = write_history(where / "h.om", gpus, pods, 2, interval, energy=True)
@@ -123,7 +124,7 @@ def _scraped(
     interval: int,
     fleet: str,
     source: str = "gpu-exporter",
-    reads: str = "fast",
+    exporter: str = "current",
 ) -> str:
     """The history in the form Prometheus stores scraped data (bench/fleet.py: every series
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
@@ -148,7 +149,7 @@ def _scraped(
         how += f"{churn.relabels} relabels, {churn.recreations} MIG re-creations)"
     else:
         series, how = constant(gpus, pods, grid), "constant (best case)"
-    if reads == "integrals" and source != "dcgm-exporter":
+    if exporter == "current" and source != "dcgm-exporter":
         series.extend(list(integrals(series, grid)))
         how += ", with the exporter's integrals"
     (where / "data").mkdir()
@@ -243,7 +244,7 @@ def _peak_kib() -> int:
 
 
 def child(
-    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto", reads: str = "fast"
+    url: str, pg_url: str, hour: datetime, profile: bool, source: str = "auto"
 ) -> dict[str, Any]:
     """One ingest of ``hour`` in this process: its phases and this process's peak RSS."""
     before = _peak_kib()
@@ -253,7 +254,7 @@ def child(
 
     model = fleet_model("2026-11-01T00:00:00Z")
     engine = make_engine(pg_url)
-    reader = PrometheusReader(url, timeout=600, reads=reads)  # type: ignore[arg-type]
+    reader = PrometheusReader(url, timeout=600)
     imported = _peak_kib()
     profiler = None
     if profile:
@@ -302,6 +303,8 @@ def child(
         "raw": counts.raw,
         "loaded": counts.loaded,
         "integral_hours": counts.integral_hours,
+        "integral_gpus": counts.integral_gpus,
+        "gauge_gpus": counts.gauge_gpus,
     }
 
 
@@ -312,7 +315,6 @@ def _measure(
     repeat: int,
     engine: int | None = None,
     source: str = "auto",
-    reads: str = "fast",
 ) -> list[dict[str, Any]]:
     """``repeat`` ingests of ``hour``, each in a fresh child; with the query engine's CPU
     seconds during each (``engine``: its process id)."""
@@ -329,8 +331,6 @@ def _measure(
                 hour.isoformat(),
                 "--source",
                 source,
-                "--reads",
-                reads,
             ],
             check=True,
             capture_output=True,
@@ -369,7 +369,7 @@ def scale(
     form: str = "scraped",
     fleets: tuple[str, ...] = ("realistic", "constant"),
     source: str = "gpu-exporter",
-    reads: str = "fast",
+    exporter: str = "current",
 ) -> int:
     """The 10,000-GPU hour from Prometheus (and VictoriaMetrics) into PostgreSQL, on each
     fleet of bench/fleet.py: the realistic one, and the constant one (the best case)."""
@@ -387,7 +387,18 @@ def scale(
         upgrade(pg_url)
         for fleet in fleets:
             _scale_one(
-                gpus, pods, interval, repeat, vm, cache, profile, form, fleet, pg_url, source, reads
+                gpus,
+                pods,
+                interval,
+                repeat,
+                vm,
+                cache,
+                profile,
+                form,
+                fleet,
+                pg_url,
+                source,
+                exporter,
             )
     finally:
         if stop_pg:
@@ -408,11 +419,11 @@ def _scale_one(
     fleet: str,
     pg_url: str,
     source: str = "gpu-exporter",
-    reads: str = "fast",
+    exporter: str = "current",
 ) -> None:
 
     label = FLEETS[fleet]
-    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source, reads)
+    blocks, how = tsdb(gpus, pods, interval, cache, form, fleet, source, exporter)
     span = "3 h of look-back" if form == "scraped" else "1 h of look-back"
     print(
         f"[{label}] history ({form}): {gpus:,} GPUs, {pods:,} pods at {interval} s, {span} + "
@@ -433,13 +444,13 @@ def _scale_one(
             sources.append(("VictoriaMetrics", f"http://127.0.0.1:{vm_port}", proc.pid))
         # one untimed ingest from each first: no source pays for opening its blocks
         for _, url, _ in sources:
-            _measure(url, pg_url, hour, 1, source=source, reads=reads)
+            _measure(url, pg_url, hour, 1, source=source)
         results = {}
         print(f"[{label}] measuring at {load_now()}")
         rows = {}
         for name, url, pid in sources:
-            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source, reads)
-            print(f"[{label}] {reads} reads: " + _line(f"{name} -> PG", runs))
+            results[name] = runs = _measure(url, pg_url, hour, repeat, pid, source)
+            print(f"[{label}] exporter {exporter}: " + _line(f"{name} -> PG", runs))
             rows[name] = chargeback_rows(pg_url, hour)
         if len(rows) > 1:
             same = all(r == rows["Prometheus"] for r in rows.values())
@@ -450,8 +461,9 @@ def _scale_one(
         print(
             f"[{label}] the hour: {first['facts']:,} usage facts, {first['lines']:,} chargeback "
             f"lines; series from summaries {first['fast']:,} (of them read raw after all "
-            f"{first['loaded']:,}), read raw {first['raw']:,}, hours read from integrals "
-            f"{first['integral_hours']}; memory is bounded by one hour "
+            f"{first['loaded']:,}), read raw {first['raw']:,}, GPUs read from the integrals "
+            f"{first['integral_gpus']:,}, from the gauges {first['gauge_gpus']:,}; memory is "
+            f"bounded by one hour "
             f"of the largest family read at once (its samples as Python objects) plus the "
             f"hour's facts and lines, not by the history"
         )
@@ -467,8 +479,6 @@ def _scale_one(
                     "--profile",
                     "--source",
                     source,
-                    "--reads",
-                    reads,
                 ],
                 check=True,
             )
@@ -512,11 +522,12 @@ def main(argv: list[str] | None = None) -> int:
         help="bench/fleet.py's realistic fleet, the constant one (the best case), or both",
     )
     ap.add_argument(
-        "--reads",
-        choices=("fast", "integrals"),
-        default="fast",
-        help="COSTSVC_INGEST_READS of the ingest; integrals: the scraped fleet also publishes "
-        "our exporter's integrals (bench/fleet_integrals.py), the hour is read from them",
+        "--exporter",
+        choices=("current", "gauges-only"),
+        default="current",
+        help="what the fleet's exporters publish — current: the gauges and our exporter's "
+        "integrals (bench/fleet_integrals.py); gauges-only: an exporter before its integrals. "
+        "The data decides how the hour is read (costsvc/ingest/collect.py)",
     )
     ap.add_argument(
         "--write-only", type=int, metavar="ROWS", help="only: INSERT vs COPY of ROWS facts"
@@ -525,9 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         url, pg_url, hour = args.child
-        found = child(
-            url, pg_url, datetime.fromisoformat(hour), args.profile, args.source, args.reads
-        )
+        found = child(url, pg_url, datetime.fromisoformat(hour), args.profile, args.source)
         print(json.dumps(found))
         return 0
     if args.write_only:
@@ -545,7 +554,7 @@ def main(argv: list[str] | None = None) -> int:
         args.form,
         ("realistic", "constant") if args.fleet == "both" else (args.fleet,),
         args.source,
-        args.reads,
+        args.exporter,
     )
 
 

@@ -2,14 +2,15 @@
 takes and the memory the API process holds after 1 hour and after 24.
 
     python bench/serve_ingest.py [--gpus 1000] [--pods 5000] [--hours 24] [--fleet both]
-                                 [--reads fast|integrals]
+                                 [--exporter current|gauges-only]
 
 The history: bench/fleet.py's realistic fleet (seed 29: utilisation and SM time changing at
 every sample, 5 % of pods ending an hour, relabels, MIG re-created daily) and the constant one
 (the best case), scraped every 60 s, written as one TSDB block (bench/tsdb_block.py) that a
-real Prometheus opens; a throwaway PostgreSQL. ``--reads integrals``: the fleet also publishes
-our exporter's integrals (bench/fleet_integrals.py) and serve reads the hours from them
-(``COSTSVC_INGEST_READS``). The hour before the first is ingested first
+real Prometheus opens; a throwaway PostgreSQL. The fleet publishes our exporter's integrals
+beside its gauges (bench/fleet_integrals.py), as our exporter does, and serve, at its default
+settings, reads the hours from them; ``--exporter gauges-only``: the gauges alone (an exporter
+before its integrals), read by the gauges' rule. The hour before the first is ingested first
 (``gpu-costsvc ingest``: the watermark a running service has).
 
 Then the real ``serve`` (costsvc/cli.py ``main(["serve"])``: the API under uvicorn, the
@@ -152,7 +153,7 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
             how = f"realistic (seed 29: {churn.per_hour():.1%} of pods ended per hour)"
         else:
             series, how = constant(args.gpus, args.pods, grid), "constant (best case)"
-        if args.reads == "integrals":
+        if args.exporter == "current":
             series.extend(list(integrals(series, grid)))
             how += ", with the exporter's integrals"
         (work / "data").mkdir()
@@ -178,7 +179,6 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
             "COSTSVC_COST_MODEL": str(model),
             "COSTSVC_CLUSTER": "bench",
             "COSTSVC_LISTEN_ADDRESS": f"127.0.0.1:{api_port}",
-            "COSTSVC_INGEST_READS": args.reads,
         }
         before = START - timedelta(hours=1)
         subprocess.run(
@@ -277,11 +277,11 @@ def main() -> int:
     ap.add_argument("--pods", type=int, default=5000)
     ap.add_argument("--hours", type=int, default=24, help="hourly runs measured")
     ap.add_argument("--fleet", choices=("both", "realistic", "constant"), default="both")
-    ap.add_argument("--reads", choices=("fast", "integrals"), default="fast")
+    ap.add_argument("--exporter", choices=("current", "gauges-only"), default="current")
     args = ap.parse_args()
     print(
         f"{machine_line()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {load_now()}; "
-        f"COSTSVC_INGEST_READS={args.reads}"
+        f"exporter {args.exporter}, default settings"
     )
     fleets = ("realistic", "constant") if args.fleet == "both" else (args.fleet,)
     found = {fleet: one_fleet(args, fleet) for fleet in fleets}

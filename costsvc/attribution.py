@@ -55,6 +55,11 @@ from costsvc.migprofiles import Geometry, known_geometry
 from costsvc.money import MICRO, round_micro, split
 
 HOUR = Decimal(3600)
+# how a GPU's hour was read (docs/cost-model.md, "Two rules, one per source"): from our
+# exporter's integrals (its counters of seconds), or from the gauges (our exporter's before
+# its counters, dcgm-exporter + kube-state-metrics)
+INTEGRALS = "integrals"
+GAUGES = "gauges"
 _KEY_OF = attrgetter(*LINE_KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
 GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
@@ -84,6 +89,9 @@ class GpuHour:
     lost_seconds: Decimal = Decimal(0)  # of present_seconds, reported lost (gpu_device_up 0)
     # a GPU with MIG instances: its slices (costsvc/migprofiles.py), None where unknown
     mig_geometry: Geometry | None = None
+    # the rule its hour was read by (costsvc/ingest/collect.py): INTEGRALS, GAUGES, or ""
+    # where unknown (an hour stored before the rule was kept)
+    reads: str = ""
 
     @property
     def key(self) -> GpuKey:

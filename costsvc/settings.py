@@ -61,14 +61,12 @@ class Settings(BaseSettings):
         description="whose series to read: our exporter's, NVIDIA dcgm-exporter's plus "
         "kube-state-metrics', or (auto) ours in an hour that has them, else dcgm-exporter's",
     )
-    ingest_reads: Literal["fast", "raw", "integrals"] = Field(
-        default="fast",
-        description="fast: an hour's steady series (one value, a sample at every successful "
-        "scrape) from per-hour summaries of the query engine, the rest raw; raw: every sample "
-        "read (docs/cost-model.md: fast re-ingest). The money is the same. integrals: our "
-        "exporter's counters of seconds, an hour being what they grew between the last scrapes "
-        "before its edges (docs/cost-model.md: the hour read from the exporter's integrals); "
-        "an hour they cannot tell is read as fast",
+    # gone: how an hour is read is the data's to decide, per GPU and hour (docs/cost-model.md,
+    # "Two rules, one per source"); a deployment that still sets it fails at start-up, told why
+    ingest_reads: str | None = Field(
+        default=None,
+        description="removed: each GPU's hour is read from our exporter's integrals where it "
+        "publishes them, else from the gauges (docs/cost-model.md); unset it",
     )
     ingest_workers: int = Field(
         default=1,
@@ -197,6 +195,16 @@ class Settings(BaseSettings):
         description="mark the session cookie Secure; unset: when the request came over HTTPS "
         "(set true behind a proxy that ends TLS)",
     )
+
+    @field_validator("ingest_reads")
+    @classmethod
+    def _gone(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(
+                "removed: each GPU's hour is now read from our exporter's integrals where it "
+                "publishes them, else from the gauges, whatever this says (docs/cost-model.md, "
+                '"Two rules, one per source"); unset it'
+            )
 
     @field_validator("database_url")
     @classmethod

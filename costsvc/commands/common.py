@@ -57,7 +57,6 @@ def prometheus_reader(settings: Settings) -> PrometheusReader:
         settings.prometheus_url,
         headers=reader_headers(settings),
         params=settings.prometheus_params,
-        reads=settings.ingest_reads,
         compress=settings.prometheus_compression,
     )
 

@@ -213,7 +213,6 @@ def ingest_clusters(
             settings.cluster,
             headers=headers,
             params=settings.prometheus_params,
-            reads=settings.ingest_reads,
             compress=settings.prometheus_compression,
         )
 

@@ -122,6 +122,7 @@ def replace_hour(
                 co2e.get(g.key, 0),
                 g.mig_geometry.compute_slices if g.mig_geometry else None,
                 g.mig_geometry.memory_slices if g.mig_geometry else None,
+                g.reads or None,
             )
             for g in facts.gpus
         ]
@@ -175,6 +176,7 @@ GPU_COLUMNS = (
     "co2e_mg",
     "mig_compute_slices",
     "mig_memory_slices",
+    "reads",
 )
 FACT_COLUMNS = (
     "hour",
@@ -217,6 +219,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
             g.lost_us,
             g.mig_compute_slices,
             g.mig_memory_slices,
+            g.reads,
         )
         .where(g.hour == hour)
         .order_by(g.cluster, g.gpu_uuid)
@@ -251,6 +254,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
                 *energy,
                 lost_seconds=lost,
                 mig_geometry=mig,
+                reads=r.reads or "",
             )
         )
         facts.node_of[(r.cluster, r.gpu_uuid)] = r.node

@@ -141,6 +141,9 @@ class GpuPresence(Base):
     # compute and memory slices; NULL for a GPU without MIG instances that hour
     mig_compute_slices: Mapped[int | None] = mapped_column()
     mig_memory_slices: Mapped[int | None] = mapped_column()
+    # the rule its hour was read by: "integrals" (our exporter's counters) or "gauges"
+    # (costsvc/ingest/collect.py); NULL for an hour stored before it was kept
+    reads: Mapped[str | None] = mapped_column(String(16))
 
 
 class UsageFact(Base):

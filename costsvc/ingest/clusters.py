@@ -95,10 +95,10 @@ class ClusterReader(PrometheusReader):
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
-        reads: str = "fast",
         compress: bool = False,
+        raw_only: bool = False,
     ) -> None:
-        super().__init__(url, timeout, headers, params, reads, compress)
+        super().__init__(url, timeout, headers, params, compress, raw_only)
         self._spec_args.update(cluster=cluster, default=default)
         self.cluster, self._default = cluster, default
         self._match = matcher(cluster, default)

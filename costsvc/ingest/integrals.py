@@ -20,6 +20,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar, cast
@@ -67,6 +68,10 @@ SHARE_LABEL = "share"
 # each target: whether a scrape of it succeeded in the hour before an instant (a series of it
 # with no value there was not published: its exporter had dropped it)
 SCRAPED = "max_over_time(up[3600s])"
+# the GPUs our exporter's gauges saw in the hour, whether or not it publishes their counters (an
+# exporter before them, during a rolling upgrade): those the counters do not tell are read from
+# the gauges (costsvc/ingest/collect.py)
+SEEN = "count by (cluster, UUID) (last_over_time(gpu_device_up[3600s]))"
 RESET_WINDOW = 3600 + int(MAX_GAP)  # s: the hour and the scrape before it (at most MAX_GAP)
 ASKED_AT_ONCE = 3  # a block's range queries in flight together
 # a holding's families are made and dropped together (exporter/integrals.py): its share's
@@ -181,7 +186,14 @@ class _Deltas:
     the hour (an exporter restart, a series dropped and back), its samples in the hour, each
     rise added and a fall counted from 0 (PromQL's ``increase`` without extrapolation). A
     series of ours that tells its start (:data:`STARTED`) is never reset: a total that starts
-    again is another series."""
+    again is another series.
+
+    ``fresh``: the series (by the identity of their labels) that started in the hour with no
+    earlier value (their exporter began publishing them in it). ``edge``: the series whose
+    hour starts at its edge t0, not at their last scrape before it — those of a GPU whose hour
+    before was read from the gauges, which billed it through t0 (:func:`_switching`): their
+    value at t0 is the one between their scrapes on either side of it, the counter having
+    grown evenly between two collections."""
 
     def __init__(
         self,
@@ -189,6 +201,7 @@ class _Deltas:
         family: str,
         at: datetime,
         key: Callable[[dict[str, str]], Key] = key_of,
+        edge: Callable[[dict[str, str]], bool] | None = None,
     ) -> None:
         t1 = instant_text(at)
         t0 = f"{Decimal(t1) - 3600:.3f}"
@@ -201,15 +214,21 @@ class _Deltas:
         before, after = ends.get(t0, {}), ends.get(t1, {})
         starts: dict[Key, Decimal | None] = {}  # an uneven series' value before (None: none)
         self.deltas: list[tuple[dict[str, str], Decimal]] = []
+        self.fresh: set[int] = set()
         new: list[tuple[dict[str, str], Decimal]] = []
+        at_edge: dict[Key, tuple[dict[str, str], Decimal, Decimal]] = {}
         for series, (labels, v1) in after.items():
             earlier = before.get(series)
             if earlier is None:
                 new.append((labels, v1))
             elif v1 < earlier[1] or (reset and key(labels) in reset):
                 starts[key(labels)] = earlier[1]
+            elif edge is not None and edge(labels):
+                at_edge[key(labels)] = (labels, earlier[1], v1)
             else:
                 self.deltas.append((labels, v1 - earlier[1]))
+        if at_edge:
+            self._from_edge(reader, family, at, Decimal(t0), at_edge, len(after))
         if new:
             scraped = _scraped(reader, at, t0)
             gap = {key(labels) for labels, _ in new if not scraped(labels)}
@@ -217,6 +236,8 @@ class _Deltas:
             for labels, v1 in new:
                 found = older.get(key(labels)) if older else None
                 v0 = found if found is not None else ZERO if family in FROM_ZERO else None
+                if found is None:
+                    self.fresh.add(id(labels))
                 if v0 is None or v1 < v0 or (reset and key(labels) in reset):
                     starts[key(labels)] = v0
                 else:
@@ -228,6 +249,30 @@ class _Deltas:
                     grew += v - last if v >= last else v
                 last = v
             self.deltas.append((s.labels, grew))
+
+    def _from_edge(
+        self,
+        reader: SteadyReader,
+        family: str,
+        at: datetime,
+        t0: Decimal,
+        series: dict[Key, tuple[dict[str, str], Decimal, Decimal]],
+        total: int,
+    ) -> None:
+        """What these series grew from ``t0``: their value there is their last sample's at or
+        before it plus the part of the next rise that falls before ``t0`` (each collection adds
+        the reading before it times the time since the last: even growth between samples);
+        their last value before the hour where no sample follows, or the counter fell."""
+        found = {}
+        window = 3600 + int(MAX_GAP)
+        for s in read_raw(reader.prom, family, at, window, set(series), total):
+            earlier = [(t, v) for t, v in s.samples if t <= t0]
+            later = [(t, v) for t, v in s.samples if t > t0]
+            if earlier and later and later[0][1] >= earlier[-1][1]:
+                (ta, va), (tb, vb) = earlier[-1], later[0]
+                found[key_of(s.labels)] = va + (vb - va) * (t0 - ta) / (tb - ta)
+        for k, (labels, v0, v1) in series.items():
+            self.deltas.append((labels, v1 - found.get(k, v0)))
 
 
 def _scraped(reader: SteadyReader, at: datetime, t0: str) -> Callable[[dict[str, str]], bool]:
@@ -306,7 +351,12 @@ class _Held:
     measured share-seconds and largest share read from their own series (:data:`MEASURED`,
     :data:`TOP`), asked for only where there are such holdings."""
 
-    def __init__(self, w: HourReads, series: Callable[[dict[str, str]], Key]) -> None:
+    def __init__(
+        self,
+        w: HourReads,
+        series: Callable[[dict[str, str]], Key],
+        edge: Callable[[dict[str, str]], bool] | None = None,
+    ) -> None:
         reader, at = w.reader, w.at
         holding = _once(w, "holding", holding_key(w))
         self.figures: dict[str, dict[tuple[str, ...], Decimal]] = {}
@@ -317,7 +367,7 @@ class _Held:
         before: set[tuple[str, ...]] = set()  # holdings with a series of an exporter before
         for family in (SHARE, MEMORY, BUSY, UNMEASURED, SM):
             mine = self.figures[family] = {}
-            for labels, grew in _Deltas(reader, family, at, series).deltas:
+            for labels, grew in _Deltas(reader, family, at, series, edge).deltas:
                 key = holding(labels)
                 mine[key] = mine.get(key, ZERO) + grew
                 if family == SHARE:
@@ -333,7 +383,7 @@ class _Held:
                     measured[key] = measured.get(key, ZERO) - grew
         if before:
             _ask(reader, at, [_last(MEASURED), TOP])
-            for labels, grew in _Deltas(reader, MEASURED, at, series).deltas:
+            for labels, grew in _Deltas(reader, MEASURED, at, series, edge).deltas:
                 key = holding(labels)
                 measured[key] = measured.get(key, ZERO) + grew
             for labels, v in _steps(reader, TOP, at).get(instant_text(at), {}).values():
@@ -342,26 +392,48 @@ class _Held:
                     top[key] = max(top.get(key, v), v)
 
 
-def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
-    """The hour's facts from our exporter's integrals, or None where they cannot tell it (the
-    hour is then read from the gauges)."""
+@dataclass(slots=True)
+class Told:
+    """An hour as the integrals tell it: the facts of the GPUs whose counters cover the hour,
+    and the GPUs of the hour they do not tell (``untold``: read from the gauges)."""
+
+    facts: HourFacts
+    untold: set[GpuKey]
+
+
+def collect_integrals(w: HourReads, start: datetime) -> Told | None:
+    """The hour's facts from our exporter's integrals, for each GPU whose device counter
+    covers the hour (a series of it with a value before the hour: one that started in it,
+    from 0, is a node's first hour, or its exporter's upgrade to the counters: the gauges read
+    that hour); None where no GPU's does (the hour is read from the gauges)."""
     reader, at = w.reader, w.at
     # the block's reads, together: each family's ends, the resets
-    _ask(reader, at, [_last(DEVICE), reset_expr(DEVICE), SCRAPED])
+    _ask(reader, at, [_last(DEVICE), reset_expr(DEVICE), SCRAPED, SEEN])
     series = _once(w, "series", key_of)  # (looked for only where a series needs it)
+    gpu_of = _once(w, "gpu", gpu_key(w))
     device = _Deltas(reader, DEVICE, at, series)
-    if not device.deltas:
+    covered = {gpu_of(labels) for labels, _ in device.deltas if id(labels) not in device.fresh}
+    if not covered:
         return None
+    switching = _switching(w, device, covered, gpu_of)
+    edge = None
+    if switching:
+
+        def edge(labels: dict[str, str]) -> bool:
+            return gpu_of(labels) in switching
+
+        device = _Deltas(reader, DEVICE, at, series, edge)
     _ask(
         reader,
         at,
         [*map(_last, FAMILIES), *map(reset_expr, set(RESETS_OF.values())), SCRAPED],
     )
     facts = HourFacts(start)
-    gpu_of = _once(w, "gpu", gpu_key(w))
     gpus: dict[GpuKey, tuple[dict[str, str], Decimal, Decimal]] = {}
     for labels, grew in device.deltas:
         gpu = gpu_of(labels)
+        if gpu not in covered:
+            continue
         _, up, down = gpus.get(gpu, (labels, ZERO, ZERO))
         if labels.get("state") == "down":
             down += grew
@@ -375,7 +447,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             add_gpu(facts, cluster, uuid, labels, present, us(down))
             seen[(cluster, uuid)] = present
     drawn: dict[GpuKey, Decimal] = {}
-    energy_read = _Deltas(reader, ENERGY, at, series)
+    energy_read = _Deltas(reader, ENERGY, at, series, edge)
     for labels, grew in energy_read.deltas:  # (a driver upgrade: two series)
         gpu = gpu_of(labels)
         drawn[gpu] = drawn.get(gpu, ZERO) + grew
@@ -385,7 +457,7 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         if gpu in seen
     }
 
-    held = _Held(w, series)
+    held = _Held(w, series, edge)
     figures, last, measured, top = held.figures, held.last, held.measured, held.top
     slices, published = mig_instances(w)
     sm: dict[tuple[str, ...], Decimal] = {}  # by container on a GPU, as the gauges' rule
@@ -393,13 +465,20 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
         by_container = (cluster, uuid, ns, pod, container)
         sm[by_container] = sm.get(by_container, ZERO) + seconds
     sm_gpus = {key[:2] for key in sm}
+    # the GPUs of the hour the counters do not tell: seen by the gauges, or held without a
+    # device counter that covers the hour
+    untold = {
+        gpu_of(labels) for labels, _ in _steps(reader, SEEN, at).get(instant_text(at), {}).values()
+    }
     for key, seconds in figures[SHARE].items():
         cluster, uuid, gi, ns, pod, container = key
         share = us(seconds)
+        if (cluster, uuid) not in facts.node_of:
+            if share > 0:
+                untold.add((cluster, uuid))
+            continue
         if share <= 0:
             continue
-        if (cluster, uuid) not in facts.node_of:
-            return None  # held, but no device counter: the gauges' rule bills it
         shared = is_shared(bool(gi), top.get(key, ZERO))
         part = measured.get(key, ZERO)  # (a difference of floats: none under a microsecond)
         ratio = figures[BUSY].get(key, ZERO) / part if us(part) > 0 else None
@@ -420,4 +499,31 @@ def collect_integrals(w: HourReads, start: datetime) -> HourFacts | None:
             )
         )
     finish(w, facts, published, energy)
-    return facts
+    return Told(facts, untold - set(facts.node_of))
+
+
+def _switching(
+    w: HourReads,
+    device: _Deltas,
+    covered: set[GpuKey],
+    gpu_of: Callable[[dict[str, str]], GpuKey],
+) -> set[GpuKey]:
+    """The GPUs of ``covered`` whose hour before was read from the gauges: none of their
+    device series had a value before that hour (each tells its start, :data:`STARTED`, and
+    each started since; a series without the label, an exporter's before it, is taken to
+    have). The gauges billed that hour through its end, so this one starts there."""
+    t0 = Decimal(instant_text(w.at)) - 3600
+    earlier = [
+        labels for labels, _ in _steps(w.reader, _last(DEVICE), w.at).get(f"{t0:.3f}", {}).values()
+    ]
+    earlier += [labels for labels, _ in device.deltas if id(labels) not in device.fresh]
+    before = set()
+    for labels in earlier:
+        started = labels.get(STARTED)
+        try:
+            since = Decimal(started) if started is not None else None
+        except InvalidOperation:
+            since = None
+        if since is None or not since.is_finite() or since < t0 - 3600:
+            before.add(gpu_of(labels))
+    return covered - before

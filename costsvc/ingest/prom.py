@@ -48,9 +48,9 @@ class PrometheusReader:
     ``headers`` go with every request (a tenant's ``X-Scope-OrgID`` for Mimir, an
     ``Authorization`` bearer token); ``params`` are added to every query (Thanos Query's
     ``partial_response=false`` and ``max_source_resolution=0s``: docs/multicluster.md).
-    ``reads``: ``fast`` (steady series of an hour from per-hour summaries,
-    costsvc/ingest/steady.py), ``raw`` (every sample read) or ``integrals`` (our exporter's
-    integrals where it publishes them, costsvc/ingest/integrals.py; else as ``fast``).
+    ``raw_only``: the gauges' series read sample by sample, never from the engine's
+    summaries (costsvc/ingest/gauges/steady.py) — not a setting: the tests and benches that
+    check the summaries against the samples they stand for use it.
     ``compress``: ask for gzipped answers (a query API across a slow link); by default they
     come uncompressed.
     """
@@ -61,19 +61,17 @@ class PrometheusReader:
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
-        reads: str = "fast",
         compress: bool = False,
+        raw_only: bool = False,
     ) -> None:
-        if reads not in ("fast", "raw", "integrals"):
-            raise ValueError(f"reads {reads!r}: fast, raw or integrals")
-        self.reads = reads  # fast: steady series from summaries (costsvc/ingest/steady.py)
+        self.raw_only = raw_only
         self._spec_args: dict[str, Any] = {
             "url": url,
             "timeout": timeout,
             "headers": dict(headers or {}),
             "params": dict(params or {}),
-            "reads": reads,
             "compress": compress,
+            "raw_only": raw_only,
         }
         sent = dict(headers or {})
         if not compress and not any(k.lower() == "accept-encoding" for k in sent):
@@ -86,7 +84,7 @@ class PrometheusReader:
 
     def spec(self) -> ReaderSpec:
         """What :meth:`from_spec` needs to make a reader like this one (same class, URL,
-        timeout, headers, parameters and reads), in a process of its own."""
+        timeout, headers, parameters, raw_only), in a process of its own."""
         return ReaderSpec(type(self), dict(self._spec_args))
 
     @staticmethod

@@ -71,7 +71,6 @@ STEADY = frozenset(
         "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
     }
 )
-READS = ("fast", "raw", "integrals")
 BLOCK_HOURS = 24  # hours of summaries per range query
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 T = TypeVar("T")
@@ -119,14 +118,18 @@ class Steady(Sequence[tuple[Decimal, Decimal]]):
 class Counts:
     """Series whose samples were synthesised (fast) or read raw, since the reader was made;
     of the fast ones, how many were read as sums (:class:`Regular`: ``summed``), and of those
-    how many were read raw after all (``loaded``); hours read from the exporter's integrals
-    (``integral_hours``: costsvc/ingest/integrals.py)."""
+    how many were read raw after all (``loaded``); hours with GPUs read from the exporter's
+    integrals (``integral_hours``: costsvc/ingest/integrals.py); GPU-hours read from the
+    integrals and from the gauges (``integral_gpus``, ``gauge_gpus``: costsvc/ingest/collect.py).
+    """
 
     fast: int = 0
     raw: int = 0
     summed: int = 0
     loaded: int = 0
     integral_hours: int = 0
+    integral_gpus: int = 0
+    gauge_gpus: int = 0
 
 
 class SteadyReader:
@@ -262,7 +265,7 @@ class SteadyReader:
     def _read(self, selector: str, at: datetime, seconds: int) -> list[Series]:
         prom = self.prom
         summarised = selector in STEADY or selector in COUNTED
-        if prom.reads == "raw" or not summarised or not _NAME.fullmatch(selector):
+        if prom.raw_only or not summarised or not _NAME.fullmatch(selector):
             out = prom.raw(selector, at, seconds)
             self.counts.raw += len(out)
             return out
@@ -345,7 +348,7 @@ class SteadyReader:
         (e.g. a pod's ``label_*`` labels, unchanged for days)."""
         instant = instant_text(at)
         first, last = self._blocks.get(instant, (instant, instant))
-        if self.prom.reads == "raw" or first == last:
+        if self.prom.raw_only or first == last:
             found = sorted(self.prom.latest(selector, at, seconds), key=_sort_key)
             return [(lab, derive(lab)) for lab in found]
         block = self._latest_block(selector, seconds, first, last, at)

@@ -409,12 +409,13 @@ def ingest_with(
     hours: list[datetime],
     cluster: str = "c1",
     source: str = "auto",
-    reads: str = "fast",
+    raw_only: bool = False,
 ) -> Counts:
-    """Ingest ``hours``; how many series the reads synthesised (fast) and read raw."""
+    """Ingest ``hours``; how many series the reads synthesised (fast) and read raw
+    (``raw_only``: the gauges read sample by sample, to check their summaries)."""
     upgrade(db_url)
     engine = create_engine(db_url)
-    reader = PrometheusReader(prom_url, reads=reads)
+    reader = PrometheusReader(prom_url, raw_only=raw_only)
     try:
         report = ingest(engine, reader, cost_model, cluster, hours, source=source)
         assert report.done == hours, report.failed
@@ -437,7 +438,7 @@ def assert_fast_is_raw(
     ``urls[2]``. Returns the fast and the raw counts of the first fast ingest."""
     raw, fast = Counts(), Counts()
     for hours, source in runs:
-        got = ingest_with(prom_url, urls[0], cost_model, hours, source=source, reads="raw")
+        got = ingest_with(prom_url, urls[0], cost_model, hours, source=source, raw_only=True)
         raw.fast += got.fast
         raw.raw += got.raw
         got = ingest_with(prom_url, urls[1], cost_model, hours, source=source)

@@ -74,11 +74,14 @@ class Families:
     def add(self, name: str, labels: str, value: object, t: float) -> None:
         self.lines.setdefault(name, []).append(f"{name}{{{labels}}} {value} {t:.3f}")
 
-    def text(self, counters: frozenset[str] = frozenset()) -> str:
+    def text(self, counters: frozenset[str] = frozenset(), gauges_only: bool = False) -> str:
         """OpenMetrics: each family's ``# TYPE`` (``counter`` for those named, else
-        ``gauge``) and its samples, ``# EOF`` last."""
+        ``gauge``) and its samples, ``# EOF`` last; ``gauges_only``: without the counters (as
+        an exporter before its integrals publishes the same history)."""
         out = []
         for name, found in self.lines.items():
+            if gauges_only and name in counters:
+                continue
             out.append(f"# TYPE {name} {'counter' if name in counters else 'gauge'}")
             out.extend(found)
         return "\n".join([*out, "# EOF"]) + "\n"

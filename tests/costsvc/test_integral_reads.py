@@ -72,6 +72,7 @@ class Node:
     def __init__(self, history: Families, name: str, uuid: str, started: bool = True) -> None:
         self.history, self.name, self.uuid = history, name, uuid
         self.started = started  # its series tell their start (exporters before: not)
+        self.counters = True  # it publishes its integrals (exporters before them: not)
         self.since: dict[tuple[str, str], int] = {}  # when each total started at 0
         self.totals: dict[tuple[str, str], float] = {}
         self.seen: dict[tuple[str, str], int] = {}
@@ -138,15 +139,16 @@ class Node:
             self.totals.setdefault(key, 0.0)
             self.seen[key] = t
         for key in [k for k, at in self.seen.items() if t - at > KEEP]:
-            del self.totals[key], self.seen[key], self.since[key]
-        for (name, lab), total in self.totals.items():
+            del self.totals[key], self.seen[key]
+            self.since.pop(key, None)
+        for (name, lab), total in self.totals.items() if self.counters else ():
             since = self.since.setdefault((name, lab), t)
             start = f'{lab},{STARTED}="{since}.000"'
             add(name, start if self.started else lab, repr(total), t)
         self.ahead, self.last = ahead, t
 
 
-def _on_the_minute(started: bool) -> str:
+def _on_the_minute(started: bool, gauges_only: bool = False) -> str:
     """Two hours and 10 minutes before, five nodes scraped on the minute: a GPU held whole
     by pod a, its utilisation changing at every scrape; a GPU time-sliced (4 replicas) by b
     (two) and c, their SM use steady; a GPU lost for 10 minutes while d holds it; a GPU held
@@ -171,7 +173,7 @@ def _on_the_minute(started: bool) -> str:
         nodes[3].scrape(t, True, holders, 0.5)
         unread = T0 + 600 <= t < T0 + 1800 or t >= T0 + 6000
         nodes[4].scrape(t, True, {"m": 1.0}, None if unread else rng.randrange(101) / 100)
-    return history.text(counters=COUNTERS)
+    return history.text(counters=COUNTERS, gauges_only=gauges_only)
 
 
 def _off_the_minute(started: bool) -> str:
@@ -185,7 +187,9 @@ def _off_the_minute(started: bool) -> str:
     n1 = Node(history, "n1", "GPU-P", started)
     n2 = Node(history, "n2", "GPU-R", started)
     n3 = Node(history, "n3", "GPU-N", started)
-    for minute in range(T0 - 600, T0 + 7200 + 60, 60):
+    # (from 70 minutes before: the counters cover 14:00, which is not their first hour — that
+    # one is the gauges', and the next starts at its edge: test_an_upgrade_to_the_integrals...)
+    for minute in range(T0 - 4200, T0 + 7200 + 60, 60):
         t = minute + 17
         drawn = BIG + 300 * 1000 * (t - T0)  # 300 W: 300,000 mJ a second
         n1.scrape(t, True, {"p": 1.0} if T0 + 1800 <= t < T0 + 5400 else {}, 0.5, energy=drawn)
@@ -237,6 +241,36 @@ def on_the_minute(
 
 
 @pytest.fixture(scope="module")
+def on_the_minute_gauges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """The same history as an exporter before its integrals publishes it: the gauges only."""
+    history = _on_the_minute(True, gauges_only=True)
+    yield from _loaded_prometheus(tmp_path_factory, "gauges", history, T0, False)
+
+
+def _upgrade() -> str:
+    """A rolling upgrade, three nodes from 70 minutes before 14:00: n1's exporter (scraped at
+    :17 of every minute) publishes no integrals until it is upgraded at 14:20:17, its GPU held
+    by pod p all along; n2's is never upgraded (gauges only), its GPU held by pod o from
+    14:10:00 to 16:40:00; n3's publishes them all along, its GPU held by pod i."""
+    history = Families()
+    n1, n2, n3 = (Node(history, f"n{k}", f"GPU-{x}") for k, x in enumerate("UOI", 1))
+    n1.counters = n2.counters = False
+    for minute in range(T0 - 4200, T0 + 10800 + 60, 60):
+        upgraded = minute + 17 == T0 + 1217
+        if upgraded:
+            n1.counters = True
+        n1.scrape(minute + 17, True, {"p": 1.0}, 0.5, restarted=upgraded)
+        n2.scrape(minute, True, {"o": 1.0} if T0 + 600 <= minute < T0 + 9600 else {}, 0.5)
+        n3.scrape(minute, True, {"i": 1.0}, 0.5)
+    return history.text(counters=COUNTERS)
+
+
+@pytest.fixture(scope="module")
+def upgrade(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    yield from _loaded_prometheus(tmp_path_factory, "upgrade", _upgrade(), T0, False)
+
+
+@pytest.fixture(scope="module")
 def silent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     yield from _loaded_prometheus(tmp_path_factory, "silent", _silent(), T0, False)
 
@@ -249,14 +283,16 @@ def off_the_minute(
 
 
 def test_on_the_minute_the_integrals_bill_what_the_gauges_bill(
-    on_the_minute: Prometheus, three_dbs: tuple[str, str, str]
+    on_the_minute: Prometheus, on_the_minute_gauges: Prometheus, three_dbs: tuple[str, str, str]
 ) -> None:
     gauges, integrals, hourly = three_dbs
-    assert ingest_with(on_the_minute.url, gauges, model(), HOURS).integral_hours == 0
-    read = ingest_with(on_the_minute.url, integrals, model(), HOURS, reads="integrals")
+    read = ingest_with(on_the_minute_gauges.url, gauges, model(), HOURS)
+    assert read.integral_hours == read.integral_gpus == 0 and read.gauge_gpus == 2 * 5
+    read = ingest_with(on_the_minute.url, integrals, model(), HOURS)
     assert read.integral_hours == 2 and read.fast == read.raw == 0  # no gauge read
+    assert read.integral_gpus == 2 * 5 and read.gauge_gpus == 0
     for hour in HOURS:  # hour by hour: each hour's block alone
-        read = ingest_with(on_the_minute.url, hourly, model(), [hour], reads="integrals")
+        read = ingest_with(on_the_minute.url, hourly, model(), [hour])
         assert read.integral_hours == 1
     expected = tables(gauges)
     assert all(expected), expected
@@ -284,7 +320,7 @@ def _utc(hour: datetime) -> datetime:
 def test_off_the_minute_an_hour_ends_at_its_last_scrape(
     off_the_minute: Prometheus, db_url: str
 ) -> None:
-    read = ingest_with(off_the_minute.url, db_url, model(), HOURS, reads="integrals")
+    read = ingest_with(off_the_minute.url, db_url, model(), HOURS)
     assert read.integral_hours == 2
     engine = create_engine(db_url)
     with engine.connect() as conn:
@@ -325,7 +361,7 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
     silent: Prometheus, db_url: str
 ) -> None:
     hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
-    read = ingest_with(silent.url, db_url, model(), hours, reads="integrals")
+    read = ingest_with(silent.url, db_url, model(), hours)
     assert read.integral_hours == 3
     shares = _shares(db_url)
     # s: 14:00: up to its last scrape before the gap, 14:54: 3240 s; 15:00: none; 16:00: from
@@ -382,6 +418,82 @@ def _money(url: str) -> dict[tuple[str, datetime], Decimal]:
     return {(pod, _utc(hour)): Decimal(allocated) / 10**6 for pod, hour, allocated in rows if pod}
 
 
+def test_an_upgrade_to_the_integrals_loses_and_doubles_nothing_and_each_gpu_has_its_rule(
+    upgrade: Prometheus, db_url: str
+) -> None:
+    hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
+    read = ingest_with(upgrade.url, db_url, model(), hours)
+    # GPU-U from the gauges in the hour of its upgrade (its counters start in it, from 0), from
+    # the integrals after; GPU-O from the gauges throughout; GPU-I from the integrals
+    assert read.integral_gpus == 5 and read.gauge_gpus == 4
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        found = conn.execute(
+            select(GpuPresence.gpu_uuid, GpuPresence.hour, GpuPresence.reads)
+        ).all()
+    engine.dispose()
+    assert {(uuid, _utc(hour)): rule for uuid, hour, rule in found} == {
+        ("GPU-U", hours[0]): "gauges",
+        ("GPU-U", hours[1]): "integrals",
+        ("GPU-U", hours[2]): "integrals",
+        ("GPU-O", hours[0]): "gauges",
+        ("GPU-O", hours[1]): "gauges",
+        ("GPU-O", hours[2]): "gauges",
+        ("GPU-I", hours[0]): "integrals",
+        ("GPU-I", hours[1]): "integrals",
+        ("GPU-I", hours[2]): "integrals",
+    }
+    # p, by hand. 14:00 from the gauges: held all hour (13:59:17's sample holds to 14:00:17),
+    # 3600 s, billed through 15:00:00. 15:00 from the integrals, the first hour after the
+    # gauges': its share-seconds from 0 at 14:20:17, 60 a collection, are 2340 at 14:59:17 and
+    # 2400 at 15:00:17, so 2340 + 60 x 43 / 60 = 2383 at 15:00:00; 5940 at 15:59:17: 3557 s.
+    # 16:00: 9540 - 5940 = 3600 s. 14:00:00 to 16:59:17 is 10757 s, none twice (from
+    # 14:59:17 instead: 3600 s, and 43 s billed twice). o from the gauges: 14:10 to 15:00,
+    # 3000 s; 3600 s; 16:00 to 16:40, 2400 s. i: 3600 s an hour
+    shares = _shares(db_url)
+    assert shares == {
+        ("p", hours[0]): 3600,
+        ("p", hours[1]): 3557,
+        ("p", hours[2]): 3600,
+        ("o", hours[0]): 3000,
+        ("o", hours[1]): 3600,
+        ("o", hours[2]): 2400,
+        ("i", hours[0]): 3600,
+        ("i", hours[1]): 3600,
+        ("i", hours[2]): 3600,
+    }
+    assert sum(v for (pod, _), v in shares.items() if pod == "p") == 10757
+    # the money, 2.50 an hour: p 2.50 x 3557 / 3600 = 2.470139 (2.4701388…); o 2.083333,
+    # 2.500000, 1.666667; the GPU's seconds are p's (GPU-U is held all along): nothing idle on
+    # it; GPU-O idle 600 s (0.416667) at 14:00 and 1200 s (0.833333) at 16:00
+    money = _money(db_url)
+    assert money[("p", hours[1])] == Decimal("2.470139")
+    assert [money[("o", h)] for h in hours] == [
+        Decimal("2.083333"),
+        Decimal("2.500000"),
+        Decimal("1.666667"),
+    ]
+    assert all(
+        money[(pod, h)] == Decimal("2.500000")
+        for pod in "pi"
+        for h in hours
+        if (pod, h) != ("p", hours[1])
+    )
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        idle = conn.execute(
+            select(Chargeback.node, Chargeback.hour, Chargeback.idle).where(
+                Chargeback.team == "__idle__"
+            )
+        ).all()
+    engine.dispose()
+    assert {(node, _utc(hour)): micro for node, hour, micro in idle if micro} == {
+        ("n2", hours[0]): 416_667,
+        ("n2", hours[2]): 833_333,
+    }
+    assert assert_every_hour_adds_up(db_url) == 3
+
+
 def test_a_history_without_integrals_is_read_from_the_gauges(
     prometheus: Prometheus, three_dbs: tuple[str, str, str]
 ) -> None:
@@ -390,7 +502,7 @@ def test_a_history_without_integrals_is_read_from_the_gauges(
     gauges, integrals, _ = three_dbs
     hours = [HOUR, HOUR2, HOUR3, ELEVENTH, TWELFTH, FIFTEENTH]
     ingest_with(prometheus.url, gauges, MODEL, hours)
-    read = ingest_with(prometheus.url, integrals, MODEL, hours, reads="integrals")
+    read = ingest_with(prometheus.url, integrals, MODEL, hours)
     assert read.integral_hours == 0 and read.fast > 0
     expected = tables(gauges)
     assert all(expected), expected

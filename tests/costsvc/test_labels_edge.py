@@ -54,11 +54,11 @@ def edge_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Promet
     yield from _loaded_prometheus(tmp_path_factory, "labels-edge", _history(), T0, scraped=False)
 
 
-@pytest.mark.parametrize("reads", ["fast", "raw"])
+@pytest.mark.parametrize("raw_only", [False, True], ids=["summaries", "samples"])
 def test_a_pod_that_left_early_in_the_hour_is_its_teams(
-    edge_prometheus: Prometheus, db_url: str, reads: str
+    edge_prometheus: Prometheus, db_url: str, raw_only: bool
 ) -> None:
-    ingest_with(edge_prometheus.url, db_url, model(), [HOUR], reads=reads)
+    ingest_with(edge_prometheus.url, db_url, model(), [HOUR], raw_only=raw_only)
     engine = create_engine(db_url)
     try:
         with engine.connect() as conn:

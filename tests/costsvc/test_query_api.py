@@ -204,6 +204,7 @@ def test_nan_samples_are_no_reading(proxy: RecordingProxy, db_url: str) -> None:
         ({"COSTSVC_PROMETHEUS_PARAMS": "not json"}, "COSTSVC_PROMETHEUS_PARAMS"),
         ({"COSTSVC_PROMETHEUS_URL": "localhost:9090"}, "COSTSVC_PROMETHEUS_URL"),
         ({"COSTSVC_INGEST_READS": "fastest"}, "COSTSVC_INGEST_READS"),
+        ({"COSTSVC_INGEST_READS": "integrals"}, "COSTSVC_INGEST_READS"),
         ({"COSTSVC_INGEST_WORKERS": "0"}, "COSTSVC_INGEST_WORKERS"),
         ({"COSTSVC_INGEST_WORKERS": "many"}, "COSTSVC_INGEST_WORKERS"),
         (

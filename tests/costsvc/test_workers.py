@@ -155,11 +155,11 @@ class _Dying(PrometheusReader):
         timeout: float = 60.0,
         headers: Mapping[str, str] | None = None,
         params: Mapping[str, str] | None = None,
-        reads: str = "raw",
         compress: bool = False,
+        raw_only: bool = True,
         die_at: datetime = HOUR,
     ) -> None:
-        super().__init__(url, timeout, headers, params, reads, compress)
+        super().__init__(url, timeout, headers, params, compress, raw_only)
         self._spec_args["die_at"] = die_at
         self.die_at = die_at.timestamp()
 
@@ -227,13 +227,13 @@ def test_an_interrupt_stops_the_workers(prometheus: Prometheus, db_url: str) -> 
 
 def test_a_reader_is_rebuilt_from_its_spec() -> None:
     reader = ClusterReader(
-        "http://query:9090", "east", "c1", 5.0, {"X-Scope-OrgID": "gpu"}, {"p": "q"}, "raw"
+        "http://query:9090", "east", "c1", 5.0, {"X-Scope-OrgID": "gpu"}, {"p": "q"}, raw_only=True
     )
     spec = pickle.loads(pickle.dumps(reader.spec()))  # as it crosses to a worker
     again = PrometheusReader.from_spec(spec)
     try:
         assert isinstance(again, ClusterReader) and again.cluster == "east"
-        assert again.reads == "raw" and again.spec() == reader.spec()
+        assert again.raw_only and again.spec() == reader.spec()
     finally:
         reader.close()
         again.close()
