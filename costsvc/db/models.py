@@ -141,8 +141,7 @@ class GpuPresence(Base):
     # compute and memory slices; NULL for a GPU without MIG instances that hour
     mig_compute_slices: Mapped[int | None] = mapped_column()
     mig_memory_slices: Mapped[int | None] = mapped_column()
-    # the rule its hour was read by: "integrals" (our exporter's counters) or "gauges"
-    # (costsvc/ingest/collect.py); NULL for an hour stored before it was kept
+    # the rule its hour was read by, integrals or gauges (costsvc/ingest/collect.py); NULL: unkept
     reads: Mapped[str | None] = mapped_column(String(16))
 
 

@@ -17,7 +17,6 @@ a GPU without its device counter.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from costsvc.ingest.picks import picks
 from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import instant_text
 from costsvc.ingest.regular import Key, key_of
-from costsvc.ingest.steady import SteadyReader, read_raw
+from costsvc.ingest.steady import Answer, SteadyReader, read_raw
 from costsvc.ingest.window import MAX_GAP, HourReads, add_gpu, us
 
 SHARE = "gpu_allocation_share_seconds_total"
@@ -92,20 +91,13 @@ TOP = f"max_over_time(gpu_allocation_share[{RESET_WINDOW}s])"
 ZERO = Decimal(0)
 K = TypeVar("K")
 
-# per reader (one ingest run): (expression, block's first instant) -> its answer by instant:
-# each series by the identity of its label set (one dict per series of an answer, at every
-# instant: matching a series' two ends needs no key made of its labels), its labels and value
-_Answer = dict[str, dict[int, tuple[dict[str, str], Decimal]]]
-_CACHE: weakref.WeakKeyDictionary[SteadyReader, dict[tuple[str, str], _Answer]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-# per reader: (what is derived, the service's cluster, block's first instant) -> each series'
-# labels (kept: an identity stays unique while its entry lives) and what was derived of them
-_KEYS: weakref.WeakKeyDictionary[
-    SteadyReader, dict[tuple[str, str, str], dict[int, tuple[dict[str, str], Any]]]
-] = weakref.WeakKeyDictionary()
+# the run's answers (its reader's ``integral_answers``): (expression, block's first instant)
+# -> its answer by instant: each series by the identity of its label set (one dict per series
+# of an answer, at every instant: matching a series' two ends needs no key made of its
+# labels), its labels and value; and (its ``integral_keys``) (what is derived, the service's
+# cluster, block's first instant) -> each series' labels (kept: an identity stays unique while
+# its entry lives) and what was derived of them
+_Answer = Answer
 
 
 def _once(
@@ -115,7 +107,7 @@ def _once(
     of hours ``w`` is in (a series' label set is one dict at every instant of a block's
     answer)."""
     first = w.reader.block(w.at)[0]
-    memos = _KEYS.setdefault(w.reader, {})
+    memos = w.reader.integral_keys
     _keep_block(memos, first)
     memo = memos.setdefault((kind, w.cluster, first), {})
 
@@ -141,10 +133,10 @@ def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
     """``expr`` at every planned hour's instant of the block ``at`` is in, and at the instant
     an hour before the block (its first hour's start): by instant, each series' labels and
     value (finite values only). Asked for once per block (:func:`_ask`)."""
-    found = _CACHE.get(reader, {}).get((expr, reader.block(at)[0]))
+    found = reader.integral_answers.get((expr, reader.block(at)[0]))
     if found is None:
         _ask(reader, at, [expr])
-        found = _CACHE[reader][(expr, reader.block(at)[0])]
+        found = reader.integral_answers[(expr, reader.block(at)[0])]
     return found
 
 
@@ -152,7 +144,7 @@ def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
     """The block's answers to ``exprs`` not asked for yet, asked for together (Prometheus
     answers one while this process decodes another)."""
     first, last = reader.block(at)
-    cache = _CACHE.setdefault(reader, {})
+    cache = reader.integral_answers
     _keep_block(cache, first)
     todo = [e for e in exprs if (e, first) not in cache]
     start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 from operator import itemgetter
-from typing import TypeVar, cast, overload
+from typing import Any, TypeVar, cast, overload
 
 from costsvc.ingest.counted import CounterSums
 from costsvc.ingest.picks import picks
@@ -75,6 +75,9 @@ BLOCK_HOURS = 24  # hours of summaries per range query
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 T = TypeVar("T")
 _UNSEEN: list[Decimal] = []  # (a marker: not looked up yet)
+# an answer of many hours by instant: each series by the identity of its label set, its labels
+# and value (costsvc/ingest/integrals.py)
+Answer = dict[str, dict[int, tuple[dict[str, str], Decimal]]]
 POOL_THREADS = 3  # an hour's reads two at a time, and the next hour's asked for ahead
 
 
@@ -151,6 +154,10 @@ class SteadyReader:
         self._preceding: dict[str, str] = {}  # instant -> the planned hour's before it
         self._latest: dict[tuple[str, str, int, str], _Latest] = {}
         self._early: dict[tuple[str, str, int], Future[list[Series]]] = {}
+        # the integrals' answers and what was derived of their series, per block of hours
+        # (costsvc/ingest/integrals.py: the block in use kept, earlier ones dropped)
+        self.integral_answers: dict[tuple[str, str], Answer] = {}
+        self.integral_keys: dict[tuple[str, str, str], dict[int, tuple[dict[str, str], Any]]] = {}
         # the hour's reads (two at a time) and the next planned hour's (costsvc/ingest/
         # exporter_source.py: collect_hour), queued in that order
         self._pool = ThreadPoolExecutor(POOL_THREADS, thread_name_prefix="prom-read")
