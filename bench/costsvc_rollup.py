@@ -150,7 +150,7 @@ def one_hour(args: argparse.Namespace, fleet: str, label: str) -> None:
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.collect import collect_hour
     from costsvc.ingest.prom import PrometheusReader
-    from costsvc.ingest.steady import SteadyReader
+    from costsvc.ingest.reader import RunReader
 
     work = Path(tempfile.mkdtemp(prefix="rollup-"))
     prom_proc = None
@@ -212,7 +212,7 @@ def one_hour(args: argparse.Namespace, fleet: str, label: str) -> None:
         )
         # one untimed read of every hour first: no kind of hour pays for opening the blocks
         warm = PrometheusReader(f"http://127.0.0.1:{port}", timeout=300)
-        with SteadyReader(warm) as reads:
+        with RunReader(warm) as reads:
             for hour in hours:
                 collect_hour(reads, hour, "bench")
         warm.close()

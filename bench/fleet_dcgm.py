@@ -22,7 +22,7 @@ from bench.fleet import (
 
 def dcgm(gpus: int, grid: Grid, changing: bool = True, seed: int = SEED) -> list[Spec]:
     """The fleet as NVIDIA's dcgm-exporter and kube-state-metrics show it (the
-    ``dcgm-exporter`` source, costsvc/ingest/dcgm_source.py), whole GPUs only: each GPU's
+    ``dcgm-exporter`` source, costsvc/ingest/gauges/dcgm.py), whole GPUs only: each GPU's
     ``DCGM_FI_DEV_GPU_UTIL`` and ``DCGM_FI_DEV_FB_USED`` carry the ``pod``/``namespace``/
     ``container`` of the pod holding it (dcgm-exporter's Kubernetes mapping: a new series at
     each change of holder, none while nobody holds it), its energy counter, ``kube_pod_labels``.

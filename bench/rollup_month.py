@@ -373,7 +373,7 @@ def paired(
 
     import costsvc.ingest.run as run
     from costsvc.db.migrate import upgrade
-    from costsvc.ingest import steady
+    from costsvc.ingest.gauges import steady
     from costsvc.ingest.prom import PrometheusReader
 
     admin = create_engine(pg_url, isolation_level="AUTOCOMMIT")

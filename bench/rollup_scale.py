@@ -9,7 +9,8 @@ hour from VictoriaMetrics, into PostgreSQL: time per phase and peak memory.
 scraped data — every series with its target's ``job``/``instance``, each target's ``up``,
 whole and time-sliced GPUs, utilisation, SM time, pod labels, each GPU's energy counter — from
 three hours before the measured hour to its end, written as one block by bench/tsdb_block.py:
-the gauges' summaries (costsvc/ingest/steady.py) apply to it as to a real Prometheus. The fleet
+the gauges' summaries (costsvc/ingest/gauges/steady.py) apply to it as to a real Prometheus.
+The fleet
 publishes our exporter's integrals beside its gauges (bench/fleet_integrals.py), as our exporter
 does, and the hour is read from them at the default settings; ``--exporter gauges-only``: the
 gauges alone (an exporter before its integrals), read by the gauges' rule. ``--form bare``:
@@ -129,7 +130,7 @@ def _scraped(
     """The history in the form Prometheus stores scraped data (bench/fleet.py: every series
     with its target's ``job``/``instance``, each target's ``up``, each GPU's energy counter),
     from three hours before the measured hour to its end, written as one block by
-    bench/tsdb_block.py: what the fast reads (costsvc/ingest/steady.py) apply to."""
+    bench/tsdb_block.py: what the fast reads (costsvc/ingest/gauges/steady.py) apply to."""
     from bench.fleet import Grid, constant, describe, realistic
     from bench.fleet_dcgm import dcgm
     from bench.fleet_integrals import integrals

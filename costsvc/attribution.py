@@ -13,7 +13,7 @@ Per physical GPU and hour (docs/cost-model.md):
 - on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
   proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
   idle either way, so a policy switch moves money between teams only;
-- **used** = allocated x the utilisation of what the holder held (costsvc/ingest/window.py
+- **used** = allocated x the utilisation of what the holder held (costsvc/ingest/gauges/window.py
   measures it at sample resolution: ``busy_share_seconds`` / ``share_seconds``); **waste** =
   allocated - used; a holding with no
   utilisation series at all (an A100 MIG instance: no device utilisation in MIG mode, no GPM
@@ -275,7 +275,7 @@ def attribute_hour(
     """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
     owner (None: nobody, ``__unallocated__``), ``controller_of`` its controller (None: none
     known). Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU
-    present (costsvc.ingest.exporter_source does)."""
+    present (costsvc.ingest.gauges.exporter and costsvc.ingest.integrals do)."""
     gpus = list(gpus)
     by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
@@ -311,7 +311,7 @@ def attribute_hour(
         weights = [_weight(h, basis, fractional_basis, g) for h in held]
         priced = _by_usage(held, weights) if usage_policy else weights
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
-        # the ingest (costsvc.ingest.exporter_source); as a last guard, holdings worth more than the
+        # the ingest (costsvc.ingest.gauges.exporter); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, priced) if held else []

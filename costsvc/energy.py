@@ -39,6 +39,9 @@ from sqlalchemy import Numeric, String, cast, func
 from costsvc.ingest.integrate import Increase, increase
 from costsvc.money import split
 
+# the GPU's energy counter (mJ; dcgm-exporter's name, our exporter's too): both rules read it
+ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
+
 MJ_PER_KWH = 3_600_000_000
 MJ_PER_WATT_SECOND = 1000
 UG_PER_MG = 1000

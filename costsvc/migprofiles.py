@@ -7,7 +7,7 @@ itself and published (``gpu_compute_slices``/``gpu_memory_slices`` on
 (dcgm-exporter's series, an older exporter) they come from this table by the GPU's model; a
 model the table does not know is unknown — :class:`UnknownMigGeometry`, the hour fails naming
 it and is retried — never a guess such as 7 and 8. Used by the ingest of both sources
-(costsvc/ingest/exporter_source.py, costsvc/ingest/dcgm_source.py), attribution's memory basis
+(costsvc/ingest/gauges/exporter.py, costsvc/ingest/gauges/dcgm.py), attribution's memory basis
 (costsvc/attribution.py) and rightsizing (costsvc/advice/rightsizing.py).
 
 Facts from NVIDIA's MIG user guide, "Supported MIG Profiles"

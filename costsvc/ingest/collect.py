@@ -4,9 +4,9 @@
   the hour is read from the integrals: counter differences, two samples a series
   (costsvc/ingest/integrals.py).
 - Any other GPU is read from the gauges: our exporter's before its counters (a node not yet
-  upgraded, or in the hour of its upgrade: costsvc/ingest/exporter_source.py), or, in an hour
+  upgraded, or in the hour of its upgrade: costsvc/ingest/exporter.py), or, in an hour
   without any of our exporter's series, NVIDIA dcgm-exporter's with kube-state-metrics'
-  (costsvc/ingest/dcgm_source.py).
+  (costsvc/ingest/dcgm.py).
 
 The choice is made here, per GPU and hour, and kept on each GPU's facts (``GpuHour.reads``,
 stored in ``gpu_hours.reads``): docs/cost-model.md, "Two rules, one per source".
@@ -17,15 +17,16 @@ from __future__ import annotations
 from datetime import datetime
 
 from costsvc.attribution import GAUGES, INTEGRALS, GpuKey, HourFacts
-from costsvc.ingest import dcgm_source, exporter_source, integrals
-from costsvc.ingest.steady import SteadyReader
-from costsvc.ingest.window import HourReads
+from costsvc.ingest import integrals
+from costsvc.ingest.gauges import dcgm, exporter
+from costsvc.ingest.gauges.window import GaugeHour
+from costsvc.ingest.reader import RunReader
 
 SOURCES = ("auto", "gpu-exporter", "dcgm-exporter")
 
 
 def collect_hour(
-    reader: SteadyReader, start: datetime, default_cluster: str, source: str = "auto"
+    reader: RunReader, start: datetime, default_cluster: str, source: str = "auto"
 ) -> HourFacts:
     """The hour's facts: each GPU's from our exporter's integrals where they cover its hour,
     else from the gauges — our exporter's (``gpu-exporter``), dcgm-exporter +
@@ -33,7 +34,7 @@ def collect_hour(
     series, else dcgm-exporter's."""
     if source not in SOURCES:
         raise ValueError(f"source {source!r}: one of {', '.join(SOURCES)}")
-    w = HourReads(reader, start, default_cluster)
+    w = GaugeHour(reader, start, default_cluster)
     told = None if source == "dcgm-exporter" else integrals.collect_integrals(w, start)
     if told is not None:
         reader.counts.integral_hours += 1
@@ -48,20 +49,20 @@ def collect_hour(
     return facts
 
 
-def _gauges(w: HourReads, start: datetime, source: str) -> HourFacts:
+def _gauges(w: GaugeHour, start: datetime, source: str) -> HourFacts:
     """The hour's facts from the gauges. The hour's reads are asked for at once, and the next
     planned hour's while this one is done."""
-    reads = dcgm_source.READS if source == "dcgm-exporter" else exporter_source.READS
+    reads = dcgm.READS if source == "dcgm-exporter" else exporter.READS
     w.prefetch(reads)
     w.reader.ahead(start, reads)
     try:
         if source != "dcgm-exporter":
-            facts = exporter_source.collect_exporter(w, start)
+            facts = exporter.collect_exporter(w, start)
             if source == "gpu-exporter" or facts.gpus or facts.holdings:
                 _stamp(facts, GAUGES)
                 return facts
         facts = HourFacts(start)
-        dcgm_source.collect_dcgm(w, facts)
+        dcgm.collect_dcgm(w, facts)
         _stamp(facts, GAUGES)
         return facts
     finally:
@@ -74,7 +75,7 @@ def _stamp(facts: HourFacts, rule: str) -> None:
 
 
 def _together(
-    counted: HourFacts, gauges: HourFacts, untold: set[GpuKey], reader: SteadyReader
+    counted: HourFacts, gauges: HourFacts, untold: set[GpuKey], reader: RunReader
 ) -> HourFacts:
     """The integrals' GPUs with the gauges' of ``untold``: each GPU, its holdings and its node
     from one rule; the pods' labels and controllers from both reads."""

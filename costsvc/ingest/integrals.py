@@ -8,7 +8,7 @@ hours (each step's value is the next hour's start), no samples and no integratio
 are differences (docs/cost-model.md, "The hour read from the exporter's integrals", with a
 worked example); a GPU's energy is what its energy counter grew between the same scrapes. The
 rest of the hour — MIG geometry, pod labels and controllers — is read as for the gauges
-(costsvc/ingest/exporter_source.py).
+(costsvc/ingest/holdings.py).
 
 An hour the counters cannot tell is read from the gauges instead (:func:`collect_integrals`
 answers None): no GPU counters at all (dcgm-exporter, an exporter before them), a holding on
@@ -25,21 +25,13 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar, cast
 
 from costsvc.attribution import GpuKey, HourFacts, busy_seconds, is_shared
-from costsvc.energy import counter_measured
-from costsvc.ingest.exporter_source import (
-    finish,
-    gpu_key,
-    holding_key,
-    holding_of,
-    mig_instances,
-)
+from costsvc.energy import ENERGY, counter_measured
+from costsvc.ingest.holdings import finish, gpu_key, holding_key, holding_of, mig_instances
+from costsvc.ingest.hour import MAX_GAP, HourReads, add_gpu, us
 from costsvc.ingest.integrate import Increase
-from costsvc.ingest.picks import picks
-from costsvc.ingest.power import ENERGY
 from costsvc.ingest.prom import instant_text
-from costsvc.ingest.regular import Key, key_of
-from costsvc.ingest.steady import Answer, SteadyReader, read_raw
-from costsvc.ingest.window import MAX_GAP, HourReads, add_gpu, us
+from costsvc.ingest.reader import Answer, RunReader
+from costsvc.ingest.series import Key, key_of, picks, read_raw
 
 SHARE = "gpu_allocation_share_seconds_total"
 MEMORY = "gpu_allocation_memory_share_seconds_total"
@@ -129,7 +121,7 @@ def _keep_block(entries: dict[Any, Any], first: str) -> None:
         del entries[key]
 
 
-def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
+def _steps(reader: RunReader, expr: str, at: datetime) -> _Answer:
     """``expr`` at every planned hour's instant of the block ``at`` is in, and at the instant
     an hour before the block (its first hour's start): by instant, each series' labels and
     value (finite values only). Asked for once per block (:func:`_ask`)."""
@@ -140,7 +132,7 @@ def _steps(reader: SteadyReader, expr: str, at: datetime) -> _Answer:
     return found
 
 
-def _ask(reader: SteadyReader, at: datetime, exprs: list[str]) -> None:
+def _ask(reader: RunReader, at: datetime, exprs: list[str]) -> None:
     """The block's answers to ``exprs`` not asked for yet, asked for together (Prometheus
     answers one while this process decodes another)."""
     first, last = reader.block(at)
@@ -189,7 +181,7 @@ class _Deltas:
 
     def __init__(
         self,
-        reader: SteadyReader,
+        reader: RunReader,
         family: str,
         at: datetime,
         key: Callable[[dict[str, str]], Key] = key_of,
@@ -244,7 +236,7 @@ class _Deltas:
 
     def _from_edge(
         self,
-        reader: SteadyReader,
+        reader: RunReader,
         family: str,
         at: datetime,
         t0: Decimal,
@@ -267,7 +259,7 @@ class _Deltas:
             self.deltas.append((labels, v1 - found.get(k, v0)))
 
 
-def _scraped(reader: SteadyReader, at: datetime, t0: str) -> Callable[[dict[str, str]], bool]:
+def _scraped(reader: RunReader, at: datetime, t0: str) -> Callable[[dict[str, str]], bool]:
     """Whether a series' target (its ``up`` series: the same target labels) was scraped in the
     hour before ``t0``; False for a series with no target's labels (no ``instance``)."""
     targets: dict[tuple[str, str], list[tuple[dict[str, str], Decimal]]] = {}
@@ -304,7 +296,7 @@ LONG = 31 * 86400  # s: how far back a series' last value is looked for (a month
 
 
 def _older(
-    reader: SteadyReader, family: str, at: datetime, keys: set[Key], total: int
+    reader: RunReader, family: str, at: datetime, keys: set[Key], total: int
 ) -> dict[Key, Decimal]:
     """The last value before the hour of each of these series (that had none in the hour
     before it; ``total``: the family's series in the hour), looked for over :data:`LONG`:

@@ -2,7 +2,7 @@
 
 An hour's work is CPU-bound Python: one process uses one core however long the backfill. Here
 the hours are cut into contiguous chunks (in the order given, so that the blocks of consecutive
-hours of ``SteadyReader.plan`` stay whole), each ingested by
+hours of ``RunReader.plan`` stay whole), each ingested by
 :func:`~costsvc.ingest.serial.ingest_hours` in a process of its own, made with the ``spawn``
 start method (the parent has threads and an engine that a fork would copy half-alive). A
 worker builds its own engine from the parent's URL and its own reader from

@@ -30,7 +30,7 @@ class PrometheusError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Series:
     labels: dict[str, str]
-    samples: Sequence[Sample]  # a list, or a steady series' (costsvc/ingest/steady.py)
+    samples: Sequence[Sample]  # a list, or a steady series' (costsvc/ingest/gauges/steady.py)
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ class PrometheusReader:
         """A range query (``query_range``, POST) evaluated at ``first``, ``first + step``, ...
         ``last``: each series' labels and its (evaluation instant as :func:`instant_text`
         writes it, value text as the API wrote it; NaN and infinities included). For per-hour
-        summaries of many hours in one answer (costsvc/ingest/steady.py)."""
+        summaries of many hours in one answer (costsvc/ingest/gauges/steady.py)."""
         params = {
             "query": expr,
             "start": instant_text(first),

@@ -33,7 +33,7 @@ from costsvc.db.label_history import LabelHistory
 from costsvc.inference import price_hour
 from costsvc.ingest.collect import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
-from costsvc.ingest.steady import Counts, SteadyReader
+from costsvc.ingest.reader import Counts, RunReader
 from costsvc.ingest.tokens import collect_served
 from costsvc.labels import OwnerLookup, merge_history
 from costsvc.migprofiles import UnknownMigGeometry
@@ -61,7 +61,7 @@ DEFER_POD_DAYS_FROM = 6
 @dataclass
 class Report:
     """What a run did: the hours done and failed (with why), in the order planned, and how
-    many series its reads synthesised and read raw (costsvc/ingest/steady.py)."""
+    many series its reads synthesised and read raw (costsvc/ingest/reader.py)."""
 
     done: list[datetime] = field(default_factory=list)
     failed: dict[datetime, str] = field(default_factory=dict)
@@ -91,7 +91,7 @@ def ingest_hours(
     per_day = Counter(day_floor(h) for h in hours)
     deferred = {day for day, n in per_day.items() if n >= DEFER_POD_DAYS_FROM}
     labels = LabelHistory(engine, cluster), OwnerHistory(engine, cluster)
-    reader = SteadyReader(prom)  # the run's reads, and the threads they run on
+    reader = RunReader(prom)  # the run's reads, and the threads they run on
     report = Report(reads=reader.counts)
     try:
         reader.plan(hours)  # consecutive hours share their summaries' range queries
@@ -148,7 +148,7 @@ def pod_days_flushed(engine: Engine, days: set[datetime] | None = None) -> None:
 
 def _hour(
     engine: Engine,
-    reader: SteadyReader,
+    reader: RunReader,
     model: CostModel,
     cluster: str,
     hour: datetime,

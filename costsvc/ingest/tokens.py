@@ -38,9 +38,9 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.inference import Served
+from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, cluster_label, us
 from costsvc.ingest.integrate import increase, max_gap_for
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, cluster_label, us
 from kube.label_names import sanitize_label
 
 log = logging.getLogger(__name__)

@@ -46,8 +46,8 @@ from sqlalchemy import create_engine
 from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.reader import Counts
 from costsvc.ingest.run import ingest
-from costsvc.ingest.steady import Counts
 from tests.costsvc.history_checks import tables
 from tests.costsvc.history_fractional import add_history as add_fractional_history
 
@@ -432,7 +432,7 @@ def assert_fast_is_raw(
     runs: list[tuple[list[datetime], str]],
 ) -> tuple[Counts, Counts]:
     """Every row of every money, energy and fact table is the same whether the reads are
-    fast (steady series synthesised from summaries: costsvc/ingest/steady.py) or raw: the
+    fast (steady series synthesised from summaries: costsvc/ingest/gauges/steady.py) or raw: the
     ``runs`` (hours, source) ingested raw into ``urls[0]``, fast in one run each into
     ``urls[1]`` (consecutive hours share a block of summaries) and fast hour by hour into
     ``urls[2]``. Returns the fast and the raw counts of the first fast ingest."""

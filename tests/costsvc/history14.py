@@ -24,7 +24,7 @@ GPU-S5  lost/p holds it all hour at 50 %; gpu_device_up 0 from 10:20 to 10:40 (n
 fleet = 5 x 2.50 = 12.500000
 
 hour 2026-11-14 10:00 UTC (test_dcgm_source.py): NVIDIA dcgm-exporter 4.x + kube-state-metrics
-only (no series of our exporter), label sets as upstream writes them (costsvc/ingest/dcgm_source.py)
+only (no series of our exporter), label sets as upstream writes them (costsvc/ingest/gauges/dcgm.py)
 dgx-a     (`Hostname`, releases) 2 H100, capacity nvidia_com_gpu 2
   GPU-DA0 train/t1 (pod labels on dcgm-exporter's series) all hour, GR_ENGINE_ACTIVE 0.7 (and
           GPU_UTIL 60: the profiling field wins); relabelled team red -> blue at 10:30

@@ -1,4 +1,5 @@
-"""The energy counter read as its edge values (costsvc/ingest/counted.py ``Counter``): the same
+"""The energy counter read as its edge values (costsvc/ingest/gauges/counted.py ``Counter``): the
+same
 increase, and the same rows in every money, energy and fact table, as from its samples, on a
 history made to test the edges — scrapes off the hour and exactly on it, one 1 ms before the
 hour, a reset, missed scrapes, a NaN, a driver upgrade (two series of one GPU), a GPU that
@@ -14,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from costsvc.ingest import counted, steady
-from costsvc.ingest.power import ENERGY, counter_readings
+from costsvc.energy import ENERGY
+from costsvc.ingest.gauges import counted
+from costsvc.ingest.gauges.power import counter_readings
+from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP
+from costsvc.ingest.reader import RunReader
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.costsvc.scraped import Families, exporter_gpu
@@ -85,7 +88,7 @@ def test_edge_values_give_the_increase_samples_give(counted_prometheus: Promethe
     reader = PrometheusReader(counted_prometheus.url)
     by_edges: set[str] = set()
     try:
-        with steady.SteadyReader(reader) as reads:
+        with RunReader(reader) as reads:
             reads.plan(HOURS)
             for hour in HOURS:
                 at = hour + timedelta(hours=1) - timedelta(microseconds=1)

@@ -10,7 +10,7 @@ from sqlalchemy import create_engine, select
 
 from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from costsvc.ingest.dcgm_source import mig_slices, resource_of
+from costsvc.ingest.gauges.dcgm import mig_slices, resource_of
 from costsvc.migprofiles import UnknownMigGeometry
 from tests.costsvc.history import H100, ingest_with, model
 from tests.costsvc.history14 import DCGM_HOUR

@@ -301,7 +301,7 @@ def test_random_fleets_add_up(
 
 
 def test_measured_energy_per_gpu_from_counter_or_power() -> None:
-    from costsvc.ingest.power import counter_readings, lowest_power, power_readings
+    from costsvc.ingest.gauges.power import counter_readings, lowest_power, power_readings
     from costsvc.ingest.prom import Series
 
     def gpu(uuid: str, **more: str) -> dict[str, str]:

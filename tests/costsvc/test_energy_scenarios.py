@@ -227,7 +227,7 @@ def test_measured_power_prices_the_joules_drawn(energy_prom: Prometheus, db_url:
 
 def test_fast_reads_are_raw_reads(energy_prom: Prometheus, three_dbs: tuple[str, str, str]) -> None:
     """The energy hours (counters, a counter reset, the 20-minute gap) give the same rows
-    whether steady series are synthesised (costsvc/ingest/steady.py) or read raw."""
+    whether steady series are synthesised (costsvc/ingest/gauges/steady.py) or read raw."""
     fast, raw = assert_fast_is_raw(energy_prom.url, three_dbs, MODEL, [([E0, E1, E2], "auto")])
     assert fast.fast > 0 and fast.raw > 0, fast
     assert fast.fast + fast.raw == raw.raw

@@ -1,4 +1,4 @@
-"""Fast re-ingest (costsvc/ingest/steady.py): the ground-truth hours of history.py (whole,
+"""Fast re-ingest (costsvc/ingest/gauges/steady.py): the ground-truth hours of history.py (whole,
 time-sliced, MIG, a 20-minute scrape gap, a pod leaving, over-subscribed HAMi, DRA, a
 driver upgrade, two clusters, hostile labels, a price change) and of history14.py (money at
 sample resolution; dcgm-exporter + kube-state-metrics) give the same rows in every money,
@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from costsvc.ingest import steady
+from costsvc.ingest.gauges import steady
 from costsvc.ingest.prom import PrometheusReader
+from costsvc.ingest.reader import RunReader
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
     ELEVENTH,
@@ -88,7 +89,7 @@ def test_a_nan_sample_is_no_steady_series(nan_prometheus: Prometheus) -> None:
     at = hour + timedelta(hours=1) - timedelta(microseconds=1)
     reader = PrometheusReader(nan_prometheus.url)
     try:
-        with steady.SteadyReader(reader) as reads:
+        with RunReader(reader) as reads:
             reads.plan([hour])
             fast = reads.read("gpu_allocation_share", at, 3900)
             counts = reads.counts

@@ -26,8 +26,8 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.energy import ENERGY
 from costsvc.ingest.integrals import reset_expr, share_of
-from costsvc.ingest.power import ENERGY
 from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
 from tests.costsvc.conftest import _loaded_prometheus

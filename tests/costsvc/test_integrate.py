@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from costsvc.ingest.gauges.window import measure
 from costsvc.ingest.integrate import (
     covered,
     integral,
@@ -17,7 +18,6 @@ from costsvc.ingest.integrate import (
     total,
     without,
 )
-from costsvc.ingest.window import measure
 
 GAP = D(60)  # a sample holds at most a minute
 

@@ -1,5 +1,5 @@
 """A pod's kube-state-metrics labels are read over the hour and the look-back its holding is
-read with (costsvc/ingest/window.py ``LATEST_SECONDS``): a pod that leaves just after the hour
+read with (costsvc/ingest/hour.py ``LATEST_SECONDS``): a pod that leaves just after the hour
 starts still held its GPU into the hour, and its team is its own — whichever target was scraped
 last (kube-state-metrics before the hour, the exporter after its start) and whichever engine
 answers. Real Prometheus, the scraped form, SQLite and PostgreSQL."""

@@ -65,7 +65,7 @@ class RecordingProxy:
                 if proxy.warnings:
                     body["warnings"] = proxy.warnings
                 # staleness markers come in raw range-selector answers only (a range
-                # function's answer has none: costsvc/ingest/steady.py)
+                # function's answer has none: costsvc/ingest/gauges/steady.py)
                 if proxy.nan_after is not None and url.path == "/api/v1/query":
                     for series in body["data"]["result"]:
                         for sample in series.get("values", []):

@@ -1,5 +1,6 @@
 """Series whose values change at every scrape (utilisation, SM time) read as sums
-(costsvc/ingest/regular.py ``Regular``, costsvc/ingest/window.py ``HourReads.integral``): the
+(costsvc/ingest/gauges/regular.py ``Regular``, costsvc/ingest/gauges/window.py
+``GaugeHour.integral``): the
 same rows in every money and fact table as from their samples, on a history made to test the
 edges — random values at every scrape, scrapes off the hour and on it, a holder arriving
 mid-hour, a value above 100 %, a scrape 3 ms late, a NaN — on SQLite and PostgreSQL; and
@@ -16,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from costsvc.ingest import regular, steady
-from costsvc.ingest.exporter_source import _figures
+from costsvc.ingest.gauges import regular, steady
+from costsvc.ingest.gauges.exporter import _figures
+from costsvc.ingest.gauges.window import GaugeHour
+from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP
 from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
-from costsvc.ingest.window import MAX_GAP, SCRAPE_GAP, HourReads
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.costsvc.scraped import Families, exporter_gpu
@@ -169,7 +171,7 @@ def test_integral_from_sums_is_the_integral_of_the_samples(seed: int) -> None:
         k = rng.randrange(1, len(times) - 1)
         times[k] += Decimal("0.003")
     samples = [(t, Decimal(rng.randrange(0, 10_001)) / 100) for t in times]
-    w = HourReads(None, datetime.fromtimestamp(T0, UTC), "c1")  # type: ignore[arg-type]
+    w = GaugeHour(None, datetime.fromtimestamp(T0, UTC), "c1")  # type: ignore[arg-type]
     ones = [(t, Decimal(1)) for t in times]
     step_of = interval(ones)
     exact = total(pieces(samples, t0, t1, max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step_of)))
@@ -231,8 +233,8 @@ def test_a_series_read_as_sums_reads_its_samples_when_iterated() -> None:
 def test_holders_in_turn_are_no_over_subscription() -> None:
     """A replica's holder leaving and another arriving within the hour: their highest shares
     add past 1 but no instant does — the samples stay as they are; two holding at once past 1
-    are scaled at those instants (costsvc/ingest/exporter_source.py ``_within_gpu``)."""
-    from costsvc.ingest.exporter_source import _within_gpu
+    are scaled at those instants (costsvc/ingest/gauges/exporter.py ``_within_gpu``)."""
+    from costsvc.ingest.gauges.exporter import _within_gpu
     from costsvc.ingest.prom import Series
 
     times = [Decimal(T0 + 60 * k) for k in range(60)]

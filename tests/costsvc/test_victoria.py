@@ -32,7 +32,7 @@ from costsvc.chargeback import KEY, MONEY, month_of
 from costsvc.costmodel import load
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
-from costsvc.ingest.exporter_source import READS
+from costsvc.ingest.gauges.exporter import READS
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import ingest_hours
 from costsvc.reports import chargeback_csv

@@ -1,17 +1,17 @@
 """Counters read as their edge values: the energy counter (issue 29).
 
-``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (costsvc/ingest/power.py) is read for every GPU, every
-hour, and its value changes at every scrape: read raw it was the largest read of a re-ingest
+``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (costsvc/ingest/gauges/power.py) is read for every GPU,
+every hour, and its value changes at every scrape: read raw it was the largest read of a re-ingest
 (66,000 samples an hour at 1,000 GPUs, more than a third of all). What the hour needs of it is
 its increase by the one counter rule (costsvc/ingest/integrate.py ``increase``): where the
 series has no reset, no NaN and no gap in the raw read's window, every pair inside the hour
 telescopes, and the rule needs three samples only — the last before the hour's start ``t0``
 (the pair across it), the first at or after ``t0`` and the last. Their times are the series'
-target's ``up == 1`` timestamps (costsvc/ingest/steady.py: a series whose sample count equals
+target's ``up == 1`` timestamps (costsvc/ingest/gauges/steady.py: a series whose sample count equals
 them has its samples exactly there); their values come from per-hour summaries, one
 ``query_range`` per expression and block of hours:
 
-- ``count_over_time`` (costsvc/ingest/steady.py, as for every summarised selector);
+- ``count_over_time`` (costsvc/ingest/gauges/steady.py, as for every summarised selector);
 - ``resets(sel[W]) == 0``: the values never go down in the window, so the first sample at or
   after ``t0`` is the smallest there and the last is the largest;
 - ``sum_over_time(sel[W])`` finite: no NaN sample (the raw read drops one; Prometheus' other
@@ -21,13 +21,14 @@ them has its samples exactly there); their values come from per-hour summaries, 
   at or after ``t0`` unless one lies at ``t0 - 1 ms`` exactly (then the samples are read);
 - the last: ``last_over_time(sel[W])`` at the hour's end (W: the raw read's window);
 - the one before ``t0``: ``last_over_time(sel[L] offset 1ms)`` at the hour's start (L: the
-  look-back), as costsvc/ingest/regular.py reads an edge.
+  look-back), as costsvc/ingest/gauges/regular.py reads an edge.
 
 The three samples given to the counter rule, with the gap check already done on the target's
 times, give exactly the :class:`~costsvc.ingest.integrate.Increase` the raw samples give: the
 same pair across ``t0``, the same telescoped run, in the same Decimal operations. Anything
 else — a reset, a gap, a missing value, a GPU whose series must be merged — reads the samples
-(:class:`Counter` reads them, an ``Unread`` series as costsvc/ingest/regular.py's ``Regular`` is).
+(:class:`Counter` reads them, an ``Unread`` series as costsvc/ingest/gauges/regular.py's
+``Regular`` is).
 """
 
 from __future__ import annotations
@@ -39,17 +40,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.ingest import regular
+from costsvc.energy import ENERGY
+from costsvc.ingest.gauges import regular
+from costsvc.ingest.gauges.regular import Loader, Unread, into
 from costsvc.ingest.integrate import Increase, Sample, increase, max_gap_for, spacing
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.ingest.regular import Key, Loader, Unread, into
+from costsvc.ingest.series import Key
 
 MS = Decimal("0.001")
 NO_GAP = Decimal("Infinity")  # (the gap check done on the times: the rule's is not needed)
 
+COUNTED = frozenset({ENERGY})  # the counters read as their edge values
+
 
 class Counter(Unread):
-    """A counter series (costsvc/ingest/power.py ``COUNTED``): ``before``, the value of the
+    """A counter series (costsvc/ingest/gauges/power.py ``COUNTED``): ``before``, the value of the
     last sample before the hour's start; ``first``, of the first at or after it; ``last``, of
     the last (None: not summarised). Iterated, it alone is read (:func:`load` reads those whose
     edges do not tell at once)."""
@@ -124,7 +129,7 @@ def load(
 
 @dataclass
 class CounterSums:
-    """What the engine summarised of a counter (costsvc/ingest/power.py ``COUNTED``) over a
+    """What the engine summarised of a counter (costsvc/ingest/gauges/power.py ``COUNTED``) over a
     block of hours: per evaluation instant (the hour's end) and series, whether it never went
     down and has no NaN in the window, its first sample at or after the hour's start and its
     last; per hour start, the last sample before it."""

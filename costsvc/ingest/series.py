@@ -1,13 +1,28 @@
-"""Which selectors pick out some series of a selector (by their exact label sets): for reading
-only those series, raw (costsvc/ingest/steady.py) or at an edge (costsvc/ingest/integrals.py).
+"""A series' identity (its labels without ``__name__``), and which selectors pick out some
+series of a selector by their exact label sets: for reading only those series' samples (the
+gauges' series a summary does not tell, costsvc/ingest/gauges/steady.py; a counter's
+samples around a reset or an hour's edge, costsvc/ingest/integrals.py).
 """
 
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from decimal import Decimal
 
-from costsvc.ingest.regular import Key
+from costsvc.ingest.prom import PrometheusReader, Series
+
+Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
+
+
+def key_of(labels: dict[str, str]) -> Key:
+    """A series' identity: its labels without ``__name__``, sorted."""
+    if "__name__" not in labels:  # (a function's answer: the name is gone)
+        return tuple(sorted(labels.items()))
+    named = dict(labels)  # (a copy and a pop: C loops, where a filter is a Python one)
+    del named["__name__"]
+    return tuple(sorted(named.items()))
+
 
 TOO_UNSTEADY = Decimal("0.5")  # more unsteady series than this share: the selector read raw
 MATCH_LABELS = ("pod", "UUID", "instance")  # how the series are picked out, in order
@@ -40,3 +55,23 @@ def _regex_text(value: str) -> str | None:
     if not _PLAIN.fullmatch(value):
         return None
     return value.replace(".", "\\\\.")
+
+
+def read_raw(
+    prom: PrometheusReader,
+    selector: str,
+    at: datetime,
+    seconds: int,
+    keys: set[Key],
+    total: int,
+) -> list[Series]:
+    """The raw samples of these series (exact label sets) of ``selector`` (``total``: its
+    series in all)."""
+    if not keys:
+        return []
+    return [
+        s
+        for picked in picks(selector, keys, total)
+        for s in prom.raw(picked, at, seconds)
+        if key_of(s.labels) in keys
+    ]

@@ -8,8 +8,9 @@ field, emitted once per physical GPU also in MIG mode. ``DCGM_FI_DEV_POWER_USAGE
 power draw in W. What the numbers mean and how they are split: costsvc/energy.py and
 docs/cost-model.md.
 
-The counter is read for every GPU (as its edge values where they tell:
-costsvc/ingest/counted.py); power's raw samples only when a GPU of the
+Under the gauges' rule the counter is read for every GPU (as its edge values where they tell:
+costsvc/ingest/gauges/counted.py); under the integrals' it is read as a counter difference
+(costsvc/ingest/integrals.py). Either way power's raw samples are read only when a GPU of the
 hour has no counter reading (an older GPU, an exporter without the field), and the lowest
 power of each GPU (the idle estimate where the cost model gives no ``idle_watts``) as one
 ``min_over_time`` value per series.
@@ -17,17 +18,25 @@ power of each GPU (the idle estimate where the cost model gives no ``idle_watts`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.energy import Measured, counter_energy, counter_measured, power_energy
-from costsvc.ingest import counted
-from costsvc.ingest.counted import Counter
+from costsvc.attribution import HourFacts
+from costsvc.energy import (
+    ENERGY,
+    NOTHING,
+    Measured,
+    counter_energy,
+    counter_measured,
+    power_energy,
+)
+from costsvc.ingest.gauges import counted
+from costsvc.ingest.gauges.counted import Counter
+from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, HourReads, us
 from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for
 from costsvc.ingest.prom import Series
 
-ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-COUNTED = frozenset({ENERGY})  # counters read as their edge values: costsvc/ingest/counted.py
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 LOWEST_POWER = f"min_over_time({POWER}[3600s])"  # at the hour's last instant
 GpuKey = tuple[str, str]  # (cluster, GPU UUID)
@@ -60,7 +69,7 @@ def counter_readings(
     ceiling: Decimal,
 ) -> dict[GpuKey, Measured]:
     """Per GPU with a counter reading in [t0, t1): its energy. ``floor``/``ceiling`` bound the
-    gap limit as for every series (costsvc/ingest/exporter_source.py)."""
+    gap limit as for every series (costsvc/ingest/gauges/exporter.py)."""
     out = {}
     by_gpu = _by_gpu(energy, cluster_of)
     counted.load((c for c in by_gpu.values() if isinstance(c, Counter)), t0, t1, floor, ceiling)
@@ -104,3 +113,29 @@ def lowest_power(
             mw = int((watts * 1000).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
             out[key] = min(out.get(key, mw), mw)
     return out
+
+
+def add_energy(
+    w: HourReads, facts: HourFacts, energy: dict[GpuKey, Measured] | None = None
+) -> None:
+    """Each GPU's measured energy in the hour : dcgm-exporter's
+    series names, so both sources read it the same way; ``energy``: the counters' readings
+    where the caller has them (costsvc/ingest/integrals.py), else read here."""
+    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
+    if energy is None:
+        energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
+    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
+        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
+    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
+    for i, g in enumerate(facts.gpus):
+        m = energy.get(g.key)
+        low = lowest.get(g.key)
+        if m is not None or low is not None:
+            m = m or NOTHING
+            facts.gpus[i] = dataclasses.replace(
+                g,
+                energy_mj=m.energy_mj,
+                gap_mj=m.gap_mj,
+                energy_seconds=us(m.seconds),
+                min_power_mw=low,
+            )

@@ -1,16 +1,16 @@
 """Series whose values change at every scrape, read as sums (issue 29).
 
 A real fleet's utilisation and its containers' SM time change at every sample, so the fast
-reads of costsvc/ingest/steady.py never find them steady; what an hour needs of such a series
+reads of costsvc/ingest/gauges/steady.py never find them steady; what an hour needs of such a series
 is its integral. For the selectors of :data:`SUMMED` the engine is asked, per series and hour
 (one ``query_range`` per expression and block of hours: tagging several with ``label_replace``
 and joining them with ``or`` cost Prometheus 2-3 times the CPU), for the max, min and sum over
 the raw read's window, and at each hour edge for the last sample before it, a sample exactly
 at it and the sum of the window's look-back (:meth:`Sums.fill`). A series whose count matches
-its target's successful scrapes (costsvc/ingest/steady.py) but is not constant is a
+its target's successful scrapes (costsvc/ingest/gauges/steady.py) but is not constant is a
 :class:`Regular`: its sums stand for its samples where its target scrapes evenly
-(costsvc/ingest/window.py ``HourReads.integral``, docs/cost-model.md "Series that change at every
-scrape"); its samples are read (:class:`Loader`) only where something needs them.
+(costsvc/ingest/gauges/window.py ``GaugeHour.integral``, docs/cost-model.md "Series that change
+at every scrape"); its samples are read (:class:`Loader`) only where something needs them.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import overload
 
 from costsvc.ingest.prom import PrometheusReader, Series
+from costsvc.ingest.series import Key, key_of
 
 # the selectors of steady.STEADY whose values change at every sample in a real fleet
 SUMMED = frozenset(
@@ -33,27 +34,18 @@ SUMMED = frozenset(
         "gpu_container_sm_utilization_ratio",
     }
 )
-EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/window.py MAX_GAP)
+EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/gauges/window.py MAX_GAP)
 ULP = Decimal(2) ** -52  # a float64's relative spacing
 FOUR_ULP = 4 * ULP
 ZERO = Decimal(0)
-Key = tuple[tuple[str, str], ...]  # a series' labels without __name__, sorted
 Sample = tuple[Decimal, Decimal]
-
-
-def key_of(labels: dict[str, str]) -> Key:
-    if "__name__" not in labels:  # (a function's answer: the name is gone)
-        return tuple(sorted(labels.items()))
-    named = dict(labels)  # (a copy and a pop: C loops, where a filter is a Python one)
-    del named["__name__"]
-    return tuple(sorted(named.items()))
 
 
 class Unread(Sequence[Sample]):
     """A series whose samples are at each of ``times`` (its target's ``up == 1`` timestamps, as
     a steady series') and are read (raw, exact label set, by its :class:`Loader`) only when
-    something iterates it: :class:`Regular`, costsvc/ingest/counted.py ``Counter``. Reading one
-    reads the others of its read still unread as well (``LOADS_ALL``), or it alone."""
+    something iterates it: :class:`Regular`, costsvc/ingest/gauges/counted.py ``Counter``.
+    Reading one reads the others of its read still unread as well (``LOADS_ALL``), or it alone."""
 
     __slots__ = ("__weakref__", "_loader", "_samples", "key", "times")
     LOADS_ALL = True
@@ -281,7 +273,7 @@ class HourSums:
 
 @functools.cache
 def _ulps(n: int) -> Decimal:
-    """4 * ULP * n * n, in that order (costsvc/ingest/regular.py ``HourSums.regular``)."""
+    """4 * ULP * n * n, in that order (costsvc/ingest/gauges/regular.py ``HourSums.regular``)."""
     return FOUR_ULP * n * n
 
 

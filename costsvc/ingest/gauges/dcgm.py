@@ -65,22 +65,19 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 
 from costsvc.attribution import Holding, HourFacts, with_geometry
-from costsvc.ingest.integrate import Piece, overlap, summed
-from costsvc.ingest.power import ENERGY
-from costsvc.ingest.prom import Series
-from costsvc.ingest.window import (
+from costsvc.energy import ENERGY
+from costsvc.ingest.gauges.power import add_energy
+from costsvc.ingest.gauges.window import GaugeHour, grouped, measure, merged
+from costsvc.ingest.hour import (
     MAX_GAP,
     PRESENCE_GAP,
-    HourReads,
-    add_energy,
     add_gpu,
-    grouped,
-    measure,
-    merged,
     pod_and_namespace_labels,
     pod_controllers,
     us,
 )
+from costsvc.ingest.integrate import Piece, overlap, summed
+from costsvc.ingest.prom import Series
 from costsvc.migprofiles import Geometry, UnknownMigGeometry, known_geometry, profile_slices
 
 PRESENCE = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
@@ -148,7 +145,7 @@ def _holder(lab: dict[str, str]) -> Who | None:
     return None
 
 
-def collect_dcgm(w: HourReads, facts: HourFacts) -> None:
+def collect_dcgm(w: GaugeHour, facts: HourFacts) -> None:
     """The hour's GPUs, holdings and labels from dcgm-exporter + kube-state-metrics."""
     devices: dict[Unit, Device] = {}
     by_gpu: dict[tuple[str, str], list[Series]] = {}
@@ -203,7 +200,7 @@ def collect_dcgm(w: HourReads, facts: HourFacts) -> None:
     pod_controllers(w, facts)
 
 
-def _utilisation(w: HourReads, seen: dict[str, list[Series]], devices: dict[Unit, Device]) -> None:
+def _utilisation(w: GaugeHour, seen: dict[str, list[Series]], devices: dict[Unit, Device]) -> None:
     """Each device's utilisation 0..1: the profiling field where it has one, else GPU_UTIL %
     (the device-level series: per-container copies of ``--kubernetes-virtual-gpus`` aside)."""
     for name, scale in (("DCGM_FI_DEV_GPU_UTIL", 100), ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 1)):
@@ -222,7 +219,7 @@ Node = tuple[str, str]  # cluster, node
 Capacity = dict[Node, dict[str, Decimal]]  # per node: resource -> units
 
 
-def _capacity(w: HourReads) -> Capacity:
+def _capacity(w: GaugeHour) -> Capacity:
     """kube_node_status_capacity of the nvidia resources, as last reported in the hour."""
     out: Capacity = {}
     for s in w.raw(CAPACITY):
@@ -253,7 +250,7 @@ def _replicas(mine: list[Device], capacity: dict[str, Decimal], d: Device) -> De
 
 
 def _from_labels(
-    w: HourReads,
+    w: GaugeHour,
     devices: dict[Unit, Device],
     nodes: dict[Node, list[Device]],
     capacity: Capacity,
@@ -287,7 +284,7 @@ def _from_labels(
 
 
 def _from_requests(
-    w: HourReads,
+    w: GaugeHour,
     nodes: dict[Node, list[Device]],
     capacity: Capacity,
     covered: set[tuple[str, str, bool]],

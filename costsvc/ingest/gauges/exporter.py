@@ -1,5 +1,6 @@
-"""One hour's facts from our exporter's series: GPUs present, holdings, utilisation and pod
-labels (the choice of source: costsvc/ingest/collect.py).
+"""One hour's facts from our exporter's gauges: GPUs present, holdings, utilisation and pod
+labels — the gauges' rule, for a GPU whose exporter publishes no integrals for the hour (the
+choice: costsvc/ingest/collect.py).
 
 Series are grouped by what they describe, not by their full label set: a GPU whose driver was
 upgraded mid-hour (a new ``DCGM_FI_DRIVER_VERSION`` label, so a new series) is still one GPU,
@@ -12,47 +13,42 @@ input of the attribution (a reprice from stored facts gives the same money as a 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from costsvc.attribution import (
-    GpuKey,
-    Holding,
-    HourFacts,
-    busy_seconds,
-    is_shared,
-    with_geometry,
-)
-from costsvc.energy import Measured
-from costsvc.ingest import regular, steady
-from costsvc.ingest.integrate import Piece, Sample, summed, total, without
-from costsvc.ingest.power import ENERGY
-from costsvc.ingest.prom import Series
-from costsvc.ingest.window import (
-    MAX_GAP,
-    PRESENCE_GAP,
+from costsvc.attribution import HourFacts, busy_seconds, is_shared
+from costsvc.energy import ENERGY
+from costsvc.ingest.gauges import regular, steady
+from costsvc.ingest.gauges.window import (
     Bounds,
-    Holes,
-    HourReads,
+    GaugeHour,
     Usage,
-    add_energy,
-    add_gpu,
     grouped,
     highest,
     measure,
     measure_read,
     merged,
-    pod_and_namespace_labels,
-    pod_controllers,
-    us,
 )
-from costsvc.migprofiles import Geometry, geometry
+from costsvc.ingest.holdings import (
+    finish,
+    gpu_key,
+    holding_key,
+    holding_of,
+    mig_instances,
+    unit_key,
+)
+from costsvc.ingest.hour import MAX_GAP, PRESENCE_GAP, Holes, add_gpu, us
+from costsvc.ingest.integrate import Piece, Sample, summed, total, without
+from costsvc.ingest.prom import Series
 
 log = logging.getLogger(__name__)
+
+
 FULL = Decimal("1.000000001")  # a GPU's shares add up to more than this: over-subscribed
 # (not 1: shares such as 3/7 + 2/7 + 2 x 1/7 are written as decimal text and may add up to a
 # hair above 1)
+
 
 READS = (
     ("gpu_device_up", PRESENCE_GAP),
@@ -65,7 +61,7 @@ READS = (
 )
 
 
-def gpus_seen(w: HourReads, facts: HourFacts) -> dict[tuple[str, str], Holes]:
+def gpus_seen(w: GaugeHour, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     """The GPUs of ``gpu_device_up`` into ``facts``; when each was lost, by (cluster, UUID)."""
     lost: dict[tuple[str, str], Holes] = {}
     key = gpu_key(w)
@@ -79,11 +75,11 @@ def gpus_seen(w: HourReads, facts: HourFacts) -> dict[tuple[str, str], Holes]:
     return lost
 
 
-def utilisation(w: HourReads) -> dict[tuple[str, ...], Usage]:
+def utilisation(w: GaugeHour) -> dict[tuple[str, ...], Usage]:
     """Utilisation 0..1 over the hour per device unit (cluster, UUID, GPU_I_ID):
     ``DCGM_FI_PROF_GR_ENGINE_ACTIVE`` where the unit has it, else ``DCGM_FI_DEV_GPU_UTIL`` / 100.
     """
-    key = _unit_key(w)
+    key = unit_key(w)
     util = {
         k: Usage(group, percent=True)
         for k, group in grouped(w, "DCGM_FI_DEV_GPU_UTIL", key).items()
@@ -93,28 +89,7 @@ def utilisation(w: HourReads) -> dict[tuple[str, ...], Usage]:
     return util
 
 
-def gpu_key(w: HourReads) -> Callable[[dict[str, str]], GpuKey]:
-    """What one GPU is: (cluster, ``UUID``)."""
-    return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""))
-
-
-def holding_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
-    """What one holding is: (cluster, ``UUID``, ``GPU_I_ID``, ``namespace``, ``pod``,
-    ``container``) — its ``resource`` label is informational."""
-    unit_key = _unit_key(w)
-    return lambda lab: (
-        *unit_key(lab),
-        lab.get("namespace", ""),
-        lab.get("pod", ""),
-        lab.get("container", ""),
-    )
-
-
-def _unit_key(w: HourReads) -> Callable[[dict[str, str]], tuple[str, ...]]:
-    return lambda lab: (w.cluster_of(lab), lab.get("UUID", ""), lab.get("GPU_I_ID", ""))
-
-
-def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
+def collect_exporter(w: GaugeHour, start: datetime) -> HourFacts:
     """The hour's facts from our exporter's series (:data:`READS`)."""
     facts = HourFacts(start)
 
@@ -150,7 +125,7 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
     shares = grouped(w, "gpu_allocation_share", holding)
     within = _within_gpu(shares)
     # what each holding used: from the sums of its usage series where they tell (the series
-    # read as sums: costsvc/ingest/regular.py), else from their samples, read in one go
+    # read as sums: costsvc/ingest/gauges/regular.py), else from their samples, read in one go
     plans = {}
     unread: list[Sequence[Sample]] = []
     for key, group in shares.items():
@@ -204,81 +179,6 @@ def collect_exporter(w: HourReads, start: datetime) -> HourFacts:
 
     finish(w, facts, published)
     return facts
-
-
-Slices = dict[tuple[str, ...], tuple[int, int]]  # (cluster, UUID, GPU_I_ID) -> its slices
-
-
-def holding_of(
-    key: tuple[str, ...],
-    labels: dict[str, str],
-    slices: Slices,
-    share: Decimal,
-    busy: Decimal | None,
-    own_sm: Decimal | None,
-    shared: bool,
-    memory_share: Decimal | None,
-) -> Holding:
-    """A holding's facts (``key``: :func:`holding_key`'s; ``labels``: one of its series'):
-    on a MIG instance, the instance's slices, id and profile (both reads, gauges and
-    integrals)."""
-    cluster, uuid, gi, ns, pod, container = key
-    compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
-    return Holding(
-        uuid,
-        ns,
-        pod,
-        container,
-        share,
-        busy,
-        own_sm or Decimal(0),
-        shared,
-        compute or None,
-        memory if compute else None,
-        int(gi) if gi else None,
-        labels.get("GPU_I_PROFILE", "") if gi else "",
-        memory_share,
-        cluster=cluster,
-    )
-
-
-Published = dict[tuple[str, str], Geometry | None]  # per GPU with MIG instances: its geometry
-
-
-def mig_instances(w: HourReads) -> tuple[Slices, Published]:
-    """The hour's MIG instances (``gpu_mig_instance_info``): each one's compute and memory
-    slices, and each MIG GPU's geometry where its exporter read it from the GPU."""
-    unit_key = _unit_key(w)
-    slices: Slices = {}
-    published: Published = {}
-    for lab in w.latest("gpu_mig_instance_info"):
-        key = unit_key(lab)
-        slices[key] = (int(lab.get("compute_slices") or 0), int(lab.get("memory_slices") or 0))
-        gpu_c, gpu_m = lab.get("gpu_compute_slices"), lab.get("gpu_memory_slices")
-        told = Geometry(int(gpu_c), int(gpu_m)) if gpu_c and gpu_m else None
-        gpu = (key[0], key[1])
-        published[gpu] = told or published.get(gpu)
-    return slices, published
-
-
-def finish(
-    w: HourReads,
-    facts: HourFacts,
-    published: Published,
-    energy: dict[GpuKey, Measured] | None = None,
-) -> None:
-    """What an hour's facts need besides its GPUs and holdings: each MIG GPU's geometry,
-    energy (``energy``: where the caller read it), pod and namespace labels, controllers."""
-    # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
-    # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
-    mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
-    geometries = {
-        g.key: geometry(g.model, published.get(g.key)) for g in facts.gpus if g.key in mig_gpus
-    }
-    with_geometry(facts, {key: gpu for key, gpu in geometries.items() if gpu is not None})
-    add_energy(w, facts, energy)
-    pod_and_namespace_labels(w, facts)
-    pod_controllers(w, facts)
 
 
 def _figures(

@@ -1,8 +1,9 @@
-"""One hour's reads from Prometheus, and what a holding measured in it, at sample resolution.
+"""The gauges' rule: what a holding measured in one hour, at sample resolution.
 
-Both sources (our exporter: costsvc/ingest/exporter_source.py; dcgm-exporter + kube-state-metrics:
-costsvc/ingest/dcgm_source.py) read their series through :class:`HourReads` and turn a holding's
-series into facts with :func:`measure`, so the two apply one rule:
+Both gauge sources (our exporter's before its integrals: costsvc/ingest/gauges/exporter.py;
+dcgm-exporter + kube-state-metrics: costsvc/ingest/gauges/dcgm.py) read their series through
+:class:`GaugeHour` and turn a holding's series into facts with :func:`measure`, so the two apply
+one rule:
 
 - a holding's share is a step function of time (:func:`costsvc.ingest.integrate.pieces`);
   time its GPU is reported lost (``gpu_device_up`` 0) is cut out of it — never charged to the
@@ -16,23 +17,21 @@ series into facts with :func:`measure`, so the two apply one rule:
 - on a shared GPU (time-slice / MPS), the holder's own SM time counts only while it held a
   replica and the GPU was available, capped at its share (costsvc/attribution.py).
 
-A usage series read as sums (costsvc/ingest/regular.py ``Regular``) is integrated from them
-(:meth:`HourReads.integral`, :func:`measure_read`) where that gives the figure its samples would;
-elsewhere its samples are read and measured as above.
+A usage series read as sums (costsvc/ingest/gauges/regular.py ``Regular``) is integrated from
+them (:meth:`GaugeHour.integral`, :func:`measure_read`) where that gives the figure its samples
+would; elsewhere its samples are read and measured as above.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import Future
-from datetime import datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
-from typing import TypeVar, cast
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
 
-from costsvc.attribution import GpuHour, GpuKey, HourFacts
-from costsvc.energy import NOTHING, Measured
-from costsvc.ingest import regular, steady
+from costsvc.ingest.gauges import regular, steady
+from costsvc.ingest.hour import MAX_GAP, PRESENCE_GAP, SCRAPE_GAP, Holes, HourReads
 from costsvc.ingest.integrate import (
     Piece,
     Sample,
@@ -46,32 +45,12 @@ from costsvc.ingest.integrate import (
     total,
     without,
 )
-from costsvc.ingest.power import (
-    ENERGY,
-    LOWEST_POWER,
-    POWER,
-    counter_readings,
-    lowest_power,
-    power_readings,
-)
-from costsvc.ingest.prom import PrometheusReader, Series
-from costsvc.workloads import controllers_of
-from kube.label_names import ksm_labels
+from costsvc.ingest.prom import Series
 
-SCRAPE_GAP = Decimal(60)  # a silence longer than max(this, 2 scrape intervals) is a gap ...
-MAX_GAP = Decimal(300)  # ... and one longer than this always is (Prometheus' staleness)
-PRESENCE_GAP = Decimal(3600)  # a GPU seen in the hour exists between sightings
-# a label or info series (kube-state-metrics' kube_pod_labels, owners; MIG instance info) is
-# read over the hour and the look-back its holdings are read with: a pod whose last sample came
-# just before the hour, or exactly at its start, still held the GPU into it (its samples hold
-# until the next), and its labels must name its team whichever target was scraped last and
-# whichever engine answers (a window's start is closed on Prometheus 2, open on Prometheus 3 and
-# VictoriaMetrics: a sample exactly at the hour's start was in one and not the other)
-LATEST_SECONDS = 3600 + int(MAX_GAP)
-MICROSECOND = Decimal("0.000001")
+if TYPE_CHECKING:
+    from costsvc.ingest.reader import RunReader
+
 SLACK = Decimal("1e-24")  # Decimal's 28 digits, summed in another order
-Holes = list[tuple[Decimal, Decimal]]  # sorted, non-overlapping [since, until) intervals
-T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,15 +63,6 @@ class Regularity:
     step: Decimal
     count: int
     last: Decimal
-
-
-def us(seconds: Decimal) -> Decimal:
-    """Seconds rounded to micro-seconds: what is stored is exactly what was priced."""
-    return seconds.quantize(MICROSECOND, rounding=ROUND_HALF_EVEN)
-
-
-def _nothing(labels: dict[str, str]) -> None:
-    return None
 
 
 def merged(series: Iterable[Series]) -> Sequence[Sample]:
@@ -112,53 +82,15 @@ def highest(samples: Sequence[Sample]) -> Decimal:
     return max(v for _, v in samples)
 
 
-class HourReads:
-    """One hour [start, start + 1 h) of one Prometheus, for one default cluster."""
+class GaugeHour(HourReads):
+    """One hour read from the gauges: each series a step function of time by the honest gap
+    rule (a steady series' shape worked out once per target), integrated at sample
+    resolution, or from its sums where they tell the integral."""
 
-    def __init__(self, reader: steady.SteadyReader, start: datetime, cluster: str) -> None:
-        self.reader, self.cluster = reader, cluster
-        self.at = start + timedelta(hours=1) - timedelta(microseconds=1)  # the hour's last instant
-        self.t0 = Decimal(str(start.timestamp()))
-        self.t1 = self.t0 + 3600
-        self._pending: dict[tuple[str, int], Future[list[Series]]] = {}
+    def __init__(self, reader: RunReader, start: datetime, cluster: str) -> None:
+        super().__init__(reader, start, cluster)
         self._shapes: dict[tuple[int, bool], tuple[list[Decimal], list[Piece]]] = {}
         self._regular: dict[int, tuple[list[Decimal], Regularity | None]] = {}
-
-    @property
-    def prom(self) -> PrometheusReader:
-        """The query API itself, for the reads that are never synthesised."""
-        return self.reader.prom
-
-    def prefetch(self, reads: Iterable[tuple[str, Decimal]]) -> None:
-        """Ask for these reads now: Prometheus answers the next while this one is integrated."""
-        self._pending.update(self.reader.prefetch(self.at, reads))
-
-    def cancel(self) -> None:
-        for f in self._pending.values():
-            f.cancel()
-
-    def cluster_of(self, labels: dict[str, str]) -> str:
-        return cluster_label(labels, self.cluster)
-
-    def raw(self, selector: str, look_back: Decimal = MAX_GAP) -> list[Series]:
-        """Every sample of ``selector`` in the hour and ``look_back`` before it (a steady
-        series' samples synthesised from summaries: costsvc/ingest/steady.py)."""
-        pending = self._pending.pop((selector, int(look_back)), None)
-        if pending is not None:
-            return pending.result()
-        return self.reader.read(selector, self.at, 3600 + int(look_back))
-
-    def latest(self, selector: str) -> list[dict[str, str]]:
-        """The label sets of ``selector`` with a sample in the hour or its look-back
-        (:data:`LATEST_SECONDS`), sorted."""
-        return [lab for lab, _ in self.latest_with(selector, _nothing)]
-
-    def latest_with(
-        self, selector: str, derive: Callable[[dict[str, str]], T]
-    ) -> list[tuple[dict[str, str], T]]:
-        """:meth:`latest`, each label set with ``derive(labels)`` (worked out once per label
-        set of a block of hours: costsvc/ingest/steady.py)."""
-        return self.reader.latest(selector, self.at, LATEST_SECONDS, derive)
 
     def pieces(self, samples: Sequence[Sample]) -> list[Piece]:
         """The series as a step function over the hour, with the honest gap rule (a steady
@@ -308,7 +240,7 @@ class Usage:
     summed: bool = False
     _pieces: list[Piece] | None = None
 
-    def pieces(self, w: HourReads) -> list[Piece]:
+    def pieces(self, w: GaugeHour) -> list[Piece]:
         """The step function over the hour (its samples read now where they were not)."""
         if self._pieces is None:
             if self.summed:
@@ -325,9 +257,9 @@ class Usage:
         return not any(_unread(s.samples) for s in self.series)
 
     def integral(
-        self, w: HourReads, times: list[Decimal]
+        self, w: GaugeHour, times: list[Decimal]
     ) -> tuple[Decimal, Decimal, Decimal] | None:
-        """∫ value dt over the hour (:meth:`HourReads.integral`) of a usage that is one series
+        """∫ value dt over the hour (:meth:`GaugeHour.integral`) of a usage that is one series
         read as sums over the target scraped at ``times``: (value, error bound, the largest
         value); None where its samples are needed."""
         if len(self.series) != 1:
@@ -349,7 +281,7 @@ def _unread(samples: Sequence[Sample]) -> bool:
 
 
 def measure_read(
-    w: HourReads,
+    w: GaugeHour,
     share: Sequence[Sequence[Sample]],
     lost: Holes,
     utilisation: Usage | None,
@@ -390,7 +322,7 @@ def measure_read(
 
 
 def grouped(
-    w: HourReads,
+    w: GaugeHour,
     selector: str,
     key: Callable[[dict[str, str]], tuple[str, ...]],
     look_back: Decimal = MAX_GAP,
@@ -400,175 +332,3 @@ def grouped(
     for s in w.raw(selector, look_back):
         out.setdefault(key(s.labels), []).append(s)
     return out
-
-
-def pod_and_namespace_labels(w: HourReads, facts: HourFacts) -> None:
-    """kube-state-metrics' ``kube_pod_labels`` / ``kube_namespace_labels`` of the hour."""
-    # (keys: the cluster and ``names``' values, as the facts key them)
-    pods = _latest_labels(w, "kube_pod_labels", ("namespace", "pod"))
-    facts.pod_labels.update(cast(dict[tuple[str, str, str], dict[str, str]], pods))
-    spaces = _latest_labels(w, "kube_namespace_labels", ("namespace",))
-    facts.namespace_labels.update(cast(dict[tuple[str, str], dict[str, str]], spaces))
-
-
-# kube-state-metrics' owner series (docs/pod-metrics.md, replicaset-metrics.md, job-metrics.md:
-# owner_kind, owner_name, owner_is_controller; "<none>" for an object without owners), and the
-# label naming the owned object in each
-OWNER_SERIES = (
-    ("kube_pod_owner", "pod"),
-    ("kube_replicaset_owner", "replicaset"),
-    ("kube_job_owner", "job_name"),
-)
-NO_OWNER = "<none>"
-
-
-def pod_controllers(w: HourReads, facts: HourFacts) -> None:
-    """The controller of each pod that held a GPU in the hour, from kube-state-metrics' owner
-    series: a pod's ``kube_pod_owner`` (its controller reference, else its first owner), and
-    one level up ``kube_replicaset_owner`` / ``kube_job_owner`` (a Deployment, a CronJob)."""
-    held = {(h.cluster, h.namespace, h.pod) for h in facts.holdings}
-    if not held:
-        return
-    owners: dict[str, dict[tuple[str, str, str], list[tuple[bool, str, str]]]] = {}
-    for metric, name in OWNER_SERIES:
-        found = owners.setdefault(name, {})
-        for lab in w.latest(metric):
-            kind, owner = lab.get("owner_kind", ""), lab.get("owner_name", "")
-            key = (w.cluster_of(lab), lab.get("namespace", ""), lab.get(name, ""))
-            if kind and NO_OWNER not in (kind, owner):
-                is_controller = lab.get("owner_is_controller") == "true"
-                found.setdefault(key, []).append((not is_controller, kind, owner))
-            else:
-                found.setdefault(key, [])
-    pods = {k: v for k, v in owners["pod"].items() if k in held}
-    if not pods:
-        return
-    for cluster in sorted({k[0] for k in pods}):
-        parents = [
-            ((ns, (kind, obj)), _first(refs))
-            for name, kind in (("replicaset", "ReplicaSet"), ("job_name", "Job"))
-            for (c, ns, obj), refs in owners[name].items()
-            if c == cluster
-        ]
-        mine = {(ns, pod): _first(refs) for (c, ns, pod), refs in pods.items() if c == cluster}
-        labels = {
-            (ns, pod): {"pod-template-hash": lab.get("label_pod_template_hash", "")}
-            for (c, ns, pod), lab in facts.pod_labels.items()
-            if c == cluster and (ns, pod) in mine
-        }
-        for (ns, pod), controller in controllers_of(mine, parents, labels).items():
-            facts.controllers[(cluster, ns, pod)] = controller
-
-
-def _first(refs: list[tuple[bool, str, str]]) -> tuple[str, str] | None:
-    """The controller among an object's owners (else the first by kind and name); None: it
-    has none."""
-    return min(refs)[1:] if refs else None
-
-
-def add_gpu(
-    facts: HourFacts,
-    cluster: str,
-    uuid: str,
-    lab: dict[str, str],
-    present: Decimal,
-    lost: Decimal = Decimal(0),
-) -> None:
-    # dcgm-exporter's releases (and our exporter by default) write Hostname, its main branch
-    # hostname (NVIDIA/dcgm-exporter#655; gpu-exporter --hostname-label hostname)
-    node = lab.get("Hostname") or lab.get("hostname", "")
-    facts.gpus.append(
-        GpuHour(
-            cluster,
-            node,
-            uuid,
-            lab.get("modelName", ""),
-            lab.get("node_pool") or None,
-            present,
-            lost_seconds=lost,
-        )
-    )
-    facts.node_of[(cluster, uuid)] = node
-
-
-def cluster_label(labels: Mapping[str, str], default: str) -> str:
-    """A series' cluster: its ``cluster`` label, else the service's own cluster."""
-    return labels.get("cluster") or default
-
-
-_KEYED: dict[
-    tuple[tuple[str, ...], str],
-    Callable[[dict[str, str]], tuple[tuple[str, ...], dict[str, str]]],
-] = {}
-
-
-def _keyed(
-    names: tuple[str, ...], cluster: str
-) -> Callable[[dict[str, str]], tuple[tuple[str, ...], dict[str, str]]]:
-    """A series' object (its cluster, ``names``' values) and ``label_*`` labels: one function
-    per names and default cluster, so that a block of hours works it out once per label set
-    (costsvc/ingest/steady.py ``latest``)."""
-    found = _KEYED.get((names, cluster))
-    if found is None:
-
-        def derive(lab: dict[str, str]) -> tuple[tuple[str, ...], dict[str, str]]:
-            key = (cluster_label(lab, cluster), *(lab.get(n, "") for n in names))
-            return key, ksm_labels(lab)
-
-        found = _KEYED[(names, cluster)] = derive
-    return found
-
-
-def _latest_labels(
-    w: HourReads, metric: str, names: tuple[str, ...]
-) -> dict[tuple[str, ...], dict[str, str]]:
-    """Each object's ``label_*`` labels as last seen in the hour: one answer per series, and
-    for the rare object relabelled within the hour (several series), its raw samples decide."""
-    found: dict[tuple[str, ...], tuple[dict[str, str], dict[str, str]]] = {}
-    several: dict[tuple[str, ...], list[dict[str, str]]] = {}  # (relabelled: its label sets)
-    for lab, (key, own) in w.latest_with(metric, _keyed(names, w.cluster)):
-        first = found.setdefault(key, (lab, own))
-        if first[0] is not lab:
-            several.setdefault(key, [first[0]]).append(lab)
-    out = {key: own for key, (_, own) in found.items()}
-    for key, sets in sorted(several.items()):
-        match = ",".join(
-            f'{n}="{v}"'
-            for n, v in zip(names, key[1:], strict=True)
-            if '"' not in v and "\\" not in v
-        )
-        newest: tuple[Decimal, dict[str, str]] | None = None
-        for s in w.prom.raw(f"{metric}{{{match}}}", w.at, LATEST_SECONDS):
-            if (w.cluster_of(s.labels), *(s.labels.get(n, "") for n in names)) != key:
-                continue
-            stamp = max((t for t, _ in s.samples if t < w.t1), default=None)
-            if stamp is not None and (newest is None or stamp >= newest[0]):
-                newest = (stamp, ksm_labels(s.labels))
-        out[key] = newest[1] if newest else ksm_labels(sorted(sets, key=str)[-1])
-    return out
-
-
-def add_energy(
-    w: HourReads, facts: HourFacts, energy: dict[GpuKey, Measured] | None = None
-) -> None:
-    """Each GPU's measured energy in the hour (costsvc/ingest/power.py): dcgm-exporter's
-    series names, so both sources read it the same way; ``energy``: the counters' readings
-    where the caller has them (costsvc/ingest/integrals.py), else read here."""
-    limits = (w.t0, w.t1, w.cluster_of, SCRAPE_GAP, MAX_GAP)
-    if energy is None:
-        energy = counter_readings(w.raw(ENERGY, MAX_GAP), *limits)
-    if any(g.key not in energy for g in facts.gpus):  # a GPU without a counter reading
-        energy = {**power_readings(w.raw(POWER, MAX_GAP), *limits), **energy}
-    lowest = lowest_power(w.prom.instant(LOWEST_POWER, w.at), w.cluster_of)
-    for i, g in enumerate(facts.gpus):
-        m = energy.get(g.key)
-        low = lowest.get(g.key)
-        if m is not None or low is not None:
-            m = m or NOTHING
-            facts.gpus[i] = dataclasses.replace(
-                g,
-                energy_mj=m.energy_mj,
-                gap_mj=m.gap_mj,
-                energy_seconds=us(m.seconds),
-                min_power_mw=low,
-            )
