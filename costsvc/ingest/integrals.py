@@ -483,6 +483,9 @@ def collect_integrals(w: HourReads, start: datetime) -> Told | None:
             )
         )
     finish(w, facts, published, energy)
+    if instant_text(at) == reader.block(at)[1]:  # the block's last hour: its answers are done
+        reader.integral_answers.clear()  # with (the hour's attribution and write go on
+        reader.integral_keys.clear()  # without them)
     return Told(facts, untold - set(facts.node_of))
 
 

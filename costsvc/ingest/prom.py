@@ -3,6 +3,7 @@ would paper over scrape gaps, which must not be billed)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,6 +26,9 @@ def instant_text(at: datetime) -> str:
 
 class PrometheusError(RuntimeError):
     """Prometheus could not answer; the hour is left for a later retry."""
+
+
+LABEL_TEXTS = 1_000_000  # label texts kept shared at most (then dropped, and kept again)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +83,9 @@ class PrometheusReader:
             # answer (a re-ingest's are megabytes: 5 % of a backfill's time here) to save
             # bandwidth that a query API beside the service does not need
             sent["Accept-Encoding"] = "identity"
+        # label values' texts, one string each across answers (a holding's UUID, pod and node
+        # in each of its families: an hour of 10,000 GPUs holds ~300,000 label sets at once)
+        self._label_texts: dict[str, str] = {}
         self._client = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=sent)
         self._params = dict(params or {})
 
@@ -150,10 +157,17 @@ class PrometheusReader:
             found = texts[t] = f"{float(t):.3f}"
             return found
 
-        return [
-            (dict(r["metric"]), [(texts[t] if t in texts else text(t), v) for t, v in r["values"]])
-            for r in body["data"]["result"]
-        ]
+        shared = self._label_texts
+        if len(shared) > LABEL_TEXTS:
+            shared.clear()
+        keep = shared.setdefault
+        out = []
+        for r in body["data"]["result"]:
+            labels = r["metric"]  # (the answer's own dict, its values made shared texts)
+            values = list(labels.values())
+            labels.update(zip(list(labels), map(keep, values, values), strict=True))
+            out.append((labels, [(texts[t] if t in texts else text(t), v) for t, v in r["values"]]))
+        return out
 
     def instant(self, expr: str, at: datetime) -> list[tuple[dict[str, str], Decimal]]:
         """Each series of an instant query's answer and its value (NaN/infinite left out)."""
@@ -196,17 +210,22 @@ class PrometheusReader:
     def _get(
         self, params: Params, what: str, post: bool = False, path: str = "/api/v1/query"
     ) -> Any:
+        # the answer read as a stream: a response keeps what it read, and it is in a reference
+        # cycle with its stream, which the ingest's paused collector does not free for hours
+        if post:  # long selectors (a regex of many pods) go in a form body, not the URL
+            asked = self._client.stream("POST", path, data={**self._params, **params})
+        else:
+            asked = self._client.stream("GET", path, params={**self._params, **params})
         try:
-            if post:  # long selectors (a regex of many pods) go in a form body, not the URL
-                resp = self._client.post(path, data={**self._params, **params})
-            else:
-                resp = self._client.get(path, params={**self._params, **params})
+            with asked as resp:
+                if resp.status_code != 200:
+                    text = b"".join(resp.iter_bytes())[:200].decode("utf-8", "replace")
+                    raise PrometheusError(f"{what}: HTTP {resp.status_code}: {text}")
+                content = b"".join(resp.iter_bytes())
         except httpx.HTTPError as exc:
             raise PrometheusError(f"{what}: {exc}") from None
-        if resp.status_code != 200:
-            raise PrometheusError(f"{what}: HTTP {resp.status_code}: {resp.text[:200]}")
         try:
-            body = resp.json()
+            body = json.loads(content)
         except ValueError as exc:
             raise PrometheusError(f"{what}: not JSON: {exc}") from None
         if not isinstance(body, dict) or body.get("status") != "success":
