@@ -21,6 +21,7 @@ import random
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select
@@ -322,11 +323,7 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
 ) -> None:
     read = ingest_with(off_the_minute.url, db_url, model(), HOURS)
     assert read.integral_hours == 2
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(Chargeback.pod, Chargeback.hour, Chargeback.allocated)).all()
-    engine.dispose()
-    money = {(pod, _utc(hour)): Decimal(allocated) / 10**6 for pod, hour, allocated in rows}
+    money = _money(db_url)
     # p: first collected 14:30:17, last 15:29:17 (its share then held to 15:30:17): the scrape
     # at 14:59:17 reads 29 minutes held, 1740 s (2.50 x 1740 / 3600); the last before 16:00,
     # 15:39:17 (kept 600 s after 15:29:17), reads 3600: 1860 s in the second hour
@@ -341,14 +338,7 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
     # 3600 s; across the restart (a reset: the samples read) 0 before it (BIG all along), then
     # 400 W from 14:20 to 15:00 (2400 s); the node that joined, from its first sample, 15:20,
     # to 16:00 (2400 s at 500 W), not its counter's BIG since the driver loaded
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        found = conn.execute(
-            select(GpuPresence.gpu_uuid, GpuPresence.hour, GpuPresence.energy_mj)
-        ).all()
-    engine.dispose()
-    energy = {(uuid, _utc(hour)): mj for uuid, hour, mj in found}
-    assert energy == {
+    assert _per_gpu(db_url, GpuPresence.energy_mj) == {
         ("GPU-P", HOURS[0]): 300 * 3600 * 1000,
         ("GPU-P", HOURS[1]): 300 * 3600 * 1000,
         ("GPU-R", HOURS[0]): 400 * 2400 * 1000,
@@ -409,6 +399,15 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
     assert fleet[hours[2]] == Decimal("7.750000")
 
 
+def _per_gpu(url: str, column: Any) -> dict[tuple[str, datetime], Any]:
+    """Each GPU's ``column`` of gpu_hours, per hour."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        rows = conn.execute(select(GpuPresence.gpu_uuid, GpuPresence.hour, column)).all()
+    engine.dispose()
+    return {(uuid, _utc(hour)): value for uuid, hour, value in rows}
+
+
 def _money(url: str) -> dict[tuple[str, datetime], Decimal]:
     """Each pod's allocated money, per hour."""
     engine = create_engine(url)
@@ -426,13 +425,7 @@ def test_an_upgrade_to_the_integrals_loses_and_doubles_nothing_and_each_gpu_has_
     # GPU-U from the gauges in the hour of its upgrade (its counters start in it, from 0), from
     # the integrals after; GPU-O from the gauges throughout; GPU-I from the integrals
     assert read.integral_gpus == 5 and read.gauge_gpus == 4
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        found = conn.execute(
-            select(GpuPresence.gpu_uuid, GpuPresence.hour, GpuPresence.reads)
-        ).all()
-    engine.dispose()
-    assert {(uuid, _utc(hour)): rule for uuid, hour, rule in found} == {
+    assert _per_gpu(db_url, GpuPresence.reads) == {
         ("GPU-U", hours[0]): "gauges",
         ("GPU-U", hours[1]): "integrals",
         ("GPU-U", hours[2]): "integrals",
