@@ -1,4 +1,4 @@
-"""An hour read from our exporter's integrals (``COSTSVC_INGEST_READS=integrals``, issue 29).
+"""The integrals' rule: a GPU's hour read from our exporter's integrals, where they cover it.
 
 Our exporter publishes, besides its gauges, what they held over time: counters of seconds added
 at every collection (exporter/integrals.py; docs/metrics.md, "Integrals at collection
@@ -10,9 +10,11 @@ worked example); a GPU's energy is what its energy counter grew between the same
 rest of the hour — MIG geometry, pod labels and controllers — is read as for the gauges
 (costsvc/ingest/holdings.py).
 
-An hour the counters cannot tell is read from the gauges instead (:func:`collect_integrals`
-answers None): no GPU counters at all (dcgm-exporter, an exporter before them), a holding on
-a GPU without its device counter.
+A GPU the counters do not tell is read from the gauges instead (costsvc/ingest/collect.py): a
+GPU without them (dcgm-exporter, an exporter before them), or whose counters start in the hour
+(a node's first hour, its exporter's upgrade to them); :func:`collect_integrals` names those
+GPUs, and answers None where it tells none. The first hour of the integrals after one of the
+gauges starts at its edge (:func:`_switching`; docs/cost-model.md, "Two rules, one per source").
 """
 
 from __future__ import annotations

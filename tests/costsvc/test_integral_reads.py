@@ -1,5 +1,5 @@
-"""An hour read from our exporter's integrals (``COSTSVC_INGEST_READS=integrals``,
-costsvc/ingest/integrals.py), on a real Prometheus, on SQLite and PostgreSQL.
+"""An hour read from our exporter's integrals (costsvc/ingest/integrals.py), where the data
+decides it (costsvc/ingest/collect.py), on a real Prometheus, on SQLite and PostgreSQL.
 
 The histories carry what our exporter publishes — gauges and, collected at every scrape, their
 integrals by the exporter's rule (exporter/integrals.py: an instant's reading holds until the
@@ -10,8 +10,12 @@ next collection, an ended series stays at its final total for 600 s, a restart s
   every scrape and time-sliced holders, the integrals bill what the gauges bill: every row of
   every money and fact table is the same.
 - Scraped off the minute, an hour ends at its last scrape: the worked example of
-  docs/cost-model.md ("Round 5"), figures derived by hand; an exporter restart loses the
-  minute it did not see, and the hours on either side still add up.
+  docs/cost-model.md ("The hour read from the exporter's integrals"), figures derived by hand;
+  an exporter restart loses the minute it did not see, and the hours on either side still add
+  up.
+- A scrape gap: what the exporter saw through it is billed after it, money and all.
+- A rolling upgrade: each GPU by its own rule, and the first hour of the integrals after one of
+  the gauges starts at its edge (nothing billed twice or lost), by hand.
 - A history without integrals (the ground truth's) is read from the gauges, row for row.
 """
 

@@ -230,6 +230,25 @@ def test_bad_query_api_settings_fail_at_start_naming_the_variable(
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("value", ["fast", "raw", "integrals"])
+def test_the_removed_reads_setting_fails_at_start_saying_why(value: str, tmp_path: Path) -> None:
+    """How an hour is read is the data's to decide: a deployment that still sets the removed
+    setting, to any of its old values, is told it is gone and why, in one line."""
+    model = Path(__file__).parents[2] / "examples" / "cost-model.yaml"
+    done = run(
+        "ingest",
+        env={
+            "COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+            "COSTSVC_COST_MODEL": str(model),
+            "COSTSVC_INGEST_READS": value,
+        },
+    )
+    assert done.returncode == 2, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "COSTSVC_INGEST_READS" in line]
+    assert len(lines) == 1 and "removed" in lines[0] and "integrals" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
 @pytest.mark.parametrize("compress", [False, True])
 def test_answers_come_uncompressed_unless_asked(
     proxy: RecordingProxy, db_url: str, compress: bool
