@@ -6,7 +6,9 @@ Per GPU: *present* is the time it was reported in the hours; *unavailable* the p
 ``gpu_device_up`` said 0 (never charged to a holder); *allocated* the time held, weighted by
 the share held (a MIG instance of 3 of 7 compute slices held for an hour is 3/7 of a
 GPU-hour; the ingest already cut lost time out of the holdings), at most present less
-unavailable; *idle* the rest. Units: micro-seconds (GPU-micro-seconds for held time).
+unavailable; *idle* the rest; *from the integrals* the part of present whose hours were read
+from our exporter's integrals (the rest from the gauges: docs/cost-model.md, "Two rules, one per
+source"). Units: micro-seconds (GPU-micro-seconds for held time).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TypeVar
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, case, func, select
 
+from costsvc.attribution import INTEGRALS
 from costsvc.db.models import GpuPresence, UsageFact
 
 HOUR_US = 3_600_000_000
@@ -34,6 +37,7 @@ class GpuUse:
     present_us: int
     held_us: int  # Σ share x time of its holdings (may exceed present on bad data: capped)
     lost_us: int
+    integral_us: int = 0  # of present, the hours read from the integrals
 
     @property
     def unavailable_us(self) -> int:
@@ -61,6 +65,7 @@ class UseTotals:
     allocated_us: int = 0
     idle_us: int = 0
     unavailable_us: int = 0
+    integral_us: int = 0
 
     def add(self, g: GpuUse) -> None:
         self.gpus += 1
@@ -68,13 +73,22 @@ class UseTotals:
         self.allocated_us += g.allocated_us
         self.idle_us += g.idle_us
         self.unavailable_us += g.unavailable_us
+        self.integral_us += g.integral_us
 
 
 def gpu_use(conn: Connection, start: datetime, end: datetime) -> list[GpuUse]:
     """Every GPU present in [start, end), by cluster, node and UUID."""
     p, u = GpuPresence, UsageFact
     present = (
-        select(p.cluster, p.node, p.gpu_uuid, p.model, func.sum(p.present_us), func.sum(p.lost_us))
+        select(
+            p.cluster,
+            p.node,
+            p.gpu_uuid,
+            p.model,
+            func.sum(p.present_us),
+            func.sum(p.lost_us),
+            func.sum(case((p.reads == INTEGRALS, p.present_us), else_=0)),
+        )
         .where(p.hour >= start, p.hour < end)
         .group_by(p.cluster, p.node, p.gpu_uuid, p.model)
         .order_by(p.cluster, p.node, p.gpu_uuid, p.model)
@@ -89,11 +103,22 @@ def gpu_use(conn: Connection, start: datetime, end: datetime) -> list[GpuUse]:
     # a GPU that moved node or model within the range: its holdings go with its first row
     seen: set[tuple[str, str]] = set()
     out = []
-    for cluster, node, uuid, model, present_us, lost_us in rows:
+    for cluster, node, uuid, model, present_us, lost_us, integral_us in rows:
         key = (cluster, uuid)
         mine = 0 if key in seen else held.get(key, 0)
         seen.add(key)
-        out.append(GpuUse(cluster, node, uuid, model, int(present_us), mine, int(lost_us or 0)))
+        out.append(
+            GpuUse(
+                cluster,
+                node,
+                uuid,
+                model,
+                int(present_us),
+                mine,
+                int(lost_us or 0),
+                int(integral_us or 0),
+            )
+        )
     return out
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -32,6 +32,7 @@ from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.energy import ENERGY
+from costsvc.fleet import gpu_use
 from costsvc.ingest.integrals import reset_expr, share_of
 from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
@@ -489,6 +490,17 @@ def test_an_upgrade_to_the_integrals_loses_and_doubles_nothing_and_each_gpu_has_
         ("n2", hours[2]): 833_333,
     }
     assert assert_every_hour_adds_up(db_url) == 3
+    # the fleet's answer (the fleet page's) says which rule read each GPU's hours: GPU-U's
+    # 15:00 and 16:00 (3557 + 3600 s), none of GPU-O's, all of GPU-I's (3 x 3600 s)
+    engine = create_engine(db_url)
+    with engine.connect() as conn:
+        used = gpu_use(conn, hours[0], hours[-1] + timedelta(hours=1))
+    engine.dispose()
+    assert {g.gpu_uuid: (g.present_us, g.integral_us) for g in used} == {
+        "GPU-U": (10757 * 10**6, 7157 * 10**6),
+        "GPU-O": (10800 * 10**6, 0),
+        "GPU-I": (10800 * 10**6, 10800 * 10**6),
+    }
 
 
 def test_a_history_without_integrals_is_read_from_the_gauges(

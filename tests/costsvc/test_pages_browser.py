@@ -178,10 +178,12 @@ def test_the_fleet_counts_each_gpus_hours(site: Site, chrome: Browser) -> None:
         ["NVIDIA A100-SXM4-80GB", "2", "12.0", "5.0", "6.0", "1.0"],
         ["NVIDIA H100 80GB HBM3", "3", "18.0", "15.0", "3.0", "0.0"],
     ]
+    # cluster, node, GPUs, hours, allocated, idle, unavailable, from the integrals (none: the
+    # history is gauges only)
     assert table("#by-node") == [
-        ["c1", "node-a", "2", "12.0", "9.0", "3.0", "0.0"],
-        ["c1", "node-b", "2", "12.0", "11.0", "0.0", "1.0"],
-        ["c1", "node-c", "1", "6.0", "0.0", "6.0", "0.0"],
+        ["c1", "node-a", "2", "12.0", "9.0", "3.0", "0.0", "0.0"],
+        ["c1", "node-b", "2", "12.0", "11.0", "0.0", "1.0", "0.0"],
+        ["c1", "node-c", "1", "6.0", "0.0", "6.0", "0.0", "0.0"],
     ]
     assert [r[0] for r in table("#idlest")] == ["GPU-C0", "GPU-A1"]
 
