@@ -4,9 +4,9 @@
   the hour is read from the integrals: counter differences, two samples a series
   (costsvc/ingest/integrals.py).
 - Any other GPU is read from the gauges: our exporter's before its counters (a node not yet
-  upgraded, or in the hour of its upgrade: costsvc/ingest/exporter.py), or, in an hour
+  upgraded, or in the hour of its upgrade: costsvc/ingest/gauges/exporter.py), or, in an hour
   without any of our exporter's series, NVIDIA dcgm-exporter's with kube-state-metrics'
-  (costsvc/ingest/dcgm.py).
+  (costsvc/ingest/gauges/dcgm.py).
 
 The choice is made here, per GPU and hour, and kept on each GPU's facts (``GpuHour.reads``,
 stored in ``gpu_hours.reads``): docs/cost-model.md, "Two rules, one per source".
@@ -14,6 +14,7 @@ stored in ``gpu_hours.reads``): docs/cost-model.md, "Two rules, one per source".
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
 
 from costsvc.attribution import GAUGES, INTEGRALS, GpuKey, HourFacts
@@ -70,8 +71,8 @@ def _gauges(w: GaugeHour, start: datetime, source: str) -> HourFacts:
 
 
 def _stamp(facts: HourFacts, rule: str) -> None:
-    for g in facts.gpus:
-        g.reads = rule
+    """Each GPU of ``facts`` with the rule its hour was read by."""
+    facts.gpus = [replace(g, reads=rule) for g in facts.gpus]
 
 
 def _together(
@@ -81,12 +82,12 @@ def _together(
     from one rule; the pods' labels and controllers from both reads."""
     facts = counted
     theirs = [g for g in gauges.gpus if g.key in untold]
+    reader.counts.integral_gpus += len(facts.gpus)
+    reader.counts.gauge_gpus += len(theirs)
     facts.gpus += theirs
     facts.holdings += [h for h in gauges.holdings if h.gpu in untold]
     facts.node_of.update({k: v for k, v in gauges.node_of.items() if k in untold})
     facts.pod_labels = {**gauges.pod_labels, **facts.pod_labels}
     facts.namespace_labels = {**gauges.namespace_labels, **facts.namespace_labels}
     facts.controllers = {**gauges.controllers, **facts.controllers}
-    reader.counts.integral_gpus += len(facts.gpus) - len(theirs)
-    reader.counts.gauge_gpus += len(theirs)
     return facts

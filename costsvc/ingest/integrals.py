@@ -85,14 +85,6 @@ TOP = f"max_over_time(gpu_allocation_share[{RESET_WINDOW}s])"
 ZERO = Decimal(0)
 K = TypeVar("K")
 
-# the run's answers (its reader's ``integral_answers``): (expression, block's first instant)
-# -> its answer by instant: each series by the identity of its label set (one dict per series
-# of an answer, at every instant: matching a series' two ends needs no key made of its
-# labels), its labels and value; and (its ``integral_keys``) (what is derived, the service's
-# cluster, block's first instant) -> each series' labels (kept: an identity stays unique while
-# its entry lives) and what was derived of them
-_Answer = Answer
-
 
 def _once(
     w: HourReads, kind: str, derive: Callable[[dict[str, str]], K]
@@ -123,7 +115,7 @@ def _keep_block(entries: dict[Any, Any], first: str) -> None:
         del entries[key]
 
 
-def _steps(reader: RunReader, expr: str, at: datetime) -> _Answer:
+def _steps(reader: RunReader, expr: str, at: datetime) -> Answer:
     """``expr`` at every planned hour's instant of the block ``at`` is in, and at the instant
     an hour before the block (its first hour's start): by instant, each series' labels and
     value (finite values only). Asked for once per block (:func:`_ask`)."""
@@ -144,8 +136,8 @@ def _ask(reader: RunReader, at: datetime, exprs: list[str]) -> None:
     start = datetime.fromtimestamp(float(first) - 3600, at.tzinfo)
     end = datetime.fromtimestamp(float(last), at.tzinfo)
 
-    def fetch(expr: str) -> _Answer:
-        found: _Answer = {}
+    def fetch(expr: str) -> Answer:
+        found: Answer = {}
         for labels, values in reader.prom.range_values(expr, start, end, 3600):
             series = id(labels)  # (the answer keeps it: unique while the block is cached)
             for t, v in values:
@@ -315,18 +307,25 @@ def _older(
     return out
 
 
-def share_of(labels: dict[str, str]) -> Decimal | None:
-    """The share a share-seconds series integrates (its :data:`SHARE_LABEL`), or None where
-    it has none or one that is not a share (a label is untrusted text: its holding is then read
-    as an exporter's before the label, from the gauge)."""
-    text = labels.get(SHARE_LABEL)
+def _number(labels: dict[str, str], name: str) -> Decimal | None:
+    """The finite number a label holds, or None where it has none or holds no such number (a
+    label is untrusted text: at most 32 characters are read as one)."""
+    text = labels.get(name)
     if text is None or len(text) > 32:
         return None
     try:
-        share = Decimal(text)
+        found = Decimal(text)
     except InvalidOperation:
         return None
-    return share if share.is_finite() and 0 <= share <= 1 else None  # (of one device)
+    return found if found.is_finite() else None
+
+
+def share_of(labels: dict[str, str]) -> Decimal | None:
+    """The share a share-seconds series integrates (its :data:`SHARE_LABEL`), or None where
+    it has none or one that is not a share (its holding is then read as an exporter's before
+    the label, from the gauge)."""
+    share = _number(labels, SHARE_LABEL)
+    return share if share is not None and 0 <= share <= 1 else None  # (of one device)
 
 
 class _Held:
@@ -506,13 +505,10 @@ def _switching(
         labels for labels, _ in _steps(w.reader, _last(DEVICE), w.at).get(f"{t0:.3f}", {}).values()
     ]
     earlier += [labels for labels, _ in device.deltas if id(labels) not in device.fresh]
+    since = _once(w, "started", lambda labels: _number(labels, STARTED))
     before = set()
     for labels in earlier:
-        started = labels.get(STARTED)
-        try:
-            since = Decimal(started) if started is not None else None
-        except InvalidOperation:
-            since = None
-        if since is None or not since.is_finite() or since < t0 - 3600:
+        started = since(labels)
+        if started is None or started < t0 - 3600:
             before.add(gpu_of(labels))
     return covered - before

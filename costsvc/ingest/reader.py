@@ -20,8 +20,9 @@ from costsvc.ingest.prom import PrometheusReader, Series, instant_text
 BLOCK_HOURS = 24  # consecutive planned hours read together (one range query per expression)
 POOL_THREADS = 3  # an hour's reads two at a time, and the next hour's asked for ahead
 T = TypeVar("T")
-# an answer of many hours by instant: each series by the identity of its label set, its labels
-# and value (costsvc/ingest/integrals.py)
+# an answer of many hours by instant: each series by the identity of its label set (one dict per
+# series of an answer, at every instant: matching a series' two ends needs no key made of its
+# labels), its labels and value (costsvc/ingest/integrals.py)
 Answer = dict[str, dict[int, tuple[dict[str, str], Decimal]]]
 
 
@@ -59,8 +60,11 @@ class RunReader:
         self._preceding: dict[str, str] = {}  # instant -> the planned hour's before it
         self._latest: dict[tuple[str, str, int, str], _Latest] = {}
         self._early: dict[tuple[str, str, int], Future[list[Series]]] = {}
-        # the integrals' answers and what was derived of their series, per block of hours
-        # (costsvc/ingest/integrals.py: the block in use kept, earlier ones dropped)
+        # the integrals' answers, (expression, block's first instant) -> its Answer, and what
+        # was derived of their series, (what, the service's cluster, block's first instant) ->
+        # each series' labels (kept: an identity stays unique while its entry lives) and what
+        # was derived of them (costsvc/ingest/integrals.py: the block in use kept, earlier
+        # ones dropped)
         self.integral_answers: dict[tuple[str, str], Answer] = {}
         self.integral_keys: dict[tuple[str, str, str], dict[int, tuple[dict[str, str], Any]]] = {}
         self.summaries = Summaries(self)  # the gauges' (costsvc/ingest/gauges/steady.py)

@@ -12,6 +12,7 @@ share: ``{"status": "success", "data": …, "warnings": [...]}``, Prometheus HTT
 from __future__ import annotations
 
 import json
+import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -192,6 +193,19 @@ def test_nan_samples_are_no_reading(proxy: RecordingProxy, db_url: str) -> None:
     assert assert_every_hour_adds_up(db_url) == 1
 
 
+def _ingest_with_env(env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``gpu-costsvc ingest`` with the example cost model, a fresh SQLite file and ``env``."""
+    model = Path(__file__).parents[2] / "examples" / "cost-model.yaml"
+    return run(
+        "ingest",
+        env={
+            "COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
+            "COSTSVC_COST_MODEL": str(model),
+            **env,
+        },
+    )
+
+
 @pytest.mark.parametrize(
     ("env", "says"),
     [
@@ -216,15 +230,7 @@ def test_nan_samples_are_no_reading(proxy: RecordingProxy, db_url: str) -> None:
 def test_bad_query_api_settings_fail_at_start_naming_the_variable(
     env: dict[str, str], says: str, tmp_path: Path
 ) -> None:
-    model = Path(__file__).parents[2] / "examples" / "cost-model.yaml"
-    done = run(
-        "ingest",
-        env={
-            "COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
-            "COSTSVC_COST_MODEL": str(model),
-            **env,
-        },
-    )
+    done = _ingest_with_env(env, tmp_path)
     assert done.returncode == 2, done.stderr
     assert says in done.stderr
     assert "Traceback" not in done.stderr
@@ -234,15 +240,7 @@ def test_bad_query_api_settings_fail_at_start_naming_the_variable(
 def test_the_removed_reads_setting_fails_at_start_saying_why(value: str, tmp_path: Path) -> None:
     """How an hour is read is the data's to decide: a deployment that still sets the removed
     setting, to any of its old values, is told it is gone and why, in one line."""
-    model = Path(__file__).parents[2] / "examples" / "cost-model.yaml"
-    done = run(
-        "ingest",
-        env={
-            "COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'x.db'}",
-            "COSTSVC_COST_MODEL": str(model),
-            "COSTSVC_INGEST_READS": value,
-        },
-    )
+    done = _ingest_with_env({"COSTSVC_INGEST_READS": value}, tmp_path)
     assert done.returncode == 2, done.stderr
     lines = [line for line in done.stderr.splitlines() if "COSTSVC_INGEST_READS" in line]
     assert len(lines) == 1 and "removed" in lines[0] and "integrals" in lines[0], done.stderr
