@@ -9,7 +9,7 @@ from datetime import datetime
 from fastapi import FastAPI
 
 from costsvc.api.app import create_app
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 
 def app() -> FastAPI:

@@ -95,7 +95,7 @@ sys.path.insert(0, sys.argv[1])
 import uvicorn
 from costsvc.api.app import create_app
 from costsvc.api.server import config
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 now = datetime.fromisoformat(sys.argv[4])
 workers = int(sys.argv[5])
 if workers > 1:  # as `gpu-costsvc serve --workers N` runs it (bench/api_app.py: the clock)
@@ -198,8 +198,8 @@ def main() -> int:
     import psycopg
     from sqlalchemy import create_engine, text
 
+    from costsvc.auth.tokens import create_token
     from costsvc.db.migrate import upgrade
-    from costsvc.db.tokens import create_token
 
     report: dict[str, Any] = {"machine": machine(), "hours": hours, "pods": pods}
     keep = args.keep_data

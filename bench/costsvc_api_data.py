@@ -91,7 +91,7 @@ WHERE hour >= %(a)s AND hour < %(b)s GROUP BY 1, {owner}
 
 
 def rollup_sql(template: str) -> str:
-    from costsvc.chargeback import AMOUNTS
+    from costsvc.rules.chargeback import AMOUNTS
 
     return template.format(
         owner=OWNER_COLS,

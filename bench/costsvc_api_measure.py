@@ -39,8 +39,8 @@ FROM bench_daily WHERE day >= %s AND day < %s
 GROUP BY team, currency ORDER BY team, currency
 """
 
-# What GET /v1/reports/chargeback.csv writes (costsvc/reports.py), in SQL: same columns, same
-# order; NULLIF so that an empty label is an empty cell (COPY quotes an empty string as "").
+# What GET /v1/reports/chargeback.csv writes (costsvc/reports/monthly.py), in SQL: same columns,
+# same order; NULLIF so that an empty label is an empty cell (COPY quotes an empty string as "").
 PLACEMENT = (
     "cluster",
     "team",
@@ -63,7 +63,7 @@ COPY_SELECT = (
         f"(({m}) / 1e6)::numeric(24, 6)"
         for m in ("gpu_hours", "allocated", "used", "waste", "idle", "allocated + idle")
     )
-    # energy (mJ -> kWh, 9 places) and CO2e (mg -> kg) as costsvc/energy.py writes them
+    # energy (mJ -> kWh, 9 places) and CO2e (mg -> kg) as costsvc/rules/energy.py writes them
     + ", "
     + ", ".join(
         f"round(({m})::numeric / 3600000000, 9)"

@@ -162,11 +162,11 @@ def main() -> int:
     import httpx
     from sqlalchemy import create_engine
 
+    from costsvc.advice.repository import save_advice
     from costsvc.advice.run import Options, compute
-    from costsvc.costmodel import parse
-    from costsvc.db.advice import save_advice
     from costsvc.db.migrate import upgrade
     from costsvc.ingest.prom import PrometheusReader
+    from costsvc.rules.cost_model import parse
 
     work = Path(tempfile.mkdtemp(prefix="rightsizing-"))
     prom_proc = None

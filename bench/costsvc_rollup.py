@@ -55,8 +55,8 @@ def rebuild(url: str, first: datetime, n: int, model: object) -> None:
     what ``gpu-costsvc ingest`` does after a price change, from stored facts, no Prometheus."""
     from sqlalchemy import create_engine, text
 
-    from costsvc.costmodel import parse
     from costsvc.ingest.reprice import reprice, stale_hours
+    from costsvc.rules.cost_model import parse
 
     engine = create_engine(url)
     t = time.perf_counter()

@@ -30,7 +30,7 @@ def fleet_document(effective_from: str) -> dict[str, Any]:
 
 def fleet_model(effective_from: str) -> Any:
     """The benches' cost model (:func:`fleet_document`), parsed."""
-    from costsvc.costmodel import parse
+    from costsvc.rules.cost_model import parse
 
     return parse(fleet_document(effective_from))
 

@@ -46,11 +46,11 @@ def main() -> int:
     from bench import costsvc_api as api
     from bench import costsvc_api_data as data
     from bench.pgcluster import start_postgres
-    from costsvc.attribution import Line
-    from costsvc.chargeback import AMOUNTS, LINE_KEY
     from costsvc.db.lines import write_lines
     from costsvc.db.migrate import upgrade
     from costsvc.db.models import Chargeback
+    from costsvc.rules.attribution import Line
+    from costsvc.rules.chargeback import AMOUNTS, LINE_KEY
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=5000)

@@ -135,8 +135,8 @@ def one_fleet(args: argparse.Namespace, fleet: str) -> dict[str, Any]:
     from bench.rollup_common import FLEETS, LOOK_BACK, cpu_seconds, free_port
     from bench.rollup_month import start_prometheus
     from bench.tsdb_block import write_block
+    from costsvc.auth.tokens import create_token
     from costsvc.db.migrate import upgrade
-    from costsvc.db.tokens import create_token
 
     label = f"[{FLEETS[fleet]}]"
     work = Path(tempfile.mkdtemp(prefix="serve-"))

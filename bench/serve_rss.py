@@ -64,9 +64,9 @@ def rss_kib(pid: int) -> int:
 def one_run(label: str, code: str, prom: Prometheus, work: Path, clients: int) -> dict[str, Any]:
     from sqlalchemy import create_engine
 
+    from costsvc.auth.tokens import create_token
     from costsvc.db.migrate import upgrade
     from costsvc.db.runs import watermark
-    from costsvc.db.tokens import create_token
 
     url = f"sqlite:///{work / f'{label}.db'}"
     upgrade(url)

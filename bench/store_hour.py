@@ -42,7 +42,7 @@ CLUSTER = "bench"
 
 def fleet(gpus: int, pods: int, hour: datetime) -> object:
     """The hour's facts: bench/costsvc_rollup.py's fleet, with energy on every GPU."""
-    from costsvc.attribution import GpuHour, Holding, HourFacts
+    from costsvc.rules.attribution import GpuHour, Holding, HourFacts
 
     facts = HourFacts(hour)
     whole = min(gpus, max(0, gpus - (pods - gpus) // 10)) if pods > gpus else gpus
@@ -83,12 +83,12 @@ def main() -> int:
     from sqlalchemy import create_engine, func, select
 
     from bench.pgcluster import start_postgres
-    from costsvc.attribution import Owner, attribute_hour
-    from costsvc.costmodel import parse
     from costsvc.db import runs
     from costsvc.db.hour_facts import store_hour
     from costsvc.db.migrate import upgrade
     from costsvc.db.models import Chargeback, UsageFact
+    from costsvc.rules.attribution import Owner, attribute_hour
+    from costsvc.rules.cost_model import parse
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpus", type=int, default=1000)

@@ -1,12 +1,12 @@
 """``gpu-costsvc``: the cost service's command line.
 
-Settings come from ``COSTSVC_*`` environment variables (see costsvc/settings.py). Commands:
+Settings come from ``COSTSVC_*`` environment variables (see costsvc/kit/settings.py). Commands:
 ``db upgrade`` / ``db downgrade``, ``ingest`` (from the watermark, or a backfill range),
 ``serve`` (the HTTP API and the hourly ingest scheduler), ``report`` (a month as CSV or FOCUS),
 ``close`` (freeze a month), ``cost-model`` (import, show: where the cost model lives in the
 database), ``recommend`` (GPU rightsizing: compute, store, print the top savings) and ``token``
 (create, revoke, list API tokens), ``opencost-proxy`` (OpenCost's clients against
-``/allocation``: costsvc/opencost_proxy.py).
+``/allocation``: costsvc/opencost/proxy.py).
 
 This module is the entry point (the parser, ``main``, its exit codes) and ``serve``; the other
 commands are in costsvc/commands/ (``ingest``: ingest.py; ``db``, ``report``, ``close``,
@@ -32,8 +32,8 @@ from costsvc.commands.common import PROG, UsageError, cost_model_in_force, datab
 from costsvc.commands.common import prometheus_reader as _reader
 from costsvc.commands.hourly import LOG_FORMAT
 from costsvc.commands.ingest import ingest_command, ingest_status, recommend
-from costsvc.settings import Settings
-from costsvc.utc import hour_floor
+from costsvc.kit.settings import Settings
+from costsvc.kit.times import hour_floor
 
 __all__ = ["PROG", "UsageError", "build_parser", "main"]
 log = logging.getLogger(PROG)
@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="create: register the token held in this file (e.g. a mounted Secret) instead of "
         "a new one; nothing is done when it is a live token already",
     )
-    from costsvc.opencost_proxy import add_parser as add_proxy_parser
+    from costsvc.opencost.proxy import add_parser as add_proxy_parser
 
     add_proxy_parser(sub)
     return p
@@ -224,8 +224,8 @@ def _label_watcher(settings: Settings) -> Any:
     if not (settings.kube_api_url or settings.kubeconfig or in_cluster):
         return None
     from costsvc.db.engine import make_engine
-    from costsvc.db.label_history import LabelHistory
-    from costsvc.k8slabels import LabelWatcher
+    from costsvc.labels.history import LabelHistory
+    from costsvc.labels.kube_watch import LabelWatcher
     from kube.client import core_api
 
     kubeconfig = str(settings.kubeconfig) if settings.kubeconfig else None
@@ -233,8 +233,8 @@ def _label_watcher(settings: Settings) -> Any:
         api = core_api(kubeconfig, settings.kube_api_url)
     except Exception as exc:
         raise UsageError(f"COSTSVC_KUBECONFIG: {exc}") from None
-    from costsvc.db.advice import OwnerHistory, QuotaStore
-    from costsvc.k8sowners import OwnerWatcher
+    from costsvc.advice.kube_owners import OwnerWatcher
+    from costsvc.advice.repository import OwnerHistory, QuotaStore
     from kube.watch import SharedWatches
 
     engine = make_engine(settings.database_url)
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "recommend":
             return recommend(settings, args)
         if args.command == "opencost-proxy":
-            from costsvc.opencost_proxy import ProxyError, run
+            from costsvc.opencost.proxy import ProxyError, run
 
             try:
                 return run(args)

@@ -356,7 +356,8 @@ J_PER_KWH = "3600000"
 
 
 def energy() -> list[Panel]:
-    """kWh and CO2e per team and GPU model, idle energy, energy budgets (costsvc/energy.py)."""
+    """kWh and CO2e per team and GPU model, idle energy, energy budgets
+    (costsvc/rules/energy.py)."""
     return [
         stat_panel(
             "Energy month to date",

@@ -17,20 +17,20 @@ from typing import Any
 import uvicorn
 from sqlalchemy import Engine
 
+from costsvc.advice.repository import recommendations
 from costsvc.advice.rightsizing import ACTIONABLE, Rules
 from costsvc.advice.run import Options
 from costsvc.advice.run import run as advise
 from costsvc.advice.run import table as advice_table
 from costsvc.api.app import create_app
 from costsvc.api.server import config as server_config
-from costsvc.costmodel import CostModel, load
-from costsvc.db.advice import recommendations
+from costsvc.auth.tokens import create_token
 from costsvc.db.engine import make_engine
 from costsvc.db.migrate import upgrade
-from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
+from costsvc.rules.cost_model import CostModel, load
 from demo import report
 from demo.history import ROOT
 from demo.stack import Stack, wait_http

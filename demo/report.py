@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 
 CENT = Decimal("0.01")
 # one team's budget is 80 % of what it spent this month (exceeded), another's a little over

@@ -6,7 +6,7 @@ from alembic import context
 from sqlalchemy import Connection, create_engine, pool
 
 from costsvc.db.models import Base
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url") or Settings().database_url

@@ -54,12 +54,12 @@ from fastapi.testclient import TestClient  # noqa: E402
 from sqlalchemy import create_engine, text, update  # noqa: E402
 
 from costsvc.api.app import create_app  # noqa: E402
-from costsvc.close import close_month  # noqa: E402
+from costsvc.auth.tokens import create_token  # noqa: E402
+from costsvc.budgets.repository import BudgetValues, create_budget  # noqa: E402
 from costsvc.db import models  # noqa: E402
-from costsvc.db.budgets import BudgetValues, create_budget  # noqa: E402
 from costsvc.db.cost_models import activate  # noqa: E402
-from costsvc.db.tokens import create_token  # noqa: E402
-from costsvc.settings import Settings  # noqa: E402
+from costsvc.kit.settings import Settings  # noqa: E402
+from costsvc.months.close import close_month  # noqa: E402
 from tests.costsvc import history as hist  # noqa: E402
 from tests.costsvc import inference_history as inf  # noqa: E402
 from tests.costsvc import pages_history as pages  # noqa: E402
@@ -151,7 +151,7 @@ def _dbmodel_document() -> dict[str, Any]:
 
 
 def build_ingested(url: str, prom: str, inference_prom: str) -> None:
-    from costsvc.costmodel import parse
+    from costsvc.rules.cost_model import parse
 
     owner_history(url)
     hist.ingest_with(prom, url, hist.MODEL, INGESTED_HOURS)

@@ -333,7 +333,7 @@ def render() -> str:
         "`gpu_memory_slices` on `gpu_mig_instance_info`, where the cost service reads it. "
         "Where NVML does not tell, those labels are empty, the instances get no shares and "
         '`gpu_exporter_errors_total{source="nvml",kind="mig_geometry"}` counts it; the '
-        "cost service then uses its per-model table (`costsvc/migprofiles.py`) and flags a "
+        "cost service then uses its per-model table (`costsvc/rules/mig.py`) and flags a "
         "model it does not know, never guessing.\n"
     )
     out.append(ALLOCATION_PATHS)

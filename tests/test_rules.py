@@ -45,13 +45,13 @@ def test_mig_geometry_is_never_a_literal_outside_its_home() -> None:
 
 
 def test_the_per_model_mig_table_has_one_home() -> None:
-    # the cost service's table of slices per model lives in costsvc/migprofiles.py only
+    # the cost service's table of slices per model lives in costsvc/rules/mig.py only
     definers = [
         rel
         for rel, text in SOURCES.items()
         if re.search(r"^\w*(BY_MODEL|MigTable)\b\s*[:=(]", text, re.M) and rel.startswith("costsvc")
     ]
-    assert definers == ["costsvc/migprofiles.py"]
+    assert definers == ["costsvc/rules/mig.py"]
     users = [rel for rel, text in SOURCES.items() if "mig_share_basis" in text and "/ 8" in text]
     assert users == []
 
@@ -72,5 +72,5 @@ def test_the_data_version_has_one_home() -> None:
 def test_these_rules_are_listed_with_their_home() -> None:
     doc = (ROOT / "docs" / "architecture.md").read_text()
     section = doc.split("## Rules and their one home", 1)[1].split("\n## ", 1)[0]
-    for home in ("costsvc/migprofiles.py", "costsvc/db/version.py", "costsvc/ingest/run.py"):
+    for home in ("costsvc/rules/mig.py", "costsvc/db/version.py", "costsvc/ingest/run.py"):
         assert f"`{home}`" in section, home

@@ -1,9 +1,9 @@
 """Each rule of the cost service has one home (docs/architecture.md, "Rules and their one
-home") and no other module writes it again: the time rule (UTC floors: costsvc/utc.py; window
-forms: costsvc/windows.py), the owner rule (costsvc/labels.py), the price in force
-(costsvc/model_source.py) and cache validity (costsvc/api/cache.py). Read from the modules'
-syntax trees, so a second definer fails here whatever its names (the MIG geometry and the data
-version: tests/test_rules.py)."""
+home") and no other module writes it again: the time rule (UTC floors: costsvc/kit/times.py; window
+forms: costsvc/kit/windows.py), the owner rule (costsvc/rules/owners.py), the price in force
+(costsvc/rules/cost_model_source.py) and cache validity (costsvc/api/cache.py). Read from the
+modules' syntax trees, so a second definer fails here whatever its names (the MIG geometry and the
+data version: tests/test_rules.py)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-UTC_HOME = "costsvc/utc.py"
-WINDOWS_HOME = "costsvc/windows.py"
-OWNER_HOME = "costsvc/labels.py"
-PRICE_HOME = "costsvc/model_source.py"
+UTC_HOME = "costsvc/kit/times.py"
+WINDOWS_HOME = "costsvc/kit/windows.py"
+OWNER_HOME = "costsvc/rules/owners.py"
+PRICE_HOME = "costsvc/rules/cost_model_source.py"
 CACHE_HOME = "costsvc/api/cache.py"
 HOMES = (UTC_HOME, WINDOWS_HOME, OWNER_HOME, PRICE_HOME, CACHE_HOME)
 

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.utc import truncate
+from costsvc.kit.times import truncate
 
 POD = "namespace, pod, modelName"
 UNIT = "namespace, pod, modelName, resource, UUID, GPU_I_ID"

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 
-from costsvc.costmodel import HOURS_PER_MONTH
-from costsvc.money import round_micro
+from costsvc.kit.money import round_micro
+from costsvc.rules.cost_model import HOURS_PER_MONTH
 
 _QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|Ki|Mi|Gi)?$")
 _SUFFIX = {

@@ -6,7 +6,7 @@ GPUs), p95 and peak GPU memory used per device, p95 activity per device as a sha
 GPU, and the share of held time it was idle. Output (:class:`Advice`): one action —
 
 - ``release``: idle at least ``release_idle_ratio`` of the time it held GPUs;
-- ``mig``: the smallest MIG profile of the same GPU model (costsvc/migprofiles.py) whose memory
+- ``mig``: the smallest MIG profile of the same GPU model (costsvc/rules/mig.py) whose memory
   holds the peak plus ``memory_headroom`` and whose compute share holds p95 activity plus
   ``activity_headroom``;
 - ``timeslice``: a 1/k share of a time-sliced GPU of the same model (k in ``timeslice_ways``),
@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from costsvc.costmodel import HOURS_PER_MONTH
-from costsvc.migprofiles import mig_table
-from costsvc.money import round_micro
+from costsvc.kit.money import round_micro
+from costsvc.rules.cost_model import HOURS_PER_MONTH
+from costsvc.rules.mig import mig_table
 
 Action = Literal["release", "mig", "timeslice", "model", "replicas", "keep", "insufficient"]
 ACTIONABLE = ("release", "mig", "timeslice", "model", "replicas")

@@ -1,5 +1,5 @@
 """Compute rightsizing recommendations and quota usage for the look-back window ending now, and
-store them (costsvc/db/advice.py): Prometheus (costsvc/advice/evidence.py), pod labels and
+store them (costsvc/advice/repository.py): Prometheus (costsvc/advice/evidence.py), pod labels and
 owners from their history, the cost model in force at the window's end, then the pure rules
 (costsvc/advice/rightsizing.py, costsvc/advice/quotas.py). Run by ``gpu-costsvc recommend``
 and by ``serve`` after each hourly ingest; the API, /metrics and the command read what it
@@ -17,16 +17,16 @@ from sqlalchemy import Engine
 
 from costsvc.advice.evidence import EvidenceReader, PodEvidence
 from costsvc.advice.quotas import figures
+from costsvc.advice.repository import OwnerHistory, QuotaStore, save_advice
 from costsvc.advice.rightsizing import Evidence, Fleet, Rules, Serving, advise, advise_serving
-from costsvc.chargeback import UNALLOCATED
-from costsvc.costmodel import CostModel, LabelKeys
-from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
-from costsvc.db.inference import serving_hours
-from costsvc.db.label_history import LabelHistory
+from costsvc.inference.repository import serving_hours
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.labels import resolve_label, resolve_owner, sanitised_keys
-from costsvc.migprofiles import mig_table
-from costsvc.workloads import Workload, workload_from_name, workload_of
+from costsvc.labels.history import LabelHistory
+from costsvc.rules.chargeback import UNALLOCATED
+from costsvc.rules.cost_model import CostModel, LabelKeys
+from costsvc.rules.mig import mig_table
+from costsvc.rules.owners import resolve_label, resolve_owner, sanitised_keys
+from costsvc.rules.workloads import Workload, workload_from_name, workload_of
 from kube.label_names import ksm_labels, sanitize_label
 
 PPM = Decimal(1_000_000)
@@ -364,9 +364,9 @@ def _unsanitised_hash(labels: dict[str, str] | None) -> dict[str, str]:
 
 
 def table(rows: list[dict[str, Any]], top: int | None = None) -> str:
-    """Stored recommendations (costsvc/db/advice.py rows) as a plain-text table, biggest
+    """Stored recommendations (costsvc/advice/repository.py rows) as a plain-text table, biggest
     saving first; untrusted names are shown with control characters escaped."""
-    from costsvc.money import money
+    from costsvc.kit.money import money
 
     def cell(text: str, width: int) -> str:
         safe = text.encode("unicode_escape").decode("ascii")

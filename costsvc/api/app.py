@@ -17,26 +17,24 @@ from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
 
 from costsvc import __version__
+from costsvc.advice import routes as advice
 from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
 from costsvc.api.exports import ExportSlots
 from costsvc.api.limits import Limits
-from costsvc.api.routes import (
-    advice,
-    allocation,
-    budgets,
-    cost_model,
-    costs,
-    inference,
-    ingest,
-    metrics,
-    months,
-    reports,
-    tokens,
-)
+from costsvc.auth import routes as tokens
+from costsvc.budgets import routes as budgets
+from costsvc.costs import cost_model_routes as cost_model
+from costsvc.costs import routes as costs
 from costsvc.db.engine import make_engine, reachable
+from costsvc.inference import routes as inference
+from costsvc.ingest import routes as ingest
+from costsvc.kit.settings import Settings
+from costsvc.metrics import routes as metrics
+from costsvc.months import routes as months
+from costsvc.opencost import routes as allocation
 from costsvc.pages.site import install as install_pages
-from costsvc.settings import Settings
+from costsvc.reports import routes as reports
 
 Clock = Callable[[], datetime]
 # Swagger UI (Apache-2.0) and ReDoc (MIT) as the fastapi-offline package (MIT) ships them,

@@ -2,7 +2,7 @@
 (costsvc/db/version.py) it was computed at is the current one. One :class:`SharedVersion` reads
 the version; each request reads it once (:func:`request_version`) and every cache it consults
 uses that: the answers of the read endpoints and ``/allocation`` (:class:`AnswerCache`), the
-bearer tokens (costsvc/api/auth.py) and ``/metrics`` (costsvc/api/routes/metrics.py), both
+bearer tokens (costsvc/auth/principal.py) and ``/metrics`` (costsvc/metrics/routes.py), both
 :class:`Kept`.
 
 Answers of the read endpoints, kept until the data behind them changes.

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Query, Request
 from sqlalchemy import Engine
 
-from costsvc.chargeback import DIMENSIONS, parse_group_by
+from costsvc.rules.chargeback import DIMENSIONS, parse_group_by
 
 
 async def engine(request: Request) -> Engine:

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from costsvc.quoting import SHOWN, shown
+from costsvc.kit.quoting import SHOWN, shown
 
 __all__ = ["ERRORS", "EXPORT_ERRORS", "SHOWN", "Problem", "shown", "validation_problem"]
 

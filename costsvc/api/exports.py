@@ -2,9 +2,9 @@
 
 An export is answered in two steps:
 
-1. **spool** (costsvc/reports.py :func:`~costsvc.reports.spool`): the whole report read in one
-   short transaction into a temporary file (``COSTSVC_EXPORT_MEMORY_BYTES`` in memory, then
-   disk; refused past ``COSTSVC_EXPORT_MAX_BYTES`` with 507, as is a full disk); the
+1. **spool** (costsvc/reports/monthly.py :func:`~costsvc.reports.monthly.spool`): the whole report
+   read in one short transaction into a temporary file (``COSTSVC_EXPORT_MEMORY_BYTES`` in memory,
+   then disk; refused past ``COSTSVC_EXPORT_MAX_BYTES`` with 507, as is a full disk); the
    database connection is back in its pool before a byte is sent;
 2. **send** (:class:`SpooledResponse`): the file, with its ``Content-Length``, to the client.
    A client that goes away ends it at once; one that stops reading is disconnected after
@@ -29,8 +29,8 @@ from fastapi import HTTPException, Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from costsvc.reports import ExportTooLarge, spool
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
+from costsvc.reports.monthly import ExportTooLarge, spool
 
 RETRY_AFTER = 5  # seconds: an export is spooled in seconds and most are read in a few more
 CHUNK = 64 * 1024  # bytes per read of the spool and per write to the client

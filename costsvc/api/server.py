@@ -29,7 +29,7 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 MAX_HEADER_BYTES = 64 * 1024
 PROTOCOL = "costsvc.api.server:HeaderTimeoutProtocol"  # by name, for worker processes

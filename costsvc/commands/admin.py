@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from costsvc.commands.common import PROG, UsageError
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -32,9 +32,9 @@ def db_command(settings: Settings, action: str, revision: str | None) -> int:
 def report_command(
     settings: Settings, month: str, fmt: str, out: str | None, group_by: str | None
 ) -> int:
-    from costsvc.chargeback import parse_month
     from costsvc.db.engine import make_engine
-    from costsvc.reports import chargeback_csv, focus_csv
+    from costsvc.reports.monthly import chargeback_csv, focus_csv
+    from costsvc.rules.chargeback import parse_month
 
     try:
         parse_month(month)
@@ -68,8 +68,8 @@ def report_command(
 
 
 def close_command(settings: Settings, month: str, actor: str, force: bool = False) -> int:
-    from costsvc.close import MonthError, MonthIncomplete, close_month
     from costsvc.db.engine import make_engine
+    from costsvc.months.close import MonthError, MonthIncomplete, close_month
 
     engine = make_engine(settings.database_url)
     try:
@@ -95,9 +95,9 @@ def cost_model_command(settings: Settings, action: str, file: str | None, actor:
     the cost model in force, where it lives, as YAML."""
     import yaml
 
-    from costsvc.costmodel import CostModelError, load
     from costsvc.db.engine import make_engine
-    from costsvc.model_source import in_force, replace
+    from costsvc.rules.cost_model import CostModelError, load
+    from costsvc.rules.cost_model_source import in_force, replace
 
     if action == "import" and not file:
         raise UsageError("cost-model import needs the FILE to import")
@@ -124,8 +124,7 @@ def cost_model_command(settings: Settings, action: str, file: str | None, actor:
 
 
 def token_command(settings: Settings, args: argparse.Namespace) -> int:
-    from costsvc.db.engine import make_engine
-    from costsvc.db.tokens import (
+    from costsvc.auth.tokens import (
         LastAdmin,
         create_token,
         digest,
@@ -133,6 +132,7 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
         revoke_token,
         tokens,
     )
+    from costsvc.db.engine import make_engine
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
@@ -175,7 +175,7 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
 def token_from_file(engine: Engine, args: argparse.Namespace) -> int:
     """``token create --from-file``: the token of a file (an admin token from a Kubernetes
     Secret, deploy/helm), registered once; its hash only is stored."""
-    from costsvc.db.tokens import register_given
+    from costsvc.auth.tokens import register_given
 
     if args.output or args.team:
         raise UsageError("--from-file takes neither --output nor --team")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from costsvc.costmodel import CostModel
     from costsvc.ingest.prom import PrometheusReader
+    from costsvc.rules.cost_model import CostModel
 
 PROG = "gpu-costsvc"
 
@@ -21,11 +21,12 @@ class UsageError(Exception):
 
 
 def cost_model_in_force(settings: Settings, engine: Engine, hint: str = "") -> CostModel:
-    """The cost model in force (costsvc/model_source.py), or a usage error naming why not."""
+    """The cost model in force (costsvc/rules/cost_model_source.py), or a usage error naming why
+    not."""
     from sqlalchemy.exc import SQLAlchemyError
 
-    from costsvc.costmodel import CostModelError
-    from costsvc.model_source import in_force
+    from costsvc.rules.cost_model import CostModelError
+    from costsvc.rules.cost_model_source import in_force
 
     try:
         return in_force(settings.cost_model, engine).model

@@ -25,7 +25,7 @@ import threading
 from datetime import datetime
 
 from costsvc.commands.common import PROG, database_failure
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 log = logging.getLogger(PROG)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -64,7 +64,7 @@ def hour_of_work(settings: Settings, now: datetime) -> None:
     failed: they read different things); exits with :data:`INGEST_FAILED` /
     :data:`ADVICE_FAILED` set for what failed (each logged here, in the child)."""
     from costsvc.commands.ingest import advise, ingest_command
-    from costsvc.utc import iso_z
+    from costsvc.kit.times import iso_z
 
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
     code = 0

@@ -17,13 +17,13 @@ from costsvc.commands.common import (
     prometheus_reader,
     reader_headers,
 )
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
 
-    from costsvc.costmodel import CostModel
     from costsvc.ingest.prom import PrometheusReader
+    from costsvc.rules.cost_model import CostModel
 
 # the progress line: what, hours done, hours in all, the hour (costsvc/cli.py draws it)
 Progress = Callable[[str, int, int, datetime], None]
@@ -34,8 +34,8 @@ def span(
 ) -> tuple[datetime | None, datetime]:
     """``--start`` and ``--end`` (no end: ``now``, default the clock's), the end clipped to
     the last complete hour at ``now`` (said so)."""
-    from costsvc.costmodel import utc
     from costsvc.ingest.run import clip_end
+    from costsvc.rules.cost_model import utc
 
     try:
         stop = utc(end) if end else now or datetime.now(UTC)
@@ -182,7 +182,7 @@ def ingest_clusters(
     """``COSTSVC_CLUSTERS``: each cluster this replica can claim, with its own hours
     (costsvc/ingest/clusters.py); the clusters other replicas hold are named."""
     from costsvc.db.runs import record_cost_model
-    from costsvc.ingest import clusters as fleet
+    from costsvc.ingest import clusters
     from costsvc.ingest.run import complete_hours, pending_hours
 
     begin, stop = span(start, end, now)
@@ -194,12 +194,12 @@ def ingest_clusters(
             return pending_hours(engine, cluster, stop, model_id=model_id, now=now)
 
     else:
-        hours_for = fleet.backfill_hours(engine, complete_hours(begin, stop))
+        hours_for = clusters.backfill_hours(engine, complete_hours(begin, stop))
     names = settings.clusters
-    if names == [fleet.ALL]:
+    if names == [clusters.ALL]:
         reader = prometheus_reader(settings)
         try:
-            names = fleet.discover(
+            names = clusters.discover(
                 reader, begin or stop - timedelta(days=1), stop, settings.cluster
             )
         finally:
@@ -207,7 +207,7 @@ def ingest_clusters(
     headers = reader_headers(settings)
 
     def reader_for(cluster: str) -> PrometheusReader:
-        return fleet.ClusterReader(
+        return clusters.ClusterReader(
             settings.prometheus_url,
             cluster,
             settings.cluster,
@@ -216,7 +216,7 @@ def ingest_clusters(
             compress=settings.prometheus_compression,
         )
 
-    report = fleet.ingest_clusters(
+    report = clusters.ingest_clusters(
         engine,
         reader_for,
         model,
@@ -235,7 +235,7 @@ def ingest_status(settings: Settings) -> int:
     from costsvc.db.engine import make_engine
     from costsvc.db.runs import failed_hour_states, watermarks
     from costsvc.ingest.run import retry_delay
-    from costsvc.utc import iso_z
+    from costsvc.kit.times import iso_z
 
     engine = make_engine(settings.database_url)
     try:
@@ -268,8 +268,8 @@ def advise(
 
     from costsvc.advice.rightsizing import Rules
     from costsvc.advice.run import Options, run
-    from costsvc.costmodel import utc
     from costsvc.db.engine import make_engine
+    from costsvc.rules.cost_model import utc
 
     if not 1 / 24 <= window_days <= 90 or not 0 <= min_hours <= 24 * 90:
         raise UsageError("--window: 1 hour to 90 days; --min-hours: 0 to the window")
@@ -293,9 +293,9 @@ def advise(
 
 
 def recommend(settings: Settings, args: argparse.Namespace) -> int:
+    from costsvc.advice.repository import recommendations
     from costsvc.advice.rightsizing import ACTIONABLE
     from costsvc.advice.run import table
-    from costsvc.db.advice import recommendations
     from costsvc.db.engine import make_engine
     from costsvc.ingest.prom import PrometheusError
 

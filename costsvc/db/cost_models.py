@@ -11,10 +11,10 @@ from typing import Any
 from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from costsvc.costmodel import CostModel
-from costsvc.db.audit import audit
+from costsvc.auth.audit import audit
 from costsvc.db.models import CostModelVersion
-from costsvc.utc import as_utc
+from costsvc.kit.times import as_utc
+from costsvc.rules.cost_model import CostModel
 
 
 @dataclass(frozen=True, slots=True)

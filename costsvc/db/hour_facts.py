@@ -13,21 +13,21 @@ from decimal import Decimal
 
 from sqlalchemy import Connection, Engine, delete, select
 
-from costsvc.attribution import Controller, GpuHour, Holding, HourFacts, HourResult, Owner
-from costsvc.chargeback import IDLE
 from costsvc.db.bulk import insert_tuples
-from costsvc.db.inference import load_served, write_served
 from costsvc.db.lines import write_lines
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.db.rollup import flush_pod_day, pending_pod_days
 from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
-from costsvc.inference import Priced, Served
-from costsvc.migprofiles import Geometry, geometry
-from costsvc.utc import as_utc
+from costsvc.inference.repository import load_served, write_served
+from costsvc.inference.split import Priced, Served
+from costsvc.kit.times import as_utc
+from costsvc.rules.attribution import Controller, GpuHour, Holding, HourFacts, HourResult, Owner
+from costsvc.rules.chargeback import IDLE
+from costsvc.rules.mig import Geometry, geometry
 
 US = 1_000_000
 Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
-# a repriced hour's served tokens priced against its new money (costsvc/inference.py)
+# a repriced hour's served tokens priced against its new money (costsvc/inference/split.py)
 Infer = Callable[[HourResult, list[Served], Owners], list[Priced]]
 Controllers = dict[tuple[str, str, str], Controller]  # ... -> its controller, as charged
 
@@ -232,7 +232,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
     for r in gpu_rows:
         present = Decimal(r.present_us) / US
         # the geometry the hour was attributed with; an hour stored before it was kept: the
-        # rule's table by model (costsvc/migprofiles.py), as a re-ingest would find it
+        # rule's table by model (costsvc/rules/mig.py), as a re-ingest would find it
         kept = r.mig_compute_slices and r.mig_memory_slices
         mig = (
             Geometry(r.mig_compute_slices, r.mig_memory_slices)

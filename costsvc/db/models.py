@@ -127,7 +127,7 @@ class GpuPresence(Base):
     price: Mapped[int] = mapped_column(BigInteger)  # micro-units per GPU-hour, as priced
     cost: Mapped[int] = mapped_column(BigInteger)  # micro-units: price x time present
     lost_us: Mapped[int] = mapped_column(BigInteger, server_default="0")  # gpu_device_up 0
-    # measured energy (costsvc/energy.py): mJ drawn in the hour, of it during scrape gaps, the
+    # measured energy (costsvc/rules/energy.py): mJ drawn in the hour, of it during scrape gaps, the
     # micro-seconds the reading covers, the lowest power drawn (mW); and, as charged, the price
     # per measured kWh (0: nameplate power) and the CO2e per kWh (µg, PUE included)
     energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
@@ -137,7 +137,7 @@ class GpuPresence(Base):
     kwh_price: Mapped[int] = mapped_column(BigInteger, server_default="0")
     carbon_ug_per_kwh: Mapped[int] = mapped_column(BigInteger, server_default="0")
     co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")  # the GPU's CO2e
-    # a MIG GPU's geometry, as the hour was attributed with it (costsvc/migprofiles.py): its
+    # a MIG GPU's geometry, as the hour was attributed with it (costsvc/rules/mig.py): its
     # compute and memory slices; NULL for a GPU without MIG instances that hour
     mig_compute_slices: Mapped[int | None] = mapped_column()
     mig_memory_slices: Mapped[int | None] = mapped_column()
@@ -541,7 +541,7 @@ class QuotaUsage(Base):
 
 
 class WebSession(Base):
-    """A signed-in browser of the cost service's pages (costsvc/db/sessions.py): an API token
+    """A signed-in browser of the cost service's pages (costsvc/auth/sessions.py): an API token
     exchanged for a random cookie, kept as its SHA-256, until it expires, is signed out, or
     its token is revoked. ``csrf``: the session's form token (the pages' POST forms)."""
 
@@ -555,7 +555,7 @@ class WebSession(Base):
 
 
 class InferenceHour(Base):
-    """What one pod served of one model in one hour, and its cost (costsvc/inference.py):
+    """What one pod served of one model in one hour, and its cost (costsvc/inference/split.py):
     the tokens and requests counted for the model by the pod's role, the measured prefill
     and decode time (micro-seconds; NULL: no such histogram), the split rule and the
     output:input weight in force (millionths), and the pod's chargeback of the hour

@@ -5,7 +5,7 @@ days from the coarse ones plus the partial edges from the hourly tables (``cost_
 chargeback).
 
 A day is a UTC day and a month a UTC month (``cost_months``: per owner) — the days billing
-months are cut in (costsvc/chargeback.py: months are UTC), and the buckets
+months are cut in (costsvc/rules/chargeback.py: months are UTC), and the buckets
 ``step=day``/``month`` answer in. Every writer of chargeback rows goes
 through ``costsvc/db/lines.py write_lines`` (ingest, reprice, re-ingest of an hour, corrections
 of a closed month): it subtracts the hour's rows from their day before it replaces them
@@ -39,9 +39,9 @@ from sqlalchemy import Connection, DateTime, delete, func, literal, select, text
 from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects import postgresql, sqlite
 
-from costsvc.chargeback import AMOUNTS, OWNER
 from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay, PodDayPending
-from costsvc.utc import as_utc, day_floor, month_floor
+from costsvc.kit.times import as_utc, day_floor, month_floor
+from costsvc.rules.chargeback import AMOUNTS, OWNER
 
 DAY = timedelta(days=1)
 POD = ("cluster", *OWNER, "namespace", "pod", "currency")  # cost_pod_days' key, with day

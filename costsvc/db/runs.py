@@ -24,10 +24,10 @@ from typing import Any
 from sqlalchemy import Connection, Engine, and_, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from costsvc.costmodel import CostModel
 from costsvc.db.models import CostModelVersion, IngestRun, Watermark
 from costsvc.db.version import bump
-from costsvc.utc import as_utc
+from costsvc.kit.times import as_utc
+from costsvc.rules.cost_model import CostModel
 
 log = logging.getLogger(__name__)
 

@@ -25,12 +25,12 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.ingest.hour import cluster_label
 from costsvc.ingest.prom import Params, PrometheusReader
 from costsvc.ingest.run import ingest
 from costsvc.ingest.serial import Report
+from costsvc.rules.cost_model import CostModel
 
 log = logging.getLogger(__name__)
 ALL = "*"

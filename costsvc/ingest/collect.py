@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from costsvc.attribution import GAUGES, INTEGRALS, GpuKey, HourFacts
 from costsvc.ingest import integrals
 from costsvc.ingest.gauges import dcgm, exporter
-from costsvc.ingest.gauges.window import GaugeHour
+from costsvc.ingest.gauges.holding_hour import GaugeHour
 from costsvc.ingest.reader import RunReader
+from costsvc.rules.attribution import GAUGES, INTEGRALS, GpuKey, HourFacts
 
 SOURCES = ("auto", "gpu-exporter", "dcgm-exporter")
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from decimal import Decimal
 
-from costsvc.attribution import GpuKey, Holding, HourFacts, with_geometry
-from costsvc.energy import Measured
 from costsvc.ingest.gauges.power import add_energy
 from costsvc.ingest.hour import HourReads, pod_and_namespace_labels, pod_controllers
-from costsvc.migprofiles import Geometry, geometry
+from costsvc.rules.attribution import GpuKey, Holding, HourFacts, with_geometry
+from costsvc.rules.energy import Measured
+from costsvc.rules.mig import Geometry, geometry
 
 
 def gpu_key(w: HourReads) -> Callable[[dict[str, str]], GpuKey]:
@@ -106,7 +106,7 @@ def finish(
     """What an hour's facts need besides its GPUs and holdings: each MIG GPU's geometry,
     energy (``energy``: where the caller read it), pod and namespace labels, controllers."""
     # each MIG GPU's geometry by the one rule: the exporter's (read from the GPU), else the
-    # table's by model; None (unknown) prices the compute basis only (costsvc/attribution.py)
+    # table's by model; None (unknown) prices the compute basis only (costsvc/rules/attribution.py)
     mig_gpus = set(published) | {h.gpu for h in facts.holdings if h.gi_id is not None}
     geometries = {
         g.key: geometry(g.model, published.get(g.key)) for g in facts.gpus if g.key in mig_gpus

@@ -3,7 +3,7 @@ per source"): the hour's instants, the reads asked for through the run's reader
 (costsvc/ingest/reader.py), each series' cluster, the GPUs' and pods' facts that do not depend
 on the rule (a GPU's node and model, the pods' labels and controllers).
 
-How a gauge's samples become figures is the gauges' (costsvc/ingest/gauges/window.py); how
+How a gauge's samples become figures is the gauges' (costsvc/ingest/gauges/holding_hour.py); how
 counters do, the integrals' (costsvc/ingest/integrals.py).
 """
 
@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import TYPE_CHECKING, TypeVar, cast
 
-from costsvc.attribution import GpuHour, HourFacts
 from costsvc.ingest.prom import PrometheusReader, Series
-from costsvc.workloads import controllers_of
+from costsvc.rules.attribution import GpuHour, HourFacts
+from costsvc.rules.workloads import controllers_of
 from kube.label_names import ksm_labels
 
 if TYPE_CHECKING:

@@ -26,14 +26,14 @@ from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any, TypeVar, cast
 
-from costsvc.attribution import GpuKey, HourFacts, busy_seconds, is_shared
-from costsvc.energy import ENERGY, counter_measured
+from costsvc.ingest.gauges.sampled import Increase
 from costsvc.ingest.holdings import finish, gpu_key, holding_key, holding_of, mig_instances
 from costsvc.ingest.hour import MAX_GAP, HourReads, add_gpu, us
-from costsvc.ingest.integrate import Increase
 from costsvc.ingest.prom import instant_text
 from costsvc.ingest.reader import Answer, RunReader
 from costsvc.ingest.series import Key, key_of, picks, read_raw
+from costsvc.rules.attribution import GpuKey, HourFacts, busy_seconds, is_shared
+from costsvc.rules.energy import ENERGY, counter_measured
 
 SHARE = "gpu_allocation_share_seconds_total"
 MEMORY = "gpu_allocation_memory_share_seconds_total"

@@ -37,11 +37,11 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import OperationalError
 
-from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.db.engine import make_engine
 from costsvc.ingest.prom import PrometheusReader, ReaderSpec
 from costsvc.ingest.serial import Report, ingest_hours, pod_days_flushed
+from costsvc.rules.cost_model import CostModel
 
 log = logging.getLogger(__name__)
 STOP_WAIT = 10.0  # seconds a worker has to record its hour's run failed when stopped

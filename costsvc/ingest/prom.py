@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 
-from costsvc.ingest.integrate import Sample
+from costsvc.ingest.gauges.sampled import Sample
 
 # a request's parameters; a list value is sent as a repeated parameter (``match[]``)
 Params = Mapping[str, str | list[str]]

@@ -17,8 +17,6 @@ from datetime import datetime
 
 from sqlalchemy import Engine
 
-from costsvc.attribution import HourFacts, HourResult, attribute_hour
-from costsvc.costmodel import CostModel, MissingPrices
 from costsvc.db import runs
 from costsvc.db.hour_facts import (
     Controllers,
@@ -27,9 +25,11 @@ from costsvc.db.hour_facts import (
     charged_prices,
     restore_hour,
 )
-from costsvc.db.inference import PPM, charged_weights
-from costsvc.inference import Priced, Served, price_hour
+from costsvc.inference.repository import PPM, charged_weights
+from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
+from costsvc.rules.attribution import HourFacts, HourResult, attribute_hour
+from costsvc.rules.cost_model import CostModel, MissingPrices
 
 log = logging.getLogger(__name__)
 

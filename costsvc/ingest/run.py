@@ -25,12 +25,12 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Engine
 
-from costsvc.costmodel import CostModel
 from costsvc.db import runs
 from costsvc.ingest.parallel import ingest_parallel
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import Report, ingest_hours
-from costsvc.utc import hour_floor
+from costsvc.kit.times import hour_floor
+from costsvc.rules.cost_model import CostModel
 
 log = logging.getLogger(__name__)
 # back-off of a failed hour: retried RETRY_FIRST after its first failure, then twice as long

@@ -23,22 +23,22 @@ from datetime import datetime, timedelta
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
-from costsvc.attribution import attribute_hour
-from costsvc.costmodel import CostModel, MissingPrices
+from costsvc.advice.repository import OwnerHistory
 from costsvc.db import runs
-from costsvc.db.advice import OwnerHistory
 from costsvc.db.engine import trouble
 from costsvc.db.hour_facts import flush_pod_days, store_hour
-from costsvc.db.label_history import LabelHistory
-from costsvc.inference import price_hour
+from costsvc.inference.split import price_hour
 from costsvc.ingest.collect import collect_hour
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.reader import Counts, RunReader
 from costsvc.ingest.tokens import collect_served
-from costsvc.labels import OwnerLookup, merge_history
-from costsvc.migprofiles import UnknownMigGeometry
-from costsvc.utc import day_floor
-from costsvc.workloads import controllers_of
+from costsvc.kit.times import day_floor
+from costsvc.labels.history import LabelHistory
+from costsvc.rules.attribution import attribute_hour
+from costsvc.rules.cost_model import CostModel, MissingPrices
+from costsvc.rules.mig import UnknownMigGeometry
+from costsvc.rules.owners import OwnerLookup, merge_history
+from costsvc.rules.workloads import controllers_of
 
 log = logging.getLogger(__name__)
 # an hour that fails for one of these is recorded as failed and retried by a later run

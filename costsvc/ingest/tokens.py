@@ -22,7 +22,7 @@ Kubernetes scrape config relabels ``__meta_kubernetes_namespace`` and
 ``__meta_kubernetes_pod_name`` into them: docs/inference.md); a series without them cannot
 be joined to any pod's cost and is left out (logged). Label values are untrusted text:
 stored without NUL and cut to the columns' size (253 characters, a role 64). Each series'
-increase over the hour follows the one counter rule (:func:`costsvc.ingest.integrate.increase`:
+increase over the hour follows the one counter rule (:func:`costsvc.ingest.gauges.sampled.increase`:
 resets count the new value; what a counter counted across a scrape gap is still the pod's,
 it served it). A series
 counts in an hour when it has a sample in it (a pod gone at the hour's start does not serve
@@ -37,9 +37,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.inference import Served
+from costsvc.inference.split import Served
+from costsvc.ingest.gauges.sampled import increase, max_gap_for
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, cluster_label, us
-from costsvc.ingest.integrate import increase, max_gap_for
 from costsvc.ingest.prom import PrometheusReader
 from kube.label_names import sanitize_label
 
@@ -71,7 +71,7 @@ def collect_served(
     role_keys: Sequence[str],
 ) -> list[Served]:
     """The hour's :class:`Served` facts, one per (pod, model, engine) with a counter series
-    in the hour (its counts raw: the role rule is applied when priced, costsvc/inference.py).
+    in the hour (its counts raw: the role rule is applied when priced, costsvc/inference/split.py).
     ``pod_labels``: the hour's pod labels, keys sanitised (kube-state-metrics' form), for
     the role (``role_keys``: the cost model's ``labels.role``)."""
     at = start + timedelta(hours=1) - timedelta(microseconds=1)

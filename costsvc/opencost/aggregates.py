@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from kube.label_names import sanitize_label
 
 LABEL_PREFIX = "label:"  # a row column holding a pod label that is no owner column

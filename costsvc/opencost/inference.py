@@ -27,11 +27,11 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from costsvc.inference import Totals, per_million
+from costsvc.inference.split import Totals, per_million
+from costsvc.kit.times import iso_z
+from costsvc.kit.windows import BadParameter, Window, parse_window
 from costsvc.opencost.params import split_list
 from costsvc.opencost.shape import to_json
-from costsvc.utc import iso_z
-from costsvc.windows import BadParameter, Window, parse_window
 
 SUPPORTED = (
     "model_name",

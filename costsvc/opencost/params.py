@@ -2,7 +2,7 @@
 
 Forms and messages follow opencost/opencost (read at the commit named in docs/api.md):
 
-- ``window``: parsed by costsvc/windows.py (``parse_window``), where every window form is.
+- ``window``: parsed by costsvc/kit/windows.py (``parse_window``), where every window form is.
 - ``step``: ``pkg/costmodel/aggregation.go`` ``resolveStepFromQuery`` — ``hour``, ``day``,
   ``week`` (``month``, ``quarter``: daily sets) or a Go duration with OpenCost's ``d``/``w``
   units (``timeutil.ParseDuration``); default: the window, or what the accumulation needs
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.utc import DAY, HOUR, day_floor, hour_floor, month_floor, week_floor
-from costsvc.windows import MAX_SPAN, SUNDAY, WEEK, BadParameter, Window
+from costsvc.kit.times import DAY, HOUR, day_floor, hour_floor, month_floor, week_floor
+from costsvc.kit.windows import MAX_SPAN, SUNDAY, WEEK, BadParameter, Window
 
 GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w))+$")
 GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w)")

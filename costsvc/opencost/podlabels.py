@@ -1,5 +1,5 @@
 """Any pod label for ``aggregate=label:<key>`` and ``filter=label[<key>]:…``, from the label
-history the Kubernetes watcher keeps (costsvc/db/label_history.py). Pure.
+history the Kubernetes watcher keeps (costsvc/labels/history.py). Pure.
 
 The owner labels (team, project, stage) are columns of the chargeback, as they were at each
 hour. Any other key is looked up here: a pod's labels as in force during the allocation set —
@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from costsvc.labels import resolve_label
+from costsvc.kit.windows import Window
 from costsvc.opencost.shape import LABEL_PREFIX, Row
-from costsvc.windows import Window
+from costsvc.rules.owners import resolve_label
 from kube.label_names import sanitize_label
 
 

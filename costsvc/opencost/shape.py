@@ -49,8 +49,9 @@ from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
-from costsvc.chargeback import IDLE
-from costsvc.money import MICRO, money, split
+from costsvc.kit.money import MICRO, money, split
+from costsvc.kit.times import iso_z as _iso_z
+from costsvc.kit.windows import Window
 from costsvc.opencost.aggregates import (
     LABEL_PREFIX,
     Aggregate,
@@ -71,8 +72,7 @@ from costsvc.opencost.filters import (
     Node,
     comparisons,
 )
-from costsvc.utc import iso_z as _iso_z
-from costsvc.windows import Window
+from costsvc.rules.chargeback import IDLE
 
 __all__ = ["LABEL_PREFIX", "Aggregate", "label_column"]
 

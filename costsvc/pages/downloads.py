@@ -1,5 +1,5 @@
 """One-click downloads for a signed-in browser: the chargeback CSV and FOCUS of a month,
-answered by the API's own report routes (costsvc/api/routes/reports.py) with the session's
+answered by the API's own report routes (costsvc/reports/routes.py) with the session's
 principal — the same bytes, the same scope (a team session: its own team's rows), the same
 ``X-Content-SHA256`` of a closed month, the same spool and export slots
 (costsvc/api/exports.py) — as ``/v1/reports/…`` with that token."""
@@ -9,10 +9,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db
-from costsvc.api.routes import reports
-from costsvc.chargeback import MONTH
 from costsvc.pages.render import PREFIX, PageError
 from costsvc.pages.session import SignedIn
+from costsvc.reports import routes as reports
+from costsvc.rules.chargeback import MONTH
 
 router = APIRouter(prefix=f"{PREFIX}/reports", include_in_schema=False)
 

@@ -1,6 +1,6 @@
-"""What the pages show, gathered from the functions the API answers from (costsvc/queries.py,
-costsvc/db/budgets.py, costsvc/db/advice.py): the same rows, the same figures — a page
-never reads a table itself. Money stays the API's decimal strings (exact); the totals the
+"""What the pages show, gathered from the functions the API answers from (costsvc/costs/queries.py,
+costsvc/budgets/repository.py, costsvc/advice/repository.py): the same rows, the same figures — a
+page never reads a table itself. Money stays the API's decimal strings (exact); the totals the
 pages add up are summed in micro-units."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from costsvc.advice.repository import quota_usage, recommendations
 from costsvc.advice.rightsizing import ACTIONABLE
+from costsvc.advice.routes import quota_row, recommendation_row, team_quotas
 from costsvc.api.deps import Db
-from costsvc.api.routes.advice import quota_row, recommendation_row, team_quotas
-from costsvc.chargeback import IDLE, UNALLOCATED, budget_state, month_of, parse_month
-from costsvc.db.advice import quota_usage, recommendations
-from costsvc.db.budgets import budgets
-from costsvc.energy import kg, kwh
-from costsvc.money import MICRO, money, money_rounded, to_micro
+from costsvc.budgets.repository import budgets
+from costsvc.costs.queries import costs, forecast
+from costsvc.kit.money import MICRO, money, money_rounded, to_micro
+from costsvc.kit.times import day_floor
 from costsvc.pages.charts import Chart, stacked_columns
-from costsvc.queries import costs, forecast
-from costsvc.utc import day_floor
+from costsvc.rules.chargeback import IDLE, UNALLOCATED, budget_state, month_of, parse_month
+from costsvc.rules.energy import kg, kwh
 
 DAY = timedelta(days=1)
 

@@ -1,7 +1,7 @@
 """Finance (finance and admin): every month's state — open, closable, incomplete with its
 failed and missing hours, closed with its reports' SHA-256 — one-click downloads, the
 corrections billed in each month, hours whose ingest failed, and the month close: a
-confirmation page, then a POST (CSRF token, own origin) to costsvc/close.py, refused as the
+confirmation page, then a POST (CSRF token, own origin) to costsvc/months/close.py, refused as the
 API refuses it (``POST /v1/months/{month}/close``)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from fastapi import APIRouter, Form, Request, Response
 from fastapi.responses import RedirectResponse
 
 from costsvc.api.deps import Db, Now
-from costsvc.billing import MonthState, corrections, month_state, month_states
-from costsvc.close import MonthError, MonthIncomplete, close_month
 from costsvc.db.runs import failed_hour_states
+from costsvc.months.billing import MonthState, corrections, month_state, month_states
+from costsvc.months.close import MonthError, MonthIncomplete, close_month
 from costsvc.pages.render import HEADERS, PREFIX, PageError, chosen_month, page
 from costsvc.pages.session import FinanceIn, check_form
 

@@ -1,13 +1,13 @@
 """The fleet (finance and admin): GPUs by model and by node with their allocated, idle and
-unavailable hours over a month (costsvc/fleet.py), and the idlest GPUs."""
+unavailable hours over a month (costsvc/fleet/usage.py), and the idlest GPUs."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db, Now
-from costsvc.billing import billing_months
-from costsvc.fleet import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
+from costsvc.fleet.usage import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
+from costsvc.months.billing import billing_months
 from costsvc.pages.charts import stacked_bars
 from costsvc.pages.figures import month_range
 from costsvc.pages.render import PREFIX, chosen_month, page

@@ -6,7 +6,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db, Now
-from costsvc.billing import billing_months
+from costsvc.kit.times import iso_z
+from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
     by_team,
@@ -18,7 +19,6 @@ from costsvc.pages.figures import (
 )
 from costsvc.pages.render import PREFIX, chosen_month, page
 from costsvc.pages.session import FinanceIn
-from costsvc.utc import iso_z
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 

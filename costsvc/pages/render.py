@@ -15,9 +15,9 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from costsvc.chargeback import month_of, parse_month
-from costsvc.db.tokens import Principal
-from costsvc.money import money, money_rounded, to_micro
+from costsvc.auth.tokens import Principal
+from costsvc.kit.money import money, money_rounded, to_micro
+from costsvc.rules.chargeback import month_of, parse_month
 
 PREFIX = "/ui"
 CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"

@@ -1,5 +1,5 @@
 """Signing in to the pages: an API token, typed into a form (a POST body: never a URL), is
-exchanged for a server-side session (costsvc/db/sessions.py) whose random id is the cookie —
+exchanged for a server-side session (costsvc/auth/sessions.py) whose random id is the cookie —
 ``HttpOnly`` (no script can read it), ``SameSite=Strict`` (no other site's page can send it),
 ``Path=/ui`` (the API never sees it: /v1 takes bearer tokens only), ``Secure`` over HTTPS —
 and which ends after ``COSTSVC_SESSION_HOURS``, at sign-out, or when its token is revoked.
@@ -8,7 +8,7 @@ Every POST of the pages (sign-in, sign-out, month close) must come from the page
 (its ``Origin`` header, or ``Referer`` where a browser sends no ``Origin``, names this host),
 and every POST of a signed-in session carries the session's CSRF token as a form field.
 
-A session sees exactly what its token sees through the API (costsvc/api/auth.py): a team
+A session sees exactly what its token sees through the API (costsvc/auth/principal.py): a team
 session its own team only; a ``metrics`` token cannot sign in.
 """
 
@@ -24,10 +24,10 @@ from fastapi import APIRouter, Depends, Form, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
-from costsvc.api.auth import MAX_TOKEN
 from costsvc.api.deps import Db, Now
-from costsvc.db.sessions import Session, close_session, open_session, session_of
-from costsvc.db.tokens import Principal, digest
+from costsvc.auth.principal import MAX_TOKEN
+from costsvc.auth.sessions import Session, close_session, open_session, session_of
+from costsvc.auth.tokens import Principal, digest
 from costsvc.pages.render import HEADERS, PREFIX, page, segment
 
 COOKIE = "gfo_session"

@@ -9,9 +9,10 @@ from typing import Annotated
 from fastapi import APIRouter, Request, Response
 from fastapi import Path as PathParam
 
-from costsvc.api.auth import check_team
 from costsvc.api.deps import Db, Now
-from costsvc.billing import billing_months
+from costsvc.auth.principal import check_team
+from costsvc.costs.queries import costs, top_wasters
+from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
     daily_chart,
@@ -22,7 +23,6 @@ from costsvc.pages.figures import (
 )
 from costsvc.pages.render import PREFIX, chosen_month, page
 from costsvc.pages.session import SignedIn
-from costsvc.queries import costs, top_wasters
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
 TeamPath = Annotated[str, PathParam(min_length=1, max_length=253)]

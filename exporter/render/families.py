@@ -191,7 +191,7 @@ class GpuRenderer:
                 memory_held /= memory_sum
             measured = busy.get(unit)
             # the share-seconds name the share they integrate: a holding's largest share in an
-            # hour (whether it is a replica, costsvc/attribution.py is_shared) is in the labels
+            # hour (whether it is a replica, costsvc/rules/attribution.py is_shared) is in the labels
             # of its counters, with no read of the gauge's samples
             with_share = f'{labels},{SHARE_LABEL}="{format_value(value)}"'
             ahead[(cat.ALLOCATION_SHARE_SECONDS.name, with_share)] = held

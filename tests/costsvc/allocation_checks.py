@@ -12,12 +12,12 @@ from typing import Any
 
 from sqlalchemy import create_engine, func, select
 
-from costsvc.chargeback import IDLE
-from costsvc.db.advice import OwnerHistory
-from costsvc.db.label_history import LabelHistory
+from costsvc.advice.repository import OwnerHistory
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
+from costsvc.labels.history import LabelHistory
 from costsvc.opencost.aggregates import opencost_kind
+from costsvc.rules.chargeback import IDLE
 from tests.costsvc.apiserver import Api
 from tests.costsvc.history import HOUR
 from tests.costsvc.opencost_clients import UI_PATH, axios_query
@@ -144,8 +144,8 @@ def micro(value: Decimal) -> int:
 
 
 def owner_history(url: str) -> None:
-    """ml/g's owners as the Kubernetes watcher keeps them (costsvc/k8sowners.py), before the
-    ingest: a ReplicaSet of the Deployment gen-server. kube-state-metrics says a StatefulSet
+    """ml/g's owners as the Kubernetes watcher keeps them (costsvc/advice/kube_owners.py), before
+    the ingest: a ReplicaSet of the Deployment gen-server. kube-state-metrics says a StatefulSet
     (history.py): the API's history wins."""
     upgrade(url)
     engine = create_engine(url)

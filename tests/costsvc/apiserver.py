@@ -16,8 +16,8 @@ from sqlalchemy import create_engine
 
 from costsvc.api.app import create_app
 from costsvc.api.server import config as server_config
-from costsvc.db.tokens import create_token
-from costsvc.settings import Settings
+from costsvc.auth.tokens import create_token
+from costsvc.kit.settings import Settings
 from tests.prom import free_port
 
 

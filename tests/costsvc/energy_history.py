@@ -32,8 +32,8 @@ from decimal import Decimal
 
 from sqlalchemy import create_engine, func, select
 
-from costsvc.costmodel import CostModel, parse
 from costsvc.db.models import Chargeback, CostHour, GpuPresence
+from costsvc.rules.cost_model import CostModel, parse
 
 E0 = datetime(2026, 10, 31, 23, tzinfo=UTC)
 E1 = datetime(2026, 11, 20, 10, tzinfo=UTC)

@@ -43,11 +43,11 @@ from pathlib import Path
 
 from sqlalchemy import create_engine
 
-from costsvc.costmodel import CostModel, parse
 from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.reader import Counts
 from costsvc.ingest.run import ingest
+from costsvc.rules.cost_model import CostModel, parse
 from tests.costsvc.history_checks import tables
 from tests.costsvc.history_fractional import add_history as add_fractional_history
 

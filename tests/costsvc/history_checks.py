@@ -141,7 +141,7 @@ def _by_day(
 
 
 def _amounts(t: Any) -> list[Any]:
-    from costsvc.chargeback import AMOUNTS
+    from costsvc.rules.chargeback import AMOUNTS
 
     return [getattr(t, a) for a in AMOUNTS]
 

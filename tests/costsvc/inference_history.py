@@ -51,7 +51,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from costsvc.costmodel import CostModel, parse
+from costsvc.rules.cost_model import CostModel, parse
 
 I1 = datetime(2026, 11, 20, 14, tzinfo=UTC)
 I2 = datetime(2026, 11, 20, 15, tzinfo=UTC)

@@ -1,5 +1,5 @@
 """A small history for the pages' tests, written straight through the cost service's own
-attribution and writer (costsvc/attribution.py, costsvc/db/hour_facts.py) — no Prometheus: the
+attribution and writer (costsvc/rules/attribution.py, costsvc/db/hour_facts.py) — no Prometheus: the
 pages read the tables, and what the ingest reads is tested elsewhere.
 
 Cluster c1, five GPUs on three nodes, priced H100 2.50 and A100 1.20 an hour, drawing
@@ -27,13 +27,13 @@ from decimal import Decimal
 
 from sqlalchemy import Engine, create_engine
 
-from costsvc.attribution import GpuHour, Holding, HourFacts, Owner, attribute_hour
-from costsvc.costmodel import CostModel, parse
+from costsvc.advice.repository import save_advice
+from costsvc.budgets.repository import BudgetValues, create_budget
 from costsvc.db import runs
-from costsvc.db.advice import save_advice
-from costsvc.db.budgets import BudgetValues, create_budget
 from costsvc.db.hour_facts import store_hour
 from costsvc.db.migrate import upgrade
+from costsvc.rules.attribution import GpuHour, Holding, HourFacts, Owner, attribute_hour
+from costsvc.rules.cost_model import CostModel, parse
 
 NOW = datetime(2026, 12, 3, 12, 30, tzinfo=UTC)
 CLUSTER = "c1"

@@ -24,8 +24,8 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from costsvc.api.exports import RETRY_AFTER, ExportSlots
+from costsvc.auth.tokens import create_token
 from costsvc.db.engine import APPLICATION
-from costsvc.db.tokens import create_token
 from tests.costsvc.apiserver import NOV20, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR, MODEL, ingest_with

@@ -39,16 +39,16 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
+from costsvc.advice.kube_owners import OwnerWatcher
+from costsvc.advice.repository import OwnerHistory, QuotaStore
 from costsvc.advice.run import Options, run
 from costsvc.cli import main
-from costsvc.costmodel import parse
-from costsvc.db.advice import OwnerHistory, QuotaStore
 from costsvc.db.cost_models import activate, active_document
-from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.k8slabels import LabelWatcher
-from costsvc.k8sowners import OwnerWatcher
+from costsvc.labels.history import LabelHistory
+from costsvc.labels.kube_watch import LabelWatcher
+from costsvc.rules.cost_model import parse
 from dashboards.rightsizing import HELD_BY_TEAM, QUOTA_BY_TEAM, TOP_SAVINGS
 from kube.client import core_api
 from tests.conftest import require_binary
@@ -343,7 +343,7 @@ def test_recommend_uses_the_cost_model_kept_in_the_database(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """No COSTSVC_COST_MODEL: ``recommend`` prices with the model in force in the database
-    (costsvc/model_source.py), as the ingest does; without one it says so (issue 26)."""
+    (costsvc/rules/cost_model_source.py), as the ingest does; without one it says so (issue 26)."""
     monkeypatch.setenv("COSTSVC_DATABASE_URL", advised)
     monkeypatch.setenv("COSTSVC_PROMETHEUS_URL", week.url)
     monkeypatch.delenv("COSTSVC_COST_MODEL", raising=False)

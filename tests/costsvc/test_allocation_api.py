@@ -18,8 +18,8 @@ from fractions import Fraction
 
 import pytest
 
-from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from tests.costsvc.allocation_checks import (
     RFC3339,
     assert_money_as_v1,

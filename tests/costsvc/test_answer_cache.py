@@ -12,8 +12,8 @@ from fastapi import Response
 from sqlalchemy import create_engine
 
 from costsvc.api.cache import AnswerCache, SharedVersion
+from costsvc.auth.tokens import revoke_token
 from costsvc.db.migrate import upgrade
-from costsvc.db.tokens import revoke_token
 from tests.costsvc.apiserver import NOV20, Clock, serve
 
 

@@ -17,11 +17,11 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine, func, insert, select
 
-from costsvc.chargeback import IDLE, UNALLOCATED, shown
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
-from costsvc.metrics import collect
-from costsvc.reports import chargeback_csv
+from costsvc.metrics.series import collect
+from costsvc.reports.monthly import chargeback_csv
+from costsvc.rules.chargeback import IDLE, UNALLOCATED, shown
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import (
@@ -342,7 +342,7 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         rate, left, mtd = 8371, 371, 1_071_429
         assert (s["month_to_date"], s["burn_rate_per_hour"]) == (dec(mtd), dec(rate))
         assert s["forecast"] == dec(mtd + rate * left)
-        # 0.1071429 shown rounded down, as every ratio (costsvc/chargeback.py shown)
+        # 0.1071429 shown rounded down, as every ratio (costsvc/rules/chargeback.py shown)
         assert (s["used_ratio"], s["forecast_ratio"]) == ("0.107142", "0.417707")
         assert s["crossed"] == []
         summary = api.get("/v1/teams/a/summary").json()

@@ -18,7 +18,7 @@ import yaml
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from costsvc.metrics import FLEET, OWNER_LABELS
+from costsvc.metrics.series import FLEET, OWNER_LABELS
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import ELEVENTH, HOUR, HOUR3, MODEL, ingest_with
 from tests.prom import Prometheus
@@ -196,7 +196,7 @@ def test_budgets_tokens_cost_model_changes_are_audited(api: Api, tmp_path: Path)
     ]
 
 
-# ---- /metrics: who sees which series (costsvc/metrics.py, docs/security.md) ---------------
+# ---- /metrics: who sees which series (costsvc/metrics/series.py, docs/security.md) ---------------
 
 SEES_ALL = ("admin", "finance", "metrics")
 
@@ -466,7 +466,7 @@ def proxy(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 
     import uvicorn
 
-    from costsvc.opencost_proxy import TokenFile, build_app
+    from costsvc.opencost.proxy import TokenFile, build_app
     from tests.prom import free_port
 
     token_file = tmp_path_factory.mktemp("proxy") / "token"

@@ -17,9 +17,9 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from sqlalchemy import create_engine, insert
 
+from costsvc.auth.tokens import digest
 from costsvc.db.models import ApiToken
-from costsvc.db.tokens import digest
-from costsvc.utc import iso_z
+from costsvc.kit.times import iso_z
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR3, MODEL, ingest_with

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import create_engine
 
-from costsvc.db.tokens import create_token
+from costsvc.auth.tokens import create_token
 from tests.costsvc.history import HOUR3, MODEL, ingest_with
 from tests.procs import LISTENING, Process
 from tests.prom import Prometheus, free_port

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import CHECKS, load_all_checks, positive_data_acceptance
 from sqlalchemy import create_engine, delete
 
-from costsvc.api.auth import CACHE
+from costsvc.auth.principal import CACHE
 from costsvc.db.models import ApiToken, Budget, MonthClose
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import HOUR3, MODEL, ingest_with

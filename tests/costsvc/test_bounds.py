@@ -22,10 +22,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from costsvc import cli
+from costsvc.advice.kube_owners import quota_limits
 from costsvc.advice.quotas import figures, quantity
-from costsvc.costmodel import CostModelError, load, parse
-from costsvc.k8sowners import quota_limits
-from costsvc.quoting import SHOWN
+from costsvc.kit.quoting import SHOWN
+from costsvc.rules.cost_model import CostModelError, load, parse
 from exporter import cli as exporter_cli
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database

@@ -1,4 +1,4 @@
-"""A budget is in the cost model's currency (costsvc/chargeback.py ``currency_mismatch``): one
+"""A budget is in the cost model's currency (costsvc/rules/chargeback.py ``currency_mismatch``): one
 in another currency is refused naming both, and one kept from before is never compared 1:1
 with the costs (no ratio, so no alert). Costs ingested from the real Prometheus of history.py;
 SQLite and PostgreSQL."""
@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import create_engine
 
-from costsvc.db.budgets import BudgetValues, create_budget
+from costsvc.budgets.repository import BudgetValues, create_budget
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import H100, HOUR, MODEL, ingest_with

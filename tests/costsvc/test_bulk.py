@@ -11,7 +11,7 @@ from costsvc.db.bulk import insert_rows
 from costsvc.db.engine import make_engine
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import UsageFact
-from costsvc.utc import as_utc
+from costsvc.kit.times import as_utc
 
 HOUR = datetime(2026, 11, 20, 3, tzinfo=UTC)
 AWKWARD = ["tab\there", "new\nline", "back\\slash", "quote\"'", "\\N", "", "ünï €", "a,b;c"]

@@ -74,8 +74,8 @@ def test_ingest_needs_a_cost_model(tmp_path: Path) -> None:
 
 
 def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path) -> None:
+    from costsvc.auth.tokens import create_token
     from costsvc.db.migrate import upgrade
-    from costsvc.db.tokens import create_token
     from tests.procs import Process
     from tests.prom import free_port
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, make_url, text
 
-from costsvc.close import FAULT, STEPS, close_month
-from costsvc.db.audit import recent
+from costsvc.auth.audit import recent
 from costsvc.db.engine import make_engine
-from costsvc.db.months import month_close
-from costsvc.reports import chargeback_csv, focus_csv
+from costsvc.months.close import FAULT, STEPS, close_month
+from costsvc.months.repository import month_close
+from costsvc.reports.monthly import chargeback_csv, focus_csv
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR, MODEL, ingest_with
 from tests.prom import Prometheus

@@ -1,7 +1,7 @@
-"""Where the cost model lives (costsvc/model_source.py): the operator's file is never rewritten
-(a PUT is a clear 409, also when the file is read-only; its bytes, comments and mode stay), or
-versions kept in the database, put in force by the API or ``gpu-costsvc cost-model import``,
-each audited, and used by ``gpu-costsvc ingest``. SQLite and PostgreSQL, real HTTP."""
+"""Where the cost model lives (costsvc/rules/cost_model_source.py): the operator's file is never
+rewritten (a PUT is a clear 409, also when the file is read-only; its bytes, comments and mode
+stay), or versions kept in the database, put in force by the API or ``gpu-costsvc cost-model
+import``, each audited, and used by ``gpu-costsvc ingest``. SQLite and PostgreSQL, real HTTP."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import yaml
 from sqlalchemy import create_engine, select
 
-from costsvc.chargeback import UNALLOCATED
-from costsvc.costmodel import parse
-from costsvc.db.audit import recent
+from costsvc.auth.audit import recent
 from costsvc.db.cost_models import activate
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import GpuPresence
+from costsvc.rules.chargeback import UNALLOCATED
+from costsvc.rules.cost_model import parse
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.history import H100, HOUR, MODEL, model
 from tests.costsvc.pages_history import MODEL as PAGES_MODEL

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from costsvc.costmodel import CostModel, CostModelError, MissingPrices, load, parse, utc
+from costsvc.rules.cost_model import CostModel, CostModelError, MissingPrices, load, parse, utc
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA H100 80GB HBM3"

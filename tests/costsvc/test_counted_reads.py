@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from costsvc.energy import ENERGY
 from costsvc.ingest.gauges import counted
 from costsvc.ingest.gauges.power import counter_readings
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.reader import RunReader
+from costsvc.rules.energy import ENERGY
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.costsvc.scraped import Families, exporter_gpu

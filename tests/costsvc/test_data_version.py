@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
+from costsvc.auth.audit import audit
 from costsvc.db import runs
-from costsvc.db.audit import audit
 from costsvc.db.version import data_version
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import ingest_hours

@@ -20,7 +20,7 @@ from costsvc.db.engine import disk_full
 from costsvc.db.migrate import upgrade
 from costsvc.db.runs import done_hours, failed_hour_states
 from costsvc.ingest.run import RETRY_FIRST, pending_hours
-from costsvc.utc import iso_z
+from costsvc.kit.times import iso_z
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR, HOUR2, MODEL
 from tests.costsvc.history_checks import assert_every_hour_adds_up

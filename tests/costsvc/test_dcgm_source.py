@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.chargeback import IDLE
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.ingest.gauges.dcgm import mig_slices, resource_of
-from costsvc.migprofiles import UnknownMigGeometry
+from costsvc.rules.chargeback import IDLE
+from costsvc.rules.mig import UnknownMigGeometry
 from tests.costsvc.history import H100, ingest_with, model
 from tests.costsvc.history14 import DCGM_HOUR
 from tests.costsvc.history_checks import assert_every_hour_adds_up

@@ -21,11 +21,11 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, func, select
 
-from costsvc.costmodel import load
+from costsvc.auth.tokens import create_token
 from costsvc.db.models import PodLabels, PodOwner
-from costsvc.db.tokens import create_token
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import ingest_hours
+from costsvc.rules.cost_model import load
 from exporter.simulate.spec import load as load_spec
 from tests.conftest import require_binary
 from tests.costsvc.conftest import fresh_database

@@ -1,4 +1,4 @@
-"""The energy and carbon split (costsvc/energy.py), by hand, and over random fleets: every
+"""The energy and carbon split (costsvc/rules/energy.py), by hand, and over random fleets: every
 hour Σ attributed + idle = the GPUs' energy and carbon, exactly, under every policy."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costsvc.attribution import GpuHour, Holding, Owner, attribute_hour
-from costsvc.chargeback import IDLE
-from costsvc.costmodel import CostModelError, parse
-from costsvc.energy import (
+from costsvc.rules.attribution import GpuHour, Holding, Owner, attribute_hour
+from costsvc.rules.chargeback import IDLE
+from costsvc.rules.cost_model import CostModelError, parse
+from costsvc.rules.energy import (
     Draw,
     Measured,
     carbon_mg,
@@ -337,7 +337,7 @@ def test_measured_energy_per_gpu_from_counter_or_power() -> None:
 
 
 def naive_counter(samples: list[tuple[D, D]], start: D, end: D, max_gap: D) -> Measured:
-    """The rule, pair by pair, as written in costsvc/energy.py's docstring."""
+    """The rule, pair by pair, as written in costsvc/rules/energy.py's docstring."""
     energy = gap = seconds = D(0)
     for (ta, va), (tb, vb) in itertools.pairwise(samples):
         if tb <= start or ta >= end:

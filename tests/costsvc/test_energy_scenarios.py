@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from costsvc.chargeback import IDLE
-from costsvc.close import close_month
-from costsvc.costmodel import parse
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.reprice import reprice, stale_hours
+from costsvc.months.close import close_month
+from costsvc.rules.chargeback import IDLE
+from costsvc.rules.cost_model import parse
 from tests.conftest import require_binary
 from tests.costsvc.energy_history import (
     CARBON,

@@ -1,4 +1,4 @@
-"""FOCUS 1.2 rows (costsvc/focus.py), checked by the FinOps Foundation's focus-validator.
+"""FOCUS 1.2 rows (costsvc/reports/focus.py), checked by the FinOps Foundation's focus-validator.
 
 The validator runs through scripts/focus-validator.sh, which sets up its own virtualenv
 (.venv-focus, Python >= 3.12) on first use — a few minutes once — and reuses it after."""
@@ -21,8 +21,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from costsvc.csvtext import csv_line, safe_cell
-from costsvc.focus import (
+from costsvc.kit.csv_cells import csv_line, safe_cell
+from costsvc.reports.focus import (
     COLUMNS,
     CUSTOM_COLUMNS,
     DATETIME_COLUMNS,

@@ -1,5 +1,5 @@
-"""FOCUS unit prices are the cost model's prices, exactly (costsvc/focus.py): every line of an
-hour priced at 2.20 — a 30-minute holding, replicas, a holding with a 20-minute gap, idle
+"""FOCUS unit prices are the cost model's prices, exactly (costsvc/reports/focus.py): every line of
+an hour priced at 2.20 — a 30-minute holding, replicas, a holding with a 20-minute gap, idle
 capacity — reads ListUnitPrice = ContractedUnitPrice = 2.200000, never 2.200001200001; the
 quantity stays the exact GPU-hours and ListCost = ContractedCost their product; BilledCost is
 what was charged. Ingested from the real Prometheus of history.py into SQLite and PostgreSQL,
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
-from costsvc.reports import focus_csv
+from costsvc.reports.monthly import focus_csv
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import HOUR, HOUR3, ingest_with, model
 from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT

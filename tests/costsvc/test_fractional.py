@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.chargeback import IDLE
 from costsvc.db.models import UsageFact
 from costsvc.ingest.reprice import reprice, stale_hours
+from costsvc.rules.chargeback import IDLE
 from tests.costsvc.history import ingest_with, model
 from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team, tables
 from tests.costsvc.history_fractional import SIXTEENTH

@@ -21,7 +21,7 @@ from costsvc import cli
 from costsvc.commands import hourly
 from costsvc.db.runs import done_hours
 from costsvc.ingest import serial
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 from tests.costsvc.history_checks import assert_every_hour_adds_up
 from tests.costsvc.test_ingest import cli_env
 from tests.prom import Prometheus

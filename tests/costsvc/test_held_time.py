@@ -16,9 +16,9 @@ from sqlalchemy import Engine
 
 from costsvc.advice.evidence import EvidenceReader
 from costsvc.advice.run import compute
-from costsvc.costmodel import parse
 from costsvc.ingest.prom import PrometheusReader
-from costsvc.money import round_micro
+from costsvc.kit.money import round_micro
+from costsvc.rules.cost_model import parse
 from tests.costsvc.conftest import prometheus_over
 from tests.prom import Prometheus
 

@@ -1,6 +1,6 @@
-"""The pure inference rules (costsvc/inference.py), the weight in force (costsvc/costmodel.py)
-and rightsizing of served models (costsvc/advice/rightsizing.py), on small tables computed by
-hand."""
+"""The pure inference rules (costsvc/inference/split.py), the weight in force
+(costsvc/rules/cost_model.py) and rightsizing of served models (costsvc/advice/rightsizing.py), on
+small tables computed by hand."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from decimal import Decimal as D
 import pytest
 
 from costsvc.advice.rightsizing import Fleet, Rules, Serving, advise_serving
-from costsvc.attribution import Owner
-from costsvc.costmodel import CostModelError, parse
-from costsvc.inference import PodMoney, Served, Totals, per_million, price_served, split_rule
+from costsvc.inference.split import PodMoney, Served, Totals, per_million, price_served, split_rule
+from costsvc.rules.attribution import Owner
+from costsvc.rules.cost_model import CostModelError, parse
 
 H = datetime(2026, 11, 20, 14, tzinfo=UTC)
 H100 = "NVIDIA H100 80GB HBM3"

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from costsvc.costmodel import parse
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun, UsageFact
 from costsvc.db.runs import watermark
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest
+from costsvc.rules.cost_model import parse
 from tests.costsvc.history import H100, HOUR, HOUR2, MODEL, TWELFTH, ingest_with
 from tests.costsvc.history import model as _model
 from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team, tables

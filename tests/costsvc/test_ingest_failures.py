@@ -30,13 +30,13 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from costsvc.costmodel import parse
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence, IngestRun
 from costsvc.db.runs import failed_hour_states, failed_hours, watermark
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.run import ingest, pending_hours
 from costsvc.ingest.serial import SOURCE_DOWN_AFTER
+from costsvc.rules.cost_model import parse
 from tests.conftest import require_binary
 from tests.costsvc.apiserver import Clock, serve
 from tests.costsvc.history_checks import assert_every_hour_adds_up
@@ -319,7 +319,7 @@ def test_the_cli_refuses_to_close_a_month_with_failed_hours(failed_db: str) -> N
     assert refused.returncode == 3, refused.stderr
     assert "c9 2026-09-10T11:00:00Z" in refused.stderr and "failed hour" in refused.stderr
     engine = create_engine(failed_db)
-    from costsvc.db.months import month_close
+    from costsvc.months.repository import month_close
 
     assert month_close(engine, "2026-09") is None
     forced = subprocess.run([*cli, "--force"], env=env, capture_output=True, text=True, check=False)

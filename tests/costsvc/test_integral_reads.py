@@ -31,9 +31,9 @@ import pytest
 from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from costsvc.energy import ENERGY
-from costsvc.fleet import gpu_use
+from costsvc.fleet.usage import gpu_use
 from costsvc.ingest.integrals import reset_expr, share_of
+from costsvc.rules.energy import ENERGY
 from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
 from tests.costsvc.conftest import _loaded_prometheus

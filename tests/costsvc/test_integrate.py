@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costsvc.ingest.gauges.window import measure
-from costsvc.ingest.integrate import (
+from costsvc.ingest.gauges.holding_hour import measure
+from costsvc.ingest.gauges.sampled import (
     covered,
     integral,
     max_gap_for,

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.db.label_history import LabelHistory, _aware
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import PodLabels
-from costsvc.k8slabels import LabelWatcher
+from costsvc.labels.history import LabelHistory, _aware
+from costsvc.labels.kube_watch import LabelWatcher
 from kube.client import core_api
 from tests.costsvc.history import HOUR, MODEL, ingest_with
 from tests.costsvc.history_checks import by_team

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from costsvc.attribution import Owner
-from costsvc.chargeback import UNALLOCATED
-from costsvc.costmodel import LabelKeys
-from costsvc.labels import resolve_owner
+from costsvc.rules.attribution import Owner
+from costsvc.rules.chargeback import UNALLOCATED
+from costsvc.rules.cost_model import LabelKeys
+from costsvc.rules.owners import resolve_owner
 
 KEYS = LabelKeys(
     team=["team", "app.kubernetes.io/team"], project=["project"], stage=["stage", "env"]

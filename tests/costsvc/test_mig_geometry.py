@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from costsvc.costmodel import CostModel, parse
+from costsvc.rules.cost_model import CostModel, parse
 from demo.cluster import pod_labels
 from demo.history import Clock, FamilyFiles, simulated_node
 from exporter.simulate.spec import load
@@ -151,7 +151,7 @@ def test_the_h200_profiles_are_those_a_real_h200_reports() -> None:
     the gigabytes of the names)."""
     import json
 
-    from costsvc.migprofiles import BY_MODEL
+    from costsvc.rules.mig import BY_MODEL
 
     recording = json.loads(
         (Path(__file__).parents[1] / "exporter/data/nvml-h200-580.159.04-mig.json").read_text()

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from costsvc.money import money as format_micro
-from costsvc.money import split, to_micro
+from costsvc.kit.money import money as format_micro
+from costsvc.kit.money import split, to_micro
 
 
 @pytest.mark.parametrize(

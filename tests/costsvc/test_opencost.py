@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costsvc.chargeback import IDLE, UNALLOCATED
+from costsvc.kit.windows import BadParameter, Window, parse_window
 from costsvc.opencost.filters import Everything, FilterError, parse
 from costsvc.opencost.params import (
     parse_accumulate,
@@ -36,7 +36,7 @@ from costsvc.opencost.shape import (
     response_json,
     to_json,
 )
-from costsvc.windows import BadParameter, Window, parse_window
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 
 NOW = datetime(2026, 11, 18, 10, 37, 12, tzinfo=UTC)  # a Wednesday
 DAY_ = timedelta(days=1)

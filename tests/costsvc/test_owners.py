@@ -1,6 +1,6 @@
 """Pod owners and ResourceQuotas from a real loopback Kubernetes API into their history and
-store (costsvc/k8sowners.py, costsvc/db/advice.py), on SQLite and PostgreSQL; hostile names in
-the stored advice stay inert in the CSV and the command's table."""
+store (costsvc/advice/kube_owners.py, costsvc/advice/repository.py), on SQLite and PostgreSQL;
+hostile names in the stored advice stay inert in the CSV and the command's table."""
 
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine
 
+from costsvc.advice.kube_owners import OwnerWatcher, quota_limits
+from costsvc.advice.repository import OwnerHistory, QuotaStore, save_advice
 from costsvc.advice.run import table
-from costsvc.db.advice import OwnerHistory, QuotaStore, save_advice
-from costsvc.db.label_history import LabelHistory
 from costsvc.db.migrate import upgrade
-from costsvc.k8slabels import LabelWatcher
-from costsvc.k8sowners import OwnerWatcher, quota_limits
+from costsvc.labels.history import LabelHistory
+from costsvc.labels.kube_watch import LabelWatcher
 from kube.client import core_api
 from kube.watch import SharedWatches
 from tests.costsvc.apiserver import Clock, serve

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from costsvc.fleet import GpuUse, hours, idlest, totals_by
-from costsvc.money import money_rounded
+from costsvc.fleet.usage import GpuUse, hours, idlest, totals_by
+from costsvc.kit.money import money_rounded
 from costsvc.pages.charts import OTHER, SERIES, nice_step, stacked_bars, stacked_columns
 from costsvc.pages.render import amount, percent, places, segment
 

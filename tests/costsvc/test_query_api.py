@@ -30,7 +30,7 @@ from costsvc.db.models import Chargeback
 from costsvc.db.runs import watermark
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import ingest
-from costsvc.settings import Settings
+from costsvc.kit.settings import Settings
 from tests.costsvc.history import HOUR, MODEL
 from tests.costsvc.history_checks import assert_every_hour_adds_up, by_team
 from tests.costsvc.test_cli import run

@@ -12,8 +12,8 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from costsvc import cli
+from costsvc.auth.tokens import digest, principal_of, register_given
 from costsvc.db.migrate import LOCK_KEY, upgrade
-from costsvc.db.tokens import digest, principal_of, register_given
 from tests.costsvc.conftest import fresh_database
 
 
@@ -108,7 +108,7 @@ def test_the_registered_token_opens_the_api(tmp_path: Path) -> None:
     from fastapi.testclient import TestClient
 
     from costsvc.api.app import create_app
-    from costsvc.settings import Settings
+    from costsvc.kit.settings import Settings
 
     url = f"sqlite:///{tmp_path / 'api.db'}"
     upgrade(url)

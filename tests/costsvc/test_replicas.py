@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, func, select
 
-from costsvc.chargeback import MONEY
-from costsvc.costmodel import load
 from costsvc.db import runs
 from costsvc.db.engine import make_engine
 from costsvc.db.migrate import upgrade
@@ -35,6 +33,8 @@ from costsvc.ingest.clusters import (
 )
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
+from costsvc.rules.chargeback import MONEY
+from costsvc.rules.cost_model import load
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.procs import ROOT
 from tests.prom import Prometheus
@@ -351,7 +351,7 @@ def test_the_command_line_ingests_every_discovered_cluster(
 def test_cluster_names_are_checked(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic import ValidationError
 
-    from costsvc.settings import Settings
+    from costsvc.kit.settings import Settings
 
     monkeypatch.setenv("COSTSVC_CLUSTERS", '["west", "east", "west"]')
     assert Settings().clusters == ["east", "west"]

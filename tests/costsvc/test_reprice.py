@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.costmodel import CostModel, parse
 from costsvc.db.models import Chargeback, CostModelVersion, IngestRun
 from costsvc.ingest.reprice import reprice, stale_hours
+from costsvc.rules.cost_model import CostModel, parse
 from tests.costsvc.history import FIFTEENTH, H100, HOUR, HOUR2, HOUR3, MODEL, ingest_with, model
 from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up, tables
 from tests.procs import ROOT

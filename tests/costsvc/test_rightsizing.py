@@ -1,5 +1,5 @@
 """The pure rightsizing rules (costsvc/advice/rightsizing.py) on hand-computed cases; the
-workload of a pod (costsvc/workloads.py) from owners and from names."""
+workload of a pod (costsvc/rules/workloads.py) from owners and from names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from costsvc.advice.rightsizing import Evidence, Fleet, Rules, advise
-from costsvc.workloads import Workload, controller_of, workload_from_name, workload_of
+from costsvc.rules.workloads import Workload, controller_of, workload_from_name, workload_of
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"

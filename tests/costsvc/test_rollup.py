@@ -14,12 +14,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, insert, select
 
 import costsvc.db.rollup as rollup
-from costsvc.attribution import Line
-from costsvc.chargeback import AMOUNTS, KEY, month_of
-from costsvc.db.lines import write_lines
-from costsvc.db.migrate import upgrade
-from costsvc.db.models import CostDay, MonthClose
-from costsvc.queries import (
+from costsvc.costs.queries import (
     costs,
     forecast,
     idle_by_currency,
@@ -28,6 +23,11 @@ from costsvc.queries import (
     team_total,
     top_wasters,
 )
+from costsvc.db.lines import write_lines
+from costsvc.db.migrate import upgrade
+from costsvc.db.models import CostDay, MonthClose
+from costsvc.rules.attribution import Line
+from costsvc.rules.chargeback import AMOUNTS, KEY, month_of
 from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, MODEL, TWELFTH, ingest_with
 from tests.costsvc.history_checks import (
     assert_every_hour_adds_up,

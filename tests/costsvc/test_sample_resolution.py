@@ -12,11 +12,11 @@ from decimal import Decimal
 
 from sqlalchemy import create_engine, select
 
-from costsvc.chargeback import IDLE
+from costsvc.costs.queries import costs
 from costsvc.db.models import Chargeback, GpuPresence
-from costsvc.metrics import collect
-from costsvc.queries import costs
-from costsvc.reports import focus_csv
+from costsvc.metrics.series import collect
+from costsvc.reports.monthly import focus_csv
+from costsvc.rules.chargeback import IDLE
 from tests.costsvc.history import H100, ingest_with, model
 from tests.costsvc.history14 import SAMPLE_HOUR
 from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy import create_engine, func, select
 
-from costsvc.chargeback import IDLE, UNALLOCATED
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from tests.costsvc.history import HOUR3, MODEL, ingest_with
 from tests.costsvc.history_checks import as_utc, assert_every_hour_adds_up, by_team
 from tests.prom import Prometheus

@@ -1,5 +1,5 @@
 """Series whose values change at every scrape (utilisation, SM time) read as sums
-(costsvc/ingest/gauges/regular.py ``Regular``, costsvc/ingest/gauges/window.py
+(costsvc/ingest/gauges/regular.py ``Regular``, costsvc/ingest/gauges/holding_hour.py
 ``GaugeHour.integral``): the
 same rows in every money and fact table as from their samples, on a history made to test the
 edges — random values at every scrape, scrapes off the hour and on it, a holder arriving
@@ -19,9 +19,9 @@ import pytest
 
 from costsvc.ingest.gauges import regular, steady
 from costsvc.ingest.gauges.exporter import _figures
-from costsvc.ingest.gauges.window import GaugeHour
+from costsvc.ingest.gauges.holding_hour import GaugeHour
+from costsvc.ingest.gauges.sampled import interval, max_gap_for, pieces, total
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP
-from costsvc.ingest.integrate import interval, max_gap_for, pieces, total
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import H100, assert_fast_is_raw, model, unreachable_after_ingest
 from tests.costsvc.scraped import Families, exporter_gpu

@@ -1,4 +1,4 @@
-"""Alert thresholds and the percentages shown agree (costsvc/chargeback.py ``shown``): a ratio
+"""Alert thresholds and the percentages shown agree (costsvc/rules/chargeback.py ``shown``): a ratio
 under a threshold is never shown as the threshold. The API rounds ratios down to six places,
 the alert rules and the dashboards compare and show them rounded down to 0.01 % (promtool
 cases in alerts/tests/efficiency.test.yml and cost.test.yml: 0.59999979 fires "< 60 %" and
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from costsvc.chargeback import budget_state, ratio, shown
-from costsvc.queries import efficiency
+from costsvc.costs.queries import efficiency
+from costsvc.rules.chargeback import budget_state, ratio, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 

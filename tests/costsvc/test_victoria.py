@@ -28,14 +28,14 @@ import pytest
 import yaml
 from sqlalchemy import create_engine, select
 
-from costsvc.chargeback import KEY, MONEY, month_of
-from costsvc.costmodel import load
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.gauges.exporter import READS
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import ingest_hours
-from costsvc.reports import chargeback_csv
+from costsvc.reports.monthly import chargeback_csv
+from costsvc.rules.chargeback import KEY, MONEY, month_of
+from costsvc.rules.cost_model import load
 from tests.conftest import require_binary
 from tests.procs import ROOT, Process, start_exporter
 from tests.prom import Prometheus, free_port

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, func, select
 
-from costsvc.costmodel import parse
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import IngestRun
 from costsvc.db.runs import failed_hours, watermark
@@ -27,6 +26,7 @@ from costsvc.ingest.parallel import chunks, settled_prefix
 from costsvc.ingest.prom import Params, PrometheusReader
 from costsvc.ingest.run import ingest, pending_hours
 from costsvc.ingest.serial import Report
+from costsvc.rules.cost_model import parse
 from tests.costsvc.history import ELEVENTH, FIFTEENTH, H100, HOUR, HOUR2, HOUR3, MODEL, TWELFTH
 from tests.costsvc.history_checks import tables
 from tests.costsvc.test_cli import run

@@ -17,7 +17,7 @@ import yaml
 
 from costsvc.cli import UsageError as CostsvcUsageError
 from costsvc.cli import build_parser as costsvc_parser
-from costsvc.settings import Settings as CostsvcSettings
+from costsvc.kit.settings import Settings as CostsvcSettings
 from exporter import flags as exporter_cli
 from exporter.catalogue import OFF_BY_DEFAULT
 

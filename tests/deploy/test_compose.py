@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from costsvc.costmodel import load as load_cost_model
+from costsvc.rules.cost_model import load as load_cost_model
 from exporter.simulate.spec import load as load_fleet_spec
 from tests.conftest import require_binary
 from tests.deploy.helpers import (

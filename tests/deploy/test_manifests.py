@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from costsvc.costmodel import load as load_cost_model
+from costsvc.rules.cost_model import load as load_cost_model
 from tests.deploy.helpers import (
     COSTSVC_PORT,
     CRD_GROUP,

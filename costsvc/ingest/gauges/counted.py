@@ -3,7 +3,7 @@
 ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (costsvc/ingest/gauges/power.py) is read for every GPU,
 every hour, and its value changes at every scrape: read raw it was the largest read of a re-ingest
 (66,000 samples an hour at 1,000 GPUs, more than a third of all). What the hour needs of it is
-its increase by the one counter rule (costsvc/ingest/integrate.py ``increase``): where the
+its increase by the one counter rule (costsvc/ingest/gauges/sampled.py ``increase``): where the
 series has no reset, no NaN and no gap in the raw read's window, every pair inside the hour
 telescopes, and the rule needs three samples only — the last before the hour's start ``t0``
 (the pair across it), the first at or after ``t0`` and the last. Their times are the series'
@@ -24,7 +24,7 @@ them has its samples exactly there); their values come from per-hour summaries, 
   look-back), as costsvc/ingest/gauges/regular.py reads an edge.
 
 The three samples given to the counter rule, with the gap check already done on the target's
-times, give exactly the :class:`~costsvc.ingest.integrate.Increase` the raw samples give: the
+times, give exactly the :class:`~costsvc.ingest.gauges.sampled.Increase` the raw samples give: the
 same pair across ``t0``, the same telescoped run, in the same Decimal operations. Anything
 else — a reset, a gap, a missing value, a GPU whose series must be merged — reads the samples
 (:class:`Counter` reads them, an ``Unread`` series as costsvc/ingest/gauges/regular.py's
@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.energy import ENERGY
 from costsvc.ingest.gauges import regular
 from costsvc.ingest.gauges.regular import Loader, Unread, into
-from costsvc.ingest.integrate import Increase, Sample, increase, max_gap_for, spacing
+from costsvc.ingest.gauges.sampled import Increase, Sample, increase, max_gap_for, spacing
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.series import Key
+from costsvc.rules.energy import ENERGY
 
 MS = Decimal("0.001")
 NO_GAP = Decimal("Infinity")  # (the gap check done on the times: the rule's is not needed)
@@ -91,7 +91,7 @@ class Counter(Unread):
         )
 
     def _gap(self, floor: Decimal, ceiling: Decimal) -> Decimal:
-        """The gap limit of the series (costsvc/ingest/integrate.py ``max_gap_for``), from its
+        """The gap limit of the series (costsvc/ingest/gauges/sampled.py ``max_gap_for``), from its
         times."""
         return max_gap_for((), floor, ceiling, spacing(self.times))
 

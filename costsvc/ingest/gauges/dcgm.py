@@ -39,7 +39,7 @@ What is derived, and how exact it is (next to what our exporter measures):
   container's ``pod``/``namespace``/``container`` labels (at scrape resolution, as ours).
   A device whose labels name several containers at once (a DRA claim shared by pods) is split
   equally among them. A MIG instance's slices and its GPU's come from the per-model table
-  (costsvc/migprofiles.py: ``GPU_I_PROFILE`` on ``modelName``, e.g. ``1g.6gb`` on an A30 is
+  (costsvc/rules/mig.py: ``GPU_I_PROFILE`` on ``modelName``, e.g. ``1g.6gb`` on an A30 is
   1 of 4 compute and 1 of 4 memory slices): dcgm-exporter publishes no geometry. A model or
   profile the table does not know fails the hour naming it (retried), never guessed.
 - **Where no labels say which device** (the mapping off, or a time-sliced node without
@@ -64,10 +64,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from costsvc.attribution import Holding, HourFacts, with_geometry
-from costsvc.energy import ENERGY
+from costsvc.ingest.gauges.holding_hour import GaugeHour, grouped, measure, merged
 from costsvc.ingest.gauges.power import add_energy
-from costsvc.ingest.gauges.window import GaugeHour, grouped, measure, merged
+from costsvc.ingest.gauges.sampled import Piece, overlap, summed
 from costsvc.ingest.hour import (
     MAX_GAP,
     PRESENCE_GAP,
@@ -76,9 +75,10 @@ from costsvc.ingest.hour import (
     pod_controllers,
     us,
 )
-from costsvc.ingest.integrate import Piece, overlap, summed
 from costsvc.ingest.prom import Series
-from costsvc.migprofiles import Geometry, UnknownMigGeometry, known_geometry, profile_slices
+from costsvc.rules.attribution import Holding, HourFacts, with_geometry
+from costsvc.rules.energy import ENERGY
+from costsvc.rules.mig import Geometry, UnknownMigGeometry, known_geometry, profile_slices
 
 PRESENCE = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
 REQUESTS = 'kube_pod_container_resource_requests{resource=~"nvidia_com_.+"}'
@@ -102,7 +102,7 @@ def mig_slices(profile: str, model: str) -> tuple[int, int, Geometry]:
     found = profile_slices(model, profile)
     if found is None:
         raise UnknownMigGeometry(
-            f"MIG profile {profile or '(none)'} of {model} is not in costsvc/migprofiles.py: "
+            f"MIG profile {profile or '(none)'} of {model} is not in costsvc/rules/mig.py: "
             "its slices are not guessed"
         )
     return found[0], found[1], gpu

@@ -17,10 +17,8 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime
 from decimal import Decimal
 
-from costsvc.attribution import HourFacts, busy_seconds, is_shared
-from costsvc.energy import ENERGY
 from costsvc.ingest.gauges import regular, steady
-from costsvc.ingest.gauges.window import (
+from costsvc.ingest.gauges.holding_hour import (
     Bounds,
     GaugeHour,
     Usage,
@@ -30,6 +28,7 @@ from costsvc.ingest.gauges.window import (
     measure_read,
     merged,
 )
+from costsvc.ingest.gauges.sampled import Piece, Sample, summed, total, without
 from costsvc.ingest.holdings import (
     finish,
     gpu_key,
@@ -39,8 +38,9 @@ from costsvc.ingest.holdings import (
     unit_key,
 )
 from costsvc.ingest.hour import MAX_GAP, PRESENCE_GAP, Holes, add_gpu, us
-from costsvc.ingest.integrate import Piece, Sample, summed, total, without
 from costsvc.ingest.prom import Series
+from costsvc.rules.attribution import HourFacts, busy_seconds, is_shared
+from costsvc.rules.energy import ENERGY
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ in mJ (its etc/default-counters.csv: "counter, Total energy consumption since bo
 DCGM's field table, DcgmFields.cpp: INT64, device scope, DCGM_FIELD_UNIT_MILLIJOULES, read from
 NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION), so it restarts when the driver reloads; it is a device
 field, emitted once per physical GPU also in MIG mode. ``DCGM_FI_DEV_POWER_USAGE`` is the
-power draw in W. What the numbers mean and how they are split: costsvc/energy.py and
+power draw in W. What the numbers mean and how they are split: costsvc/rules/energy.py and
 docs/cost-model.md.
 
 Under the gauges' rule the counter is read for every GPU (as its edge values where they tell:
@@ -22,8 +22,13 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.attribution import HourFacts
-from costsvc.energy import (
+from costsvc.ingest.gauges import counted
+from costsvc.ingest.gauges.counted import Counter
+from costsvc.ingest.gauges.sampled import Sample, covered, integral, interval, max_gap_for
+from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, HourReads, us
+from costsvc.ingest.prom import Series
+from costsvc.rules.attribution import HourFacts
+from costsvc.rules.energy import (
     ENERGY,
     NOTHING,
     Measured,
@@ -31,11 +36,6 @@ from costsvc.energy import (
     counter_measured,
     power_energy,
 )
-from costsvc.ingest.gauges import counted
-from costsvc.ingest.gauges.counted import Counter
-from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, HourReads, us
-from costsvc.ingest.integrate import Sample, covered, integral, interval, max_gap_for
-from costsvc.ingest.prom import Series
 
 POWER = "DCGM_FI_DEV_POWER_USAGE"
 LOWEST_POWER = f"min_over_time({POWER}[3600s])"  # at the hour's last instant

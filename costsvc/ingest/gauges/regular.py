@@ -9,8 +9,8 @@ the raw read's window, and at each hour edge for the last sample before it, a sa
 at it and the sum of the window's look-back (:meth:`Sums.fill`). A series whose count matches
 its target's successful scrapes (costsvc/ingest/gauges/steady.py) but is not constant is a
 :class:`Regular`: its sums stand for its samples where its target scrapes evenly
-(costsvc/ingest/gauges/window.py ``GaugeHour.integral``, docs/cost-model.md "Series that change
-at every scrape"); its samples are read (:class:`Loader`) only where something needs them.
+(costsvc/ingest/gauges/holding_hour.py ``GaugeHour.integral``, docs/cost-model.md "Series that
+change at every scrape"); its samples are read (:class:`Loader`) only where something needs them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ SUMMED = frozenset(
         "gpu_container_sm_utilization_ratio",
     }
 )
-EDGE = 300  # seconds: no sample holds longer than this (costsvc/ingest/gauges/window.py MAX_GAP)
+EDGE = (
+    300  # seconds: no sample holds longer than this (costsvc/ingest/gauges/holding_hour.py MAX_GAP)
+)
 ULP = Decimal(2) ** -52  # a float64's relative spacing
 FOUR_ULP = 4 * ULP
 ZERO = Decimal(0)

@@ -1,7 +1,7 @@
 """The gauges' reads: a steady series' samples from per-hour summaries, not from its raw samples.
 
-The gauges' hour (costsvc/ingest/gauges/window.py) asks for every raw sample of a selector in the
-window W = (at - 3600 - look-back, at]. Most series of the selectors in :data:`STEADY` (a
+The gauges' hour (costsvc/ingest/gauges/holding_hour.py) asks for every raw sample of a selector in
+the window W = (at - 3600 - look-back, at]. Most series of the selectors in :data:`STEADY` (a
 pod's allocation share, a GPU's ``gpu_device_up``) have one value all hour and a sample at
 every scrape of their target. For those the engine is asked, per series and per hour, for
 ``count_over_time(sel[W])`` and the value when it is constant over W, and each target's
@@ -17,7 +17,7 @@ A scraped series has samples only at its target's successful scrapes (Prometheus
 ``up`` 1 at each, with the same timestamp: "Jobs and instances", prometheus.io/docs/concepts/
 jobs_instances/; exporters we read set no explicit timestamps), so a steady series' samples are
 exactly (t, value) for those ``up == 1`` timestamps: they are synthesised, and the unchanged
-integration (costsvc/ingest/integrate.py) gives the same money as from the raw samples. Every
+integration (costsvc/ingest/gauges/sampled.py) gives the same money as from the raw samples. Every
 other series (a value change, churn, a count that differs, no ``up`` or two) is read raw —
 only those series (a ``pod=~"…"`` / ``UUID=~"…"`` / ``instance=~"…"`` matcher, by POST, exact
 label sets kept), or the whole selector raw when more than half of its series are unsteady.
@@ -26,7 +26,7 @@ The selectors of :data:`SUMMED` (utilisation, SM time) change at every scrape in
 for them the engine is asked for the max, min and sum over W and the values around each hour
 edge instead of the constant check, and a series that is not constant but whose count
 matches its target is a :class:`Regular`: its sums stand for its samples where its target
-scrapes evenly (costsvc/ingest/gauges/window.py ``GaugeHour.integral``; docs/cost-model.md
+scrapes evenly (costsvc/ingest/gauges/holding_hour.py ``GaugeHour.integral``; docs/cost-model.md
 "Series that change at every scrape"), its samples are read only where something needs them.
 
 Summaries of many hours cross the API in one ``query_range`` at a 3600 s step, evaluated at
@@ -95,8 +95,8 @@ _UNSEEN: list[Decimal] = []  # (a marker: not looked up yet)
 class Steady(Sequence[tuple[Decimal, Decimal]]):
     """A steady series' samples: (t, value) at each of ``times`` (its target's ``up == 1``
     timestamps, one list shared by the target's steady series), so what depends on the times
-    only is worked out once per target (costsvc/ingest/gauges/window.py: GaugeHour.pieces). The
-    samples are made only when something iterates them (most readers use ``times`` and
+    only is worked out once per target (costsvc/ingest/gauges/holding_hour.py: GaugeHour.pieces).
+    The samples are made only when something iterates them (most readers use ``times`` and
     ``value``)."""
 
     __slots__ = ("times", "value")
@@ -270,7 +270,7 @@ class Summaries:
                 with self.reader.lock:  # an earlier hour's, done with: not the one read beside
                     # this one (its series and this hour's share each target's times: a
                     # usage read as sums is integrated only beside a share with the same
-                    # times, costsvc/ingest/gauges/window.py Usage.integral)
+                    # times, costsvc/ingest/gauges/holding_hour.py Usage.integral)
                     oldest = self.reader.in_use(cache_key[0])
                     for k in [k for k in self._ups if Decimal(k[0]) < oldest]:
                         del self._ups[k]

@@ -1,0 +1,1 @@
+"""Who is calling: API tokens, the pages' sessions, the roles a route admits, the audit log."""

@@ -1,0 +1,1 @@
+"""Monthly budgets per team or project: kept, checked against the costs, served."""

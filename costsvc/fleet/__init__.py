@@ -1,0 +1,1 @@
+"""The fleet's GPUs over a time range: present, held, idle, lost."""

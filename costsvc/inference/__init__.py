@@ -1,0 +1,1 @@
+"""Cost per million inference tokens: the split rule, its stored hours, its queries and routes."""

@@ -1,0 +1,1 @@
+"""Pod and namespace labels: watched from the Kubernetes API and kept as history."""

@@ -1,0 +1,1 @@
+"""The cost service's own series for Prometheus (``/metrics``): budgets, waste, advice, fleet."""

@@ -1,0 +1,1 @@
+"""Billing months: their states, the month close and the closed months' report hashes."""

@@ -1,0 +1,252 @@
+"""``GET /allocation`` (and ``/allocation/compute``): OpenCost's allocation API, GPU costs
+from the chargeback (docs/api.md, "OpenCost-compatible /allocation").
+
+Parameters, their forms and the 400 answers follow OpenCost's ``ComputeAllocationHandler``
+(opencost/opencost ``pkg/costmodel/aggregation.go``): a bad ``window`` is a plain-text 400
+(``http.Error``), a bad ``step``, ``accumulateBy`` or ``filter`` a JSON one (``{"code": 400,
+"message": "Error: …"}``, ``WriteError``); ``aggregate`` names OpenCost does not know are
+dropped, as OpenCost drops them. Same bearer tokens as ``/v1`` (in the header only); a team
+token sees its own team's allocations only. OpenCost's clients that cannot send a token use
+``gpu-costsvc opencost-proxy`` (costsvc/opencost/proxy.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, create_model
+
+from costsvc.api.cache import Answers
+from costsvc.api.deps import Db, Now
+from costsvc.api.errors import ERRORS
+from costsvc.auth.principal import Caller
+from costsvc.costs.queries import allocation_rows, label_history
+from costsvc.kit.quoting import clip
+from costsvc.kit.windows import BadParameter, parse_window
+from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
+from costsvc.opencost.filters import FilterError, Node, parse
+from costsvc.opencost.params import parse_accumulate, parse_bool, parse_step, plan, split_list
+from costsvc.opencost.podlabels import with_labels
+from costsvc.opencost.shape import (
+    NULL_FIELDS,
+    NULL_MAPS,
+    ZERO_AFTER_GPU,
+    ZERO_BEFORE_GPU,
+    Options,
+    check_filter,
+    response_json,
+    to_json,
+)
+from costsvc.rules.cost_model_source import label_keys
+from kube.label_names import sanitize_label
+
+router = APIRouter(tags=["opencost"])
+MAX_PARAMETER = 4096  # characters in any one parameter
+
+Text = Annotated[str | None, Query()]
+
+
+class GpuAllocation(BaseModel):
+    gpuRequestAverage: float
+    gpuUsageAverage: float | None
+    isGPUShared: bool
+
+
+class OpenCostError(BaseModel):
+    """OpenCost's ``WriteError`` body."""
+
+    code: int
+    status: str
+    data: None
+    message: str
+
+
+def _allocation_model() -> type[BaseModel]:
+    """OpenCost's ``AllocationJSON``, for the OpenAPI description (answers are written by
+    costsvc/opencost/shape.py)."""
+    fields: dict[str, Any] = {
+        "name": (str, ...),
+        "properties": (dict[str, Any], ...),
+        "window": (dict[str, str], ...),
+        "start": (str, ...),
+        "end": (str, ...),
+        "minutes": (float, ...),
+    }
+    numbers = [*ZERO_BEFORE_GPU, "gpuCount", "gpuHours", "gpuCost", "gpuCostAdjustment"]
+    numbers += ["gpuCostIdle", *(f for f in ZERO_AFTER_GPU if f not in NULL_FIELDS)]
+    numbers += ["totalCost"]
+    fields.update({f: (float, ...) for f in numbers})
+    fields["gpuEfficiency"] = (float | None, ...)
+    fields["totalEfficiency"] = (float | None, ...)
+    for f in (*NULL_FIELDS, *NULL_MAPS):
+        fields[f] = (None, ...)
+    fields["gpuAllocation"] = (GpuAllocation | None, ...)
+    model: type[BaseModel] = create_model("Allocation", **fields)
+    return model
+
+
+Allocation = _allocation_model()
+
+
+class AllocationAnswer(BaseModel):
+    """OpenCost's ``Response``: one map of name -> allocation per set."""
+
+    code: int
+    status: str
+    data: list[dict[str, Allocation]]  # type: ignore[valid-type]
+
+
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"model": AllocationAnswer, "description": "OpenCost's allocation sets"},
+    400: {
+        "model": OpenCostError,
+        "description": "a bad parameter, answered as OpenCost does: text for window and "
+        "aggregate (Go's http.Error), OpenCost's JSON error for the others",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    },
+    401: ERRORS[401],
+    403: ERRORS[403],
+}
+
+
+def label_columns(request: Request, db: Db) -> dict[str, str]:
+    """Label key (as written, and Prometheus-sanitised as kube-state-metrics and OpenCost write
+    it) -> the owner column it fills: the label keys (team, project, stage) of the cost model
+    in force (costsvc/rules/cost_model_source.py: the file, or the one kept in the database), the
+    defaults without a cost model."""
+    keys = label_keys(request.app.state.settings.cost_model, db)
+    out: dict[str, str] = {}
+    for column, names in (("team", keys.team), ("project", keys.project), ("stage", keys.stage)):
+        for name in names:
+            out.setdefault(name, column)
+            out.setdefault(sanitize_label(name), column)  # kube-state-metrics' form
+            out.setdefault(sanitize_label(name).removeprefix("label_"), column)  # OpenCost's
+    return out
+
+
+def _error(exc: BadParameter, inputs: Iterable[str | None] = ()) -> Response:
+    """OpenCost's 400, its message quoting at most 64 characters of any of ``inputs``."""
+    message = clip(str(exc), [v for v in inputs if v])
+    if exc.plain:  # Go's http.Error: text, a newline, nosniff
+        headers = {"X-Content-Type-Options": "nosniff"}
+        return PlainTextResponse(f"{message}\n", 400, headers=headers)
+    body = {"code": 400, "status": "", "data": None, "message": f"Error: {message}"}
+    return Response(to_json(body), 400, media_type="application/json")
+
+
+@router.get(
+    "/allocation",
+    summary="OpenCost's allocation API: GPU cost per namespace, label, node, …",
+    description="OpenCost's `/allocation` parameters and answer (docs/api.md). CPU, RAM, "
+    "network and storage fields are 0: gpu-costsvc prices GPUs.",
+    response_model=None,
+    responses=RESPONSES,
+)
+# OpenCost's cost-model path, OpenCost's UI's and kubectl-cost --opencost's
+@router.get("/allocation/compute", include_in_schema=False, response_model=None)
+def allocation(
+    request: Request,
+    who: Caller,
+    db: Db,
+    now: Now,
+    answers: Answers,
+    window: Text = None,
+    step: Text = None,
+    aggregate: Annotated[list[str] | None, Query()] = None,
+    accumulate: Text = None,
+    accumulate_by: Annotated[str | None, Query(alias="accumulateBy")] = None,
+    include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
+    share_idle: Annotated[str | None, Query(alias="shareIdle")] = None,
+    idle_by_node: Annotated[str | None, Query(alias="idleByNode")] = None,
+    include_parcs: Annotated[
+        str | None, Query(alias="includeProportionalAssetResourceCosts")
+    ] = None,
+    filter_text: Annotated[str | None, Query(alias="filter")] = None,
+) -> Response:
+    given = [window, step, accumulate, accumulate_by, include_idle, share_idle, idle_by_node]
+    given.append(filter_text)
+    if (
+        any(len(v) > MAX_PARAMETER for v in given if v)
+        or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
+    ):
+        return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters"))
+    labels = label_columns(request, db)
+    try:
+        span = parse_window(window or "", now)
+        aggregates = parse_aggregates(split_list(aggregate), labels)
+        accumulation = parse_accumulate(accumulate, accumulate_by)
+        stepped = bool((step or "").strip())
+        sets = plan(span, parse_step(step, span, accumulation), accumulation, stepped)
+        options = Options(
+            aggregates,
+            include_idle=parse_bool(include_idle),
+            share_idle=parse_bool(share_idle),
+            idle_by_node=parse_bool(idle_by_node),
+        )
+        if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
+            raise BadParameter(
+                "bad request - includeIdle must be set true if "
+                "includeProportionalAssetResourceCosts is true"
+            )
+        keep: Node | None = None
+        columns = {c for a in aggregates for c in a.columns}
+        if filter_text:
+            try:
+                keep = parse(filter_text)
+                columns |= check_filter(keep, labels)
+            except FilterError as exc:
+                raise BadParameter(f"Invalid filter: {exc}") from None
+    except BadParameter as exc:
+        return _error(exc, [*given, *(aggregate or [])])
+    if options.idle_by_node:
+        columns.add("node")
+    if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows
+        columns |= set(CONTROLLER_COLUMNS)
+    from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
+    if from_history:  # pod labels from the history, by pod
+        columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
+    team = None if who.sees_all else who.team
+    if not who.sees_all and team is None:  # a role that is neither all-seeing nor a team's
+        raise HTTPException(403, f"a {who.role} token cannot read allocations")
+
+    def compute() -> Response:
+        rows: list[Any] = []
+        if sets.sets:
+            query = sets.query
+            with db.connect() as conn:
+                rows, currencies = allocation_rows(
+                    conn, query.start, query.end, sets.step, columns, team
+                )
+                if from_history:
+                    history = label_history(conn, query.start, sets.sets[-1].end)
+                    rows = with_labels(rows, sets.sets, from_history, history)
+            if len(currencies) > 1:
+                return _error(
+                    BadParameter(
+                        f"the window holds costs in {len(currencies)} currencies "
+                        f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
+                    )
+                )
+        body = response_json(rows, sets.sets, options, labels, keep, sets.groups)
+        return Response(body, media_type="application/json")
+
+    key = (
+        "allocation",
+        team,
+        sets.query,
+        tuple(sets.sets),
+        tuple(sets.groups),
+        tuple(aggregates),
+        options.include_idle,
+        options.share_idle,
+        options.idle_by_node,
+        filter_text or "",
+        tuple(sorted(labels.items())),
+    )
+    if from_history:  # the label watcher writes without a data version: never cached
+        return compute()
+    answer: Response = answers.get(db, key, compute)  # the app's, bounded in bytes
+    return answer

@@ -1,0 +1,554 @@
+"""Who pays for each GPU-hour. Pure: usage facts + owners + cost model -> chargeback lines.
+
+Per physical GPU and hour (docs/cost-model.md):
+
+- its **cost** is the price in force for its model and node pool x the time it existed;
+- a container's **allocated** cost is the price x ∫ share dt (share of the physical GPU: whole
+  GPU 1, MIG instance compute slices / the GPU's — or memory slices / the GPU's on request, the
+  GPU's MIG geometry by costsvc/rules/mig.py's one rule — time-slice replica 1 / replicas);
+- a DRA claim or a fractional holding (HAMi, memory-profile vGPU) is a share like any other: by
+  ``gpu_allocation_share`` (compute) by default, ``gpu_allocation_memory_share`` or the larger
+  of the two on request (``fractional_share_basis``); holdings adding up to more than the GPU
+  (over-subscription) are scaled down to it (at each instant, by the ingest);
+- on a shared GPU under policy ``usage`` the allocated cost of the held replicas is re-split in
+  proportion to the holders' measured SM time (equally if nobody used it); unheld replicas stay
+  idle either way, so a policy switch moves money between teams only;
+- **used** = allocated x the utilisation of what the holder held
+  (costsvc/ingest/gauges/holding_hour.py measures it at sample resolution: ``busy_share_seconds`` /
+  ``share_seconds``); **waste** = allocated - used; a holding with no
+  utilisation series at all (an A100 MIG instance: no device utilisation in MIG mode, no GPM
+  before Hopper) is neither used nor waste: its efficiency is unknown, never 0 % or 100 %, and
+  its allocated cost stays *unmeasured* (allocated - used - waste);
+- **lost** GPU time (``lost_seconds``: the ingest already cut it out of the holders' shares)
+  is idle, counted as ``unavailable`` on the ``__idle__`` line of its node and model whatever
+  the idle policy;
+- **GPU-hours** follow the MIG basis in force, split per GPU so they add up; ``__idle__``
+  lines carry the GPU-hours nobody held;
+- **idle** = the GPU's cost - allocated: its own ``__idle__`` line (``separate``), or spread over
+  the hour's lines by allocated cost (``weighted``) or equally over teams (``even``).
+
+All money is integer micro-units; every split is a largest-remainder split, so for every hour
+Σ allocated + Σ idle = fleet cost exactly, and :func:`attribute_hour` checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from decimal import Decimal
+from operator import attrgetter
+
+from costsvc.kit.money import MICRO, round_micro, split
+from costsvc.rules.chargeback import IDLE, LINE_KEY, UNALLOCATED
+from costsvc.rules.cost_model import CostModel
+from costsvc.rules.energy import (
+    MJ_PER_KWH,
+    Draw,
+    Measured,
+    carbon_mg,
+    idle_baseline,
+    split_by_energy,
+    split_carbon,
+    split_energy,
+)
+from costsvc.rules.mig import Geometry, known_geometry
+
+HOUR = Decimal(3600)
+# how a GPU's hour was read (docs/cost-model.md, "Two rules, one per source"): from our
+# exporter's integrals (its counters of seconds), or from the gauges (our exporter's before
+# its counters, dcgm-exporter + kube-state-metrics)
+INTEGRALS = "integrals"
+GAUGES = "gauges"
+_KEY_OF = attrgetter(*LINE_KEY)
+PodKey = tuple[str, str, str]  # cluster, namespace, pod
+GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
+
+
+# (GpuHour, Holding, Owner: not frozen — a frozen dataclass's __init__ sets each field through
+# object.__setattr__: 5.4 µs for a Holding against 0.9, and an hour builds one per holding.
+# Hashable all the same (unsafe_hash); nothing changes them once built.)
+@dataclass(slots=True, unsafe_hash=True)
+class GpuHour:
+    """A physical GPU during one hour."""
+
+    cluster: str
+    node: str
+    gpu_uuid: str
+    model: str
+    node_pool: str | None
+    # how long it existed (was reported) in the hour: up to 3600 s, more for an hour read from
+    # its exporter's integrals after a scrape gap (what the exporter saw through the gap is
+    # billed in the hour of the first scrape after it: docs/cost-model.md)
+    present_seconds: Decimal
+    # its energy (costsvc/rules/energy.py): drawn in the hour, of it during gaps, the time measured
+    energy_mj: int = 0
+    gap_mj: int = 0
+    energy_seconds: Decimal = Decimal(0)
+    min_power_mw: int | None = None  # the lowest power it drew in the hour (idle estimate)
+    lost_seconds: Decimal = Decimal(0)  # of present_seconds, reported lost (gpu_device_up 0)
+    # a GPU with MIG instances: its slices (costsvc/rules/mig.py), None where unknown
+    mig_geometry: Geometry | None = None
+    # the rule its hour was read by (costsvc/ingest/collect.py): INTEGRALS, GAUGES, or ""
+    # where unknown (an hour stored before the rule was kept)
+    reads: str = ""
+
+    @property
+    def key(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Holding:
+    """A container's hold on one device unit of a GPU during one hour. The GPU is
+    (``cluster``, ``gpu_uuid``): the same UUID in two clusters is two GPUs."""
+
+    gpu_uuid: str
+    namespace: str
+    pod: str
+    container: str
+    share_seconds: Decimal  # ∫ gpu_allocation_share dt (compute basis for MIG, as published)
+    busy_share_seconds: Decimal | None = Decimal(0)  # ∫ share x utilisation dt; None: unknown
+    sm_seconds: Decimal = Decimal(0)  # ∫ container SM utilisation dt (shared GPUs)
+    shared: bool = False  # a time-slice / MPS replica
+    compute_slices: int | None = None  # MIG instance
+    memory_slices: int | None = None
+    gi_id: int | None = None  # the MIG GPU instance; None for a whole GPU or a replica
+    mig_profile: str = ""  # e.g. "1g.10gb" for a MIG instance
+    # ∫ gpu_allocation_memory_share dt; None where the exporter publishes none (dcgm-exporter,
+    # older exporters): the memory basis then falls back to the compute share
+    memory_share_seconds: Decimal | None = None
+    cluster: str = field(kw_only=True)  # the GPU's cluster
+
+    @property
+    def gpu(self) -> GpuKey:
+        return (self.cluster, self.gpu_uuid)
+
+
+@dataclass(slots=True, unsafe_hash=True)
+class Owner:
+    team: str
+    project: str
+    stage: str
+
+
+Controller = tuple[str, str]  # a pod's controller: (kind as the API names it, name)
+NO: Controller = ("", "")
+
+
+@dataclass(slots=True)
+class Line:
+    """One chargeback line of one hour."""
+
+    cluster: str
+    team: str
+    project: str
+    stage: str
+    namespace: str
+    pod: str
+    node: str = ""
+    gpu_model: str = ""
+    mig_profile: str = ""
+    container: str = ""  # the holding's container
+    controller_kind: str = ""  # the pod's controller at that hour ("" none)
+    controller: str = ""
+    allocated: int = 0
+    used: int = 0
+    waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
+    idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
+    gpu_hours: int = 0  # micro GPU-hours held (on the basis in force), or an __idle__ line's unheld
+    unavailable: int = 0  # of an __idle__ line's idle: the cost of time its GPUs were lost
+    unavailable_gpu_hours: int = 0  # micro GPU-hours its GPUs were lost
+    # energy (mJ) and carbon (mg CO2e) like allocated / idle: attributed, and idle spread
+    # onto the line (weighted / even) or an __idle__ line's own
+    energy_mj: int = 0
+    idle_energy_mj: int = 0
+    co2e_mg: int = 0
+    idle_co2e_mg: int = 0
+    # the price per GPU-hour its GPUs were charged (micro-units); None where they were charged
+    # different prices (a cluster's idle line over several models), or unknown
+    unit_price: int | None = None
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The line's chargeback key (:data:`costsvc.rules.chargeback.LINE_KEY`)."""
+        found: tuple[str, ...] = _KEY_OF(self)
+        return found
+
+
+@dataclass
+class HourFacts:
+    """One hour of one Prometheus: the GPUs present, their holdings, the pods' labels and
+    controllers."""
+
+    start: datetime
+    gpus: list[GpuHour] = field(default_factory=list)
+    holdings: list[Holding] = field(default_factory=list)
+    pod_labels: dict[PodKey, dict[str, str]] = field(default_factory=dict)
+    namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
+    controllers: dict[PodKey, Controller] = field(default_factory=dict)  # pods' controllers
+
+    def controller_of(self, cluster: str, namespace: str, pod: str) -> Controller | None:
+        return self.controllers.get((cluster, namespace, pod))
+
+
+def with_geometry(facts: HourFacts, geometry: dict[GpuKey, Geometry]) -> None:
+    """The GPUs of ``facts`` that have MIG instances, with their geometry."""
+    facts.gpus = [
+        replace(g, mig_geometry=geometry[g.key]) if g.key in geometry else g for g in facts.gpus
+    ]
+
+
+def is_shared(mig_instance: bool, top_share: Decimal) -> bool:
+    """A time-slice / MPS replica: a hold on a whole GPU (not a MIG instance) that never
+    reached all of it."""
+    return not mig_instance and top_share < 1
+
+
+def busy_seconds(
+    share_seconds: Decimal,
+    shared: bool,
+    sm_seconds: Decimal | None,
+    utilisation: Decimal | None,
+) -> Decimal | None:
+    """∫ share x utilisation dt of a holding. On a shared GPU: the holder's own SM time (at
+    most its share); otherwise its share x the device's (GPU or MIG instance) mean
+    utilisation over the hour, capped at 1. None (unknown) where there is no series to tell:
+    ``sm_seconds`` None means no per-container data for the GPU, ``utilisation`` None no
+    utilisation series for the device."""
+    if shared and sm_seconds is not None:
+        return min(share_seconds, sm_seconds)
+    if utilisation is None:
+        return None
+    if shared:  # the GPU's activity is known, nobody's share of it: not this holder's
+        return None
+    return share_seconds * min(utilisation, Decimal(1))
+
+
+@dataclass(slots=True)
+class HourResult:
+    hour: datetime
+    lines: list[Line] = field(default_factory=list)
+    fleet_cost: int = 0
+    gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
+    gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
+    gpu_kwh_price: dict[GpuKey, int] = field(default_factory=dict)  # per measured kWh, or 0
+    gpu_carbon: dict[GpuKey, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
+    gpu_co2e: dict[GpuKey, int] = field(default_factory=dict)  # mg CO2e per GPU
+    fleet_energy: int = 0  # mJ
+    fleet_co2e: int = 0  # mg
+
+    def total(self) -> int:
+        return sum(line.allocated + line.idle for line in self.lines)
+
+
+@dataclass(slots=True)
+class Idle:
+    """The idle part of the GPUs of one node and model (or one cluster) in an hour."""
+
+    cost: int = 0  # unheld, available capacity (and the idle energy's money)
+    gpu_hours: int = 0  # micro GPU-hours of it
+    unavailable: int = 0  # lost GPU time (gpu_device_up 0)
+    unavailable_hours: int = 0
+    energy_mj: int = 0
+    co2e_mg: int = 0
+    prices: set[int] = field(default_factory=set)  # the prices its GPUs were charged
+
+    def amounts(self) -> tuple[int, int, int]:
+        """What the idle policy spreads: available idle cost, energy, carbon."""
+        return (self.cost, self.energy_mj, self.co2e_mg)
+
+
+class InvariantBroken(AssertionError):
+    pass
+
+
+def attribute_hour(
+    hour: datetime,
+    gpus: Iterable[GpuHour],
+    holdings: Iterable[Holding],
+    owner_of: Callable[[str, str, str], Owner | None],
+    model: CostModel,
+    controller_of: Callable[[str, str, str], Controller | None] | None = None,
+) -> HourResult:
+    """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
+    owner (None: nobody, ``__unallocated__``), ``controller_of`` its controller (None: none
+    known). Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU
+    present (costsvc.ingest.gauges.exporter and costsvc.ingest.integrals do)."""
+    gpus = list(gpus)
+    by_gpu: dict[GpuKey, list[Holding]] = {}
+    for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
+        by_gpu.setdefault(h.gpu, []).append(h)
+    # raises MissingPrices naming every unpriced model
+    prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
+    entries = {pair: model.price_at(hour, *pair) for pair in prices}
+    basis = model.policies.mig_share_basis
+    fractional_basis = model.policies.fractional_share_basis
+    usage_policy = model.policies.shared_gpu_policy == "usage"
+
+    result = HourResult(hour)
+    lines: dict[tuple[str, ...], Line] = {}
+    # the lines whose GPUs were charged more than one price: those prices
+    mixed: dict[tuple[str, ...], set[int | None]] = {}
+    idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
+    carbons: dict[tuple[str, str | None], int] = {}  # (cluster, node pool) -> µg CO2e per kWh
+    for g in gpus:
+        price = prices[(g.model, g.node_pool)]
+        entry = entries[(g.model, g.node_pool)]
+        assert entry is not None
+        kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
+        present = g.present_seconds  # (a gap's seconds beyond the hour are priced too)
+        capital = round_micro(price * present / HOUR)
+        # measured power: the energy drawn x its price, charged as the energy is split
+        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
+        cost = capital + energy_money
+        result.gpu_cost[g.key] = cost
+        result.gpu_price[g.key] = price
+        result.gpu_kwh_price[g.key] = kwh_price
+        result.fleet_cost += cost
+        held = by_gpu.get(g.key, [])
+        weights = [_weight(h, basis, fractional_basis, g) for h in held]
+        priced = _by_usage(held, weights) if usage_policy else weights
+        # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
+        # the ingest (costsvc.ingest.gauges.exporter); as a last guard, holdings worth more than the
+        # GPU's cost share exactly its cost, each in proportion to its weight
+        allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
+        parts = split(allocated_total, priced) if held else []
+        # lost time (the ingest cut it out of the holders' shares) is idle, and unavailable
+        lost = min(g.lost_seconds, present)
+        unavailable = min(round_micro(price * lost / HOUR), capital - allocated_total)
+        place = (g.cluster, g.node_pool)  # (every GPU of a cluster and pool: one intensity)
+        carbon = carbons.get(place)
+        if carbon is None:
+            carbon = carbons[place] = model.carbon_at(hour, *place)
+        energy, co2e, idle_energy, idle_co2e = _energy(g, held, weights, entry.idle_watts, carbon)
+        if energy_money:
+            *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
+            parts = [p + m for p, m in zip(parts, drawn, strict=True)]
+            allocated_total += sum(drawn)
+        result.gpu_carbon[g.key] = carbon
+        result.fleet_energy += g.energy_mj
+        result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
+        result.fleet_co2e += sum(co2e) + idle_co2e
+        idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        idle.prices.add(price)
+        idle.unavailable += unavailable
+        idle.cost += cost - allocated_total - unavailable
+        idle.energy_mj += idle_energy
+        idle.co2e_mg += idle_co2e
+        lost_hours = round_micro(lost * MICRO / HOUR)
+        present_hours = round_micro(present * MICRO / HOUR)
+        idle.unavailable_hours += lost_hours
+        # GPU-hours on the basis in force, split so that they add up to the GPU's held total
+        held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
+        held_parts = split(held_hours, weights) if held else []
+        for h, allocated, gpu_hours, mj, mg in zip(
+            held, parts, held_parts, energy, co2e, strict=True
+        ):
+            busy = h.busy_share_seconds
+            if busy is None:  # unknown: neither used nor waste (unmeasured)
+                used = waste = 0
+            else:
+                util = busy / h.share_seconds if h.share_seconds else Decimal(0)
+                used = min(allocated, round_micro(allocated * min(util, Decimal(1))))
+                waste = allocated - used
+            who = owner_of(g.cluster, h.namespace, h.pod) or Owner(
+                UNALLOCATED, UNALLOCATED, UNALLOCATED
+            )
+            kind, name = (controller_of and controller_of(g.cluster, h.namespace, h.pod)) or NO
+            key = (
+                g.cluster,
+                who.team,
+                who.project,
+                who.stage,
+                h.namespace,
+                h.pod,
+                g.node,
+                g.model,
+                h.mig_profile,
+                h.container,
+                kind,
+                name,
+            )
+            line = lines.get(key)
+            if line is None:
+                line = lines[key] = Line(*key)
+                line.unit_price = price
+            elif line.unit_price != price:
+                mixed.setdefault(key, {line.unit_price}).add(price)
+            line.allocated += allocated
+            line.used += used
+            line.waste += waste
+            line.gpu_hours += gpu_hours
+            line.energy_mj += mj
+            line.co2e_mg += mg
+        # the unheld GPU-hours: present - held, of which lost_hours were lost
+        idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
+
+    for line_key, charged in mixed.items():
+        lines[line_key].unit_price = _one(charged)
+    result.lines = [lines[k] for k in sorted(lines)]  # (in order of Line.key: the same tuple)
+    policy = model.policies.idle_policy
+    separate = policy == "separate"
+    for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
+        # an __idle__ line per node and GPU model: where the idle GPUs are. Under ``weighted``
+        # and ``even`` the free capacity's cost, energy and carbon move onto the teams' lines;
+        # lost GPU time stays here, whatever the policy: broken hardware is nobody's usage
+        money = idle.cost + idle.unavailable if separate else idle.unavailable
+        hours = idle.gpu_hours + idle.unavailable_hours if separate else idle.unavailable_hours
+        mj, mg = (idle.energy_mj, idle.co2e_mg) if separate else (0, 0)
+        if money or hours or mj or mg:
+            line = Line(
+                cluster,
+                IDLE,
+                IDLE,
+                IDLE,
+                "",
+                "",
+                node,
+                gpu_model,
+                idle=money,
+                idle_energy_mj=mj,
+                idle_co2e_mg=mg,
+            )
+            line.gpu_hours = hours
+            line.unavailable = idle.unavailable
+            line.unavailable_gpu_hours = idle.unavailable_hours
+            line.unit_price = _one(idle.prices)
+            result.lines.append(line)
+    if not separate:
+        by_cluster: dict[str, Idle] = {}
+        for (cluster, _, _), idle in idle_by_gpu.items():
+            mine = by_cluster.setdefault(cluster, Idle())
+            mine.cost += idle.cost
+            mine.gpu_hours += idle.gpu_hours
+            mine.energy_mj += idle.energy_mj
+            mine.co2e_mg += idle.co2e_mg
+            mine.prices |= idle.prices
+        for cluster, idle in sorted(by_cluster.items()):
+            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours, _one(idle.prices))
+    _check(result)
+    return result
+
+
+def _check(result: HourResult) -> None:
+    """Σ attributed + idle = the fleet's, for money, energy and carbon alike."""
+    lines = result.lines
+    for what, fleet, got in (
+        ("cost", result.fleet_cost, result.total()),
+        ("energy", result.fleet_energy, sum(ln.energy_mj + ln.idle_energy_mj for ln in lines)),
+        ("CO2e", result.fleet_co2e, sum(ln.co2e_mg + ln.idle_co2e_mg for ln in lines)),
+    ):
+        if got != fleet:
+            raise InvariantBroken(
+                f"{result.hour:%Y-%m-%d %H:00}: attributed + idle {what} = {got} != fleet {fleet}"
+            )
+
+
+def activity(h: Holding) -> Decimal | None:
+    """A holding's measured activity, GPU-seconds: a replica's own SM time, else ∫ share x
+    utilisation dt (None: unknown)."""
+    if h.shared:
+        return None if h.busy_share_seconds is None else h.sm_seconds
+    return h.busy_share_seconds
+
+
+def _energy(
+    g: GpuHour,
+    held: list[Holding],
+    weights: list[Decimal],
+    idle_watts: Decimal | None,
+    carbon: int,
+) -> tuple[list[int], list[int], int, int]:
+    """A GPU's energy and carbon split over its holdings (in order, with their ``weights``:
+    :func:`_weight`) and idle; ``carbon``: the intensity it is charged (µg CO2e per kWh)."""
+    if idle_watts is None and g.min_power_mw is not None:
+        idle_watts = Decimal(g.min_power_mw) / 1000  # the lowest power it drew this hour
+    measured = Measured(g.energy_mj, g.gap_mj, g.energy_seconds)
+    idle_mj = idle_baseline(measured, idle_watts)
+    draws = [Draw(w, activity(h)) for h, w in zip(held, weights, strict=True)]
+    energy = split_energy(measured, idle_mj, draws)
+    *co2e, idle_co2e = split_carbon(carbon_mg(g.energy_mj, carbon), [*energy.parts, energy.idle])
+    return energy.parts, co2e, energy.idle, idle_co2e
+
+
+def _order(h: Holding) -> tuple[str, str, int, str, str, str]:
+    gi = -1 if h.gi_id is None else h.gi_id
+    return (h.cluster, h.gpu_uuid, gi, h.namespace, h.pod, h.container)
+
+
+def _weight(h: Holding, basis: str, fractional_basis: str, g: GpuHour) -> Decimal:
+    """∫ share dt, in GPU-seconds of the physical GPU: a MIG instance on the chosen MIG basis
+    (its share is published on the compute basis: slices / the GPU's; on the memory basis it
+    is rescaled by the GPU's geometry by the one rule, costsvc/rules/mig.py, which raises
+    :class:`~costsvc.rules.mig.UnknownMigGeometry` where it is unknown),
+    anything else (whole GPU, replica, DRA claim, HAMi or vGPU fraction) on the fractional
+    basis — compute, memory, or the larger of the two hour integrals."""
+    if h.compute_slices and h.memory_slices is not None:
+        if basis == "memory":
+            gpu = known_geometry(g.model, g.mig_geometry, f" ({g.gpu_uuid})")
+            of_memory = Decimal(h.memory_slices) / gpu.memory_slices
+            return h.share_seconds * of_memory / (Decimal(h.compute_slices) / gpu.compute_slices)
+        return h.share_seconds
+    memory = h.memory_share_seconds
+    if memory is None or fractional_basis == "compute":
+        return h.share_seconds
+    return memory if fractional_basis == "memory" else max(memory, h.share_seconds)
+
+
+def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
+    """Re-split the shared holdings' weight in proportion to their SM time."""
+    shared = [i for i, h in enumerate(held) if h.shared]
+    if not shared:
+        return weights
+    pool = sum((weights[i] for i in shared), Decimal(0))
+    sm = [held[i].sm_seconds for i in shared]
+    total_sm = sum(sm, Decimal(0))
+    out = list(weights)
+    for i, s in zip(shared, sm, strict=True):
+        out[i] = pool * s / total_sm if total_sm else pool / len(shared)
+    return out
+
+
+IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
+
+
+def _one(prices: set[int] | set[int | None]) -> int | None:
+    """The price a line's GPUs were charged, when they were all charged the same."""
+    return next(iter(prices)) if len(prices) == 1 else None
+
+
+def _place_idle(
+    result: HourResult,
+    cluster: str,
+    amounts: tuple[int, int, int],
+    policy: str,
+    hours: int = 0,
+    price: int | None = None,
+) -> None:
+    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
+    (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
+    lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
+    if not any(amounts):
+        return
+    if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
+        idle, mj, mg = amounts
+        line = Line(
+            cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
+        )
+        line.gpu_hours = hours
+        line.unit_price = price
+        result.lines.append(line)
+        return
+    for name, amount in zip(IDLE_FIELDS, amounts, strict=True):
+        if policy == "weighted":
+            weights = [line.allocated for line in lines]
+            for line, part in zip(lines, split(amount, weights), strict=True):
+                setattr(line, name, getattr(line, name) + part)
+            continue
+        teams = sorted({line.team for line in lines})  # even: equal per team, then by cost
+        for team, part in zip(teams, split(amount, [1] * len(teams)), strict=True):
+            mine = [line for line in lines if line.team == team]
+            for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
+                setattr(line, name, getattr(line, name) + p)

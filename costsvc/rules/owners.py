@@ -1,0 +1,91 @@
+"""Team, project and stage of a pod, from its labels as they were at that hour. Pure.
+
+The one home of the owner rule (docs/architecture.md, "Rules"): :func:`resolve_label` —
+a pod's label, else its namespace's, else a fallback — used by the ingest (:class:`OwnerLookup`),
+rightsizing (costsvc/advice/run.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py).
+
+Each dimension is taken from the first of its configured pod label keys that the pod has; if
+none, from the same keys on the pod's namespace (when ``namespace_fallback`` is on); else
+``__unallocated__``. Labels come from the Kubernetes-API history where it has the pod, else
+from kube-state-metrics (whose label keys are sanitised: ``label_app_kubernetes_io_team``).
+Label values are untrusted text: they are kept verbatim here and made safe where they are
+written out (exposition, JSON, CSV).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from costsvc.rules.attribution import HourFacts, Owner
+from costsvc.rules.chargeback import UNALLOCATED
+from costsvc.rules.cost_model import LabelKeys
+from kube.label_names import sanitize_label
+
+PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
+NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
+
+
+def _first(labels: Mapping[str, str], keys: Sequence[str]) -> str | None:
+    for key in keys:
+        value = labels.get(key)
+        if value:
+            return value
+    return None
+
+
+def resolve_label(
+    pod_labels: Mapping[str, str],
+    namespace_labels: Mapping[str, str],
+    keys: Sequence[str],
+    fallback: str = "",
+    namespace_fallback: bool = True,
+) -> str:
+    """The owner rule: the value of the first of ``keys`` the pod has (non-empty); else, with
+    ``namespace_fallback``, of the first its namespace has; else ``fallback``."""
+    found = _first(pod_labels, keys)
+    if found is None and namespace_fallback:
+        found = _first(namespace_labels, keys)
+    return found or fallback
+
+
+def resolve_owner(
+    pod_labels: Mapping[str, str], namespace_labels: Mapping[str, str], keys: LabelKeys
+) -> Owner:
+    fallback = keys.namespace_fallback  # (once per holding and hour: no closure per call)
+    return Owner(
+        resolve_label(pod_labels, namespace_labels, keys.team, UNALLOCATED, fallback),
+        resolve_label(pod_labels, namespace_labels, keys.project, UNALLOCATED, fallback),
+        resolve_label(pod_labels, namespace_labels, keys.stage, UNALLOCATED, fallback),
+    )
+
+
+def sanitised_keys(keys: LabelKeys) -> LabelKeys:
+    """``keys`` as kube-state-metrics writes label keys (the form the labels are kept in)."""
+    return LabelKeys(
+        team=[sanitize_label(k) for k in keys.team],
+        project=[sanitize_label(k) for k in keys.project],
+        stage=[sanitize_label(k) for k in keys.stage],
+        namespace_fallback=keys.namespace_fallback,
+    )
+
+
+def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: NamespaceLabels) -> None:
+    """Labels from the Kubernetes-API history win over kube-state-metrics' in ``facts``."""
+    for (ns, pod), labels in pods.items():
+        facts.pod_labels[(cluster, ns, pod)] = {sanitize_label(k): v for k, v in labels.items()}
+    for name, labels in spaces.items():
+        facts.namespace_labels[(cluster, name)] = {sanitize_label(k): v for k, v in labels.items()}
+
+
+class OwnerLookup:
+    """``(cluster, namespace, pod) -> Owner`` over one hour's labels."""
+
+    def __init__(self, facts: HourFacts, keys: LabelKeys) -> None:
+        self._facts = facts
+        # the labels are kept sanitised (kube-state-metrics' form): look the keys up that way
+        self._keys = sanitised_keys(keys)
+
+    def __call__(self, cluster: str, namespace: str, pod: str) -> Owner | None:
+        pod_labels = self._facts.pod_labels.get((cluster, namespace, pod), {})
+        ns_labels = self._facts.namespace_labels.get((cluster, namespace), {})
+        return resolve_owner(pod_labels, ns_labels, self._keys)
