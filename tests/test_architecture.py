@@ -244,3 +244,62 @@ def test_no_module_is_over_600_lines() -> None:
         and (n := path.read_text(encoding="utf-8").count("\n")) > MAX_LINES
     )
     assert long == []
+
+
+TREE_LINE = re.compile(r"^((?:[│ ]   )*)(?:[├└]── )?([A-Za-z0-9_]+(?:/|\.py))(?:\s|$)")
+
+
+def doc_tree(text: str) -> set[str]:
+    """The paths drawn in docs/architecture.md's "The layout" tree: each line a folder
+    (``name/``) or module (``name.py``), its depth by the ``│   `` columns before it."""
+    block = text.split("## The layout", 1)[1].split("```", 2)[1]
+    found: set[str] = set()
+    parents: list[str] = []
+    for line in block.splitlines():
+        match = TREE_LINE.match(line)
+        if not match:
+            continue
+        depth = len(match.group(1)) // 4 + (
+            1 if match.group(0).lstrip("│ ").startswith(("├", "└")) else 0
+        )
+        parents = parents[:depth]
+        path = "".join(parents) + match.group(2)
+        found.add(path)
+        if path.endswith("/"):
+            parents.append(match.group(2))
+    return found
+
+
+def code_tree(root: Path = ROOT) -> set[str]:
+    """Every package folder of the four packages, and the modules at the top of ``costsvc/``
+    (the command line only: everything else lives in a domain's folder)."""
+    folders = {
+        init.parent.relative_to(root).as_posix() + "/"
+        for package in PACKAGES
+        for init in (root / package).rglob("__init__.py")
+    }
+    top = {
+        p.relative_to(root).as_posix()
+        for p in (root / "costsvc").glob("*.py")
+        if p.name not in ("__init__.py", "__main__.py")
+    }
+    return folders | top
+
+
+def test_the_layout_tree_is_the_codes() -> None:
+    assert doc_tree(DOC.read_text(encoding="utf-8")) == code_tree()
+
+
+def test_no_module_at_the_top_of_costsvc_but_the_command_line() -> None:
+    assert {p for p in code_tree() if not p.endswith("/")} == {"costsvc/cli.py"}
+
+
+def test_the_tree_check_sees_a_missing_folder(tmp_path: Path) -> None:
+    """A folder in the code but not in the tree, and a module at the top of costsvc/, are
+    both found."""
+    for rel in ("costsvc/__init__.py", "costsvc/kit/__init__.py", "costsvc/new/__init__.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("")
+    (tmp_path / "costsvc" / "stray.py").write_text("")
+    drawn = doc_tree("## The layout\n\n```\ncostsvc/   x\n├── kit/   y\n```\n")
+    assert code_tree(tmp_path) - drawn == {"costsvc/new/", "costsvc/stray.py"}
