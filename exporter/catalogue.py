@@ -303,7 +303,7 @@ DEVICE_INFO = Series(
     "nvmlDeviceGetSerial, nvmlDeviceGetVbiosVersion, nvmlDeviceGetMemoryInfo",
 )
 
-# Integrals at collection resolution (exporter/integrals.py, issue 29): counters of seconds, so
+# Integrals at collection resolution (exporter/integrals.py): counters of seconds, so
 # that any two scrapes give the integral between them, finer than the scrape
 _AT_COLLECTION = "each collection (exporter/integrals.py)"
 ALLOCATION_SHARE_SECONDS = Series(

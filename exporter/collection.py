@@ -66,7 +66,7 @@ class Exporter:
             monotonic=monotonic,
         )
         self.renderer = GpuRenderer(hostname, self.collectors, pod_labels, hostname_label, pod_uid)
-        # what each collection held, integrated over time (issue 29): counters of seconds
+        # what each collection held, integrated over time: counters of seconds
         self.integrals = Integrals(
             interval,
             {s.name: s.help for s in cat.INTEGRALS},

@@ -1,4 +1,4 @@
-"""Time integrals at collection resolution, published as counters (issue 29).
+"""Time integrals at collection resolution, published as counters.
 
 A gauge scraped every minute tells a reader its value at each scrape; what a bill needs of it is
 its integral over an hour, which a reader can only approximate from the scrapes, or compute

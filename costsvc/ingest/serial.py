@@ -54,7 +54,7 @@ FULL_COLLECTION_EVERY = 24
 # a run that writes at least this many hours of a UTC day leaves the day's per-pod rollup
 # pending and writes it once from the day's chargeback when it ends (costsvc/db/rollup.py):
 # an hour's per-pod upserts cost the server ~90 ms at 5,000 pods, a day's rows from its
-# chargeback ~0.2 s (issue 29); a run of a few hours (serve's hourly one) adds them per hour
+# chargeback ~0.2 s; a run of a few hours (serve's hourly one) adds them per hour
 DEFER_POD_DAYS_FROM = 6
 
 

@@ -1,4 +1,4 @@
-"""Counters read as their edge values: the energy counter (issue 29).
+"""Counters read as their edge values: the energy counter.
 
 ``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION`` (costsvc/ingest/gauges/power.py) is read for every GPU,
 every hour, and its value changes at every scrape: read raw it was the largest read of a re-ingest

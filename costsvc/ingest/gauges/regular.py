@@ -1,4 +1,4 @@
-"""Series whose values change at every scrape, read as sums (issue 29).
+"""Series whose values change at every scrape, read as sums.
 
 A real fleet's utilisation and its containers' SM time change at every sample, so the fast
 reads of costsvc/ingest/gauges/steady.py never find them steady; what an hour needs of such a series
