@@ -11,20 +11,19 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel
 
 from costsvc.api.cache import Answers, json_response
-from costsvc.api.deps import Db, GroupBy, Now
+from costsvc.api.deps import Db, Given, GroupBy, Now, filter_params, scope_key, team_filters
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, check_team
 from costsvc.budgets.repository import budget_for
+from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import costs, forecast, top_wasters
 from costsvc.kit import windows
-from costsvc.kit.money import money
-from costsvc.kit.times import hour_floor, iso_z
-from costsvc.rules.chargeback import budget_state, month_of, parse_month
-from costsvc.rules.energy import kg, kwh
+from costsvc.kit.money import kg, money
+from costsvc.kit.times import hour_floor, iso_z, month_of, parse_month
+from costsvc.rules.chargeback import DIMENSIONS
+from costsvc.rules.energy import kwh
 
 router = APIRouter(tags=["costs"], responses=ERRORS)
-MAX_VALUES = 100  # filter values per filter, after splitting at commas
-MAX_VALUE = 253  # characters of one filter value (a pod name's limit)
 
 
 class Step(StrEnum):
@@ -71,17 +70,9 @@ def hours_asked(
     return span.start, span.end
 
 
-def _split(values: list[str] | None, name: str) -> list[str]:
-    """Repeated and comma-separated values, normalised (sorted, each once), bounded."""
-    found = {v for item in values or [] for v in item.split(",") if v}
-    if len(found) > MAX_VALUES:
-        raise HTTPException(400, f"{name}: at most {MAX_VALUES} values")
-    if any(len(v) > MAX_VALUE for v in found):
-        raise HTTPException(400, f"{name}: a value is longer than {MAX_VALUE} characters")
-    return sorted(found)
-
-
-Filter = Annotated[list[str] | None, Query(max_length=MAX_VALUES)]  # repeats; values: _split
+# the filters: every dimension but the controller's two (``workload`` names the pair), in order
+CONTROLLER = ("controller_kind", "controller")
+CostFilters = Annotated[Given, filter_params(*(d for d in DIMENSIONS if d not in CONTROLLER))]
 
 
 @router.get("/costs", response_model=CostsAnswer, summary="Costs by group over a time range")
@@ -89,6 +80,7 @@ async def get_costs(
     who: Caller,
     db: Db,
     now: Now,
+    given: CostFilters,  # before group_by: the description lists the filters first
     groups: GroupBy,
     answers: Answers,
     start: Annotated[
@@ -106,38 +98,9 @@ async def get_costs(
         ),
     ] = None,
     step: Step | None = None,
-    team: Filter = None,
-    project: Filter = None,
-    stage: Filter = None,
-    namespace: Filter = None,
-    pod: Filter = None,
-    cluster: Filter = None,
-    node: Filter = None,
-    gpu_model: Filter = None,
-    mig_profile: Filter = None,
-    container: Filter = None,
-    workload: Filter = None,
 ) -> Response:
     lo, hi = hours_asked(now, start, end, window)
-    given = {
-        "team": team,
-        "project": project,
-        "stage": stage,
-        "namespace": namespace,
-        "pod": pod,
-        "cluster": cluster,
-        "node": node,
-        "gpu_model": gpu_model,
-        "mig_profile": mig_profile,
-        "container": container,
-        "workload": workload,
-    }
-    filters = {k: found for k, v in given.items() if (found := _split(v, k))}
-    if not who.sees_all:
-        assert who.team is not None
-        if any(t != who.team for t in filters.get("team", [])):
-            raise HTTPException(403, "a team token can only ask about its own team")
-        filters["team"] = [who.team]
+    filters = team_filters(who, given)
     step_name = step.value if step else None
 
     def compute() -> Response:
@@ -153,8 +116,7 @@ async def get_costs(
             }
         )
 
-    scope = tuple((k, tuple(v)) for k, v in sorted(filters.items()))  # normalised
-    key = ("costs", lo, hi, tuple(groups), step_name, scope)
+    key = ("costs", lo, hi, tuple(groups), step_name, scope_key(filters))
     answer: Response = await answers.aget(db, key, compute)
     return answer
 

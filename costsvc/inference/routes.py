@@ -4,21 +4,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel
 from starlette.requests import Request as HttpRequest
 
 from costsvc.api.cache import Answers, json_response
-from costsvc.api.deps import Db, Now
+from costsvc.api.deps import Db, Given, Now, filter_params, scope_key, team_filters
 from costsvc.api.errors import ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
-from costsvc.auth.tokens import Principal
-from costsvc.costs.routes import Filter, Step, _split, hours_asked
-from costsvc.inference.queries import DIMENSIONS, Group, parse_group_by, served_totals
+from costsvc.costs.routes import Step, hours_asked
+from costsvc.inference.queries import DEFAULT_GROUP_BY, DIMENSIONS, Group, served_totals
 from costsvc.kit.csv_cells import CsvLines, safe_cell
 from costsvc.kit.quoting import clip
 from costsvc.kit.times import hour_floor, iso_z
@@ -26,6 +26,7 @@ from costsvc.kit.windows import BadParameter
 from costsvc.opencost.inference import Request, answer, parse_request
 from costsvc.opencost.shape import to_json
 from costsvc.reports.routes import EXPORT_ANSWERS, attachment
+from costsvc.rules.chargeback import parse_group_by
 
 router = APIRouter(tags=["inference"], responses=ERRORS)
 opencost_router = APIRouter(tags=["opencost"])
@@ -82,20 +83,9 @@ class InferenceAnswer(BaseModel):
     rows: list[InferenceRow]
 
 
-def _filters(who: Principal, given: dict[str, list[str] | None]) -> dict[str, list[str]]:
-    filters = {k: found for k, v in given.items() if (found := _split(v, k))}
-    if not who.sees_all:
-        if who.team is None:
-            raise HTTPException(403, f"a {who.role} token cannot read inference costs")
-        if any(t != who.team for t in filters.get("team", [])):
-            raise HTTPException(403, "a team token can only ask about its own team")
-        filters["team"] = [who.team]
-    return filters
-
-
 def _groups(group_by: list[str] | None) -> list[str]:
     try:
-        return parse_group_by(group_by)
+        return parse_group_by(group_by, DIMENSIONS, DEFAULT_GROUP_BY)
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
 
@@ -104,28 +94,18 @@ def _row(g: Group) -> dict[str, Any]:
     return {"start": g.start, "group": g.group, "currency": g.currency, **g.totals.figures()}
 
 
+@dataclass(frozen=True)
 class _Query:
-    """The parameters both ``/v1/inference`` answers share, checked once."""
+    """The parameters both ``/v1/inference`` answers share, checked once (:func:`_asked`)."""
 
-    def __init__(
-        self,
-        who: Principal,
-        now: datetime,
-        start: datetime | None,
-        end: datetime | None,
-        window: str | None,
-        step: Step | None,
-        group_by: list[str] | None,
-        given: dict[str, list[str] | None],
-    ) -> None:
-        self.lo, self.hi = hours_asked(now, start, end, window)
-        self.groups = _groups(group_by)
-        self.step = step.value if step else None
-        self.filters = _filters(who, given)
+    lo: datetime
+    hi: datetime
+    groups: list[str]
+    step: str | None
+    filters: dict[str, list[str]]
 
     def key(self, kind: str) -> tuple[Any, ...]:
-        scope = tuple((k, tuple(v)) for k, v in sorted(self.filters.items()))
-        return (kind, self.lo, self.hi, tuple(self.groups), self.step, scope)
+        return (kind, self.lo, self.hi, tuple(self.groups), self.step, scope_key(self.filters))
 
     def rows(self, db: Any) -> list[dict[str, Any]]:
         with db.connect() as conn:
@@ -133,44 +113,30 @@ class _Query:
         return [_row(g) for g in found]
 
 
-@router.get(
-    "/inference",
-    response_model=InferenceAnswer,
-    summary="Cost per million tokens by model, team or namespace (allocation and usage basis)",
-)
-async def get_inference(
+async def _asked(
     who: Caller,
-    db: Db,
     now: Now,
-    answers: Answers,
+    given: Annotated[Given, filter_params(*DIMENSIONS)],  # described after those below
     start: Start = None,
     end: End = None,
     window: WindowText = None,
     step: Step | None = None,
     group_by: GroupByParam = None,
-    model: Filter = None,
-    team: Filter = None,
-    project: Filter = None,
-    stage: Filter = None,
-    namespace: Filter = None,
-    pod: Filter = None,
-    cluster: Filter = None,
-    engine: Filter = None,
-    role: Filter = None,
-) -> Response:
-    given = {
-        "model": model,
-        "team": team,
-        "project": project,
-        "stage": stage,
-        "namespace": namespace,
-        "pod": pod,
-        "cluster": cluster,
-        "engine": engine,
-        "role": role,
-    }
-    q = _Query(who, now, start, end, window, step, group_by, given)
+) -> _Query:
+    lo, hi = hours_asked(now, start, end, window)
+    groups = _groups(group_by)
+    return _Query(lo, hi, groups, step.value if step else None, team_filters(who, given))
 
+
+Asked = Annotated[_Query, Depends(_asked)]
+
+
+@router.get(
+    "/inference",
+    response_model=InferenceAnswer,
+    summary="Cost per million tokens by model, team or namespace (allocation and usage basis)",
+)
+async def get_inference(who: Caller, db: Db, answers: Answers, q: Asked) -> Response:
     def compute() -> Response:
         return json_response(
             {
@@ -195,39 +161,7 @@ CSV_FIGURES = [f for f in InferenceRow.model_fields if f not in ("start", "group
     responses=EXPORT_ANSWERS,
     summary="The same as CSV (one line per group and step)",
 )
-def get_inference_csv(
-    request: HttpRequest,
-    who: Caller,
-    db: Db,
-    now: Now,
-    start: Start = None,
-    end: End = None,
-    window: WindowText = None,
-    step: Step | None = None,
-    group_by: GroupByParam = None,
-    model: Filter = None,
-    team: Filter = None,
-    project: Filter = None,
-    stage: Filter = None,
-    namespace: Filter = None,
-    pod: Filter = None,
-    cluster: Filter = None,
-    engine: Filter = None,
-    role: Filter = None,
-) -> SpooledResponse:
-    given = {
-        "model": model,
-        "team": team,
-        "project": project,
-        "stage": stage,
-        "namespace": namespace,
-        "pod": pod,
-        "cluster": cluster,
-        "engine": engine,
-        "role": role,
-    }
-    q = _Query(who, now, start, end, window, step, group_by, given)
-
+def get_inference_csv(request: HttpRequest, who: Caller, db: Db, q: Asked) -> SpooledResponse:
     def body() -> Iterator[str]:
         found = q.rows(db)
         out = CsvLines()
@@ -315,7 +249,7 @@ def inference_cost_total(
         )
     except BadParameter as exc:
         return _opencost_error(exc, [*given, *(aggregate or [])])
-    filters = _filters(who, {})
+    filters = team_filters(who, {})
     span = request.window
     lo = hour_floor(span.start)
 
@@ -333,10 +267,9 @@ def inference_cost_total(
         text = answer(request, [(g.group, g.totals) for g in groups], span.end)
         return Response(text, media_type="application/json")
 
-    scope = tuple((k, tuple(v)) for k, v in sorted(filters.items()))
     key = (
         "inferenceCost",
-        scope,
+        scope_key(filters),
         request.window,
         request.basis,
         tuple(request.aggregate),
