@@ -49,8 +49,8 @@ def main() -> int:
     from costsvc.db.lines import write_lines
     from costsvc.db.migrate import upgrade
     from costsvc.db.models import Chargeback
-    from costsvc.rules.attribution import Line
     from costsvc.rules.chargeback import AMOUNTS, LINE_KEY
+    from costsvc.rules.lines import Line
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pods", type=int, default=5000)

@@ -21,8 +21,9 @@ from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
 from costsvc.inference.repository import load_served, write_served
 from costsvc.inference.split import Priced, Served
 from costsvc.kit.times import as_utc
-from costsvc.rules.attribution import Controller, GpuHour, Holding, HourFacts, HourResult, Owner
+from costsvc.rules.attribution import Controller, GpuHour, Holding, HourFacts, Owner
 from costsvc.rules.chargeback import IDLE
+from costsvc.rules.lines import HourResult
 from costsvc.rules.mig import Geometry, geometry
 
 US = 1_000_000

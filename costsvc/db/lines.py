@@ -21,8 +21,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, MonthClose
 from costsvc.db.rollup import pod_clusters, put_hour, take_hour
-from costsvc.rules.attribution import Line
 from costsvc.rules.chargeback import AMOUNTS, LINE_KEY, billing_month_for, month_of
+from costsvc.rules.lines import Line
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)
 _KEY_OF = attrgetter(*LINE_KEY)

@@ -36,9 +36,10 @@ from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.kit.money import money, split
-from costsvc.rules.attribution import HourResult, Owner
+from costsvc.rules.attribution import Owner
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from costsvc.rules.cost_model import CostModel
+from costsvc.rules.lines import HourResult
 
 MILLION = 1_000_000
 US = 1_000_000  # micro-seconds per second, as durations are stored

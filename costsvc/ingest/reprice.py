@@ -28,8 +28,9 @@ from costsvc.db.hour_facts import (
 from costsvc.inference.repository import PPM, charged_weights
 from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
-from costsvc.rules.attribution import HourFacts, HourResult, attribute_hour
+from costsvc.rules.attribution import HourFacts, attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
+from costsvc.rules.lines import HourResult
 
 log = logging.getLogger(__name__)
 

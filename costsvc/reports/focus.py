@@ -36,9 +36,9 @@ from decimal import ROUND_HALF_EVEN, Decimal
 from costsvc.kit.csv_cells import CsvLines, csv_line, safe_cell
 from costsvc.kit.money import money
 from costsvc.kit.times import iso_z
-from costsvc.rules.attribution import Line
 from costsvc.rules.chargeback import parse_month
 from costsvc.rules.energy import kg, kwh
+from costsvc.rules.lines import Line
 
 FOCUS_COLUMNS: tuple[str, ...] = (
     "AvailabilityZone",

@@ -37,11 +37,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import Decimal
-from operator import attrgetter
 
 from costsvc.kit.money import MICRO, round_micro, split
-from costsvc.rules.chargeback import IDLE, LINE_KEY, UNALLOCATED
-from costsvc.rules.cost_model import CostModel
+from costsvc.rules.chargeback import UNALLOCATED
+from costsvc.rules.cost_model import CostModel, Price
 from costsvc.rules.energy import (
     MJ_PER_KWH,
     Draw,
@@ -52,6 +51,7 @@ from costsvc.rules.energy import (
     split_carbon,
     split_energy,
 )
+from costsvc.rules.lines import HourResult, Idle, IdleKey, Line, add_idle, check, one_price
 from costsvc.rules.mig import Geometry, known_geometry
 
 HOUR = Decimal(3600)
@@ -60,7 +60,6 @@ HOUR = Decimal(3600)
 # its counters, dcgm-exporter + kube-state-metrics)
 INTEGRALS = "integrals"
 GAUGES = "gauges"
-_KEY_OF = attrgetter(*LINE_KEY)
 PodKey = tuple[str, str, str]  # cluster, namespace, pod
 GpuKey = tuple[str, str]  # cluster, GPU UUID: a GPU, in every key, query and map
 
@@ -136,46 +135,6 @@ Controller = tuple[str, str]  # a pod's controller: (kind as the API names it, n
 NO: Controller = ("", "")
 
 
-@dataclass(slots=True)
-class Line:
-    """One chargeback line of one hour."""
-
-    cluster: str
-    team: str
-    project: str
-    stage: str
-    namespace: str
-    pod: str
-    node: str = ""
-    gpu_model: str = ""
-    mig_profile: str = ""
-    container: str = ""  # the holding's container
-    controller_kind: str = ""  # the pod's controller at that hour ("" none)
-    controller: str = ""
-    allocated: int = 0
-    used: int = 0
-    waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured
-    idle: int = 0  # idle cost spread onto this line (weighted / even), or an __idle__ line's
-    gpu_hours: int = 0  # micro GPU-hours held (on the basis in force), or an __idle__ line's unheld
-    unavailable: int = 0  # of an __idle__ line's idle: the cost of time its GPUs were lost
-    unavailable_gpu_hours: int = 0  # micro GPU-hours its GPUs were lost
-    # energy (mJ) and carbon (mg CO2e) like allocated / idle: attributed, and idle spread
-    # onto the line (weighted / even) or an __idle__ line's own
-    energy_mj: int = 0
-    idle_energy_mj: int = 0
-    co2e_mg: int = 0
-    idle_co2e_mg: int = 0
-    # the price per GPU-hour its GPUs were charged (micro-units); None where they were charged
-    # different prices (a cluster's idle line over several models), or unknown
-    unit_price: int | None = None
-
-    @property
-    def key(self) -> tuple[str, ...]:
-        """The line's chargeback key (:data:`costsvc.rules.chargeback.LINE_KEY`)."""
-        found: tuple[str, ...] = _KEY_OF(self)
-        return found
-
-
 @dataclass
 class HourFacts:
     """One hour of one Prometheus: the GPUs present, their holdings, the pods' labels and
@@ -226,44 +185,6 @@ def busy_seconds(
     return share_seconds * min(utilisation, Decimal(1))
 
 
-@dataclass(slots=True)
-class HourResult:
-    hour: datetime
-    lines: list[Line] = field(default_factory=list)
-    fleet_cost: int = 0
-    gpu_cost: dict[GpuKey, int] = field(default_factory=dict)  # per (cluster, GPU UUID)
-    gpu_price: dict[GpuKey, int] = field(default_factory=dict)  # the same, per GPU-hour
-    gpu_kwh_price: dict[GpuKey, int] = field(default_factory=dict)  # per measured kWh, or 0
-    gpu_carbon: dict[GpuKey, int] = field(default_factory=dict)  # µg CO2e per kWh, as charged
-    gpu_co2e: dict[GpuKey, int] = field(default_factory=dict)  # mg CO2e per GPU
-    fleet_energy: int = 0  # mJ
-    fleet_co2e: int = 0  # mg
-
-    def total(self) -> int:
-        return sum(line.allocated + line.idle for line in self.lines)
-
-
-@dataclass(slots=True)
-class Idle:
-    """The idle part of the GPUs of one node and model (or one cluster) in an hour."""
-
-    cost: int = 0  # unheld, available capacity (and the idle energy's money)
-    gpu_hours: int = 0  # micro GPU-hours of it
-    unavailable: int = 0  # lost GPU time (gpu_device_up 0)
-    unavailable_hours: int = 0
-    energy_mj: int = 0
-    co2e_mg: int = 0
-    prices: set[int] = field(default_factory=set)  # the prices its GPUs were charged
-
-    def amounts(self) -> tuple[int, int, int]:
-        """What the idle policy spreads: available idle cost, energy, carbon."""
-        return (self.cost, self.energy_mj, self.co2e_mg)
-
-
-class InvariantBroken(AssertionError):
-    pass
-
-
 def attribute_hour(
     hour: datetime,
     gpus: Iterable[GpuHour],
@@ -280,69 +201,133 @@ def attribute_hour(
     by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
         by_gpu.setdefault(h.gpu, []).append(h)
-    # raises MissingPrices naming every unpriced model
-    prices = model.prices_for(hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str))
-    entries = {pair: model.price_at(hour, *pair) for pair in prices}
-    basis = model.policies.mig_share_basis
-    fractional_basis = model.policies.fractional_share_basis
-    usage_policy = model.policies.shared_gpu_policy == "usage"
-
-    result = HourResult(hour)
-    lines: dict[tuple[str, ...], Line] = {}
-    # the lines whose GPUs were charged more than one price: those prices
-    mixed: dict[tuple[str, ...], set[int | None]] = {}
-    idle_by_gpu: dict[tuple[str, str, str], Idle] = {}  # (cluster, node, model) -> idle
-    carbons: dict[tuple[str, str | None], int] = {}  # (cluster, node pool) -> µg CO2e per kWh
+    charging = _Charging(hour, gpus, model, owner_of, controller_of)
     for g in gpus:
-        price = prices[(g.model, g.node_pool)]
-        entry = entries[(g.model, g.node_pool)]
-        assert entry is not None
-        kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
-        present = g.present_seconds  # (a gap's seconds beyond the hour are priced too)
-        capital = round_micro(price * present / HOUR)
-        # measured power: the energy drawn x its price, charged as the energy is split
-        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
-        cost = capital + energy_money
-        result.gpu_cost[g.key] = cost
-        result.gpu_price[g.key] = price
-        result.gpu_kwh_price[g.key] = kwh_price
-        result.fleet_cost += cost
-        held = by_gpu.get(g.key, [])
-        weights = [_weight(h, basis, fractional_basis, g) for h in held]
-        priced = _by_usage(held, weights) if usage_policy else weights
+        charging.gpu(g, by_gpu.get(g.key, []))
+    result = charging.result
+    result.lines = charging.team_lines()
+    add_idle(result, charging.idle_by_gpu, model.policies.idle_policy)
+    check(result)
+    return result
+
+
+class _Charging:
+    """One hour being charged, GPU by GPU: the prices and policies in force, and what is built
+    so far (the result's per-GPU figures, the holders' lines, the idle per node and model)."""
+
+    def __init__(
+        self,
+        hour: datetime,
+        gpus: list[GpuHour],
+        model: CostModel,
+        owner_of: Callable[[str, str, str], Owner | None],
+        controller_of: Callable[[str, str, str], Controller | None] | None,
+    ) -> None:
+        self.hour = hour
+        self.model = model
+        self.owner_of = owner_of
+        self.controller_of = controller_of
+        # raises MissingPrices naming every unpriced model
+        self.prices = model.prices_for(
+            hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str)
+        )
+        self.entries = {pair: model.price_at(hour, *pair) for pair in self.prices}
+        self.basis = model.policies.mig_share_basis
+        self.fractional_basis = model.policies.fractional_share_basis
+        self.usage_policy = model.policies.shared_gpu_policy == "usage"
+        self.result = HourResult(hour)
+        self.lines: dict[tuple[str, ...], Line] = {}
+        # the lines whose GPUs were charged more than one price: those prices
+        self.mixed: dict[tuple[str, ...], set[int | None]] = {}
+        self.idle_by_gpu: dict[IdleKey, Idle] = {}  # (cluster, node, model) -> idle
+        self.carbons: dict[tuple[str, str | None], int] = {}  # (cluster, pool) -> µg CO2e per kWh
+
+    def gpu(self, g: GpuHour, held: list[Holding]) -> None:
+        """Charge one GPU's hour (``held``: its holdings, in order): its cost, energy and carbon
+        to its holders' lines, the rest to the idle of its node and model."""
+        price, entry, capital, energy_money = self._cost(g)
+        weights = [_weight(h, self.basis, self.fractional_basis, g) for h in held]
+        priced = _by_usage(held, weights) if self.usage_policy else weights
         # over-subscription (HAMi can hand out more than a GPU) is scaled at each instant by
         # the ingest (costsvc.ingest.gauges.exporter); as a last guard, holdings worth more than the
         # GPU's cost share exactly its cost, each in proportion to its weight
         allocated_total = min(round_micro(sum(priced, Decimal(0)) * price / HOUR), capital)
         parts = split(allocated_total, priced) if held else []
         # lost time (the ingest cut it out of the holders' shares) is idle, and unavailable
+        present = g.present_seconds
         lost = min(g.lost_seconds, present)
         unavailable = min(round_micro(price * lost / HOUR), capital - allocated_total)
-        place = (g.cluster, g.node_pool)  # (every GPU of a cluster and pool: one intensity)
-        carbon = carbons.get(place)
-        if carbon is None:
-            carbon = carbons[place] = model.carbon_at(hour, *place)
-        energy, co2e, idle_energy, idle_co2e = _energy(g, held, weights, entry.idle_watts, carbon)
+        energy, co2e, idle_energy, idle_co2e = self._energy(g, held, weights, entry.idle_watts)
         if energy_money:
             *drawn, _ = split_by_energy(energy_money, [*energy, idle_energy])
             parts = [p + m for p, m in zip(parts, drawn, strict=True)]
             allocated_total += sum(drawn)
+        idle = self.idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
+        idle.prices.add(price)
+        idle.unavailable += unavailable
+        idle.cost += capital + energy_money - allocated_total - unavailable
+        idle.energy_mj += idle_energy
+        idle.co2e_mg += idle_co2e
+        # GPU-hours on the basis in force, split so that they add up to the GPU's held total;
+        # the unheld ones: present - held, of which lost_hours were lost
+        lost_hours = round_micro(lost * MICRO / HOUR)
+        present_hours = round_micro(present * MICRO / HOUR)
+        held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
+        idle.unavailable_hours += lost_hours
+        idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
+        if held:
+            self._hold(g, held, price, parts, split(held_hours, weights), energy, co2e)
+
+    def _cost(self, g: GpuHour) -> tuple[int, Price, int, int]:
+        """A GPU's price per GPU-hour, its price entry, the cost of its time (a gap's seconds
+        beyond the hour are priced too) and of its measured energy; its cost on the result."""
+        price = self.prices[(g.model, g.node_pool)]
+        entry = self.entries[(g.model, g.node_pool)]
+        assert entry is not None
+        kwh_price = entry.micro_per_kwh()  # amortised with measured power, else 0
+        capital = round_micro(price * g.present_seconds / HOUR)
+        # measured power: the energy drawn x its price, charged as the energy is split
+        energy_money = round_micro(Decimal(g.energy_mj) * kwh_price / MJ_PER_KWH)
+        cost = capital + energy_money
+        result = self.result
+        result.gpu_cost[g.key] = cost
+        result.gpu_price[g.key] = price
+        result.gpu_kwh_price[g.key] = kwh_price
+        result.fleet_cost += cost
+        return price, entry, capital, energy_money
+
+    def _energy(
+        self, g: GpuHour, held: list[Holding], weights: list[Decimal], idle_watts: Decimal | None
+    ) -> tuple[list[int], list[int], int, int]:
+        """A GPU's energy and carbon split over its holdings and idle (:func:`_energy`) at the
+        carbon intensity of its cluster and node pool; its energy and carbon on the result."""
+        place = (g.cluster, g.node_pool)  # (every GPU of a cluster and pool: one intensity)
+        carbon = self.carbons.get(place)
+        if carbon is None:
+            carbon = self.carbons[place] = self.model.carbon_at(self.hour, *place)
+        energy, co2e, idle_energy, idle_co2e = _energy(g, held, weights, idle_watts, carbon)
+        result = self.result
         result.gpu_carbon[g.key] = carbon
         result.fleet_energy += g.energy_mj
         result.gpu_co2e[g.key] = sum(co2e) + idle_co2e
         result.fleet_co2e += sum(co2e) + idle_co2e
-        idle = idle_by_gpu.setdefault((g.cluster, g.node, g.model), Idle())
-        idle.prices.add(price)
-        idle.unavailable += unavailable
-        idle.cost += cost - allocated_total - unavailable
-        idle.energy_mj += idle_energy
-        idle.co2e_mg += idle_co2e
-        lost_hours = round_micro(lost * MICRO / HOUR)
-        present_hours = round_micro(present * MICRO / HOUR)
-        idle.unavailable_hours += lost_hours
-        # GPU-hours on the basis in force, split so that they add up to the GPU's held total
-        held_hours = min(round_micro(sum(weights, Decimal(0)) * MICRO / HOUR), present_hours)
-        held_parts = split(held_hours, weights) if held else []
+        return energy, co2e, idle_energy, idle_co2e
+
+    def _hold(
+        self,
+        g: GpuHour,
+        held: list[Holding],
+        price: int,
+        parts: list[int],
+        held_parts: list[int],
+        energy: list[int],
+        co2e: list[int],
+    ) -> None:
+        """Add a GPU's holdings to their lines, each with its allocated cost (``parts``),
+        GPU-hours, energy and carbon, and the part of its cost used where it is measured."""
+        lines = self.lines
+        owner_of = self.owner_of
+        controller_of = self.controller_of
         for h, allocated, gpu_hours, mj, mg in zip(
             held, parts, held_parts, energy, co2e, strict=True
         ):
@@ -376,74 +361,21 @@ def attribute_hour(
                 line = lines[key] = Line(*key)
                 line.unit_price = price
             elif line.unit_price != price:
-                mixed.setdefault(key, {line.unit_price}).add(price)
+                self.mixed.setdefault(key, {line.unit_price}).add(price)
             line.allocated += allocated
             line.used += used
             line.waste += waste
             line.gpu_hours += gpu_hours
             line.energy_mj += mj
             line.co2e_mg += mg
-        # the unheld GPU-hours: present - held, of which lost_hours were lost
-        idle.gpu_hours += max(present_hours - held_hours - lost_hours, 0)
 
-    for line_key, charged in mixed.items():
-        lines[line_key].unit_price = _one(charged)
-    result.lines = [lines[k] for k in sorted(lines)]  # (in order of Line.key: the same tuple)
-    policy = model.policies.idle_policy
-    separate = policy == "separate"
-    for (cluster, node, gpu_model), idle in sorted(idle_by_gpu.items()):
-        # an __idle__ line per node and GPU model: where the idle GPUs are. Under ``weighted``
-        # and ``even`` the free capacity's cost, energy and carbon move onto the teams' lines;
-        # lost GPU time stays here, whatever the policy: broken hardware is nobody's usage
-        money = idle.cost + idle.unavailable if separate else idle.unavailable
-        hours = idle.gpu_hours + idle.unavailable_hours if separate else idle.unavailable_hours
-        mj, mg = (idle.energy_mj, idle.co2e_mg) if separate else (0, 0)
-        if money or hours or mj or mg:
-            line = Line(
-                cluster,
-                IDLE,
-                IDLE,
-                IDLE,
-                "",
-                "",
-                node,
-                gpu_model,
-                idle=money,
-                idle_energy_mj=mj,
-                idle_co2e_mg=mg,
-            )
-            line.gpu_hours = hours
-            line.unavailable = idle.unavailable
-            line.unavailable_gpu_hours = idle.unavailable_hours
-            line.unit_price = _one(idle.prices)
-            result.lines.append(line)
-    if not separate:
-        by_cluster: dict[str, Idle] = {}
-        for (cluster, _, _), idle in idle_by_gpu.items():
-            mine = by_cluster.setdefault(cluster, Idle())
-            mine.cost += idle.cost
-            mine.gpu_hours += idle.gpu_hours
-            mine.energy_mj += idle.energy_mj
-            mine.co2e_mg += idle.co2e_mg
-            mine.prices |= idle.prices
-        for cluster, idle in sorted(by_cluster.items()):
-            _place_idle(result, cluster, idle.amounts(), policy, idle.gpu_hours, _one(idle.prices))
-    _check(result)
-    return result
-
-
-def _check(result: HourResult) -> None:
-    """Σ attributed + idle = the fleet's, for money, energy and carbon alike."""
-    lines = result.lines
-    for what, fleet, got in (
-        ("cost", result.fleet_cost, result.total()),
-        ("energy", result.fleet_energy, sum(ln.energy_mj + ln.idle_energy_mj for ln in lines)),
-        ("CO2e", result.fleet_co2e, sum(ln.co2e_mg + ln.idle_co2e_mg for ln in lines)),
-    ):
-        if got != fleet:
-            raise InvariantBroken(
-                f"{result.hour:%Y-%m-%d %H:00}: attributed + idle {what} = {got} != fleet {fleet}"
-            )
+    def team_lines(self) -> list[Line]:
+        """The holders' lines in order of their key, each with the price its GPUs were charged
+        (None where they were charged several)."""
+        lines = self.lines
+        for line_key, charged in self.mixed.items():
+            lines[line_key].unit_price = one_price(charged)
+        return [lines[k] for k in sorted(lines)]  # (in order of Line.key: the same tuple)
 
 
 def activity(h: Holding) -> Decimal | None:
@@ -509,46 +441,3 @@ def _by_usage(held: list[Holding], weights: list[Decimal]) -> list[Decimal]:
     for i, s in zip(shared, sm, strict=True):
         out[i] = pool * s / total_sm if total_sm else pool / len(shared)
     return out
-
-
-IDLE_FIELDS = ("idle", "idle_energy_mj", "idle_co2e_mg")
-
-
-def _one(prices: set[int] | set[int | None]) -> int | None:
-    """The price a line's GPUs were charged, when they were all charged the same."""
-    return next(iter(prices)) if len(prices) == 1 else None
-
-
-def _place_idle(
-    result: HourResult,
-    cluster: str,
-    amounts: tuple[int, int, int],
-    policy: str,
-    hours: int = 0,
-    price: int | None = None,
-) -> None:
-    """Spread a cluster's idle cost, energy and carbon onto its lines with allocated cost
-    (``hours``: its idle GPU-hours, kept on the __idle__ line when nothing was allocated)."""
-    lines = [line for line in result.lines if line.cluster == cluster and line.allocated > 0]
-    if not any(amounts):
-        return
-    if not lines:  # nothing allocated in the cluster this hour: it can only stay idle
-        idle, mj, mg = amounts
-        line = Line(
-            cluster, IDLE, IDLE, IDLE, "", "", idle=idle, idle_energy_mj=mj, idle_co2e_mg=mg
-        )
-        line.gpu_hours = hours
-        line.unit_price = price
-        result.lines.append(line)
-        return
-    for name, amount in zip(IDLE_FIELDS, amounts, strict=True):
-        if policy == "weighted":
-            weights = [line.allocated for line in lines]
-            for line, part in zip(lines, split(amount, weights), strict=True):
-                setattr(line, name, getattr(line, name) + part)
-            continue
-        teams = sorted({line.team for line in lines})  # even: equal per team, then by cost
-        for team, part in zip(teams, split(amount, [1] * len(teams)), strict=True):
-            mine = [line for line in lines if line.team == team]
-            for line, p in zip(mine, split(part, [line.allocated for line in mine]), strict=True):
-                setattr(line, name, getattr(line, name) + p)
