@@ -1,6 +1,6 @@
 """Tables. Money is integer micro-units of the billing currency (BigInteger), never floats;
-durations are integer micro-seconds. Constraint names come from one naming convention so they
-are the same on SQLite and PostgreSQL. The schema is Alembic's to create (never create_all)."""
+durations are integer micro-seconds. The declarative base and the column sets several tables
+share are in costsvc/db/columns.py. The schema is Alembic's to create (never create_all)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from sqlalchemy import (
     DateTime,
     ForeignKey,
     Index,
-    MetaData,
     String,
     UniqueConstraint,
     case,
@@ -22,19 +21,24 @@ from sqlalchemy import (
     literal,
 )
 from sqlalchemy.ext.hybrid import hybrid_property
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column
 
-NAMING = {
-    "ix": "ix_%(column_0_label)s",
-    "uq": "uq_%(table_name)s_%(column_0_name)s",  # short: PostgreSQL cuts names at 63
-    "ck": "ck_%(table_name)s_%(constraint_name)s",
-    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
-    "pk": "pk_%(table_name)s",
-}
-
-
-class Base(DeclarativeBase):
-    metadata = MetaData(naming_convention=NAMING)
+from costsvc.db.columns import (
+    AFTER,
+    LEAD,
+    Advised,
+    Base,  # also taken from here by migrations/env.py and the tests
+    Charged,
+    Daily,
+    Hourly,
+    Lost,
+    Money,
+    Owned,
+    PodVersion,
+    Reported,
+    Summed,
+    Valid,
+)
 
 
 class CostModelVersion(Base):
@@ -52,7 +56,7 @@ class CostModelVersion(Base):
     activated_by: Mapped[str | None] = mapped_column(String(253))
 
 
-class PodLabels(Base):
+class PodLabels(PodVersion, Valid, Base):
     """A pod's labels over time: one row per distinct label set, valid [valid_from, valid_to)."""
 
     __tablename__ = "pod_labels"
@@ -60,25 +64,16 @@ class PodLabels(Base):
         UniqueConstraint("cluster", "uid", "valid_from"),
         Index("ix_pod_labels_lookup", "cluster", "namespace", "name", "valid_from"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    uid: Mapped[str] = mapped_column(String(64))
-    namespace: Mapped[str] = mapped_column(String(253))
-    name: Mapped[str] = mapped_column(String(253))
     labels: Mapped[dict[str, str]] = mapped_column(JSON)
-    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class NamespaceLabels(Base):
+class NamespaceLabels(Valid, Base):
     __tablename__ = "namespace_labels"
     __table_args__ = (UniqueConstraint("cluster", "name", "valid_from"),)
     id: Mapped[int] = mapped_column(primary_key=True)
     cluster: Mapped[str] = mapped_column(String(253))
     name: Mapped[str] = mapped_column(String(253))
     labels: Mapped[dict[str, str]] = mapped_column(JSON)
-    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class IngestRun(Base):
@@ -111,14 +106,11 @@ class Watermark(Base):
     hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class GpuPresence(Base):
+class GpuPresence(Hourly, Base):
     """A physical GPU during one hour."""
 
     __tablename__ = "gpu_hours"
     __table_args__ = (UniqueConstraint("hour", "cluster", "gpu_uuid"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
     node: Mapped[str] = mapped_column(String(253))
     gpu_uuid: Mapped[str] = mapped_column(String(64))
     model: Mapped[str] = mapped_column(String(128))
@@ -145,16 +137,13 @@ class GpuPresence(Base):
     reads: Mapped[str | None] = mapped_column(String(16))
 
 
-class UsageFact(Base):
+class UsageFact(Hourly, Base):
     """A container's hold on one device unit (GPU, or MIG instance gi_id >= 0) in one hour."""
 
     __tablename__ = "usage_facts"
     __table_args__ = (
         UniqueConstraint("hour", "cluster", "gpu_uuid", "gi_id", "namespace", "pod", "container"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
     node: Mapped[str] = mapped_column(String(253))
     gpu_uuid: Mapped[str] = mapped_column(String(64))
     gi_id: Mapped[int] = mapped_column()  # -1: the whole GPU
@@ -172,7 +161,7 @@ class UsageFact(Base):
     memory_share_us: Mapped[int | None] = mapped_column(BigInteger)
 
 
-class Chargeback(Base):
+class Chargeback(Hourly, Owned, Charged, Lost, Base):
     """Money per hour and owner (and node, GPU model, MIG profile), in micro-units of
     ``currency``. ``billing_month`` is the month the row is reported in: the hour's own month,
     or — for a correction of an hour in a month closed since (``correction``) — the next open
@@ -198,12 +187,6 @@ class Chargeback(Base):
         Index("ix_chargeback_billing_month", "billing_month", "team"),
         # (reads by hour: the unique key leads with it; a second index only cost the writes)
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
-    team: Mapped[str] = mapped_column(String(253))
-    project: Mapped[str] = mapped_column(String(253))
-    stage: Mapped[str] = mapped_column(String(253))
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
     node: Mapped[str] = mapped_column(String(253), server_default="")
@@ -216,23 +199,11 @@ class Chargeback(Base):
     controller: Mapped[str] = mapped_column(String(253), server_default="")
     billing_month: Mapped[str] = mapped_column(String(7))  # YYYY-MM
     correction: Mapped[bool] = mapped_column(server_default=false())
-    currency: Mapped[str] = mapped_column(String(3))
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)  # micro GPU-hours
-    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
-    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    # the price per GPU-hour of the row's GPUs (micro-units), as charged: FOCUS' unit price;
-    # NULL on a correction, a row whose GPUs were charged different prices, and rows written
-    # before it was kept (docs/focus.md)
-    unit_price: Mapped[int | None] = mapped_column(BigInteger)
+    # then the currency, the money (Charged) and what lost GPUs cost, energy, CO2e (Lost);
+    # last, the price per GPU-hour of the row's GPUs (micro-units), as charged: FOCUS' unit
+    # price; NULL on a correction, a row whose GPUs were charged different prices, and rows
+    # written before it was kept (docs/focus.md)
+    unit_price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)
 
     @hybrid_property
     def workload(self) -> str:
@@ -246,7 +217,7 @@ class Chargeback(Base):
         return case((cls.controller == "", literal("")), else_=joined).label("workload")
 
 
-class CostHour(Base):
+class CostHour(Hourly, Owned, Charged, Lost, Base):
     """The chargeback of each hour summed per owner (team, project, stage) and cluster, all
     rows of the hour (corrections included). Kept by the writer in the same transaction as
     the hour's chargeback rows; serves cost queries that need no finer dimension (month by
@@ -257,46 +228,9 @@ class CostHour(Base):
         UniqueConstraint("hour", "cluster", "team", "project", "stage", "currency"),
         Index("ix_cost_hours_team_hour", "team", "hour"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
-    team: Mapped[str] = mapped_column(String(253))
-    project: Mapped[str] = mapped_column(String(253))
-    stage: Mapped[str] = mapped_column(String(253))
-    currency: Mapped[str] = mapped_column(String(3))
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    # of an __idle__ row's idle: what the time its GPUs were lost cost, and how long
-    unavailable: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger, server_default="0")
 
 
-class Summed:
-    """The columns a daily or monthly rollup sums (integer micro-units, mJ, mg), after its key;
-    ``lines``: the chargeback rows summed into the row."""
-
-    lines: Mapped[int] = mapped_column(BigInteger)  # chargeback rows summed into it
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    unavailable: Mapped[int] = mapped_column(BigInteger)
-    unavailable_gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    energy_mj: Mapped[int] = mapped_column(BigInteger)
-    idle_energy_mj: Mapped[int] = mapped_column(BigInteger)
-    co2e_mg: Mapped[int] = mapped_column(BigInteger)
-    idle_co2e_mg: Mapped[int] = mapped_column(BigInteger)
-
-
-class CostDay(Summed, Base):
+class CostDay(Daily, Owned, Summed, Base):
     """``cost_hours`` summed per UTC day (the first instant of the day), cluster, owner and
     currency: kept by the writer in the hour's transaction (costsvc/db/rollup.py). Reads over
     a range take its whole days from here and the partial-day edges from ``cost_hours``; a
@@ -308,16 +242,9 @@ class CostDay(Summed, Base):
         Index("ix_cost_days_team_day", "team", "day"),
         {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    day: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
-    team: Mapped[str] = mapped_column(String(253))
-    project: Mapped[str] = mapped_column(String(253))
-    stage: Mapped[str] = mapped_column(String(253))
-    currency: Mapped[str] = mapped_column(String(3))
 
 
-class CostMonth(Summed, Base):
+class CostMonth(Owned, Summed, Base):
     """``cost_days`` summed per UTC month (its first instant): kept like it; serves whole
     months of a range (a 12-month trend reads ~12 x owners rows)."""
 
@@ -327,16 +254,13 @@ class CostMonth(Summed, Base):
         Index("ix_cost_months_team_month", "team", "month"),
         {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    month: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
-    team: Mapped[str] = mapped_column(String(253))
-    project: Mapped[str] = mapped_column(String(253))
-    stage: Mapped[str] = mapped_column(String(253))
-    currency: Mapped[str] = mapped_column(String(3))
+    # the head of its key: before Owned's columns
+    id: Mapped[int] = mapped_column(primary_key=True, sort_order=LEAD)
+    month: Mapped[datetime] = mapped_column(DateTime(timezone=True), sort_order=LEAD)
+    cluster: Mapped[str] = mapped_column(String(253), sort_order=LEAD)
 
 
-class CostPodDay(Summed, Base):
+class CostPodDay(Daily, Owned, Summed, Base):
     """The chargeback summed per UTC day, cluster, owner, namespace, pod and currency (node,
     GPU model and MIG profile summed away): kept like ``cost_days``; serves the per-pod reads
     (a team's top pods by waste, /metrics per pod) for whole days."""
@@ -349,15 +273,8 @@ class CostPodDay(Summed, Base):
         Index("ix_cost_pod_days_team_day", "team", "day"),
         {"postgresql_with": {"fillfactor": 50}},  # room for HOT updates: the writer adds to rows
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    day: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
-    team: Mapped[str] = mapped_column(String(253))
-    project: Mapped[str] = mapped_column(String(253))
-    stage: Mapped[str] = mapped_column(String(253))
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
-    currency: Mapped[str] = mapped_column(String(3))
 
 
 class PodDayPending(Base):
@@ -426,7 +343,7 @@ class AuditEntry(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSON)
 
 
-class PodOwner(Base):
+class PodOwner(PodVersion, Valid, Base):
     """A pod's controller (``ownerReferences``) over time, valid [valid_from, valid_to); kept
     like its labels, so a pod deleted last week still belongs to its workload."""
 
@@ -435,63 +352,41 @@ class PodOwner(Base):
         UniqueConstraint("cluster", "uid", "valid_from"),
         Index("ix_pod_owners_lookup", "cluster", "namespace", "name"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    uid: Mapped[str] = mapped_column(String(64))
-    namespace: Mapped[str] = mapped_column(String(253))
-    name: Mapped[str] = mapped_column(String(253))
     owner_kind: Mapped[str] = mapped_column(String(253))  # "" = no owner
     owner_name: Mapped[str] = mapped_column(String(253))
-    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    valid_to: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class ControllerOwner(Base):
+class ControllerOwner(Reported, Base):
     """The controller of a ReplicaSet or Job (a Deployment, a CronJob; "" = none), as the API
     last reported it; kept after the object is deleted (its pods' history needs it)."""
 
     __tablename__ = "controller_owners"
     __table_args__ = (UniqueConstraint("cluster", "namespace", "kind", "name"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    namespace: Mapped[str] = mapped_column(String(253))
     kind: Mapped[str] = mapped_column(String(64))
     name: Mapped[str] = mapped_column(String(253))
     owner_kind: Mapped[str] = mapped_column(String(253))
     owner_name: Mapped[str] = mapped_column(String(253))
-    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class ResourceQuotaLimit(Base):
+class ResourceQuotaLimit(Reported, Base):
     """A ResourceQuota's hard limit and use of one GPU resource, as the API reports it now
     (quantities as the API writes them, e.g. ``4``)."""
 
     __tablename__ = "resource_quotas"
     __table_args__ = (UniqueConstraint("cluster", "namespace", "name", "resource"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    namespace: Mapped[str] = mapped_column(String(253))
     name: Mapped[str] = mapped_column(String(253))
     resource: Mapped[str] = mapped_column(String(253))
     hard: Mapped[str] = mapped_column(String(64))
     used: Mapped[str | None] = mapped_column(String(64))
-    seen_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
-class Recommendation(Base):
+class Recommendation(Advised, Base):
     """The latest rightsizing advice per workload and GPU model (costsvc/advice/rightsizing.py),
     replaced as a whole by each run. Ratios in parts per million, money in micro-units per
     month, hours in micro-hours."""
 
     __tablename__ = "recommendations"
     __table_args__ = (Index("ix_recommendations_team", "team"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    team: Mapped[str] = mapped_column(String(253))
-    namespace: Mapped[str] = mapped_column(String(253))
     workload_kind: Mapped[str] = mapped_column(String(64))
     workload: Mapped[str] = mapped_column(String(253))
     gpu_model: Mapped[str] = mapped_column(String(128))
@@ -514,20 +409,13 @@ class Recommendation(Base):
     saving_monthly: Mapped[int] = mapped_column(BigInteger)
 
 
-class QuotaUsage(Base):
+class QuotaUsage(Advised, Base):
     """GPU quota against GPUs held and used, per namespace and resource, over the last window
     (costsvc/advice/quotas.py), replaced as a whole by each run. Units (GPUs, MIG instances, shared
     replicas) in milli-units; money in micro-units per month."""
 
     __tablename__ = "quota_usage"
     __table_args__ = (Index("ix_quota_usage_team", "team"),)
-    id: Mapped[int] = mapped_column(primary_key=True)
-    cluster: Mapped[str] = mapped_column(String(253))
-    computed_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_start: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    team: Mapped[str] = mapped_column(String(253))
-    namespace: Mapped[str] = mapped_column(String(253))
     resource: Mapped[str] = mapped_column(String(253))
     source: Mapped[str] = mapped_column(String(32))  # kubernetes | kube-state-metrics | none
     hard_milli: Mapped[int | None] = mapped_column(BigInteger)
@@ -554,7 +442,7 @@ class WebSession(Base):
     expires_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
 
 
-class InferenceHour(Base):
+class InferenceHour(Hourly, Money, Base):
     """What one pod served of one model in one hour, and its cost (costsvc/inference/split.py):
     the tokens and requests counted for the model by the pod's role, the measured prefill
     and decode time (micro-seconds; NULL: no such histogram), the split rule and the
@@ -570,9 +458,6 @@ class InferenceHour(Base):
         Index("ix_inference_hours_team_hour", "team", "hour"),
         Index("ix_inference_hours_hour", "hour"),
     )
-    id: Mapped[int] = mapped_column(primary_key=True)
-    hour: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    cluster: Mapped[str] = mapped_column(String(253))
     namespace: Mapped[str] = mapped_column(String(253))
     pod: Mapped[str] = mapped_column(String(253))
     model: Mapped[str] = mapped_column(String(253))  # the served model name (model_name)
@@ -589,12 +474,8 @@ class InferenceHour(Base):
     decode_us: Mapped[int | None] = mapped_column(BigInteger)
     rule: Mapped[str] = mapped_column(String(8))  # role | time | weight
     weight_ppm: Mapped[int] = mapped_column(BigInteger)
-    allocated: Mapped[int] = mapped_column(BigInteger)
-    used: Mapped[int] = mapped_column(BigInteger)
-    waste: Mapped[int] = mapped_column(BigInteger)
-    idle: Mapped[int] = mapped_column(BigInteger)
-    gpu_hours: Mapped[int] = mapped_column(BigInteger)
-    input_cost: Mapped[int] = mapped_column(BigInteger)
-    output_cost: Mapped[int] = mapped_column(BigInteger)
-    input_used: Mapped[int] = mapped_column(BigInteger)
-    output_used: Mapped[int] = mapped_column(BigInteger)
+    # then the pod's chargeback of the hour (Money), and its split
+    input_cost: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+    output_cost: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+    input_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+    output_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
