@@ -11,7 +11,7 @@ lib = pynvml
 FUNCTION_MISSING = lib.NVML_ERROR_FUNCTION_NOT_FOUND
 NO_INSTANCE = 0xFFFFFFFF  # NVML's "not in a MIG instance"
 # GPU-instance profiles (NVML_GPU_INSTANCE_PROFILE_*): 0 .. COUNT - 1, asked one by one for the
-# GPU's MIG geometry (exporter/nvml/boundary.py ``mig_geometry``)
+# GPU's MIG geometry (exporter/nvml/mig_reads.py ``geometry``)
 GPU_INSTANCE_PROFILES = range(lib.NVML_GPU_INSTANCE_PROFILE_COUNT)
 ONE_SLICE_PROFILE = lib.NVML_GPU_INSTANCE_PROFILE_1_SLICE  # one compute, one memory slice
 PLACEMENT = lib.c_nvmlGpuInstancePlacement_t
