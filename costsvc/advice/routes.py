@@ -7,13 +7,13 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel
 
 from costsvc.advice.repository import quota_usage, recommendations
 from costsvc.advice.rightsizing import ACTIONABLE
 from costsvc.api.cache import json_response
-from costsvc.api.deps import Db
+from costsvc.api.deps import Db, own_team
 from costsvc.api.errors import ERRORS, EXPORT_ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
@@ -103,12 +103,7 @@ def _split(values: list[str] | None) -> list[str]:
 
 def _filters(who: Principal, **given: list[str] | None) -> dict[str, list[str]]:
     filters = {k: _split(v) for k, v in given.items() if _split(v)}
-    if not who.sees_all:
-        assert who.team is not None
-        if any(t != who.team for t in filters.get("team", [])):
-            raise HTTPException(403, "a team token can only ask about its own team")
-        filters["team"] = [who.team]
-    return filters
+    return own_team(who, filters)
 
 
 def _ratio(ppm: int | None) -> str | None:
