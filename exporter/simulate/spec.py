@@ -21,170 +21,33 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from exporter.simulate.curves import Curve, CurveField, Shifted, build_curve
 from exporter.simulate.mig_profiles import BY_MODEL, Profile, geometry, profiles_for
 from exporter.simulate.pods import PodSpec, resolve_device_id
+from exporter.simulate.spec_parts import (
+    ClockEvent,
+    Clocks,
+    Ecc,
+    Event,
+    Feature,
+    Gpm,
+    Hang,
+    NonNegative,
+    Nvlink,
+    RemappedRows,
+    SpecModel,
+    Temperatures,
+    Utilization,
+    Xid,
+)
 
 MIB = 1024 * 1024
-
-# Names of NVML features a spec can mark unsupported (the fake answers NOT_SUPPORTED).
-Feature = Literal[
-    "utilization",
-    "encoder_utilization",
-    "decoder_utilization",
-    "memory_reserved",
-    "temperature",
-    "memory_temperature",
-    "power",
-    "power_limit",
-    "energy",
-    "clocks",
-    "pcie_replay",
-    "ecc",
-    "remapped_rows",
-    "xid_events",
-    "clock_event_reasons",
-    "violations",
-    "nvlink",
-    "serial",
-    "vbios",
-    "gpm",
-    "processes",
-    "process_utilization",
-    "mig_geometry",
-]
-
-ClockEventReason = Literal[
-    "gpu_idle",
-    "applications_clocks_setting",
-    "sw_power_cap",
-    "hw_slowdown",
-    "sync_boost",
-    "sw_thermal_slowdown",
-    "hw_thermal_slowdown",
-    "hw_power_brake_slowdown",
-    "display_clock_setting",
-]
-
-NvlinkCounter = Literal["replay", "recovery", "crc_flit", "crc_data"]
 
 
 class SpecError(ValueError):
     """A fleet spec that cannot be used; the message names the file, the place and the reason."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-NonNegative = Annotated[float, Field(ge=0)]
-
-
-class Event(_Model):
-    t: float
-    count: Annotated[int, Field(ge=0)] = 1
-
-
-class Utilization(_Model):
-    gpu: CurveField = 0.0
-    memory: CurveField = 0.0
-    encoder: CurveField = 0.0
-    decoder: CurveField = 0.0
-
-
-class Temperatures(_Model):
-    gpu: CurveField = 35.0
-    memory: CurveField = 40.0
-
-
-class Clocks(_Model):
-    sm: CurveField = 1980.0
-    memory: CurveField = 2619.0
-
-
-class Ecc(_Model):
-    corrected_volatile: list[Event] = []
-    uncorrected_volatile: list[Event] = []
-    corrected_aggregate_base: Annotated[int, Field(ge=0)] = 0
-    uncorrected_aggregate_base: Annotated[int, Field(ge=0)] = 0
-
-
-class RemappedRows(_Model):
-    correctable: Annotated[int, Field(ge=0)] = 0
-    uncorrectable: Annotated[int, Field(ge=0)] = 0
-    pending: bool = False
-    failure: bool = False
-
-
-class Xid(_Model):
-    t: float
-    xid: Annotated[int, Field(ge=1)]
-
-
-class ClockEvent(_Model):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    start: Annotated[float, Field(alias="from")]
-    end: Annotated[float, Field(alias="to")]
-    reasons: list[ClockEventReason]
-
-    @model_validator(mode="after")
-    def _ordered(self) -> ClockEvent:
-        if self.end <= self.start:
-            raise ValueError("'to' must be after 'from'")
-        return self
-
-
-class NvlinkError(_Model):
-    t: float
-    link: Annotated[int, Field(ge=0, le=17)]
-    counter: NvlinkCounter
-    count: Annotated[int, Field(ge=0)] = 1
-
-
-class Nvlink(_Model):
-    links: Annotated[int, Field(ge=0, le=18)] = 0
-    errors: list[NvlinkError] = []
-    # data throughput summed over the links, KiB/s: NVML's NVLINK_THROUGHPUT_DATA counters are
-    # their exact integrals (KiB since boot)
-    rx_kib_per_s: CurveField = 0.0
-    tx_kib_per_s: CurveField = 0.0
-
-    @model_validator(mode="after")
-    def _links_exist(self) -> Nvlink:
-        for e in self.errors:
-            if e.link >= self.links:
-                raise ValueError(f"error on link {e.link} but the GPU has {self.links} links")
-        return self
-
-
-class Gpm(_Model):
-    """Profiling activity, as ratios 0..1 (PCIe in bytes/s): what NVML GPM measures between
-    two samples. A GPU without ``gpm`` answers that GPM is not supported."""
-
-    gr_engine_active: CurveField = 0.0
-    sm_active: CurveField = 0.0
-    sm_occupancy: CurveField = 0.0
-    tensor_active: CurveField = 0.0
-    dram_active: CurveField = 0.0
-    pcie_tx_bytes: CurveField = 0.0
-    pcie_rx_bytes: CurveField = 0.0
-
-
-class Hang(_Model):
-    """From ``from`` on, every NVML call about this GPU blocks, until ``to`` (never, if absent):
-    a GPU whose driver stopped answering."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-    start: Annotated[float, Field(alias="from")]
-    end: Annotated[float | None, Field(alias="to")] = None
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Hang:
-        if self.end is not None and self.end <= self.start:
-            raise ValueError("'to' must be after 'from'")
-        return self
 
 
 # NVML queries a spec can refuse with NO_PERMISSION: "gpu_instances" is the GPU-instance
@@ -192,7 +55,7 @@ class Hang(_Model):
 Denied = Literal["gpu_instances", "placements"]
 
 
-class ProcessSpec(_Model):
+class ProcessSpec(SpecModel):
     """A compute process on a GPU (inside a MIG instance when ``gi_id`` is set)."""
 
     pid: Annotated[int, Field(ge=1)]
@@ -203,7 +66,7 @@ class ProcessSpec(_Model):
     ended_at: float | None = None
 
 
-class MigInstanceSpec(_Model):
+class MigInstanceSpec(SpecModel):
     """One MIG GPU instance (with one compute instance spanning it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -215,7 +78,7 @@ class MigInstanceSpec(_Model):
     destroyed_at: float | None = None
 
 
-class GpuSpec(_Model):
+class GpuSpec(SpecModel):
     count: Annotated[int, Field(ge=1, le=1024)] = 1
     model: Annotated[str, Field(min_length=1)]
     uuid: str | None = None
@@ -289,7 +152,7 @@ class GpuSpec(_Model):
         return self
 
 
-class FleetSpec(_Model):
+class FleetSpec(SpecModel):
     hostname: Annotated[str, Field(min_length=1)] = "sim-node"
     driver_version: str = "550.90.07"
     epoch: datetime | None = None
