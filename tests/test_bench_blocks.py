@@ -13,7 +13,8 @@ import pytest
 
 from bench.fleet import STALE_NAN, Grid, Spec, _labels, realistic
 from bench.fleet_integrals import integrals
-from bench.tsdb_block import offset, write_blocks, xor_chunks
+from bench.tsdb_block import offset, write_blocks
+from bench.tsdb_chunks import xor_chunks
 from tests.conftest import require_binary
 from tests.prom import Prometheus
 
