@@ -22,7 +22,7 @@ POOL_THREADS = 3  # an hour's reads two at a time, and the next hour's asked for
 T = TypeVar("T")
 # an answer of many hours by instant: each series by the identity of its label set (one dict per
 # series of an answer, at every instant: matching a series' two ends needs no key made of its
-# labels), its labels and value (costsvc/ingest/integrals.py)
+# labels), its labels and value (costsvc/ingest/integral_deltas.py)
 Answer = dict[str, dict[int, tuple[dict[str, str], Decimal]]]
 
 
@@ -63,7 +63,7 @@ class RunReader:
         # the integrals' answers, (expression, block's first instant) -> its Answer, and what
         # was derived of their series, (what, the service's cluster, block's first instant) ->
         # each series' labels (kept: an identity stays unique while its entry lives) and what
-        # was derived of them (costsvc/ingest/integrals.py: the block in use kept, earlier
+        # was derived of them (costsvc/ingest/integral_deltas.py: the block in use kept, earlier
         # ones dropped)
         self.integral_answers: dict[tuple[str, str], Answer] = {}
         self.integral_keys: dict[tuple[str, str, str], dict[int, tuple[dict[str, str], Any]]] = {}

@@ -32,7 +32,8 @@ from sqlalchemy import create_engine, select
 
 from costsvc.db.models import Chargeback, GpuPresence, UsageFact
 from costsvc.fleet.usage import gpu_use
-from costsvc.ingest.integrals import reset_expr, share_of
+from costsvc.ingest.integral_deltas import reset_expr
+from costsvc.ingest.integrals import share_of
 from costsvc.rules.energy import ENERGY
 from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
@@ -521,7 +522,7 @@ def test_a_history_without_integrals_is_read_from_the_gauges(
 def test_a_series_that_tells_its_start_is_never_read_for_its_resets(
     off_the_minute: Prometheus,
 ) -> None:
-    """The hour's resets read (costsvc/ingest/integrals.py ``reset_expr``) of the holdings'
+    """The hour's resets read (costsvc/ingest/integral_deltas.py ``reset_expr``) of the holdings'
     share-seconds, over the first hour (n2's exporter restarts at 14:20): where the series tell
     their start, Prometheus reads none of their samples for it and finds no reset (the restart
     made new series); an exporter's before it, every sample of the hour, and the reset."""
@@ -570,7 +571,7 @@ def test_the_cost_service_reads_the_names_the_exporter_publishes() -> None:
     """The two meet only through Prometheus, each naming the labels and families itself: the
     names must be the same (a rename on one side alone would read every hour as an exporter's
     before the labels, or not at all)."""
-    from costsvc.ingest import integrals as reads
+    from costsvc.ingest import integral_deltas as reads
     from exporter import catalogue as cat
     from exporter import integrals as published
 
