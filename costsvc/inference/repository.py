@@ -18,9 +18,10 @@ from sqlalchemy import Connection, Engine, delete, func, select
 
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, InferenceHour
-from costsvc.inference.split import US, PodKey, Priced, Served
+from costsvc.inference.split import COUNTS, PRICED, US, PodKey, Priced, Served
 from costsvc.kit.times import as_utc
 from costsvc.rules.attribution import Owner
+from costsvc.rules.chargeback import OWNER
 
 PPM = 1_000_000
 COLUMNS = (
@@ -31,26 +32,14 @@ COLUMNS = (
     "model",
     "engine",
     "role",
-    "team",
-    "project",
-    "stage",
+    *OWNER,
     "currency",
-    "input_tokens",
-    "output_tokens",
-    "requests",
+    *COUNTS,
     "prefill_us",
     "decode_us",
     "rule",
     "weight_ppm",
-    "allocated",
-    "used",
-    "waste",
-    "idle",
-    "gpu_hours",
-    "input_cost",
-    "output_cost",
-    "input_used",
-    "output_used",
+    *PRICED,
 )
 
 
@@ -87,15 +76,7 @@ def write_served(
                 _us(s.decode_seconds),
                 p.rule,
                 int(p.weight * PPM),
-                p.allocated,
-                p.used,
-                p.waste,
-                p.idle,
-                p.gpu_hours,
-                p.input_cost,
-                p.output_cost,
-                p.input_used,
-                p.output_used,
+                *(getattr(p, name) for name in PRICED),
             )
         )
     insert_tuples(conn, t, COLUMNS, tuples)

@@ -165,6 +165,20 @@ class Priced:
     output_used: int
 
 
+COUNTS = ("input_tokens", "output_tokens", "requests")  # a served model's counted facts
+PRICED = (  # a Priced row's money, in its order: additive, as the counts are
+    "allocated",
+    "used",
+    "waste",
+    "idle",
+    "gpu_hours",
+    "input_cost",
+    "output_cost",
+    "input_used",
+    "output_used",
+)
+
+
 def price_served(
     hour: datetime,
     served: Iterable[Served],
@@ -339,20 +353,7 @@ class Totals:
         }
 
 
-ADDITIVE = (
-    "input_tokens",
-    "output_tokens",
-    "requests",
-    "allocated",
-    "used",
-    "waste",
-    "idle",
-    "gpu_hours",
-    "input_cost",
-    "output_cost",
-    "input_used",
-    "output_used",
-)
+ADDITIVE = (*COUNTS, *PRICED)
 
 
 def tokens_per_gpu_hour(tokens: int, micro_gpu_hours: int) -> str | None:
