@@ -88,12 +88,24 @@ def _bool_env(name: str, value: str) -> bool:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The flags, in the order ``--help`` lists them."""
     p = _Parser(
         prog=PROG,
         description="DCGM-compatible NVIDIA GPU exporter for Prometheus.",
         epilog="Every flag has an environment twin: GPU_EXPORTER_ + the flag name in capitals "
         "with dots and dashes as underscores.",
     )
+    _serving_flags(p)
+    _pod_flags(p)
+    _kubernetes_flags(p)
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    _collector_flags(p)
+    return p
+
+
+def _serving_flags(p: argparse.ArgumentParser) -> None:
+    """Where and how often: the listen address and its TLS, the collection interval, the
+    simulated fleet, the host label, the log level."""
     p.add_argument(
         "--web.listen-address",
         dest="listen_address",
@@ -133,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
         "hostname (dcgm-exporter's main branch)",
     )
     p.add_argument("--log-level", dest="log_level", default="info", choices=sorted(LOG_LEVELS))
+
+
+def _pod_flags(p: argparse.ArgumentParser) -> None:
+    """Who holds which GPU: the kubelet's pod-resources socket, the GPU resources it names,
+    the host's /proc (a process's container)."""
     p.add_argument(
         "--pod-resources-socket",
         dest="pod_resources_socket",
@@ -165,6 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="/proc",
         help="where the host's /proc is mounted (PID to container mapping)",
     )
+
+
+def _kubernetes_flags(p: argparse.ArgumentParser) -> None:
+    """The Kubernetes API: the pod labels copied onto per-pod series, this node, how to reach
+    the API server."""
     p.add_argument(
         "--kubernetes.pod-labels",
         dest="pod_labels",
@@ -189,7 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="talk to this API server URL without credentials (kubectl proxy)",
     )
-    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+
+
+def _collector_flags(p: argparse.ArgumentParser) -> None:
+    """``--collector.<name>`` and its hidden ``--no-collector.<name>`` for each collector."""
     for name in COLLECTORS:
         group = p.add_mutually_exclusive_group()
         group.add_argument(
@@ -206,7 +231,6 @@ def build_parser() -> argparse.ArgumentParser:
             action="store_false",
             help=argparse.SUPPRESS,
         )
-    return p
 
 
 # what simulate mode provides itself (its kubelet server, /proc tree and pod directory:
