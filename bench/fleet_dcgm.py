@@ -5,19 +5,8 @@ from __future__ import annotations
 
 import random
 
-from bench.fleet import (
-    CHURN,
-    ENERGY,
-    H100,
-    KSM,
-    SEED,
-    TRACKS,
-    Grid,
-    Spec,
-    _const,
-    _labels,
-    _walks,
-)
+from bench.fleet import CHURN, ENERGY, H100, KSM, SEED
+from bench.series import TRACKS, Grid, Spec, _const, _labels, _walks
 
 
 def dcgm(gpus: int, grid: Grid, changing: bool = True, seed: int = SEED) -> list[Spec]:

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from bench.fleet import Grid, Spec, _const, _labels
+from bench.series import Grid, Spec, _const, _labels
 from exporter.integrals import KEEP, SHARE_LABEL, STARTED
 from exporter.render.exposition import format_value
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.fleet import CHUNK, STALE_NAN, Labels, Spec
+from bench.series import CHUNK, STALE_NAN, Labels, Spec
 from bench.tsdb_chunks import BATCH, FAST_CRC, crc32c, uvarint, varint, xor_chunk, xor_chunks
 
 

@@ -11,8 +11,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from bench.fleet import STALE_NAN, Grid, Spec, _labels, realistic
+from bench.fleet import realistic
 from bench.fleet_integrals import integrals
+from bench.series import STALE_NAN, Grid, Spec, _labels
 from bench.tsdb_block import offset, write_blocks
 from bench.tsdb_chunks import xor_chunks
 from tests.conftest import require_binary
