@@ -204,7 +204,16 @@ UNMEASURED = -1
 def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Controllers]:
     """An ingested hour's facts, and the owner and controller each pod was charged to."""
     facts = HourFacts(hour)
-    g, u, c = GpuPresence, UsageFact, Chargeback
+    _load_gpus(conn, facts)
+    _load_holdings(conn, facts)
+    owners, controllers = _load_charged(conn, hour)
+    return facts, owners, controllers
+
+
+def _load_gpus(conn: Connection, facts: HourFacts) -> None:
+    """The hour's GPUs (``gpu_hours``), each with the MIG geometry it was attributed with."""
+    hour = facts.start
+    g, u = GpuPresence, UsageFact
     gpu_rows = conn.execute(
         select(
             g.cluster,
@@ -259,6 +268,11 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
             )
         )
         facts.node_of[(r.cluster, r.gpu_uuid)] = r.node
+
+
+def _load_holdings(conn: Connection, facts: HourFacts) -> None:
+    """The hour's holdings (``usage_facts``)."""
+    u = UsageFact
     fact_rows = conn.execute(
         select(
             u.cluster,
@@ -275,7 +289,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
             u.gi_id,
             u.mig_profile,
             u.memory_share_us,
-        ).where(u.hour == hour)
+        ).where(u.hour == facts.start)
     )
     for f in fact_rows:
         facts.holdings.append(
@@ -296,6 +310,12 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
                 cluster=f.cluster,
             )
         )
+
+
+def _load_charged(conn: Connection, hour: datetime) -> tuple[Owners, Controllers]:
+    """The owner and the controller each pod of the hour was charged to (its lines but the
+    ``__idle__`` ones)."""
+    c = Chargeback
     charged = conn.execute(
         select(
             c.cluster,
@@ -312,7 +332,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
     controllers = {
         (r.cluster, r.namespace, r.pod): (r.controller_kind, r.controller) for r in charged
     }
-    return facts, owners, controllers
+    return owners, controllers
 
 
 def flush_pod_days(engine: Engine, days: set[datetime] | None = None) -> int:
