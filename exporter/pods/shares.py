@@ -66,6 +66,11 @@ class Attribution:
     finished_pod_device_ids: int = 0
 
 
+Units = dict[str, tuple[Unit, float, float]]  # device key -> (unit, compute, memory share)
+# DRA: unit -> the (holder, resource, claim) holding it, split equally afterwards
+Claimed = dict[Unit, dict[tuple[Holder, str], ClaimRef]]
+
+
 def attribute(
     states: Iterable[GpuState],
     claims: Iterable[Claim],
@@ -73,10 +78,27 @@ def attribute(
     owner: Callable[[int], Holder | None],
     finished: Callable[[str, str], bool] | None = None,
 ) -> Attribution:
-    """``finished(namespace, pod)``: the pod's phase is Succeeded or Failed."""
+    """Each container's shares of the GPUs it holds, and its usage of them. ``finished(
+    namespace, pod)``: the pod's phase is Succeeded or Failed."""
     states = list(states)
-    # device key (see exporter.pods.device_ids) -> (unit, share of the physical GPU)
-    units: dict[str, tuple[Unit, float, float]] = {}  # -> (unit, compute, memory share)
+    units, unit_shares, memory_of = _units(states)
+    out = Attribution()
+    holders, fractional_units, claimed = _add_claims(
+        out, claims, units, memory_of, replicas_of, finished
+    )
+    _add_claimed(out, claimed, unit_shares)
+    _add_sums(out)
+    for unit, held_by in holders.items():
+        if len(held_by) == 1 and unit not in fractional_units:
+            out.exclusive[unit] = next(iter(held_by))
+    _add_usage(out, states, owner)
+    return out
+
+
+def _units(states: list[GpuState]) -> tuple[Units, dict[Unit, tuple[float, float]], dict[int, int]]:
+    """Every device key a claim may name (exporter.pods.device_ids), with its unit and that
+    unit's shares of the physical GPU; each unit's shares; each GPU's framebuffer bytes."""
+    units: Units = {}
     memory_of: dict[int, int] = {}  # gpu index -> framebuffer bytes
     unit_shares: dict[Unit, tuple[float, float]] = {}
     for s in states:
@@ -105,12 +127,23 @@ def attribute(
                 units[f"{gpu_uuid}/gi{i.gi_id}"] = part  # legacy MIG-GPU-<uuid>/<gi>/<ci>
                 if profiles[i.profile] == 1:  # DRA: a partition named by GPU and profile
                     units[mig_profile_key(gpu_uuid, i.profile)] = part
+    return units, unit_shares, memory_of
 
-    out = Attribution()
+
+def _add_claims(
+    out: Attribution,
+    claims: Iterable[Claim],
+    units: Units,
+    memory_of: dict[int, int],
+    replicas_of: dict[str, int],
+    finished: Callable[[str, str], bool] | None,
+) -> tuple[dict[Unit, set[Holder]], set[Unit], Claimed]:
+    """Add the shares of the claims of running pods: a whole unit, a replica of it, or a
+    fractional allocation; answers each unit's holders, the units held fractionally, and the
+    DRA claims (split equally by :func:`_add_claimed`)."""
     holders: dict[Unit, set[Holder]] = {}
     fractional_units: set[Unit] = set()
-    # DRA: unit -> the (holder, resource, claim) holding it, split equally afterwards
-    claimed: dict[Unit, dict[tuple[Holder, str], ClaimRef]] = {}
+    claimed: Claimed = {}
     for claim in claims:
         if finished is not None and finished(claim.holder.namespace, claim.holder.pod):
             out.finished_pod_device_ids += 1
@@ -136,7 +169,14 @@ def attribute(
             memory /= replicas
         out.shares[key] = out.shares.get(key, 0.0) + share
         out.memory_shares[key] = out.memory_shares.get(key, 0.0) + memory
+    return holders, fractional_units, claimed
 
+
+def _add_claimed(
+    out: Attribution, claimed: Claimed, unit_shares: dict[Unit, tuple[float, float]]
+) -> None:
+    """Add the DRA claims' shares: each unit's split equally over the containers holding it
+    through a claim."""
     for unit, held in claimed.items():
         share, memory = unit_shares[unit]
         n = len(held)
@@ -147,6 +187,9 @@ def attribute(
             out.claims[key] = ref
             out.usage_claims.setdefault((unit, claimant), ref)
 
+
+def _add_sums(out: Attribution) -> None:
+    """Each held GPU's summed shares on either basis, and whether they pass 1."""
     compute_sum: dict[int, float] = {}
     memory_sum: dict[int, float] = {}
     for key, held_share in out.shares.items():
@@ -160,10 +203,12 @@ def attribute(
             memory_sum[index] > 1 + _EPSILON,
         )
 
-    for unit, held_by in holders.items():
-        if len(held_by) == 1 and unit not in fractional_units:
-            out.exclusive[unit] = next(iter(held_by))
 
+def _add_usage(
+    out: Attribution, states: list[GpuState], owner: Callable[[int], Holder | None]
+) -> None:
+    """Each holder's SM utilisation and memory on each unit, from its processes (``owner``:
+    a PID's container); the processes of no container counted per GPU."""
     for s in states:
         index = s.identity.index
         for proc in s.processes:
@@ -176,4 +221,3 @@ def attribute(
             if proc.sm_utilization is not None:
                 sm = (sm or 0.0) + proc.sm_utilization
             out.usage[(unit, holder)] = (sm, mem + (proc.used_bytes or 0))
-    return out
