@@ -19,7 +19,7 @@ from costsvc.db.models import (
     Recommendation,
     ResourceQuotaLimit,
 )
-from costsvc.db.pod_history import PodHistory, keep_latest
+from costsvc.db.pod_history import ClusterRows, PodHistory, keep_latest
 from costsvc.db.version import bump
 
 Owner = tuple[str, str]
@@ -55,26 +55,12 @@ class OwnerHistory(PodHistory):
         """A ReplicaSet's or Job's own controller (None: it has none)."""
         owner_kind, owner_name = owner or ("", "")
         t = ControllerOwner
-        key = (
-            t.cluster == self._cluster,
-            t.namespace == namespace,
-            t.kind == kind,
-            t.name == name,
-        )
+        key = {"namespace": namespace, "kind": kind, "name": name}
         with self._engine.begin() as conn:
-            row = conn.execute(select(t.id, t.owner_kind, t.owner_name).where(*key)).first()
+            found = select(t.id, t.owner_kind, t.owner_name).where(*self._match(t, **key))
+            row = conn.execute(found).first()
             if row is None:
-                conn.execute(
-                    insert(t).values(
-                        cluster=self._cluster,
-                        namespace=namespace,
-                        kind=kind,
-                        name=name,
-                        owner_kind=owner_kind,
-                        owner_name=owner_name,
-                        seen_at=at,
-                    )
-                )
+                self._add(conn, t, **key, owner_kind=owner_kind, owner_name=owner_name, seen_at=at)
             elif (row.owner_kind, row.owner_name) != (owner_kind, owner_name):
                 conn.execute(
                     update(t)
@@ -116,12 +102,8 @@ class QuotaLimit:
     used: str | None
 
 
-class QuotaStore:
+class QuotaStore(ClusterRows):
     """ResourceQuota GPU limits as the Kubernetes API reports them now."""
-
-    def __init__(self, engine: Engine, cluster: str) -> None:
-        self._engine = engine
-        self._cluster = cluster
 
     def replace(
         self, namespace: str, name: str, limits: Mapping[str, tuple[str, str | None]], at: datetime
@@ -129,35 +111,18 @@ class QuotaStore:
         """The quota ``namespace/name`` now limits ``resource -> (hard, used)`` (empty: the
         quota was deleted or limits no GPU resource)."""
         t = ResourceQuotaLimit
+        key = {"namespace": namespace, "name": name}
         with self._engine.begin() as conn:
-            conn.execute(
-                delete(t).where(
-                    t.cluster == self._cluster, t.namespace == namespace, t.name == name
-                )
-            )
+            conn.execute(delete(t).where(*self._match(t, **key)))
             for resource, (hard, used) in sorted(limits.items()):
-                conn.execute(
-                    insert(t).values(
-                        cluster=self._cluster,
-                        namespace=namespace,
-                        name=name,
-                        resource=resource,
-                        hard=hard,
-                        used=used,
-                        seen_at=at,
-                    )
-                )
+                self._add(conn, t, **key, resource=resource, hard=hard, used=used, seen_at=at)
 
     def keep_only(self, present: set[tuple[str, str]]) -> None:
         """After a (re)list: quotas the API no longer has were deleted."""
         t = ResourceQuotaLimit
         for namespace, name in {(q.namespace, q.name) for q in self.limits()} - present:
             with self._engine.begin() as conn:
-                conn.execute(
-                    delete(t).where(
-                        t.cluster == self._cluster, t.namespace == namespace, t.name == name
-                    )
-                )
+                conn.execute(delete(t).where(*self._match(t, namespace=namespace, name=name)))
 
     def limits(self) -> list[QuotaLimit]:
         t = ResourceQuotaLimit

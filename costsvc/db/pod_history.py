@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
 from sqlalchemy import Connection, Engine, Row, insert, or_, select, update
+from sqlalchemy.sql import ColumnElement
 
 from costsvc.kit.times import as_utc
 
@@ -51,15 +52,27 @@ def keep_latest(out: dict[Any, tuple[datetime, V]], key: Any, since: datetime, v
         out[key] = (at, value)
 
 
-class PodHistory:
-    """One cluster's history of something about each pod, in the table :attr:`table` (columns
-    cluster, uid, namespace, name, valid_from, valid_to and what is kept)."""
-
-    table: ClassVar[Any]
+class ClusterRows:
+    """A store of one cluster's rows in tables with a ``cluster`` column."""
 
     def __init__(self, engine: Engine, cluster: str) -> None:
         self._engine = engine
         self._cluster = cluster
+
+    def _add(self, conn: Connection, t: Any, **values: Any) -> None:
+        """A row of ``t`` in this cluster with ``values`` (column -> value)."""
+        conn.execute(insert(t).values(cluster=self._cluster, **values))
+
+    def _match(self, t: Any, **key: Any) -> list[ColumnElement[bool]]:
+        """What selects the rows of ``t`` in this cluster that hold ``key`` (column -> value)."""
+        return [t.cluster == self._cluster, *(getattr(t, k) == v for k, v in key.items())]
+
+
+class PodHistory(ClusterRows):
+    """One cluster's history of something about each pod, in the table :attr:`table` (columns
+    cluster, uid, namespace, name, valid_from, valid_to and what is kept)."""
+
+    table: ClassVar[Any]
 
     def _observe(
         self,
@@ -75,29 +88,16 @@ class PodHistory:
         creation); nothing is written when its open row holds it (``unchanged(row)``)."""
         t = self.table
         with self._engine.begin() as conn:
-            start = next_period(
-                conn, t, (t.cluster == self._cluster, t.uid == uid), unchanged, at, since
-            )
+            start = next_period(conn, t, self._match(t, uid=uid), unchanged, at, since)
             if start is None:
                 return
-            conn.execute(
-                insert(t).values(
-                    cluster=self._cluster,
-                    uid=uid,
-                    namespace=namespace,
-                    name=name,
-                    **kept,
-                    valid_from=start,
-                )
-            )
+            self._add(conn, t, uid=uid, namespace=namespace, name=name, **kept, valid_from=start)
 
     def close_pod(self, uid: str, at: datetime) -> None:
         t = self.table
         with self._engine.begin() as conn:
             conn.execute(
-                update(t)
-                .where(t.cluster == self._cluster, t.uid == uid, t.valid_to.is_(None))
-                .values(valid_to=at)
+                update(t).where(*self._match(t, uid=uid), t.valid_to.is_(None)).values(valid_to=at)
             )
 
     def close_missing_pods(self, present: set[str], at: datetime) -> None:
