@@ -97,53 +97,64 @@ def ingest_parallel(
     report = Report()
     model_id = runs.record_cost_model(engine, model)
     url = engine.url.render_as_string(hide_password=False)
-    ctx = multiprocessing.get_context("spawn")
-    settled: set[datetime] = set()
-    mark: list[datetime | None] = [None]
-    left: dict[int, list[datetime]] = {}  # per chunk: the hours it has not reported
-    started: dict[int, int] = {}  # per chunk: the run of the hour it is on
-    ended: set[int] = set()
-    procs: list[multiprocessing.process.BaseProcess] = []
-    pipes: dict[Connection, int] = {}
-
-    def settle(hour: datetime, error: str | None) -> None:
-        if error is None:
-            report.done.append(hour)
-        else:
-            report.failed[hour] = error
-        settled.add(hour)
-        upto = settled_prefix(hours, settled)
-        if upto is not None and upto != mark[0]:
-            try:
-                runs.move_watermark(engine, cluster, upto)
-                mark[0] = upto
-            except OperationalError as exc:  # tried again at the next hour settled; behind
-                log.warning("watermark not moved: %s", exc)  # is safe: hours ingested again
-        if progress is not None:
-            progress(hour, error)
-
-    def died(i: int, code: int | None) -> None:
-        why = f"the ingest worker process died (exit code {code}); will retry"
-        for n, hour in enumerate(left[i]):  # the first is the hour it was on, if it began it
-            run_id = started.pop(i, None) if n == 0 else None
-            if run_id is None:
-                run_id = runs.start_run(engine, cluster, hour, "ingest", model_id)
-            # done: written, then died before saying so
-            status = runs.fail_unfinished(engine, run_id, why)
-            settle(hour, None if status == "done" else why)
-        left[i] = []
-
+    pool = _Workers(engine, cluster, hours, progress, report, model_id)
     try:
-        for i, part in enumerate(chunks(hours, workers)):
-            receive, send = ctx.Pipe(duplex=False)
-            task = Chunk(url, prom.spec(), model, cluster, part, source)
-            proc = ctx.Process(target=work, args=(task, send), name=f"costsvc-ingest-{i}")
-            proc.daemon = True  # never outlives the parent
-            proc.start()
-            send.close()  # the worker's end: EOF here once it exits
-            procs.append(proc)
-            pipes[receive] = i
-            left[i] = list(part)
+        for part in chunks(hours, workers):
+            pool.start(Chunk(url, prom.spec(), model, cluster, part, source))
+        pool.listen()
+    except BaseException as exc:  # an interrupt: the workers stop, their runs are failed
+        pool.stop(exc)
+        raise
+    pod_days_flushed(engine)  # (a day two chunks shared, a worker that died: any left)
+    order = {hour: n for n, hour in enumerate(hours)}  # the report in the planned order
+    report.done.sort(key=order.__getitem__)
+    report.failed = dict(sorted(report.failed.items(), key=lambda kv: order[kv[0]]))
+    return report
+
+
+class _Workers:
+    """The parent's side of a parallel ingest: the worker processes, what each has not
+    reported yet, and the hours settled (``report``), the watermark moved over them."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        cluster: str,
+        hours: list[datetime],
+        progress: Callable[[datetime, str | None], None] | None,
+        report: Report,
+        model_id: int,
+    ) -> None:
+        self.engine = engine
+        self.cluster = cluster
+        self.hours = hours
+        self.progress = progress
+        self.report = report
+        self.model_id = model_id
+        self.ctx = multiprocessing.get_context("spawn")
+        self.settled: set[datetime] = set()
+        self.mark: datetime | None = None
+        self.left: dict[int, list[datetime]] = {}  # per chunk: the hours it has not reported
+        self.started: dict[int, int] = {}  # per chunk: the run of the hour it is on
+        self.ended: set[int] = set()
+        self.procs: list[multiprocessing.process.BaseProcess] = []
+        self.pipes: dict[Connection, int] = {}
+
+    def start(self, task: Chunk) -> None:
+        """A worker process for ``task``, reporting over a pipe of its own."""
+        i = len(self.procs)
+        receive, send = self.ctx.Pipe(duplex=False)
+        proc = self.ctx.Process(target=work, args=(task, send), name=f"costsvc-ingest-{i}")
+        proc.daemon = True  # never outlives the parent
+        proc.start()
+        send.close()  # the worker's end: EOF here once it exits
+        self.procs.append(proc)
+        self.pipes[receive] = i
+        self.left[i] = list(task.hours)
+
+    def listen(self) -> None:
+        """The workers' reports as they come, until every worker has exited."""
+        pipes, started = self.pipes, self.started
         while pipes:
             for conn in wait(list(pipes)):
                 assert isinstance(conn, Connection)
@@ -153,29 +164,64 @@ def ingest_parallel(
                 except EOFError:  # the worker exited: whatever it did not report is failed
                     del pipes[conn]
                     conn.close()
-                    procs[i].join()
-                    if i not in ended:
-                        died(i, procs[i].exitcode)
+                    self.procs[i].join()
+                    if i not in self.ended:
+                        self._died(i, self.procs[i].exitcode)
                     continue
                 if kind == "started":
                     started[i] = value
                 elif kind == "hour":
                     started.pop(i, None)
-                    left[i].remove(hour)
-                    settle(hour, value)
+                    self.left[i].remove(hour)
+                    self._settle(hour, value)
                 else:  # "end": the hours it did not report were not tried (source down)
-                    ended.add(i)
+                    self.ended.add(i)
+                    reads = self.report.reads
                     for name, n in vars(value).items():  # the worker's reads, counted
-                        setattr(report.reads, name, getattr(report.reads, name) + n)
-    except BaseException as exc:  # an interrupt: the workers stop, their runs are failed
-        for child in procs:
-            child.terminate()  # SIGTERM: the worker records its hour's run failed (work)
-        for child in procs:
+                        setattr(reads, name, getattr(reads, name) + n)
+
+    def _settle(self, hour: datetime, error: str | None) -> None:
+        """An hour done (``error`` None) or failed; the watermark moved to the last hour of
+        the longest prefix settled."""
+        if error is None:
+            self.report.done.append(hour)
+        else:
+            self.report.failed[hour] = error
+        self.settled.add(hour)
+        upto = settled_prefix(self.hours, self.settled)
+        if upto is not None and upto != self.mark:
+            try:
+                runs.move_watermark(self.engine, self.cluster, upto)
+                self.mark = upto
+            except OperationalError as exc:  # tried again at the next hour settled; behind
+                log.warning("watermark not moved: %s", exc)  # is safe: hours ingested again
+        if self.progress is not None:
+            self.progress(hour, error)
+
+    def _died(self, i: int, code: int | None) -> None:
+        """Every hour worker ``i`` did not report recorded as a failed run."""
+        why = f"the ingest worker process died (exit code {code}); will retry"
+        for n, hour in enumerate(self.left[i]):  # the first is the hour it was on, if begun
+            run_id = self.started.pop(i, None) if n == 0 else None
+            if run_id is None:
+                run_id = runs.start_run(self.engine, self.cluster, hour, "ingest", self.model_id)
+            # done: written, then died before saying so
+            status = runs.fail_unfinished(self.engine, run_id, why)
+            self._settle(hour, None if status == "done" else why)
+        self.left[i] = []
+
+    def stop(self, exc: BaseException) -> None:
+        """The workers stopped (SIGTERM: each records its hour's run failed, :func:`work`;
+        killed where it does not in time), and the runs they had started failed with ``exc``."""
+        for child in self.procs:
+            child.terminate()
+        for child in self.procs:
             child.join(STOP_WAIT)
             if child.is_alive():
                 child.kill()
                 child.join()
-        for conn, i in pipes.items():  # what they said before they stopped
+        started = self.started
+        for conn, i in self.pipes.items():  # what they said before they stopped
             for kind, _hour, value in _drain(conn):
                 if kind == "started":
                     started[i] = value
@@ -184,15 +230,9 @@ def ingest_parallel(
             conn.close()
         try:
             for run_id in started.values():
-                runs.fail_unfinished(engine, run_id, f"{type(exc).__name__}: {exc}")
+                runs.fail_unfinished(self.engine, run_id, f"{type(exc).__name__}: {exc}")
         except OperationalError as again:  # the database is the trouble: the runs stay
             log.warning("could not record the stopped runs: %s", again)  # running, then stale
-        raise
-    pod_days_flushed(engine)  # (a day two chunks shared, a worker that died: any left)
-    order = {hour: n for n, hour in enumerate(hours)}  # the report in the planned order
-    report.done.sort(key=order.__getitem__)
-    report.failed = dict(sorted(report.failed.items(), key=lambda kv: order[kv[0]]))
-    return report
 
 
 def _drain(conn: Connection) -> list[tuple[str, datetime | None, Any]]:
