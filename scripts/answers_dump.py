@@ -12,7 +12,7 @@ Histories (each in its own database of the kind asked):
 
 - ``ingested``: tests/costsvc/history.py's Prometheus history (a real prometheus loaded with
   promtool) and tests/costsvc/inference_history.py's, ingested through the ingest path, with
-  the Kubernetes owners and labels of tests/costsvc/test_allocation_api.py, three budgets,
+  the Kubernetes owners and labels of tests/costsvc/allocation_checks.py, three budgets,
   and a cost model kept in the database whose label keys add ``squad`` for the team (the
   ``/allocation`` label keys must come from the model in force: issue 26 item 3).
 - ``seeded``: tests/costsvc/pages_history.py (October closed, then an October hour repriced:
@@ -23,7 +23,8 @@ Masking (the only rules; everything else is compared byte for byte):
 - times written by the wall clock while building (tokens' ``created_at``, ingest runs'
   ``started_at``/``finished_at``, cost-model versions' ``loaded_at``/``activated_at``,
   budgets' ``created_at``/``updated_at``, audit ``at``) are set to fixed instants in the
-  database before serving (:func:`_fix_clock_columns`), so answers show those;
+  database before serving (scripts/answers_histories.py ``fix_clock_columns``), so answers
+  show those;
 - a pages session's random id and CSRF token are replaced by ``<session>`` and ``<csrf>``
   wherever they appear (cookie header, page body).
 
@@ -34,15 +35,11 @@ server binaries (as the tests do). Not run by ``make test``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -51,21 +48,21 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fastapi.testclient import TestClient  # noqa: E402
-from sqlalchemy import create_engine, text, update  # noqa: E402
 
 from costsvc.api.app import create_app  # noqa: E402
-from costsvc.auth.tokens import create_token  # noqa: E402
-from costsvc.budgets.repository import BudgetValues, create_budget  # noqa: E402
-from costsvc.db import models  # noqa: E402
-from costsvc.db.cost_models import activate  # noqa: E402
 from costsvc.kit.settings import Settings  # noqa: E402
-from costsvc.months.close import close_month  # noqa: E402
+from scripts.answers_histories import (  # noqa: E402
+    NOV20,
+    build_ingested,
+    build_seeded,
+    databases,
+    fix_clock_columns,
+    harness_tokens,
+    prometheus,
+)
 from tests.costsvc import history as hist  # noqa: E402
 from tests.costsvc import inference_history as inf  # noqa: E402
 from tests.costsvc import pages_history as pages  # noqa: E402
-from tests.costsvc.scraped import as_scraped  # noqa: E402
-from tests.costsvc.test_allocation_api import label_history, owner_history  # noqa: E402
-from tests.prom import Prometheus  # noqa: E402
 
 HEADERS = (
     "content-type",
@@ -79,138 +76,6 @@ HEADERS = (
     "set-cookie",
 )
 BOGUS = "gfo_" + "x" * 40  # a bearer token nobody holds
-FIXED = datetime(2026, 11, 1, tzinfo=UTC)  # every wall-clock time written while building
-NOV20 = datetime(2026, 11, 20, 12, tzinfo=UTC)  # "now" of the ingested history's server
-INGESTED_HOURS = [
-    hist.HOUR,
-    hist.HOUR2,
-    hist.HOUR3,
-    hist.ELEVENTH,
-    hist.FIFTEENTH,
-    hist.FIFTEENTH + timedelta(hours=1),
-]
-INFERENCE_HOURS = [inf.I1, inf.I2]
-
-
-# --- building the histories -------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _prometheus(work: Path, om: str, probe: int) -> Iterator[Prometheus]:
-    """A real prometheus holding ``om`` (put in the scraped form), as tests/costsvc/conftest.py
-    loads its histories."""
-    promtool, binary = shutil.which("promtool"), shutil.which("prometheus")
-    if not promtool or not binary:
-        raise SystemExit("prometheus and promtool must be on PATH (scripts/ensure-system-deps.sh)")
-    work.mkdir(parents=True)
-    (work / "history.om").write_text(as_scraped(om))
-    om_file, data = str(work / "history.om"), str(work / "data")
-    subprocess.run(
-        [promtool, "tsdb", "create-blocks-from", "openmetrics", om_file, data],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    prom = Prometheus(binary, work, [], extra_args=["--storage.tsdb.retention.time=100y"])
-    try:
-        prom.wait_ready()
-        prom.until(lambda: prom.query(f"{{__name__=~'.+'}} @ {probe + 60}"), 60, "blocks loaded")
-        yield prom
-    finally:
-        prom.stop()
-
-
-@contextlib.contextmanager
-def _databases(kind: str, work: Path, names: list[str]) -> Iterator[dict[str, str]]:
-    """A fresh, empty database per name: SQLite files, or databases in a throwaway PostgreSQL
-    cluster (bench/pgcluster.py)."""
-    if kind == "sqlite":
-        yield {n: f"sqlite:///{work / f'{n}.db'}" for n in names}
-        return
-    from bench.pgcluster import start_postgres
-
-    base = Path(tempfile.mkdtemp(prefix="pgd-"))  # short: the socket path must be < 108 bytes
-    url, sock, stop = start_postgres(base)
-    try:
-        admin = create_engine(url, isolation_level="AUTOCOMMIT")
-        with admin.connect() as conn:
-            for n in names:
-                conn.execute(text(f'CREATE DATABASE "{n}"'))
-        admin.dispose()
-        yield {n: f"postgresql+psycopg://postgres@/{n}?host={sock}" for n in names}
-    finally:
-        subprocess.run(stop, check=False, capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def _dbmodel_document() -> dict[str, Any]:
-    """The ingested history's model, kept in the database, its team label keys widened."""
-    doc = hist.MODEL.document()
-    doc["labels"] = {**doc.get("labels", {}), "team": ["team", "squad"]}
-    return doc
-
-
-def build_ingested(url: str, prom: str, inference_prom: str) -> None:
-    from costsvc.rules.cost_model import parse
-
-    owner_history(url)
-    hist.ingest_with(prom, url, hist.MODEL, INGESTED_HOURS)
-    hist.ingest_with(inference_prom, url, inf.MODEL, INFERENCE_HOURS)
-    label_history(url)
-    engine = create_engine(url)
-    try:
-        for team, amount in (("a", 1), ("nlp", 5), ("chat", 100)):
-            values = BudgetValues(team, "", amount * 1_000_000, "USD", [0.5, 0.8, 1.0])
-            create_budget(engine, values, NOV20, "harness", {"team": team})
-        activate(engine, parse(_dbmodel_document()), "harness", "cli")
-    finally:
-        engine.dispose()
-
-
-def build_seeded(url: str) -> None:
-    pages.seed(url)
-    engine = create_engine(url)
-    try:
-        close_month(engine, "2026-10", "finance", pages.NOW)
-    finally:
-        engine.dispose()
-    pages.reprice(url, datetime(2026, 10, 31, 22, tzinfo=UTC), "3.00")
-
-
-def _fix_clock_columns(url: str) -> None:
-    """Every time the building wrote from the wall clock, set to :data:`FIXED`."""
-    engine = create_engine(url)
-    m = models
-    columns: list[tuple[Any, list[str]]] = [
-        (m.ApiToken, ["created_at"]),
-        (m.IngestRun, ["started_at", "finished_at"]),
-        (m.CostModelVersion, ["loaded_at", "activated_at"]),
-        (m.Budget, ["created_at", "updated_at"]),
-        (m.AuditEntry, ["at"]),
-    ]
-    try:
-        with engine.begin() as conn:
-            for table, names in columns:
-                for name in names:
-                    col = getattr(table, name)
-                    conn.execute(update(table).where(col.is_not(None)).values({name: FIXED}))
-    finally:
-        engine.dispose()
-
-
-def _tokens(url: str, teams: list[str]) -> dict[str, str]:
-    engine = create_engine(url)
-    try:
-        tokens = {
-            "admin": create_token(engine, "admin", "admin", None, "harness"),
-            "finance": create_token(engine, "finance", "finance", None, "harness"),
-            "metrics": create_token(engine, "prometheus", "metrics", None, "harness"),
-        }
-        for team in teams:
-            tokens[team] = create_token(engine, f"team-{team}", "team", team, "harness")
-    finally:
-        engine.dispose()
-    return tokens
 
 
 # --- the questions -----------------------------------------------------------------------
@@ -504,8 +369,8 @@ def ask_pages(
 def serve_and_ask(
     dumper: Dumper, label: str, url: str, now: datetime, teams: list[str], asks: list[Ask]
 ) -> None:
-    tokens = _tokens(url, teams)
-    _fix_clock_columns(url)
+    tokens = harness_tokens(url, teams)
+    fix_clock_columns(url)
     app = create_app(Settings(database_url=url), clock=lambda: now)
     with TestClient(app) as client:
         ask_all(dumper, label, client, tokens, asks)
@@ -525,9 +390,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="answers-") as tmp:
         work = Path(tmp)
         with (
-            _prometheus(work / "prom", hist.history(), hist.T0) as prom,
-            _prometheus(work / "inf", inf.history(), inf.T1) as inf_prom,
-            _databases(args.db, work, ["ingested", "seeded"]) as urls,
+            prometheus(work / "prom", hist.history(), hist.T0) as prom,
+            prometheus(work / "inf", inf.history(), inf.T1) as inf_prom,
+            databases(args.db, work, ["ingested", "seeded"]) as urls,
         ):
             build_ingested(urls["ingested"], prom.url, inf_prom.url)
             build_seeded(urls["seeded"])
