@@ -40,6 +40,7 @@ from sqlalchemy import Engine
 from costsvc.db.version import data_version
 
 OVERHEAD = 1024  # bytes an entry costs besides its body and key (objects, dict slot)
+Compute = Callable[[], Response]  # what works an answer out
 
 
 def size_of(key: Any) -> int:
@@ -215,11 +216,7 @@ class AnswerCache:
         return len(self._answers)
 
     def get(
-        self,
-        engine: Engine,
-        key: Hashable,
-        compute: Callable[[], Response],
-        version: int | None = None,
+        self, engine: Engine, key: Hashable, compute: Compute, version: int | None = None
     ) -> Response:
         """The answer to ``key`` at the current data version (``version``: the request's,
         :func:`request_version`): kept, or computed — once, when several requests ask the
@@ -227,13 +224,19 @@ class AnswerCache:
         at = self.version.get(engine) if version is None else version
         return self._get_at((at, key), compute)
 
-    def _get_at(self, full: Hashable, compute: Callable[[], Response]) -> Response:
+    def _kept(self, full: Hashable) -> Response | None:
+        """The answer kept for ``full`` (now the last to be dropped), or None; under the lock."""
+        hit = self._answers.get(full)
+        if hit is None:
+            return None
+        self._answers.move_to_end(full)
+        return hit[0]
+
+    def _get_at(self, full: Hashable, compute: Compute) -> Response:
         while True:
             with self._lock:
-                hit = self._answers.get(full)
-                if hit is not None:
-                    self._answers.move_to_end(full)
-                    return hit[0]
+                if (hit := self._kept(full)) is not None:
+                    return hit
                 running = self._computing.get(full)
                 if running is None:
                     self._computing[full] = threading.Event()
@@ -248,20 +251,15 @@ class AnswerCache:
                 done.set()
 
     async def aget(
-        self,
-        engine: Engine,
-        key: Hashable,
-        compute: Callable[[], Response],
-        version: int | None = None,
+        self, engine: Engine, key: Hashable, compute: Compute, version: int | None = None
     ) -> Response:
         """:meth:`get` for ``async def`` routes: a kept answer is served on the event loop
         (no thread hand-off); the version read and a computation run in the thread pool."""
         full = (await self.version.aget(engine) if version is None else version, key)
         with self._lock:
-            hit = self._answers.get(full)
-            if hit is not None:
-                self._answers.move_to_end(full)
-                return hit[0]
+            hit = self._kept(full)
+        if hit is not None:
+            return hit
         found: Response = await run_in_threadpool(self._get_at, full, compute)
         return found
 
@@ -287,12 +285,10 @@ class RequestAnswers:
     def __init__(self, cache: AnswerCache, version: int) -> None:
         self.cache, self.version = cache, version
 
-    def get(self, engine: Engine, key: Hashable, compute: Callable[[], Response]) -> Response:
+    def get(self, engine: Engine, key: Hashable, compute: Compute) -> Response:
         return self.cache.get(engine, key, compute, self.version)
 
-    async def aget(
-        self, engine: Engine, key: Hashable, compute: Callable[[], Response]
-    ) -> Response:
+    async def aget(self, engine: Engine, key: Hashable, compute: Compute) -> Response:
         return await self.cache.aget(engine, key, compute, self.version)
 
 
