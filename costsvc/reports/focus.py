@@ -98,6 +98,16 @@ FOCUS_COLUMNS: tuple[str, ...] = (
     "Tags",
 )
 
+# the custom columns holding numbers
+_CUSTOM_NUMBERS: tuple[str, ...] = (
+    "x_AllocatedCost",
+    "x_UsedCost",
+    "x_WasteCost",
+    "x_IdleCost",
+    "x_EnergyKWh",
+    "x_IdleEnergyKWh",
+    "x_CarbonKgCO2e",
+)
 CUSTOM_COLUMNS: tuple[str, ...] = (
     "x_Cluster",
     "x_Namespace",
@@ -108,13 +118,7 @@ CUSTOM_COLUMNS: tuple[str, ...] = (
     "x_Team",
     "x_Project",
     "x_Stage",
-    "x_AllocatedCost",
-    "x_UsedCost",
-    "x_WasteCost",
-    "x_IdleCost",
-    "x_EnergyKWh",
-    "x_IdleEnergyKWh",
-    "x_CarbonKgCO2e",
+    *_CUSTOM_NUMBERS,
 )
 
 COLUMNS: tuple[str, ...] = FOCUS_COLUMNS + CUSTOM_COLUMNS
@@ -134,13 +138,7 @@ NUMERIC_COLUMNS: frozenset[str] = frozenset(
         "PricingCurrencyEffectiveCost",
         "PricingCurrencyListUnitPrice",
         "PricingQuantity",
-        "x_AllocatedCost",
-        "x_UsedCost",
-        "x_WasteCost",
-        "x_IdleCost",
-        "x_EnergyKWh",
-        "x_IdleEnergyKWh",
-        "x_CarbonKgCO2e",
+        *_CUSTOM_NUMBERS,
     }
 )
 
@@ -193,56 +191,31 @@ def _json(obj: dict[str, str | bool]) -> str:
     return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+@dataclass(frozen=True, slots=True)
+class _Charge:
+    """What a row charges for: its quantity (micro-units) and unit, its SKU and meter, its
+    description, and the resource."""
+
+    quantity: int
+    pricing_unit: str
+    sku: str
+    meter: str
+    what: str
+    resource_id: str
+    resource_name: str
+    resource_type: str
+
+
 def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
     """The row's cells by column name; a column left out is null (an empty cell)."""
-    idle_line = not row.pod  # an __idle__ line: capacity nobody held, no pod
     cost = row.allocated + row.idle
     billed = money(cost)
-    month_start, month_end = parse_month(row.billing_month)
-    model = row.gpu_model
-    mig = f" MIG {row.mig_profile}" if row.mig_profile else ""
-
     price = None if row.correction else row.unit_price
-    if idle_line:
-        if row.gpu_hours or price is not None:  # the idle GPU-hours, at the GPUs' price
-            quantity, pricing_unit = row.gpu_hours, GPU_HOURS
-        else:  # an idle line without GPU-hours: one hour of the node's idle capacity
-            quantity, pricing_unit = 1_000_000, HOURS
-        sku = f"gpu-idle/{model}" if model else "gpu-idle"
-        meter = "Idle GPU capacity"
-        where = f" on {row.node}" if row.node else ""
-        what = f"Idle {model or 'GPU'} capacity{where}"
-        details: dict[str, str | bool] = {"x_Idle": True}
-        if row.node:
-            resource_id = f"{row.cluster}/nodes/{row.node}/{model}"
-            resource_name, resource_type = f"{row.node} {model}".rstrip(), "GPU"
-        else:
-            resource_id = resource_name = row.cluster
-            resource_type = "Kubernetes Cluster"
-    else:
-        quantity, pricing_unit = row.gpu_hours, GPU_HOURS
-        sku = f"gpu/{model}" if model else "gpu"
-        sku += f"/mig/{row.mig_profile}" if row.mig_profile else ""
-        meter = "MIG GPU-hours" if row.mig_profile else "GPU-hours"
-        what = f"{model or 'GPU'}{mig} GPU-hours"
-        details = {}
-        resource_id = f"{row.cluster}/{row.namespace}/{row.pod}"
-        resource_name, resource_type = row.pod, "Kubernetes Pod"
-    if model:
-        details["x_GpuModel"] = model
-    if row.mig_profile:
-        details["x_MigProfile"] = row.mig_profile
-
-    unit_price, list_cost = "", billed
-    if price is not None:  # the model's price, exactly; the list cost its product
-        unit_price, list_cost = money(price), _exact(price * quantity)
-    elif not row.correction:  # a correction's unit prices may be null, and are
-        if quantity:
-            unit_price = _unit_price(cost, quantity)
-        elif cost == 0:
-            unit_price = money(0)
-
-    cells = {
+    # an __idle__ line: capacity nobody held, no pod
+    charge = _idle_charge(row, price) if not row.pod else _pod_charge(row)
+    unit_price, list_cost = _unit_prices(row, price, cost, charge.quantity, billed)
+    month_start, month_end = parse_month(row.billing_month)
+    return {
         "BilledCost": billed,
         "BillingAccountId": account,
         "BillingAccountName": account,
@@ -251,7 +224,7 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "BillingPeriodStart": iso_z(month_start),
         "ChargeCategory": "Usage",
         "ChargeClass": "Correction" if row.correction else "",
-        "ChargeDescription": ("Correction: " if row.correction else "") + what,
+        "ChargeDescription": ("Correction: " if row.correction else "") + charge.what,
         "ChargeFrequency": "Usage-Based",
         "ChargePeriodEnd": iso_z(row.hour + timedelta(hours=1)),
         "ChargePeriodStart": iso_z(row.hour),
@@ -269,28 +242,96 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "PricingCurrencyContractedUnitPrice": unit_price,
         "PricingCurrencyEffectiveCost": billed,
         "PricingCurrencyListUnitPrice": unit_price,
-        "PricingQuantity": money(quantity),
-        "PricingUnit": pricing_unit,
+        "PricingQuantity": money(charge.quantity),
+        "PricingUnit": charge.pricing_unit,
         "ProviderName": provider,
         "PublisherName": provider,
-        "ResourceId": resource_id,
-        "ResourceName": resource_name,
-        "ResourceType": resource_type,
+        "ResourceId": charge.resource_id,
+        "ResourceName": charge.resource_name,
+        "ResourceType": charge.resource_type,
         "ServiceCategory": SERVICE_CATEGORY,
         "ServiceName": SERVICE_NAME,
         "ServiceSubcategory": SERVICE_SUBCATEGORY,
-        "SkuId": sku,
-        "SkuMeter": meter,
-        "SkuPriceDetails": _json(details) if details else "",
-        "SkuPriceId": sku,
+        "SkuId": charge.sku,
+        "SkuMeter": charge.meter,
+        "SkuPriceDetails": _price_details(row),
+        "SkuPriceId": charge.sku,
         "SubAccountId": row.cluster,
         "SubAccountName": row.cluster,
         "Tags": _json({"project": row.project, "stage": row.stage, "team": row.team}),
+        **_custom_cells(row),
+    }
+
+
+def _idle_charge(row: ChargeRow, price: int | None) -> _Charge:
+    """An __idle__ line's charge: its idle GPU-hours at the GPUs' price, or one hour of the
+    idle capacity (a line without GPU-hours or price); its node's GPUs, or its cluster."""
+    model = row.gpu_model
+    if row.gpu_hours or price is not None:
+        quantity, pricing_unit = row.gpu_hours, GPU_HOURS
+    else:
+        quantity, pricing_unit = 1_000_000, HOURS
+    sku = f"gpu-idle/{model}" if model else "gpu-idle"
+    where = f" on {row.node}" if row.node else ""
+    what = f"Idle {model or 'GPU'} capacity{where}"
+    if row.node:
+        resource_id = f"{row.cluster}/nodes/{row.node}/{model}"
+        resource_name, resource_type = f"{row.node} {model}".rstrip(), "GPU"
+    else:
+        resource_id = resource_name = row.cluster
+        resource_type = "Kubernetes Cluster"
+    meter = "Idle GPU capacity"
+    return _Charge(
+        quantity, pricing_unit, sku, meter, what, resource_id, resource_name, resource_type
+    )
+
+
+def _pod_charge(row: ChargeRow) -> _Charge:
+    """A pod's line's charge: the GPU-hours it held, of its GPU model and MIG profile."""
+    model, mig = row.gpu_model, row.mig_profile
+    sku = f"gpu/{model}" if model else "gpu"
+    sku += f"/mig/{mig}" if mig else ""
+    meter = "MIG GPU-hours" if mig else "GPU-hours"
+    what = f"{model or 'GPU'}{f' MIG {mig}' if mig else ''} GPU-hours"
+    resource_id = f"{row.cluster}/{row.namespace}/{row.pod}"
+    return _Charge(
+        row.gpu_hours, GPU_HOURS, sku, meter, what, resource_id, row.pod, "Kubernetes Pod"
+    )
+
+
+def _unit_prices(
+    row: ChargeRow, price: int | None, cost: int, quantity: int, billed: str
+) -> tuple[str, str]:
+    """The unit price and the list cost: the model's price, exactly, and its product with the
+    quantity; without one, cost / quantity and the billed cost (a correction's: null)."""
+    if price is not None:
+        return money(price), _exact(price * quantity)
+    if row.correction:  # a correction's unit prices may be null, and are
+        return "", billed
+    if quantity:
+        return _unit_price(cost, quantity), billed
+    return (money(0) if cost == 0 else ""), billed
+
+
+def _price_details(row: ChargeRow) -> str:
+    """SkuPriceDetails: an idle line's flag, the GPU model and the MIG profile (JSON; "" for
+    none)."""
+    details: dict[str, str | bool] = {} if row.pod else {"x_Idle": True}
+    if row.gpu_model:
+        details["x_GpuModel"] = row.gpu_model
+    if row.mig_profile:
+        details["x_MigProfile"] = row.mig_profile
+    return _json(details) if details else ""
+
+
+def _custom_cells(row: ChargeRow) -> dict[str, str]:
+    """The ``x_`` columns: the line's key, and its money, energy and carbon."""
+    return {
         "x_Cluster": row.cluster,
         "x_Namespace": row.namespace,
         "x_Pod": row.pod,
         "x_Node": row.node,
-        "x_GpuModel": model,
+        "x_GpuModel": row.gpu_model,
         "x_MigProfile": row.mig_profile,
         "x_Team": row.team,
         "x_Project": row.project,
@@ -303,7 +344,6 @@ def _cells(row: ChargeRow, provider: str, account: str) -> dict[str, str]:
         "x_IdleEnergyKWh": kwh(row.idle_energy_mj),
         "x_CarbonKgCO2e": kg(row.co2e_mg + row.idle_co2e_mg),
     }
-    return cells
 
 
 def focus_row(
