@@ -155,6 +155,8 @@ class GpuReader:
         return Read(GpuState(self.identity, up=False, down_reason="lost"), errors)
 
     def _read(self, dev: Device, errors: list[tuple[str, str]]) -> GpuState:
+        """Every value of the GPU this collection reads (``errors``: the NVML error kinds met;
+        raises :class:`_Lost` where the GPU is lost)."""
         nvml, on = self._nvml, self._on
         values: dict[str, float] = {}
 
@@ -183,31 +185,54 @@ class GpuReader:
             memory_bytes=self._total_bytes,
         )
         if "utilization" in on:
-            util = ok(nvml.utilization(dev))
-            if util is not None:
-                values["DCGM_FI_DEV_GPU_UTIL"], values["DCGM_FI_DEV_MEM_COPY_UTIL"] = util
-            if (enc := ok(nvml.encoder_utilization(dev))) is not None:
-                values["DCGM_FI_DEV_ENC_UTIL"] = enc
-            if (dec := ok(nvml.decoder_utilization(dev))) is not None:
-                values["DCGM_FI_DEV_DEC_UTIL"] = dec
+            self._read_utilization(dev, values, ok)
         if self._mig_enabled:  # memory and activity belong to the instances
-            geometry = self._geometry(dev, errors)
-            state.mig_geometry = geometry
-            found = (
-                ok(nvml.mig_instances(dev, self._total_bytes, geometry)) if "mig" in on else None
-            )
-            if found is not None:
-                if any(isinstance(i.lookup_failure, NoPermission) for i in found):
-                    errors.append(("nvml", "no_permission"))
-                state.instances = [self._read_instance(dev, i, ok) for i in found]
-                live = {i.gi_id for i in found}
-                for gi in [g for g in self._gpm_prev if g is not None and g not in live]:
-                    nvml.gpm_free(self._gpm_prev.pop(gi))
+            self._read_mig(dev, state, errors, ok)
         else:
             if "memory" in on:
                 self._read_memory(dev, values, ok)
             if self._gpm:
                 values.update(self._gpm_values(dev, None, ok))
+        self._read_sensors(dev, values, ok)
+        self._read_faults(dev, state, ok)
+        if "processes" in on:
+            self._read_processes(dev, state, ok)
+        self._read_nvlink(dev, state, ok)
+        return state
+
+    def _read_utilization(self, dev: Device, values: dict[str, float], ok: _Ok) -> None:
+        """The GPU's, its memory copy engines', its encoders' and decoders' utilisation."""
+        nvml = self._nvml
+        util = ok(nvml.utilization(dev))
+        if util is not None:
+            values["DCGM_FI_DEV_GPU_UTIL"], values["DCGM_FI_DEV_MEM_COPY_UTIL"] = util
+        if (enc := ok(nvml.encoder_utilization(dev))) is not None:
+            values["DCGM_FI_DEV_ENC_UTIL"] = enc
+        if (dec := ok(nvml.decoder_utilization(dev))) is not None:
+            values["DCGM_FI_DEV_DEC_UTIL"] = dec
+
+    def _read_mig(
+        self, dev: Device, state: GpuState, errors: list[tuple[str, str]], ok: _Ok
+    ) -> None:
+        """A GPU in MIG mode: its geometry, and its instances (their memory and activity);
+        the GPM samples of instances gone freed."""
+        nvml = self._nvml
+        geometry = self._geometry(dev, errors)
+        state.mig_geometry = geometry
+        found = (
+            ok(nvml.mig_instances(dev, self._total_bytes, geometry)) if "mig" in self._on else None
+        )
+        if found is not None:
+            if any(isinstance(i.lookup_failure, NoPermission) for i in found):
+                errors.append(("nvml", "no_permission"))
+            state.instances = [self._read_instance(dev, i, ok) for i in found]
+            live = {i.gi_id for i in found}
+            for gi in [g for g in self._gpm_prev if g is not None and g not in live]:
+                nvml.gpm_free(self._gpm_prev.pop(gi))
+
+    def _read_sensors(self, dev: Device, values: dict[str, float], ok: _Ok) -> None:
+        """Temperatures, power and energy, clocks."""
+        nvml, on = self._nvml, self._on
         if "temperature" in on:
             if (temp := ok(nvml.temperature(dev))) is not None:
                 values["DCGM_FI_DEV_GPU_TEMP"] = temp
@@ -225,6 +250,10 @@ class GpuReader:
                 values["DCGM_FI_DEV_SM_CLOCK"] = sm
             if (memclk := ok(nvml.clock_mhz(dev, nv.CLOCK_MEM))) is not None:
                 values["DCGM_FI_DEV_MEM_CLOCK"] = memclk
+
+    def _read_faults(self, dev: Device, state: GpuState, ok: _Ok) -> None:
+        """PCIe replays, ECC errors, remapped rows, clock events and violation time."""
+        nvml, on, values = self._nvml, self._on, state.values
         if "pcie" in on and (replays := ok(nvml.pcie_replay_counter(dev))) is not None:
             values["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"] = replays
         if "ecc" in on:
@@ -249,20 +278,21 @@ class GpuReader:
                 ns = ok(nvml.violation_ns(dev, policy))
                 if ns is not None:
                     values[series] = ns  # DCGM 4.x publishes violation time in ns
-        if "processes" in on:
-            self._read_processes(dev, state, ok)
+
+    def _read_nvlink(self, dev: Device, state: GpuState, ok: _Ok) -> None:
+        """NVLink: the error totals and data bandwidth, and each active link's error counters."""
+        nvml, on = self._nvml, self._on
         if "nvlink" in on and (reading := ok(nvml.nvlink_counters(dev))) is not None:
             state.nvlink_totals = reading.errors
             mb_per_s = self._nvlink_bandwidth(reading)
             if mb_per_s is not None:
-                values[NVLINK_BANDWIDTH] = mb_per_s
+                state.values[NVLINK_BANDWIDTH] = mb_per_s
         if "nvlink_links" in on:
             for link in self._nvlinks:
                 for counter_name, counter in nv.NVLINK_COUNTERS.items():
                     n = ok(nvml.nvlink_error_counter(dev, link, counter))
                     if n is not None:
                         state.nvlink[(counter_name, link)] = n
-        return state
 
     def _nvlink_bandwidth(self, reading: NvlinkReading) -> float | None:
         """DCGM's DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL: the NVLink data counters' growth since
