@@ -26,9 +26,21 @@ from costsvc.auth.principal import Caller
 from costsvc.costs.queries import allocation_rows, label_history
 from costsvc.kit.quoting import clip
 from costsvc.kit.windows import BadParameter, parse_window
-from costsvc.opencost.aggregates import CONTROLLER_COLUMNS, LABEL_PREFIX, parse_aggregates
+from costsvc.opencost.aggregates import (
+    CONTROLLER_COLUMNS,
+    LABEL_PREFIX,
+    Aggregate,
+    parse_aggregates,
+)
 from costsvc.opencost.filters import FilterError, Node, parse
-from costsvc.opencost.params import parse_accumulate, parse_bool, parse_step, plan, split_list
+from costsvc.opencost.params import (
+    Plan,
+    parse_accumulate,
+    parse_bool,
+    parse_step,
+    plan,
+    split_list,
+)
 from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     NULL_FIELDS,
@@ -137,6 +149,95 @@ def _error(exc: BadParameter, inputs: Iterable[str | None] = ()) -> Response:
     return Response(to_json(body), 400, media_type="application/json")
 
 
+def _too_long(given: list[str | None], aggregate: list[str] | None) -> bool:
+    """Whether a parameter, or the ``aggregate`` ones together, pass :data:`MAX_PARAMETER`."""
+    return (
+        any(len(v) > MAX_PARAMETER for v in given if v)
+        or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
+    )
+
+
+def _options(
+    aggregates: list[Aggregate],
+    include_idle: str | None,
+    share_idle: str | None,
+    idle_by_node: str | None,
+    include_parcs: str | None,
+) -> Options:
+    """How the answer is shaped: its aggregates and idle options (OpenCost's own check on
+    ``includeProportionalAssetResourceCosts`` raises :class:`BadParameter`)."""
+    options = Options(
+        aggregates,
+        include_idle=parse_bool(include_idle),
+        share_idle=parse_bool(share_idle),
+        idle_by_node=parse_bool(idle_by_node),
+    )
+    if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
+        raise BadParameter(
+            "bad request - includeIdle must be set true if "
+            "includeProportionalAssetResourceCosts is true"
+        )
+    return options
+
+
+def _filter(filter_text: str | None, labels: dict[str, str]) -> tuple[Node | None, set[str]]:
+    """The ``filter`` parsed (None: none) and the columns it reads; a bad one raises
+    :class:`BadParameter`."""
+    if not filter_text:
+        return None, set()
+    try:
+        keep = parse(filter_text)
+        return keep, check_filter(keep, labels)
+    except FilterError as exc:
+        raise BadParameter(f"Invalid filter: {exc}") from None
+
+
+def _columns(columns: set[str], options: Options) -> tuple[set[str], set[str]]:
+    """The chargeback columns to read (``columns``: those the aggregates and filter name), and
+    the pod labels to read from the history instead (by pod)."""
+    if options.idle_by_node:
+        columns.add("node")
+    if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows
+        columns |= set(CONTROLLER_COLUMNS)
+    from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
+    if from_history:  # pod labels from the history, by pod
+        columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
+    return columns, from_history
+
+
+def _answer(
+    db: Db,
+    sets: Plan,
+    columns: set[str],
+    team: str | None,
+    from_history: set[str],
+    options: Options,
+    labels: dict[str, str],
+    keep: Node | None,
+) -> Response:
+    """The allocation sets read from the chargeback (and the pod labels from the history);
+    a window holding costs in more than one currency is a 400 (OpenCost's answer has one)."""
+    rows: list[Any] = []
+    if sets.sets:
+        query = sets.query
+        with db.connect() as conn:
+            rows, currencies = allocation_rows(
+                conn, query.start, query.end, sets.step, columns, team
+            )
+            if from_history:
+                history = label_history(conn, query.start, sets.sets[-1].end)
+                rows = with_labels(rows, sets.sets, from_history, history)
+        if len(currencies) > 1:
+            return _error(
+                BadParameter(
+                    f"the window holds costs in {len(currencies)} currencies "
+                    f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
+                )
+            )
+    body = response_json(rows, sets.sets, options, labels, keep, sets.groups)
+    return Response(body, media_type="application/json")
+
+
 @router.get(
     "/allocation",
     summary="OpenCost's allocation API: GPU cost per namespace, label, node, …",
@@ -166,12 +267,10 @@ def allocation(
     ] = None,
     filter_text: Annotated[str | None, Query(alias="filter")] = None,
 ) -> Response:
+    """OpenCost's allocation sets of the window, as OpenCost answers them."""
     given = [window, step, accumulate, accumulate_by, include_idle, share_idle, idle_by_node]
     given.append(filter_text)
-    if (
-        any(len(v) > MAX_PARAMETER for v in given if v)
-        or sum(len(v) for v in aggregate or []) > MAX_PARAMETER
-    ):
+    if _too_long(given, aggregate):
         return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters"))
     labels = label_columns(request, db)
     try:
@@ -180,58 +279,17 @@ def allocation(
         accumulation = parse_accumulate(accumulate, accumulate_by)
         stepped = bool((step or "").strip())
         sets = plan(span, parse_step(step, span, accumulation), accumulation, stepped)
-        options = Options(
-            aggregates,
-            include_idle=parse_bool(include_idle),
-            share_idle=parse_bool(share_idle),
-            idle_by_node=parse_bool(idle_by_node),
-        )
-        if parse_bool(include_parcs) and not options.include_idle:  # OpenCost's own check
-            raise BadParameter(
-                "bad request - includeIdle must be set true if "
-                "includeProportionalAssetResourceCosts is true"
-            )
-        keep: Node | None = None
-        columns = {c for a in aggregates for c in a.columns}
-        if filter_text:
-            try:
-                keep = parse(filter_text)
-                columns |= check_filter(keep, labels)
-            except FilterError as exc:
-                raise BadParameter(f"Invalid filter: {exc}") from None
+        options = _options(aggregates, include_idle, share_idle, idle_by_node, include_parcs)
+        keep, filtered = _filter(filter_text, labels)
     except BadParameter as exc:
         return _error(exc, [*given, *(aggregate or [])])
-    if options.idle_by_node:
-        columns.add("node")
-    if columns & {"pod", "container"}:  # a pod's controller: its properties, no more rows
-        columns |= set(CONTROLLER_COLUMNS)
-    from_history = {c.removeprefix(LABEL_PREFIX) for c in columns if c.startswith(LABEL_PREFIX)}
-    if from_history:  # pod labels from the history, by pod
-        columns = {c for c in columns if not c.startswith(LABEL_PREFIX)} | {"namespace", "pod"}
+    columns, from_history = _columns({c for a in aggregates for c in a.columns} | filtered, options)
     team = None if who.sees_all else who.team
     if not who.sees_all and team is None:  # a role that is neither all-seeing nor a team's
         raise HTTPException(403, f"a {who.role} token cannot read allocations")
 
     def compute() -> Response:
-        rows: list[Any] = []
-        if sets.sets:
-            query = sets.query
-            with db.connect() as conn:
-                rows, currencies = allocation_rows(
-                    conn, query.start, query.end, sets.step, columns, team
-                )
-                if from_history:
-                    history = label_history(conn, query.start, sets.sets[-1].end)
-                    rows = with_labels(rows, sets.sets, from_history, history)
-            if len(currencies) > 1:
-                return _error(
-                    BadParameter(
-                        f"the window holds costs in {len(currencies)} currencies "
-                        f"({', '.join(sorted(currencies))}); OpenCost's answer has one"
-                    )
-                )
-        body = response_json(rows, sets.sets, options, labels, keep, sets.groups)
-        return Response(body, media_type="application/json")
+        return _answer(db, sets, columns, team, from_history, options, labels, keep)
 
     key = (
         "allocation",
