@@ -14,8 +14,6 @@ next collection, an ended series stays at its final total for 600 s, a restart s
   an exporter restart loses the minute it did not see, and the hours on either side still add
   up.
 - A scrape gap: what the exporter saw through it is billed after it, money and all.
-- A rolling upgrade: each GPU by its own rule, and the first hour of the integrals after one of
-  the gauges starts at its edge (nothing billed twice or lost), by hand.
 - A history without integrals (the ground truth's) is read from the gauges, row for row.
 """
 
@@ -23,25 +21,21 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select
 
-from costsvc.db.models import Chargeback, GpuPresence, UsageFact
-from costsvc.fleet.usage import gpu_use
+from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.integral_deltas import reset_expr
 from costsvc.ingest.integrals import share_of
 from costsvc.rules.energy import ENERGY
-from exporter.integrals import KEEP, SHARE_LABEL, STARTED
-from exporter.render.exposition import format_value
+from exporter.integrals import STARTED
 from tests.costsvc.conftest import _loaded_prometheus
 from tests.costsvc.history import (
     ELEVENTH,
     FIFTEENTH,
-    H100,
     HOUR,
     HOUR2,
     HOUR3,
@@ -51,108 +45,20 @@ from tests.costsvc.history import (
     model,
 )
 from tests.costsvc.history_checks import assert_every_hour_adds_up, tables
-from tests.costsvc.scraped import Families, exporter_gpu
-from tests.prom import Prometheus
-
-T0 = int(datetime(2026, 11, 20, 14, tzinfo=UTC).timestamp())  # an hour the cost model prices
-HOURS = [datetime.fromtimestamp(T0 + 3600 * h, UTC) for h in range(2)]
-BIG = 3 * 2**40  # mJ: an energy counter since boot of a GPU up for weeks (exact in a float64)
-SHARE_S = "gpu_allocation_share_seconds_total"
-UNMEASURED_S = "gpu_allocation_unmeasured_share_seconds_total"
-MEASURED_S = "gpu_allocation_measured_share_seconds_total"  # (an exporter's before started)
-COUNTERS = frozenset(
-    {
-        "gpu_device_seconds_total",
-        SHARE_S,
-        "gpu_allocation_memory_share_seconds_total",
-        "gpu_allocation_busy_share_seconds_total",
-        UNMEASURED_S,
-        MEASURED_S,
-        "gpu_container_sm_seconds_total",
-    }
+from tests.costsvc.integral_history import (
+    BIG,
+    COUNTERS,
+    HOURS,
+    SHARE_S,
+    T0,
+    Node,
+    per_gpu,
+    pod_money,
+    pod_seconds,
+    utc,
 )
-
-
-class Node:
-    """One node's exporter, collected at each scrape: its gauges, and its integrals."""
-
-    def __init__(self, history: Families, name: str, uuid: str, started: bool = True) -> None:
-        self.history, self.name, self.uuid = history, name, uuid
-        self.started = started  # its series tell their start (exporters before: not)
-        self.counters = True  # it publishes its integrals (exporters before them: not)
-        self.since: dict[tuple[str, str], int] = {}  # when each total started at 0
-        self.totals: dict[tuple[str, str], float] = {}
-        self.seen: dict[tuple[str, str], int] = {}
-        self.ahead: dict[tuple[str, str], float] = {}
-        self.last: int | None = None
-
-    def labels(self, extra: str = "") -> str:
-        return exporter_gpu(self.uuid, self.name, H100, extra)
-
-    def scrape(
-        self,
-        t: int,
-        up: bool,
-        holders: dict[str, float],
-        util: float | None,
-        sm: dict[str, float] | None = None,
-        restarted: bool = False,
-        scraped: bool = True,
-        energy: int | None = None,
-    ) -> None:
-        """A scrape at ``t`` of a collection at ``t``: the GPU ``up``, held by ``holders``
-        (pod -> share) at ``util`` (0..1), the pods' SM use ``sm`` since the last one. Not
-        ``scraped``: the collection happens, the scrape fails (``up`` 0, nothing else).
-        ``energy``: the GPU's energy counter (mJ), read at the collection."""
-        target = f'job="gpu-exporter",instance="{self.name}:9400"'
-        self.history.add("up", target, 1 if scraped else 0, t)
-        add = self.history.add if scraped else lambda *_: None
-        if restarted:  # a new exporter process: every total from 0
-            self.totals, self.seen, self.ahead, self.last, self.since = {}, {}, {}, None, {}
-        held = 60 if self.last is not None else 0  # every collection 60 s after the last
-        for key, rate in self.ahead.items():
-            self.totals[key] += rate * held
-        ahead: dict[tuple[str, str], float] = {}
-        add("gpu_device_up", self.labels(), 1 if up else 0, t)
-        if energy is not None:
-            add(ENERGY, self.labels(',DCGM_FI_DRIVER_VERSION="580.95"'), energy, t)
-        ahead[("gpu_device_seconds_total", self.labels(',state="up"'))] = 1.0 if up else 0.0
-        ahead[("gpu_device_seconds_total", self.labels(',state="down"'))] = 0.0 if up else 1.0
-        if up and util is not None:
-            add("DCGM_FI_DEV_GPU_UTIL", self.labels(), round(util * 100), t)
-        for pod, share in holders.items():
-            lab = self.labels(f',namespace="ml",pod="{pod}",container="main",resource="r"')
-            add("gpu_allocation_share", lab, share, t)
-            add("gpu_allocation_memory_share", lab, share, t)
-            on = share if up else 0.0
-            measured = on if up and util is not None else 0.0
-            ahead[("gpu_allocation_memory_share_seconds_total", lab)] = on
-            if self.started:  # the share in the labels; the unmeasured part from its first
-                ahead[(SHARE_S, f'{lab},{SHARE_LABEL}="{format_value(share)}"')] = on
-                if on - measured or (UNMEASURED_S, lab) in self.totals:
-                    ahead[(UNMEASURED_S, lab)] = on - measured
-            else:  # an exporter before: the measured part, and the share only in the gauge
-                ahead[(SHARE_S, lab)] = on
-                ahead[(MEASURED_S, lab)] = measured
-            busy = measured * round(util * 100) / 100 if util is not None else 0.0
-            ahead[("gpu_allocation_busy_share_seconds_total", lab)] = busy
-        for pod, used in (sm or {}).items():
-            lab = self.labels(f',namespace="ml",pod="{pod}",container="main"')
-            add("gpu_container_sm_utilization_ratio", lab, used, t)
-            key = ("gpu_container_sm_seconds_total", lab)
-            self.totals[key] = self.totals.get(key, 0.0) + used * held
-            self.seen[key] = t
-        for key in ahead:
-            self.totals.setdefault(key, 0.0)
-            self.seen[key] = t
-        for key in [k for k, at in self.seen.items() if t - at > KEEP]:
-            del self.totals[key], self.seen[key]
-            self.since.pop(key, None)
-        for (name, lab), total in self.totals.items() if self.counters else ():
-            since = self.since.setdefault((name, lab), t)
-            start = f'{lab},{STARTED}="{since}.000"'
-            add(name, start if self.started else lab, repr(total), t)
-        self.ahead, self.last = ahead, t
+from tests.costsvc.scraped import Families
+from tests.prom import Prometheus
 
 
 def _on_the_minute(started: bool, gauges_only: bool = False) -> str:
@@ -195,7 +101,7 @@ def _off_the_minute(started: bool) -> str:
     n2 = Node(history, "n2", "GPU-R", started)
     n3 = Node(history, "n3", "GPU-N", started)
     # (from 70 minutes before: the counters cover 14:00, which is not their first hour — that
-    # one is the gauges', and the next starts at its edge: test_an_upgrade_to_the_integrals...)
+    # one is the gauges', and the next starts at its edge: tests/costsvc/test_integral_upgrade.py)
     for minute in range(T0 - 4200, T0 + 7200 + 60, 60):
         t = minute + 17
         drawn = BIG + 300 * 1000 * (t - T0)  # 300 W: 300,000 mJ a second
@@ -254,29 +160,6 @@ def on_the_minute_gauges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[P
     yield from _loaded_prometheus(tmp_path_factory, "gauges", history, T0, False)
 
 
-def _upgrade() -> str:
-    """A rolling upgrade, three nodes from 70 minutes before 14:00: n1's exporter (scraped at
-    :17 of every minute) publishes no integrals until it is upgraded at 14:20:17, its GPU held
-    by pod p all along; n2's is never upgraded (gauges only), its GPU held by pod o from
-    14:10:00 to 16:40:00; n3's publishes them all along, its GPU held by pod i."""
-    history = Families()
-    n1, n2, n3 = (Node(history, f"n{k}", f"GPU-{x}") for k, x in enumerate("UOI", 1))
-    n1.counters = n2.counters = False
-    for minute in range(T0 - 4200, T0 + 10800 + 60, 60):
-        upgraded = minute + 17 == T0 + 1217
-        if upgraded:
-            n1.counters = True
-        n1.scrape(minute + 17, True, {"p": 1.0}, 0.5, restarted=upgraded)
-        n2.scrape(minute, True, {"o": 1.0} if T0 + 600 <= minute < T0 + 9600 else {}, 0.5)
-        n3.scrape(minute, True, {"i": 1.0}, 0.5)
-    return history.text(counters=COUNTERS)
-
-
-@pytest.fixture(scope="module")
-def upgrade(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    yield from _loaded_prometheus(tmp_path_factory, "upgrade", _upgrade(), T0, False)
-
-
 @pytest.fixture(scope="module")
 def silent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
     yield from _loaded_prometheus(tmp_path_factory, "silent", _silent(), T0, False)
@@ -305,23 +188,10 @@ def test_on_the_minute_the_integrals_bill_what_the_gauges_bill(
     assert all(expected), expected
     assert tables(integrals) == expected
     assert tables(hourly) == expected
-    shares = _shares(integrals)
+    shares = pod_seconds(integrals)
     assert shares[("d", HOURS[0])] == 3000  # the lost 10 minutes cut out
     assert shares[("e", HOURS[0])] == 1200 and shares[("f", HOURS[0])] == 2400
     assert ("f", HOURS[1]) not in shares and shares[("g", HOURS[1])] == 1800
-
-
-def _shares(url: str) -> dict[tuple[str, datetime], int]:
-    """Each pod's GPU-seconds held, per hour."""
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(UsageFact.pod, UsageFact.hour, UsageFact.share_us)).all()
-    engine.dispose()
-    return {(pod, _utc(hour)): share // 10**6 for pod, hour, share in rows}
-
-
-def _utc(hour: datetime) -> datetime:
-    return hour.replace(tzinfo=UTC) if hour.tzinfo is None else hour.astimezone(UTC)
 
 
 def test_off_the_minute_an_hour_ends_at_its_last_scrape(
@@ -329,7 +199,7 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
 ) -> None:
     read = ingest_with(off_the_minute.url, db_url, model(), HOURS)
     assert read.integral_hours == 2
-    money = _money(db_url)
+    money = pod_money(db_url)
     # p: first collected 14:30:17, last 15:29:17 (its share then held to 15:30:17): the scrape
     # at 14:59:17 reads 29 minutes held, 1740 s (2.50 x 1740 / 3600); the last before 16:00,
     # 15:39:17 (kept 600 s after 15:29:17), reads 3600: 1860 s in the second hour
@@ -344,7 +214,7 @@ def test_off_the_minute_an_hour_ends_at_its_last_scrape(
     # 3600 s; across the restart (a reset: the samples read) 0 before it (BIG all along), then
     # 400 W from 14:20 to 15:00 (2400 s); the node that joined, from its first sample, 15:20,
     # to 16:00 (2400 s at 500 W), not its counter's BIG since the driver loaded
-    assert _per_gpu(db_url, GpuPresence.energy_mj) == {
+    assert per_gpu(db_url, GpuPresence.energy_mj) == {
         ("GPU-P", HOURS[0]): 300 * 3600 * 1000,
         ("GPU-P", HOURS[1]): 300 * 3600 * 1000,
         ("GPU-R", HOURS[0]): 400 * 2400 * 1000,
@@ -359,7 +229,7 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
     hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
     read = ingest_with(silent.url, db_url, model(), hours)
     assert read.integral_hours == 3
-    shares = _shares(db_url)
+    shares = pod_seconds(db_url)
     # s: 14:00: up to its last scrape before the gap, 14:54: 3240 s; 15:00: none; 16:00: from
     # 14:54 to its last scrape of the hour, 17:00, the gap's 70 minutes in it: 7560 s (its
     # last value before the hour, 14:54's, found over a month). u: 14:00 to 14:10, 600 s; at
@@ -376,7 +246,7 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
     # the worked example): s at 2.50 an hour, 14:00 2.50 x 3240 / 3600 = 2.250000, 16:00
     # 2.50 x 7560 / 3600 = 5.250000 (not the hour's 2.500000, the rest billed to nobody); u
     # 2.50 x 600 / 3600 = 0.416667 and 2.50 x 1800 / 3600 = 1.250000
-    assert _money(db_url) == {
+    assert pod_money(db_url) == {
         ("s", hours[0]): Decimal("2.250000"),
         ("s", hours[2]): Decimal("5.250000"),
         ("u", hours[0]): Decimal("0.416667"),
@@ -394,114 +264,15 @@ def test_what_the_exporter_saw_through_a_scrape_gap_is_billed_after_it_and_a_ser
     engine.dispose()
     fleet: dict[datetime, Decimal] = {}
     for hour, _, us in present:
-        fleet[_utc(hour)] = fleet.get(_utc(hour), Decimal(0)) + round(
+        fleet[utc(hour)] = fleet.get(utc(hour), Decimal(0)) + round(
             Decimal("2.50") * us / 3600 / 10**6, 6
         )
     total: dict[datetime, Decimal] = {}
     for hour, micro in charged:
-        total[_utc(hour)] = total.get(_utc(hour), Decimal(0)) + Decimal(micro) / 10**6
+        total[utc(hour)] = total.get(utc(hour), Decimal(0)) + Decimal(micro) / 10**6
     assert total == fleet
     # GPU-Q's 16:00: 7560 s present, GPU-U's 3600 s: 5.250000 + 2.500000
     assert fleet[hours[2]] == Decimal("7.750000")
-
-
-def _per_gpu(url: str, column: Any) -> dict[tuple[str, datetime], Any]:
-    """Each GPU's ``column`` of gpu_hours, per hour."""
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(GpuPresence.gpu_uuid, GpuPresence.hour, column)).all()
-    engine.dispose()
-    return {(uuid, _utc(hour)): value for uuid, hour, value in rows}
-
-
-def _money(url: str) -> dict[tuple[str, datetime], Decimal]:
-    """Each pod's allocated money, per hour."""
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        rows = conn.execute(select(Chargeback.pod, Chargeback.hour, Chargeback.allocated)).all()
-    engine.dispose()
-    return {(pod, _utc(hour)): Decimal(allocated) / 10**6 for pod, hour, allocated in rows if pod}
-
-
-def test_an_upgrade_to_the_integrals_loses_and_doubles_nothing_and_each_gpu_has_its_rule(
-    upgrade: Prometheus, db_url: str
-) -> None:
-    hours = [*HOURS, datetime.fromtimestamp(T0 + 7200, UTC)]
-    read = ingest_with(upgrade.url, db_url, model(), hours)
-    # GPU-U from the gauges in the hour of its upgrade (its counters start in it, from 0), from
-    # the integrals after; GPU-O from the gauges throughout; GPU-I from the integrals
-    assert read.integral_gpus == 5 and read.gauge_gpus == 4
-    assert _per_gpu(db_url, GpuPresence.reads) == {
-        ("GPU-U", hours[0]): "gauges",
-        ("GPU-U", hours[1]): "integrals",
-        ("GPU-U", hours[2]): "integrals",
-        ("GPU-O", hours[0]): "gauges",
-        ("GPU-O", hours[1]): "gauges",
-        ("GPU-O", hours[2]): "gauges",
-        ("GPU-I", hours[0]): "integrals",
-        ("GPU-I", hours[1]): "integrals",
-        ("GPU-I", hours[2]): "integrals",
-    }
-    # p, by hand. 14:00 from the gauges: held all hour (13:59:17's sample holds to 14:00:17),
-    # 3600 s, billed through 15:00:00. 15:00 from the integrals, the first hour after the
-    # gauges': its share-seconds from 0 at 14:20:17, 60 a collection, are 2340 at 14:59:17 and
-    # 2400 at 15:00:17, so 2340 + 60 x 43 / 60 = 2383 at 15:00:00; 5940 at 15:59:17: 3557 s.
-    # 16:00: 9540 - 5940 = 3600 s. 14:00:00 to 16:59:17 is 10757 s, none twice (from
-    # 14:59:17 instead: 3600 s, and 43 s billed twice). o from the gauges: 14:10 to 15:00,
-    # 3000 s; 3600 s; 16:00 to 16:40, 2400 s. i: 3600 s an hour
-    shares = _shares(db_url)
-    assert shares == {
-        ("p", hours[0]): 3600,
-        ("p", hours[1]): 3557,
-        ("p", hours[2]): 3600,
-        ("o", hours[0]): 3000,
-        ("o", hours[1]): 3600,
-        ("o", hours[2]): 2400,
-        ("i", hours[0]): 3600,
-        ("i", hours[1]): 3600,
-        ("i", hours[2]): 3600,
-    }
-    assert sum(v for (pod, _), v in shares.items() if pod == "p") == 10757
-    # the money, 2.50 an hour: p 2.50 x 3557 / 3600 = 2.470139 (2.4701388…); o 2.083333,
-    # 2.500000, 1.666667; the GPU's seconds are p's (GPU-U is held all along): nothing idle on
-    # it; GPU-O idle 600 s (0.416667) at 14:00 and 1200 s (0.833333) at 16:00
-    money = _money(db_url)
-    assert money[("p", hours[1])] == Decimal("2.470139")
-    assert [money[("o", h)] for h in hours] == [
-        Decimal("2.083333"),
-        Decimal("2.500000"),
-        Decimal("1.666667"),
-    ]
-    assert all(
-        money[(pod, h)] == Decimal("2.500000")
-        for pod in "pi"
-        for h in hours
-        if (pod, h) != ("p", hours[1])
-    )
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        idle = conn.execute(
-            select(Chargeback.node, Chargeback.hour, Chargeback.idle).where(
-                Chargeback.team == "__idle__"
-            )
-        ).all()
-    engine.dispose()
-    assert {(node, _utc(hour)): micro for node, hour, micro in idle if micro} == {
-        ("n2", hours[0]): 416_667,
-        ("n2", hours[2]): 833_333,
-    }
-    assert assert_every_hour_adds_up(db_url) == 3
-    # the fleet's answer (the fleet page's) says which rule read each GPU's hours: GPU-U's
-    # 15:00 and 16:00 (3557 + 3600 s), none of GPU-O's, all of GPU-I's (3 x 3600 s)
-    engine = create_engine(db_url)
-    with engine.connect() as conn:
-        used = gpu_use(conn, hours[0], hours[-1] + timedelta(hours=1))
-    engine.dispose()
-    assert {g.gpu_uuid: (g.present_us, g.integral_us) for g in used} == {
-        "GPU-U": (10757 * 10**6, 7157 * 10**6),
-        "GPU-O": (10800 * 10**6, 0),
-        "GPU-I": (10800 * 10**6, 10800 * 10**6),
-    }
 
 
 def test_a_history_without_integrals_is_read_from_the_gauges(
