@@ -8,7 +8,7 @@ currency unit: 1_000_000; an hour: 3_600_000_000); only the drawing is in floats
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
@@ -90,6 +90,32 @@ def _series(
     return kept, [(i, name) for i, name, _ in kept]
 
 
+Parts = Sequence[tuple[int, str, Sequence[int]]]  # (colour, name, value per category)
+
+
+def _value_axis(
+    chart: Chart, parts: Parts, n: int, text: Callable[[int], str], unit: int, span: tuple[float, float]
+) -> int:
+    """The value axis' ticks for the stacks of ``parts`` in ``n`` categories: 0 at ``span``'s
+    first coordinate, the axis' end at its second; answers the value at that end."""
+    totals = [sum(max(values[i], 0) for _, _, values in parts) for i in range(n)]
+    step, top = _scale(totals, unit)
+    origin, length = span[0], span[1] - span[0]
+    for k in range(0, top + 1, step):
+        chart.ticks.append(Tick(origin + length * k / top, text(k)))
+    return top
+
+
+def _pieces(
+    parts: Parts, i: int, category: str, text: Callable[[int], str]
+) -> Iterator[tuple[int, int, str]]:
+    """The parts of category ``i`` drawn (their value above 0), in order: (colour, value,
+    tooltip)."""
+    for colour, name, values in parts:
+        if value := max(values[i], 0):
+            yield colour, value, f"{category} {name}: {text(value)}"
+
+
 def stacked_columns(
     title: str,
     categories: Sequence[str],
@@ -103,11 +129,8 @@ def stacked_columns(
     a correction, are drawn as 0); ``text`` writes a value for the ticks and tooltips."""
     chart = Chart(title, width, height, left=64, top=12, right=width - 8, bottom=height - 28)
     kept, chart.legend = _series(series)
-    totals = [sum(max(v[i], 0) for _, _, v in kept) for i in range(len(categories))]
-    step, top = _scale(totals, unit)
     span = chart.bottom - chart.top
-    for k in range(0, top + 1, step):
-        chart.ticks.append(Tick(chart.bottom - span * k / top, text(k)))
+    top = _value_axis(chart, kept, len(categories), text, unit, (chart.bottom, chart.top))
     slot = (chart.right - chart.left) / max(len(categories), 1)
     bar = slot * 0.7
     every = max(1, len(categories) // 10)  # at most ~10 labels under the columns
@@ -116,13 +139,10 @@ def stacked_columns(
         if i % every == 0:
             chart.labels.append(Label(x + bar / 2, category))
         y = chart.bottom
-        for colour, name, values in kept:
-            value = max(values[i], 0)
-            if not value:
-                continue
+        for colour, value, tooltip in _pieces(kept, i, category, text):
             h = span * value / top
             y -= h
-            chart.rects.append(Rect(x, y, bar, h, colour, f"{category} {name}: {text(value)}"))
+            chart.rects.append(Rect(x, y, bar, h, colour, tooltip))
     return chart
 
 
@@ -139,21 +159,16 @@ def stacked_bars(
     height = 40 + 34 * max(len(categories), 1)
     chart = Chart(title, width, height, left=8, top=8, right=width - 24, bottom=height - 28)
     chart.horizontal = True
-    chart.legend = [(colour, name) for name, colour, _ in parts]
-    totals = [sum(max(p[2][i], 0) for p in parts) for i in range(len(categories))]
-    step, top = _scale(totals, unit)
+    kept = [(colour, name, values) for name, colour, values in parts]
+    chart.legend = [(colour, name) for colour, name, _ in kept]
     span = chart.right - chart.left
-    for k in range(0, top + 1, step):
-        chart.ticks.append(Tick(chart.left + span * k / top, text(k)))
+    top = _value_axis(chart, kept, len(categories), text, unit, (chart.left, chart.right))
     for i, category in enumerate(categories):
         y = chart.top + 34 * i
         chart.labels.append(Label(y + 9, category))
         x = chart.left
-        for name, colour, values in parts:
-            value = max(values[i], 0)
-            if not value:
-                continue
+        for colour, value, tooltip in _pieces(kept, i, category, text):
             w = span * value / top
-            chart.rects.append(Rect(x, y + 13, w, 14, colour, f"{category} {name}: {text(value)}"))
+            chart.rects.append(Rect(x, y + 13, w, 14, colour, tooltip))
             x += w
     return chart
