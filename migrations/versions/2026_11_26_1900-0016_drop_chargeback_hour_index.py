@@ -2,8 +2,7 @@
 
 Every read by hour (an hour's rows, a range of hours) is served by the unique key's index,
 which leads with ``hour``; the second index on ``hour`` alone only cost the write: measured,
-14 % of the server's time for the ``COPY`` of an hour's 5,000 chargeback rows (bench/store_hour.py,
-issue 29).
+14 % of the server's time for the ``COPY`` of an hour's 5,000 chargeback rows (bench/store_hour.py).
 
 Revision ID: 0016
 Revises: 0015

@@ -1,7 +1,7 @@
 """cost_pod_days_pending: the days whose per-pod rollup a multi-hour ingest writes once, at its end
 
 An hour's chargeback added to ``cost_pod_days`` costs an upsert per pod (5,000 an hour at 1,000
-GPUs: ~0.09 CPU-s of the server's ~0.3 an hour, issue 29); a backfill writes each day's pod rows
+GPUs: ~0.09 CPU-s of the server's ~0.3 an hour); a backfill writes each day's pod rows
 once from the chargeback instead, and marks the day pending meanwhile (the per-pod reads take a
 pending day from the chargeback). Empty: every day's rows are kept as before.
 

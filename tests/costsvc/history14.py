@@ -1,4 +1,4 @@
-"""Synthetic history for issue 14's ground truth: money at sample resolution (our exporter's
+"""Synthetic history for the ground truth: money at sample resolution (our exporter's
 series), loaded into its own real Prometheus (the ``prometheus14`` fixture, conftest.py).
 Prices 2.50 per H100-hour; every figure below is computed by hand.
 

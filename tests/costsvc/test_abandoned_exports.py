@@ -1,4 +1,4 @@
-"""Abandoned and stalled downloads never take the API down (issue 24): one team token starts
+"""Abandoned and stalled downloads never take the API down: one team token starts
 200 chargeback exports and hangs up after ~100 KB, then 50 more whose client never reads on,
 against a real ``gpu-costsvc serve`` on PostgreSQL. Meanwhile and afterwards no session of the
 service is idle in a transaction; the stalled ones are cut by the server (their export slots

@@ -1,5 +1,5 @@
 """A hostile tenant and an unlucky operator against the API, on SQLite and PostgreSQL, over
-real HTTP: every input listed in issue 13 is a short 4xx (never a 5xx, a dropped connection
+real HTTP: every hostile input is a short 4xx (never a 5xx, a dropped connection
 or an echo of a large input); time ranges are exact or refused; the last admin token stays;
 bodies are limited before they are read; slow clients are cut off."""
 

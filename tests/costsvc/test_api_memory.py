@@ -1,5 +1,5 @@
 """Memory stays bounded under a flood of distinct filtered queries from one team token
-(issue 13: 2,400 such requests once took the API from 147 MB to 1,151 MB). The API runs as
+(2,400 such requests would otherwise take the API past 1 GB). The API runs as
 ``gpu-costsvc serve`` in its own process; its RSS is read from /proc, not inferred from
 timings. The bound is documented in docs/security.md: the answer cache's size
 (``COSTSVC_ANSWER_CACHE_BYTES``) plus the interpreter's and allocator's slack."""

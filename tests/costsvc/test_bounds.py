@@ -1,4 +1,4 @@
-"""Bounded inputs (issue 24): prices, budgets, carbon intensities and quotas within documented
+"""Bounded inputs: prices, budgets, carbon intensities and quotas within documented
 bounds — refused with a 4xx naming the field at the API and exit 2 (one line) at start-up;
 every refusal quotes at most 64 characters of an input (every operation, every parameter);
 a spec or cost model that is not UTF-8 is one line and exit 2; and no cost-model document
@@ -407,7 +407,7 @@ DOCUMENTS = st.lists(st.tuples(st.sampled_from([*SLOTS, ()]), JSON), min_size=1,
 )
 
 
-ISSUE = [  # the documents of issue 24, every run
+ISSUE = [  # the hostile documents, every run
     mutated([(("versions", 0, "prices", 0, "hourly"), "99999999999999999999999999999")]),
     mutated([(("versions", 0, "prices", 0, "hourly"), "1e15")]),
     mutated([(("versions", 0, "prices", 0, "hourly"), 10**30)]),

@@ -139,8 +139,8 @@ def _labelled(team_keys: list[str]) -> dict[str, object]:
 
 def test_allocation_label_keys_are_the_cost_model_in_force(db_url: str, tmp_path: Path) -> None:
     """``/allocation``'s owner label keys come from the cost model in force: the one kept in the
-    database when no file is configured (issue 26: they were read from the file only, so a
-    database-kept model's keys were ignored), the file when one is."""
+    database when no file is configured (never the file's alone, which would ignore a
+    database-kept model's keys), the file when one is."""
     seed(db_url)  # teams a, b, nlp as chargeback columns; no pod label history at all
     engine = create_engine(db_url)
     try:

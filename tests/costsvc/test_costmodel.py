@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from costsvc.rules.cost_model import CostModel, CostModelError, MissingPrices, load, parse, utc
+from costsvc.kit.times import parse_utc as utc
+from costsvc.rules.cost_model import CostModel, CostModelError, MissingPrices, load, parse
 
 ROOT = Path(__file__).resolve().parents[2]
 H100 = "NVIDIA H100 80GB HBM3"
@@ -100,7 +101,7 @@ def test_most_specific_price_wins() -> None:
                 versions=[
                     {
                         "effective_from": "2026-11-01T00:00:00Z",
-                        # six decimals at most (issue 24): 0.000001 less 60 % rounds to 0
+                        # six decimals at most: 0.000001 less 60 % rounds to 0
                         "prices": [{"model": H100, "hourly": "0.000001", "discount": "0.6"}],
                     }
                 ]

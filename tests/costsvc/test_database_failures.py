@@ -1,4 +1,4 @@
-"""Truthful failures of the database (issue 24): PostgreSQL going away in the middle of an
+"""Truthful failures of the database: PostgreSQL going away in the middle of an
 ingest, a database that is not there, a full disk — each ends ``gpu-costsvc`` with one line
 that names the database and says which (never a traceback, never "the source looks down"),
 and the hour not done is ingested by the next run."""

@@ -1,4 +1,4 @@
-"""NVIDIA dcgm-exporter + kube-state-metrics as the source (issue 14), through a real
+"""NVIDIA dcgm-exporter + kube-state-metrics as the source, through a real
 Prometheus into SQLite and PostgreSQL: whole GPUs, a 3g+2g+1g+1g MIG layout, time-slicing x 4,
 a pod relabelled mid-hour, a pod that completes mid-hour, both ``Hostname`` and ``hostname``,
 and a node without the Kubernetes mapping (hand-computed figures in history14.py)."""

@@ -1,4 +1,4 @@
-"""Money at sample resolution through a real Prometheus into SQLite and PostgreSQL (issue 14):
+"""Money at sample resolution through a real Prometheus into SQLite and PostgreSQL:
 a pod that leaves mid-hour, two pods in sequence, the same on a MIG instance and on a
 time-sliced GPU, a GPU lost for 20 minutes while held, idle GPU-hours and MIG memory-basis unit
 prices (hand-computed figures in history14.py)."""

@@ -1,4 +1,4 @@
-"""The exporter's integrals at collection resolution (exporter/integrals.py, issue 29): each
+"""The exporter's integrals at collection resolution (exporter/integrals.py): each
 counter is re-derived here from the gauges the same exposition published at every collection,
 by the rule in docs/metrics.md — an instant's reading holds until the next collection, a
 container's SM utilisation covers the interval just ended, a gap longer than two intervals
