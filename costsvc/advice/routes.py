@@ -19,12 +19,12 @@ from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
 from costsvc.auth.tokens import Principal
 from costsvc.kit.csv_cells import CsvLines, safe_cell
+from costsvc.kit.lists import comma_list
 from costsvc.kit.money import money
 from costsvc.kit.times import iso_z
 
 router = APIRouter(tags=["rightsizing"], responses=ERRORS)
 Filter = Annotated[list[str] | None, Query(max_length=64)]
-PPM = Decimal(1_000_000)
 
 
 class Recommendation(BaseModel):
@@ -97,21 +97,13 @@ class Quotas(BaseModel):
     teams: list[TeamQuota]  # per team and resource: the sum of its namespaces
 
 
-def _split(values: list[str] | None) -> list[str]:
-    return [v for item in values or [] for v in item.split(",") if v]
-
-
 def _filters(who: Principal, **given: list[str] | None) -> dict[str, list[str]]:
-    filters = {k: _split(v) for k, v in given.items() if _split(v)}
+    filters = {k: found for k, v in given.items() if (found := comma_list(v))}
     return own_team(who, filters)
 
 
 def _ratio(ppm: int | None) -> str | None:
-    return None if ppm is None else f"{Decimal(ppm) / PPM:.6f}"
-
-
-def _hours(micro: int) -> str:
-    return f"{Decimal(micro) / PPM:.6f}"
+    return None if ppm is None else money(ppm)  # parts per million: six places
 
 
 def _milli(value: int | None) -> str | None:
@@ -134,8 +126,8 @@ def recommendation_row(r: dict[str, Any]) -> dict[str, Any]:
         "current_monthly": money(r["current_monthly"]),
         "recommended_monthly": money(r["recommended_monthly"]),
         "saving_monthly": money(r["saving_monthly"]),
-        "confidence_hours": _hours(r["device_hours"]),
-        "gpu_hours": _hours(r["gpu_hours"]),
+        "confidence_hours": money(r["device_hours"]),
+        "gpu_hours": money(r["gpu_hours"]),
         "memory_p95_bytes": r["memory_p95_bytes"],
         "memory_peak_bytes": r["memory_peak_bytes"],
         "activity_p95": _ratio(r["activity_p95_ppm"]),

@@ -10,7 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from costsvc.kit.quoting import SHOWN, shown
+from costsvc.kit.quoting import SHOWN, cut, shown
 
 __all__ = ["ERRORS", "EXPORT_ERRORS", "SHOWN", "Problem", "shown", "validation_problem"]
 
@@ -44,7 +44,7 @@ async def validation_problem(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     errors = [
         {
-            "loc": [p if isinstance(p, int) else str(p)[:SHOWN] for p in e.get("loc", ())],
+            "loc": [p if isinstance(p, int) else cut(str(p)) for p in e.get("loc", ())],
             "msg": str(e.get("msg", ""))[: 4 * SHOWN],
             "type": str(e.get("type", "")),
         }

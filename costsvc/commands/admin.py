@@ -33,14 +33,15 @@ def report_command(
     settings: Settings, month: str, fmt: str, out: str | None, group_by: str | None
 ) -> int:
     from costsvc.db.engine import make_engine
+    from costsvc.kit.lists import comma_list
+    from costsvc.kit.times import parse_month
     from costsvc.reports.monthly import chargeback_csv, focus_csv
-    from costsvc.rules.chargeback import parse_month
 
     try:
         parse_month(month)
     except ValueError as exc:
         raise UsageError(f"--month: {exc}") from None
-    groups = [g for g in (group_by or "").split(",") if g]
+    groups = comma_list(group_by)
     if groups and fmt != "csv":
         raise UsageError("--group-by applies to --format csv only")
     engine = make_engine(settings.database_url)

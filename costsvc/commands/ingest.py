@@ -18,6 +18,7 @@ from costsvc.commands.common import (
     reader_headers,
 )
 from costsvc.kit.settings import Settings
+from costsvc.kit.times import iso_z, parse_utc
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
@@ -35,18 +36,17 @@ def span(
     """``--start`` and ``--end`` (no end: ``now``, default the clock's), the end clipped to
     the last complete hour at ``now`` (said so)."""
     from costsvc.ingest.run import clip_end
-    from costsvc.rules.cost_model import utc
 
     try:
-        stop = utc(end) if end else now or datetime.now(UTC)
-        begin = utc(start) if start else None
+        stop = parse_utc(end) if end else now or datetime.now(UTC)
+        begin = parse_utc(start) if start else None
     except ValueError as exc:
         raise UsageError(f"--start/--end: {exc}") from None
     stop, clipped = clip_end(stop, now)
     if clipped and end:
         print(
             f"{PROG}: --end {end} is after the last complete hour: clipped to "
-            f"{stop:%Y-%m-%dT%H:%M:%SZ} (an hour is ingested once it has ended)",
+            f"{iso_z(stop)} (an hour is ingested once it has ended)",
             file=sys.stderr,
         )
     return begin, stop
@@ -269,12 +269,11 @@ def advise(
     from costsvc.advice.rightsizing import Rules
     from costsvc.advice.run import Options, run
     from costsvc.db.engine import make_engine
-    from costsvc.rules.cost_model import utc
 
     if not 1 / 24 <= window_days <= 90 or not 0 <= min_hours <= 24 * 90:
         raise UsageError("--window: 1 hour to 90 days; --min-hours: 0 to the window")
     try:
-        stop = utc(end) if end else datetime.now(UTC)
+        stop = parse_utc(end) if end else datetime.now(UTC)
     except ValueError as exc:
         raise UsageError(f"--end: {exc}") from None
     options = Options(

@@ -21,7 +21,8 @@ from sqlalchemy import Connection, delete, func, insert, select, update
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, MonthClose
 from costsvc.db.rollup import pod_clusters, put_hour, take_hour
-from costsvc.rules.chargeback import AMOUNTS, LINE_KEY, billing_month_for, month_of
+from costsvc.kit.times import month_of
+from costsvc.rules.chargeback import AMOUNTS, LINE_KEY, billing_month_for
 from costsvc.rules.lines import Line
 
 _AMOUNTS_OF = attrgetter(*AMOUNTS)

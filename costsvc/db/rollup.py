@@ -5,7 +5,7 @@ days from the coarse ones plus the partial edges from the hourly tables (``cost_
 chargeback).
 
 A day is a UTC day and a month a UTC month (``cost_months``: per owner) — the days billing
-months are cut in (costsvc/rules/chargeback.py: months are UTC), and the buckets
+months are cut in (costsvc/kit/times.py: months are UTC), and the buckets
 ``step=day``/``month`` answer in. Every writer of chargeback rows goes
 through ``costsvc/db/lines.py write_lines`` (ingest, reprice, re-ingest of an hour, corrections
 of a closed month): it subtracts the hour's rows from their day before it replaces them
@@ -40,7 +40,7 @@ from sqlalchemy import insert as sa_insert
 from sqlalchemy.dialects import postgresql, sqlite
 
 from costsvc.db.models import Chargeback, CostDay, CostHour, CostMonth, CostPodDay, PodDayPending
-from costsvc.kit.times import as_utc, day_floor, month_floor
+from costsvc.kit.times import as_utc, day_floor, month_floor, months_after
 from costsvc.rules.chargeback import AMOUNTS, OWNER
 
 DAY = timedelta(days=1)
@@ -56,10 +56,6 @@ def day_of(hour: datetime) -> datetime:
 def month_start(t: datetime) -> datetime:
     """The first instant of ``t``'s UTC month."""
     return month_floor(t)
-
-
-def _next_month(m: datetime) -> datetime:
-    return datetime(m.year + (m.month == 12), m.month % 12 + 1, 1, tzinfo=UTC)
 
 
 def _same_hour(hour: datetime) -> datetime:
@@ -326,7 +322,7 @@ def pod_rows(start: datetime, end: datetime) -> Any:
 
 def _ceil_month(t: datetime) -> datetime:
     m = month_start(t)
-    return m if m == t.astimezone(UTC) else _next_month(m)
+    return m if m == t.astimezone(UTC) else months_after(m)
 
 
 def _pieces(

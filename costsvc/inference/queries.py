@@ -14,12 +14,14 @@ from typing import Any
 
 from sqlalchemy import Connection, func, select
 
-from costsvc.costs.queries import bucket
 from costsvc.db.models import InferenceHour
 from costsvc.inference.split import ADDITIVE, Totals
+from costsvc.kit.sql_times import bucket
 
-# what ``group_by`` and the filters may name, in the order the API documents them
+# what ``group_by`` and the filters may name, in the order the API documents them; and the
+# grouping when none is asked (costsvc/rules/chargeback.py parse_group_by reads it)
 DIMENSIONS = ("model", "team", "project", "stage", "namespace", "pod", "cluster", "engine", "role")
+DEFAULT_GROUP_BY = ("model",)
 WEEK = timedelta(days=7)
 
 
@@ -29,18 +31,6 @@ class Group:
     group: dict[str, str]
     currency: str
     totals: Totals
-
-
-def parse_group_by(values: Sequence[str] | None, default: Sequence[str] = ("model",)) -> list[str]:
-    """``group_by`` (repeated and/or comma-separated) -> dimensions; ValueError naming an
-    unknown or repeated one."""
-    groups = [v for item in values or () for v in item.split(",") if v] or list(default)
-    for g in groups:
-        if g not in DIMENSIONS:
-            raise ValueError(f"group_by {g[:64]!r}: use any of {', '.join(DIMENSIONS)}")
-    if len(set(groups)) != len(groups):
-        raise ValueError("group_by names a dimension twice")
-    return groups
 
 
 def served_totals(

@@ -19,11 +19,11 @@ from sqlalchemy import Connection, Engine, delete, func, select
 from costsvc.db.bulk import insert_tuples
 from costsvc.db.models import Chargeback, InferenceHour
 from costsvc.inference.split import COUNTS, PRICED, US, PodKey, Priced, Served
+from costsvc.kit.money import to_micro
 from costsvc.kit.times import as_utc
 from costsvc.rules.attribution import Owner
 from costsvc.rules.chargeback import OWNER
 
-PPM = 1_000_000
 COLUMNS = (
     "hour",
     "cluster",
@@ -75,7 +75,7 @@ def write_served(
                 _us(s.prefill_seconds),
                 _us(s.decode_seconds),
                 p.rule,
-                int(p.weight * PPM),
+                to_micro(p.weight),
                 *(getattr(p, name) for name in PRICED),
             )
         )

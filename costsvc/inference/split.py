@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
-from costsvc.kit.money import money, split
+from costsvc.kit.money import money, round_micro, split
 from costsvc.rules.attribution import Owner
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from costsvc.rules.cost_model import CostModel
@@ -276,8 +276,7 @@ def per_million(cost: int, tokens: int) -> int | None:
     """Micro-units per 10^6 tokens, half to even; None without tokens."""
     if tokens <= 0:
         return None
-    exact = Decimal(cost) * MILLION / tokens
-    return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    return round_micro(Decimal(cost) * MILLION / tokens)
 
 
 @dataclass(slots=True)

@@ -25,9 +25,10 @@ from costsvc.db.hour_facts import (
     charged_prices,
     restore_hour,
 )
-from costsvc.inference.repository import PPM, charged_weights
+from costsvc.inference.repository import charged_weights
 from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
+from costsvc.kit.money import to_micro
 from costsvc.rules.attribution import HourFacts, attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.lines import HourResult
@@ -54,7 +55,7 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
             stale.add(hour)
     for hour, served_model, weight_ppm in charged_weights(engine):
         # an output:input weight now given differently (it splits the served tokens' cost)
-        if int(model.output_weight_at(hour, served_model) * PPM) != weight_ppm:
+        if to_micro(model.output_weight_at(hour, served_model)) != weight_ppm:
             stale.add(hour)
     return sorted(stale)
 

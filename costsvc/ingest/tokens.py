@@ -35,12 +35,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
 from costsvc.inference.split import Served
 from costsvc.ingest.gauges.sampled import increase, max_gap_for
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, cluster_label, us
 from costsvc.ingest.prom import PrometheusReader
+from costsvc.kit.money import round_micro
 from kube.label_names import sanitize_label
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def _text(value: str, limit: int = 253) -> str:
 def _count(value: Decimal | None) -> int:
     if value is None:
         return 0
-    return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    return round_micro(value)
 
 
 def _seconds(value: Decimal | None) -> Decimal | None:

@@ -1,12 +1,17 @@
 """CSV as the cost service writes it: QUOTE_MINIMAL, ``\\n`` line ends (as PostgreSQL's COPY
 writes them), any cell holding CR or LF quoted, and text cells made safe to open in a
-spreadsheet. Pure."""
+spreadsheet: :func:`safe_cell` in Python and its twin :func:`safe_cell_sql` in SQL (the
+PostgreSQL COPY path of the CSV export), side by side so they cannot drift; no other module
+writes the rule (tests/test_rules_homes.py). Pure: SQL expressions are built, never run."""
 
 from __future__ import annotations
 
 import csv
 import io
 from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import String, case, cast, func, literal
 
 # a cell starting with one of these is a formula to Excel, LibreOffice and Sheets
 DANGEROUS_FIRST = ("=", "+", "-", "@", "\t", "\r")
@@ -16,6 +21,17 @@ def safe_cell(text: str) -> str:
     """``text`` made safe to open in a spreadsheet: a cell starting with ``=``, ``+``, ``-``,
     ``@``, tab or CR gets a leading ``'``."""
     return "'" + text if text.startswith(DANGEROUS_FIRST) else text
+
+
+def safe_cell_sql(column: Any) -> Any:
+    """:func:`safe_cell` as a SQL expression over a column, as text (PostgreSQL's COPY): an
+    empty text is NULL, which COPY writes as an empty field, as the csv module writes ``""``
+    (COPY would write ``""`` quoted)."""
+    value = cast(column, String)
+    return case(
+        (func.substr(value, 1, 1).in_(DANGEROUS_FIRST), literal("'") + value),
+        else_=func.nullif(value, ""),
+    )
 
 
 class CsvLines:

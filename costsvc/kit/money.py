@@ -5,7 +5,10 @@ Amounts are computed in :class:`~decimal.Decimal` and stored as ``int`` micro-un
 (1 USD = 1_000_000). Splitting an integer amount by weights uses the largest-remainder method,
 so the parts always add up to the whole, to the micro-unit. Text is a plain decimal with six
 places (``2500000`` -> ``"2.500000"``), never through a float: :func:`money` in Python and
-:func:`money_sql` in SQL (the PostgreSQL COPY path of the CSV export) write the same bytes.
+:func:`money_sql` in SQL (the PostgreSQL COPY path of the CSV export) write the same bytes;
+kilograms of CO2e from milligrams are the same text (:func:`kg`). Every rounding to a whole
+micro-unit is :func:`to_micro` (from currency units) or :func:`round_micro` (of an exact
+micro-unit amount); no other module writes these (tests/test_rules_homes.py).
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ def to_micro(amount: Decimal | str | int) -> int:
 
 
 def round_micro(value: Decimal) -> int:
+    """An exact amount of a unit kept as an integer (micro-units, mJ, mg, mW, tokens) rounded
+    half to even to a whole one: the one rounding of a :class:`~decimal.Decimal` to what is
+    stored."""
     return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
 
 
@@ -34,6 +40,12 @@ def money(micro: int) -> str:
     '-0.000003' (integer arithmetic: this runs for every cell of a month's CSV)."""
     units, frac = divmod(abs(micro), MICRO)
     return f"{'-' if micro < 0 else ''}{units}.{frac:06d}"
+
+
+def kg(mg: int) -> str:
+    """Milligrams as kilograms, exactly: a kilogram is a million milligrams, so it is
+    :func:`money`'s text (six places; :func:`money_sql` in SQL)."""
+    return money(mg)
 
 
 def money_rounded(micro: int, places: int = 2) -> str:

@@ -1,13 +1,19 @@
 """Times as the cost service keeps them: aware UTC (SQLite hands back naive UTC, PostgreSQL
-aware), written as ``YYYY-MM-DDTHH:MM:SSZ`` everywhere it shows them.
+aware), written as ``YYYY-MM-DDTHH:MM:SSZ`` everywhere it shows them (:func:`iso_z`) and read
+back from ISO 8601 text by one parser (:func:`parse_utc`).
 
-The one home of the time rule (docs/architecture.md, "Rules"): the UTC hour, day, week and
-month floors, Go's ``Time.Truncate`` and the count of whole hours in a span are written here
-and nowhere else (tests/test_rules_homes.py keeps it so). Pure."""
+The one home of the time rule (docs/architecture.md, "Rules"): the UTC hour, day, week, month
+and quarter floors, the month after a month, Go's ``Time.Truncate``, the count of whole hours
+in a span, billing months (``YYYY-MM``: :data:`MONTH`, :func:`month_of`, :func:`parse_month`,
+:func:`next_month`) and ISO text are written here and nowhere else (tests/test_rules_homes.py
+keeps it so; their SQL twins: costsvc/kit/sql_times.py). Pure."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
+
+from costsvc.kit.quoting import shown
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
@@ -19,8 +25,16 @@ def as_utc(value: datetime) -> datetime:
 
 
 def iso_z(value: datetime) -> str:
+    """``value`` as ``YYYY-MM-DDTHH:MM:SSZ`` (UTC, whole seconds)."""
     v = as_utc(value)  # the year by hand: strftime's %Y writes year 1 as "1" on glibc
     return f"{v.year:04d}-{v:%m-%dT%H:%M:%S}Z"
+
+
+def parse_utc(text: str) -> datetime:
+    """ISO 8601 text as an aware UTC time: ``2026-11-10T05:00:00Z``, any offset
+    (``+02:00``), or no zone at all (read as UTC, never as the machine's local time). Raises
+    ``ValueError`` for anything else."""
+    return as_utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
 
 
 def hour_floor(t: datetime) -> datetime:
@@ -53,3 +67,40 @@ def truncate(t: datetime, unit: timedelta) -> datetime:
 def whole_hours(span: timedelta) -> int:
     """How many whole hours ``span`` holds (rounded down)."""
     return int(span.total_seconds() // 3600)
+
+
+def quarter_floor(t: datetime) -> datetime:
+    """The first instant of ``t``'s UTC calendar quarter (January, April, July, October)."""
+    first = month_floor(t)
+    return first.replace(month=(first.month - 1) // 3 * 3 + 1)
+
+
+def months_after(t: datetime, months: int = 1) -> datetime:
+    """The first instant of the UTC month ``months`` after ``t``'s (3: the next quarter's
+    start, when ``t`` is a quarter's)."""
+    first = month_floor(t)
+    index = first.month - 1 + months
+    return first.replace(year=first.year + index // 12, month=index % 12 + 1)
+
+
+# a billing month: YYYY-MM, UTC, 1970-01 .. 2999-12
+MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")
+
+
+def month_of(t: datetime) -> str:
+    """The billing month (``YYYY-MM``, UTC) ``t`` belongs to."""
+    return f"{as_utc(t):%Y-%m}"
+
+
+def parse_month(text: str) -> tuple[datetime, datetime]:
+    """``YYYY-MM`` -> [first instant, first instant of the next month), UTC."""
+    m = MONTH.match(text)
+    if not m:
+        raise ValueError(f"month {shown(text)}: expected YYYY-MM, e.g. 2026-11")
+    start = datetime(int(m[1]), int(m[2]), 1, tzinfo=UTC)
+    return start, months_after(start)
+
+
+def next_month(month: str) -> str:
+    """The billing month after ``month`` (``YYYY-MM``)."""
+    return month_of(parse_month(month)[1])

@@ -19,7 +19,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from costsvc.kit.quoting import shown
-from costsvc.kit.times import DAY, HOUR, day_floor, hour_floor, month_floor, truncate, week_floor
+from costsvc.kit.times import (
+    DAY,
+    HOUR,
+    day_floor,
+    hour_floor,
+    month_floor,
+    parse_utc,
+    truncate,
+    week_floor,
+)
 
 WEEK = timedelta(days=7)
 MAX_SPAN = timedelta(days=800)  # no question reads more than this, whichever its form
@@ -27,7 +36,7 @@ MONDAY, SUNDAY = 0, 6  # Python's weekday(): /v1's weeks start on Monday, OpenCo
 
 # /v1 (docs/api.md)
 V1_WINDOW = re.compile(r"(today|yesterday|week|month|lastmonth|(\d{1,4})([hd]))")  # fullmatch
-YEARS = (1970, 2999)  # as billing months (costsvc/rules/chargeback.py MONTH)
+YEARS = (1970, 2999)  # as billing months (costsvc/kit/times.py MONTH)
 
 # OpenCost's
 UNITS = {"m": timedelta(minutes=1), "h": HOUR, "d": DAY, "w": WEEK}
@@ -186,7 +195,7 @@ def _parse_window(text: str, now: datetime) -> Window:
         return Window(_unix(m[1], text), _unix(m[2], text))
     m = RFC_PAIR.search(text)  # OpenCost's pattern is not anchored
     if m:
-        return Window(_rfc3339(m[1]), _rfc3339(m[2]))
+        return Window(parse_utc(m[1]), parse_utc(m[2]))
     raise _illegal(text)
 
 
@@ -198,10 +207,6 @@ def _unix(digits: str, text: str) -> datetime:
     if len(digits) > 11:  # past year 5000: out of range for any clock
         raise _illegal(text)
     return datetime.fromtimestamp(int(digits), UTC)
-
-
-def _rfc3339(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
 
 
 def _checked(window: Window, text: str) -> Window:

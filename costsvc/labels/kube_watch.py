@@ -12,14 +12,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from costsvc.kit.times import parse_utc
 from costsvc.labels.history import LabelHistory
 from kube.watch import KindWatches
 
 
 def _time(text: str | None) -> datetime | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+    return parse_utc(text) if text else None
 
 
 class LabelWatcher(KindWatches):

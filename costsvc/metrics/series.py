@@ -27,6 +27,7 @@ from sqlalchemy import Engine
 from costsvc.advice.repository import quota_usage, recommendations
 from costsvc.auth.tokens import Principal
 from costsvc.budgets.repository import budgets
+from costsvc.budgets.state import currency_mismatch
 from costsvc.costs.queries import (
     PodMoney,
     efficiency,
@@ -40,7 +41,8 @@ from costsvc.costs.queries import (
 from costsvc.db.runs import failed_hour_counts, ingest_state
 from costsvc.inference.queries import ModelFigures, model_figures
 from costsvc.inference.split import Totals, per_million
-from costsvc.rules.chargeback import IDLE, OWNER, currency_mismatch, month_of, parse_month
+from costsvc.kit.times import month_of, parse_month
+from costsvc.rules.chargeback import IDLE, OWNER
 
 TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and waste)
 TOP_WORKLOADS = 10  # per team: the recommendations with the biggest saving

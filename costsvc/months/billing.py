@@ -11,12 +11,12 @@ from typing import Any
 
 from sqlalchemy import Engine, func, select, true
 
-from costsvc.costs.queries import bucket
 from costsvc.db.models import Chargeback
 from costsvc.db.runs import first_hours
+from costsvc.kit.sql_times import bucket
+from costsvc.kit.times import month_of, next_month, parse_month
 from costsvc.months.close import Span, month_gaps
 from costsvc.months.repository import Closed, closed_month_names, month_close
-from costsvc.rules.chargeback import month_of, next_month, parse_month
 
 
 @dataclass(frozen=True, slots=True)

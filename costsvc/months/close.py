@@ -26,7 +26,7 @@ from sqlalchemy import Connection, Engine
 from sqlalchemy.exc import IntegrityError
 
 from costsvc.db.runs import done_hours, failed_hour_states, first_hours
-from costsvc.kit.times import iso_z
+from costsvc.kit.times import iso_z, parse_month
 from costsvc.months.repository import (
     Closed,
     close_state,
@@ -36,7 +36,6 @@ from costsvc.months.repository import (
     record_hashes,
 )
 from costsvc.reports.monthly import chargeback_csv, focus_csv, sha256_of
-from costsvc.rules.chargeback import parse_month
 
 HOUR = timedelta(hours=1)
 
@@ -136,7 +135,7 @@ def close_month(
     leaves the month open, and the next close does it all."""
     _, end = parse_month(month)
     if end > now:
-        raise MonthError(f"month {month} has not ended yet (it ends {end:%Y-%m-%dT%H:%M:%SZ})")
+        raise MonthError(f"month {month} has not ended yet (it ends {iso_z(end)})")
     if (found := month_close(engine, month)) is not None and found.csv_sha256:
         raise MonthError(f"month {month} is already closed")
     try:

@@ -11,10 +11,9 @@ from pydantic import BaseModel
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, Finance
-from costsvc.kit.times import iso_z
+from costsvc.kit.times import MONTH, iso_z
 from costsvc.months.close import MonthError, close_month
 from costsvc.months.repository import closed_month_names, month_close
-from costsvc.rules.chargeback import MONTH
 
 router = APIRouter(tags=["months"], responses=ERRORS)
 MonthPath = Annotated[str, PathParam(pattern=MONTH.pattern, description="YYYY-MM")]

@@ -28,9 +28,11 @@ from decimal import Decimal
 from typing import Any
 
 from costsvc.inference.split import Totals, per_million
+from costsvc.kit.lists import comma_list
+from costsvc.kit.money import money
+from costsvc.kit.quoting import cut
 from costsvc.kit.times import iso_z
 from costsvc.kit.windows import BadParameter, Window, parse_window
-from costsvc.opencost.params import split_list
 from costsvc.opencost.shape import to_json
 
 SUPPORTED = (
@@ -61,7 +63,6 @@ BASES = ("allocation", "usage")
 ACCUMULATE = ("", "hour", "day", "week", "month", "quarter", "all", "none")
 # our split rules as OpenCost's ``allocationMethod`` (informational)
 METHOD = {"time": "compute_time", "weight": "multiplier", "role": "role"}
-SIX = Decimal("0.000001")
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,19 +99,17 @@ def parse_request(
     basis = cost_basis if cost_basis is not None else "allocation"
     if basis not in BASES:
         raise BadParameter(
-            f'invalid \'costBasis\' parameter "{basis[:64]}": must be "usage" or "allocation"'
+            f'invalid \'costBasis\' parameter "{cut(basis)}": must be "usage" or "allocation"'
         )
-    dims = split_list(aggregate)
+    dims = comma_list(aggregate)
     for d in dims:
         if d not in SUPPORTED:
             raise BadParameter(
-                f"unsupported 'aggregate' dimension \"{d[:64]}\": supported dimensions are "
+                f"unsupported 'aggregate' dimension \"{cut(d)}\": supported dimensions are "
                 + ", ".join(SUPPORTED)
             )
     if (accumulate or "").strip().lower() not in ACCUMULATE:
-        raise BadParameter(
-            f"invalid 'accumulate' parameter: {accumulate[:64] if accumulate else ''}"
-        )
+        raise BadParameter(f"invalid 'accumulate' parameter: {cut(accumulate or '')}")
     return Request(span, basis, dims, parse_filter(filter_text or ""))
 
 
@@ -124,13 +123,13 @@ def parse_filter(text: str) -> list[tuple[str, str]]:
         prop, colon, value = term.partition(":")
         if not colon:
             raise BadParameter(
-                f"invalid 'filter' parameter: invalid filter term \"{term[:64]}\": "
+                f"invalid 'filter' parameter: invalid filter term \"{cut(term)}\": "
                 "expected property:value"
             )
         prop, value = prop.strip(), value.strip()
         if prop not in SUPPORTED:
             raise BadParameter(
-                f"invalid 'filter' parameter: unsupported filter property \"{prop[:64]}\": "
+                f"invalid 'filter' parameter: unsupported filter property \"{cut(prop)}\": "
                 "supported properties are " + ", ".join(SUPPORTED)
             )
         if len(value) >= 2 and value[0] == value[-1] == '"':
@@ -145,7 +144,9 @@ def keep(group: dict[str, str], filters: Sequence[tuple[str, str]]) -> bool:
 
 
 def _number(micro: int | None) -> Decimal | None:
-    return None if micro is None else (Decimal(micro) / 1_000_000).quantize(SIX)
+    """Micro-units as the number OpenCost writes: :func:`costsvc.kit.money.money`'s six
+    places."""
+    return None if micro is None else Decimal(money(micro))
 
 
 def answer(

@@ -19,7 +19,8 @@ Forms and messages follow opencost/opencost (read at the commit named in docs/ap
 - ``includeIdle``, ``shareIdle``, ``idleByNode``: ``strconv.ParseBool``
   (``1 t T TRUE true True 0 f F FALSE false False``); anything else is the default, false,
   as OpenCost's ``GetBool`` has it.
-- ``aggregate``: a comma list (``GetList``: split on ``,``, blanks trimmed);
+- ``aggregate``: a comma list (``GetList``: split on ``,``, blanks trimmed:
+  costsvc/kit/lists.py ``comma_list``);
   ``ParseAggregationProperties``: none given = cluster, node, namespace, pod, container.
 """
 
@@ -30,7 +31,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 
-from costsvc.kit.times import DAY, HOUR, day_floor, hour_floor, month_floor, week_floor
+from costsvc.kit.times import (
+    DAY,
+    HOUR,
+    day_floor,
+    hour_floor,
+    month_floor,
+    months_after,
+    quarter_floor,
+    week_floor,
+)
 from costsvc.kit.windows import MAX_SPAN, SUNDAY, WEEK, BadParameter, Window
 
 GO_DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h|d|w))+$")
@@ -143,11 +153,6 @@ def parse_accumulate(text: str | None, by: str | None = None) -> str:
     return option
 
 
-def split_list(values: list[str] | None) -> list[str]:
-    """OpenCost's ``GetList(key, ",")`` over every occurrence of the parameter."""
-    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
-
-
 @dataclass(frozen=True, slots=True)
 class Plan:
     """What an ``/allocation`` question reads and answers: the hours of ``query``, in sets
@@ -193,19 +198,16 @@ def _period_start(t: datetime, period: str) -> datetime:
         return day_floor(t)
     if period == "week":
         return week_floor(t, SUNDAY)  # Go's weeks start on Sunday
-    first = month_floor(t)
     if period == "month":
-        return first
-    return first.replace(month=(t.month - 1) // 3 * 3 + 1)  # quarter
+        return month_floor(t)
+    return quarter_floor(t)
 
 
 def _next_period(t: datetime, period: str) -> datetime:
     """The start of the period after the one starting at ``t``."""
     if period in ("hour", "day", "week"):
         return t + {"hour": HOUR, "day": DAY, "week": WEEK}[period]
-    months = 1 if period == "month" else 3
-    month = t.month - 1 + months
-    return t.replace(year=t.year + month // 12, month=month % 12 + 1)
+    return months_after(t, 1 if period == "month" else 3)
 
 
 def round_out(window: Window, period: str) -> Window:

@@ -393,7 +393,7 @@ def render(name: str, acc: _Acc, window: Window, is_idle: bool = False) -> str:
         f'"window":{{"start":"{iso_z(window.start)}","end":"{iso_z(window.end)}"}}',
         f'"start":"{iso_z(first)}","end":"{iso_z(end)}","minutes":{_ratio(minutes)}',
         ZEROS_BEFORE_GPU,
-        f'"gpuCount":{_ratio(count)},"gpuHours":{_ratio(gpu_hours)},"gpuCost":{gpu_cost}',
+        f'"gpuCount":{_ratio(count)},"gpuHours":{money(acc.gpu_hours)},"gpuCost":{gpu_cost}',
         f'"gpuCostAdjustment":0,"gpuCostIdle":{money(0 if is_idle else acc.idle)}',
         f'"gpuEfficiency":{eff}',
         ZEROS_AFTER_GPU,

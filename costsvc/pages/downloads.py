@@ -9,10 +9,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db
+from costsvc.kit.times import MONTH
 from costsvc.pages.render import PREFIX, PageError
 from costsvc.pages.session import SignedIn
 from costsvc.reports import routes as reports
-from costsvc.rules.chargeback import MONTH
 
 router = APIRouter(prefix=f"{PREFIX}/reports", include_in_schema=False)
 

@@ -14,12 +14,13 @@ from costsvc.advice.rightsizing import ACTIONABLE
 from costsvc.advice.routes import quota_row, recommendation_row, team_quotas
 from costsvc.api.deps import Db
 from costsvc.budgets.repository import budgets
+from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import costs, forecast
-from costsvc.kit.money import MICRO, money, money_rounded, to_micro
-from costsvc.kit.times import day_floor
+from costsvc.kit.money import MICRO, kg, money, money_rounded, to_micro
+from costsvc.kit.times import day_floor, iso_z, month_of, parse_month
 from costsvc.pages.charts import Chart, stacked_columns
-from costsvc.rules.chargeback import IDLE, UNALLOCATED, budget_state, month_of, parse_month
-from costsvc.rules.energy import kg, kwh
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
+from costsvc.rules.energy import kwh
 
 DAY = timedelta(days=1)
 
@@ -100,7 +101,7 @@ def daily_chart(
     days = []
     day = start
     while day < last:
-        days.append(day.strftime("%Y-%m-%dT00:00:00Z"))
+        days.append(iso_z(day))
         day += DAY
     index = {d: i for i, d in enumerate(days)}
     per: dict[str, list[int]] = {}

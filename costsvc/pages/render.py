@@ -17,7 +17,7 @@ from fastapi.templating import Jinja2Templates
 
 from costsvc.auth.tokens import Principal
 from costsvc.kit.money import money, money_rounded, to_micro
-from costsvc.rules.chargeback import month_of, parse_month
+from costsvc.kit.times import month_of, parse_month
 
 PREFIX = "/ui"
 CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"

@@ -34,10 +34,9 @@ from datetime import datetime, timedelta
 from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.kit.csv_cells import CsvLines, csv_line, safe_cell
-from costsvc.kit.money import money
-from costsvc.kit.times import iso_z
-from costsvc.rules.chargeback import parse_month
-from costsvc.rules.energy import kg, kwh
+from costsvc.kit.money import kg, money
+from costsvc.kit.times import iso_z, parse_month
+from costsvc.rules.energy import kwh
 from costsvc.rules.lines import Line
 
 FOCUS_COLUMNS: tuple[str, ...] = (

@@ -35,9 +35,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Select,
-    String,
     case,
-    cast,
     func,
     literal,
     literal_column,
@@ -45,12 +43,13 @@ from sqlalchemy import (
 )
 
 from costsvc.db.models import Chargeback
-from costsvc.kit.csv_cells import DANGEROUS_FIRST, CsvLines, csv_line, safe_cell
-from costsvc.kit.money import money, money_sql
-from costsvc.kit.times import as_utc, iso_z
+from costsvc.kit.csv_cells import CsvLines, csv_line, safe_cell, safe_cell_sql
+from costsvc.kit.money import kg, money, money_sql
+from costsvc.kit.sql_times import iso_z_sql
+from costsvc.kit.times import as_utc, iso_z, parse_month
 from costsvc.reports.focus import ChargeRow, focus_lines
-from costsvc.rules.chargeback import KEY, parse_group_by, parse_month
-from costsvc.rules.energy import kg, kwh, kwh_sql
+from costsvc.rules.chargeback import KEY, parse_group_by
+from costsvc.rules.energy import kwh, kwh_sql
 
 AMOUNTS = (
     "gpu_hours",
@@ -67,7 +66,6 @@ AMOUNTS = (
 TRAILING = ("container", "workload")
 CHUNK = 2000  # rows per database fetch and per streamed piece
 STREAM = {"stream_results": True, "yield_per": CHUNK}  # per statement: not the connection's
-ISO_PG = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
 
 
 def csv_columns(group_by: list[str] | None) -> list[str]:
@@ -187,32 +185,23 @@ def _copy_csv(
         cols = cols[:-2]
     gpu_h, alloc, used, waste, idle, mj, idle_mj, mg, idle_mg = cols[-9:]  # as above
 
-    def label(col: Any) -> Any:
-        value = cast(col, String)
-        return case(
-            (func.substr(value, 1, 1).in_(DANGEROUS_FIRST), literal("'") + value),
-            else_=func.nullif(value, ""),
-        )
-
     if group_by:
         n = len(group_by)
         fields = [
             literal(month),
             case((cols[0], "correction"), else_="regular"),
-            *(label(col) for col in cols[1 : 1 + n]),
+            *(safe_cell_sql(col) for col in cols[1 : 1 + n]),
             cols[1 + n],
         ]
         order = [cols[0], *cols[1 : 1 + n], cols[1 + n]]
     else:
         n = len(KEY)
-        start = func.timezone("UTC", cols[0])
-        end = func.timezone("UTC", cols[0] + literal_column("interval '1 hour'"))
         fields = [
             literal(month),
-            func.to_char(start, ISO_PG),
-            func.to_char(end, ISO_PG),
+            iso_z_sql(cols[0]),
+            iso_z_sql(cols[0] + literal_column("interval '1 hour'")),
             case((cols[1], "correction"), else_="regular"),
-            *(label(col) for col in cols[2 : 2 + n]),
+            *(safe_cell_sql(col) for col in cols[2 : 2 + n]),
             cols[2 + n],
         ]
         order = [cols[0], *cols[2 : 2 + n], trailing[0], cols[1]]
@@ -226,7 +215,7 @@ def _copy_csv(
         kwh_sql(mj + idle_mj),
         kwh_sql(idle_mj),
         money_sql(mg + idle_mg),  # mg as kg: six places, like micro-units
-        *(label(col) for col in trailing),
+        *(safe_cell_sql(col) for col in trailing),
     ]
     outer = select(*fields).select_from(sub).order_by(*order)
     sql = str(outer.compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))

@@ -166,7 +166,7 @@ class Carbon(_Model):
 
     def ug_per_kwh(self) -> int:
         """Micro-grams of CO2e per kWh the GPU drew: intensity x PUE, exact."""
-        return int(self.grams_per_kwh * self.pue * 1_000_000)
+        return to_micro(self.grams_per_kwh * self.pue)
 
     def specificity(self, cluster: str) -> tuple[int, int]:
         """An exact cluster over a glob over ``*``; a node-pool entry over a pool-less one."""
@@ -344,7 +344,3 @@ def load(path: str | Path) -> CostModel:
         line = f" line {mark.line + 1}" if mark is not None else ""
         raise CostModelError(f"{path}:{line}: not valid YAML") from None
     return parse(raw, str(path))
-
-
-def utc(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)

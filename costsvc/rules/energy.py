@@ -31,13 +31,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import ROUND_HALF_EVEN, ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from sqlalchemy import Numeric, String, cast, func
 
 from costsvc.ingest.gauges.sampled import Increase, increase
-from costsvc.kit.money import split
+from costsvc.kit.money import round_micro, split
 
 # the GPU's energy counter (mJ; dcgm-exporter's name, our exporter's too): both rules read it
 ENERGY = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
@@ -62,10 +62,6 @@ class Measured:
 NOTHING = Measured(0, 0, Decimal(0))
 
 
-def _mj(value: Decimal) -> int:
-    return int(value.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
-
-
 def counter_energy(
     samples: Sequence[Sample], start: Decimal, end: Decimal, max_gap: Decimal
 ) -> Measured:
@@ -76,13 +72,13 @@ def counter_energy(
 
 def counter_measured(found: Increase) -> Measured:
     """An energy counter's increase (mJ) as measured energy, rounded to the mJ."""
-    total = _mj(found.total)
-    return Measured(total, min(total, _mj(found.gap)), found.seconds)
+    total = round_micro(found.total)
+    return Measured(total, min(total, round_micro(found.gap)), found.seconds)
 
 
 def power_energy(power_integral_ws: Decimal, seconds: Decimal) -> Measured:
     """Energy from ∫ power dt (watt-seconds) where there is no counter; gaps unmeasured."""
-    return Measured(_mj(power_integral_ws * MJ_PER_WATT_SECOND), 0, seconds)
+    return Measured(round_micro(power_integral_ws * MJ_PER_WATT_SECOND), 0, seconds)
 
 
 def idle_baseline(measured: Measured, idle_watts: Decimal | None) -> int:
@@ -91,7 +87,7 @@ def idle_baseline(measured: Measured, idle_watts: Decimal | None) -> int:
     if idle_watts is None or idle_watts <= 0:
         return 0
     known = measured.energy_mj - measured.gap_mj
-    return max(0, min(known, _mj(idle_watts * MJ_PER_WATT_SECOND * measured.seconds)))
+    return max(0, min(known, round_micro(idle_watts * MJ_PER_WATT_SECOND * measured.seconds)))
 
 
 @dataclass(slots=True, unsafe_hash=True)  # (not frozen: built per holding and hour, as Holding)
@@ -133,8 +129,7 @@ def split_energy(measured: Measured, idle_mj: int, draws: Sequence[Draw]) -> Ene
 def carbon_mg(energy_mj: int, ug_per_kwh: int) -> int:
     """CO2e (mg) of ``energy_mj`` at ``ug_per_kwh`` (grid intensity x PUE, micro-grams per
     kWh: costsvc.rules.cost_model.Carbon), rounded half to even, once per GPU-hour."""
-    exact = Decimal(energy_mj) * ug_per_kwh / (UG_PER_MG * MJ_PER_KWH)
-    return int(exact.quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+    return round_micro(Decimal(energy_mj) * ug_per_kwh / (UG_PER_MG * MJ_PER_KWH))
 
 
 def split_by_energy(total: int, energy_parts: Sequence[int]) -> list[int]:
@@ -162,10 +157,3 @@ def kwh(energy_mj: int) -> str:
 def kwh_sql(column: Any) -> Any:
     """:func:`kwh` as a SQL expression over an integer mJ column (PostgreSQL)."""
     return cast(func.round(cast(column, Numeric(38, 0)) / MJ_PER_KWH, 9), String)
-
-
-def kg(mg: int) -> str:
-    """Milligrams as kilograms, exactly (6 places; :func:`costsvc.kit.money.money_sql` writes
-    the same in SQL)."""
-    units, frac = divmod(abs(mg), 1_000_000)
-    return f"{'-' if mg < 0 else ''}{units}.{frac:06d}"

@@ -19,9 +19,10 @@ from sqlalchemy import create_engine, func, insert, select
 
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
+from costsvc.kit.ratios import shown
 from costsvc.metrics.series import collect
 from costsvc.reports.monthly import chargeback_csv
-from costsvc.rules.chargeback import IDLE, UNALLOCATED, shown
+from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import (

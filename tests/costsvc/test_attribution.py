@@ -9,9 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costsvc.kit.times import parse_utc as utc
 from costsvc.rules.attribution import GpuHour, Holding, Owner, attribute_hour
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
-from costsvc.rules.cost_model import CostModel, MissingPrices, parse, utc
+from costsvc.rules.cost_model import CostModel, MissingPrices, parse
 
 H100 = "NVIDIA H100 80GB HBM3"
 HOUR = utc("2026-11-10T05:00:00Z")

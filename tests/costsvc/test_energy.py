@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from costsvc.kit.money import kg
 from costsvc.rules.attribution import GpuHour, Holding, Owner, attribute_hour
 from costsvc.rules.chargeback import IDLE
 from costsvc.rules.cost_model import CostModelError, parse
@@ -20,7 +21,6 @@ from costsvc.rules.energy import (
     carbon_mg,
     counter_energy,
     idle_baseline,
-    kg,
     kwh,
     split_carbon,
     split_energy,

@@ -26,7 +26,8 @@ from costsvc.costs.queries import (
 from costsvc.db.lines import write_lines
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import CostDay, MonthClose
-from costsvc.rules.chargeback import AMOUNTS, KEY, month_of
+from costsvc.kit.times import month_of
+from costsvc.rules.chargeback import AMOUNTS, KEY
 from costsvc.rules.lines import Line
 from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, MODEL, TWELFTH, ingest_with
 from tests.costsvc.history_checks import (

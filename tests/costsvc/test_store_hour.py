@@ -18,8 +18,9 @@ from costsvc.db.bulk import binary_types
 from costsvc.db.hour_facts import flush_pod_days, store_hour
 from costsvc.db.models import Chargeback, CostHour, CostPodDay, GpuPresence, UsageFact
 from costsvc.db.rollup import pending_pod_days, pod_rows
+from costsvc.kit.times import month_of
 from costsvc.rules.attribution import GpuHour, Holding, HourFacts, Owner, attribute_hour
-from costsvc.rules.chargeback import AMOUNTS, LINE_KEY, month_of
+from costsvc.rules.chargeback import AMOUNTS, LINE_KEY
 from costsvc.rules.lines import HourResult
 from tests.costsvc.history import H100, model
 from tests.costsvc.history_checks import as_utc, rollup_days, rollup_months, rollup_pod_days

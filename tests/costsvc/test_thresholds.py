@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import efficiency
-from costsvc.rules.chargeback import budget_state, ratio, shown
+from costsvc.kit.ratios import ratio, shown
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -33,8 +33,9 @@ from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.ingest.gauges.exporter import READS
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.serial import ingest_hours
+from costsvc.kit.times import month_of
 from costsvc.reports.monthly import chargeback_csv
-from costsvc.rules.chargeback import KEY, MONEY, month_of
+from costsvc.rules.chargeback import KEY, MONEY
 from costsvc.rules.cost_model import load
 from tests.conftest import require_binary
 from tests.procs import ROOT, Process, start_exporter

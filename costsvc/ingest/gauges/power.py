@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 
 from costsvc.ingest.gauges import counted
 from costsvc.ingest.gauges.counted import Counter
 from costsvc.ingest.gauges.sampled import Sample, covered, integral, interval, max_gap_for
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, HourReads, us
 from costsvc.ingest.prom import Series
+from costsvc.kit.money import round_micro
 from costsvc.rules.attribution import HourFacts
 from costsvc.rules.energy import (
     ENERGY,
@@ -110,7 +111,7 @@ def lowest_power(
     for labels, watts in answer:
         if _device(labels):
             key = (cluster_of(labels), labels.get("UUID", ""))
-            mw = int((watts * 1000).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+            mw = round_micro(watts * 1000)
             out[key] = min(out.get(key, mw), mw)
     return out
 
