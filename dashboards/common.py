@@ -270,7 +270,7 @@ def _panel(
 
 def shown(expr: str) -> str:
     """A ratio as it is shown and alerted on: rounded down to 0.01 % (the alert rules compare
-    the same floor, the API shows six places rounded down: costsvc/rules/chargeback.py ``shown``),
+    the same floor, the API shows six places rounded down: costsvc/kit/ratios.py ``shown``),
     so a value under a threshold never reads as the threshold. The hair added before the
     floor absorbs the float product (0.29 x 10000 = 2899.9999999999995)."""
     return f"floor(({expr}) * 10000 + 0.000001) / 10000"

@@ -343,7 +343,7 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         rate, left, mtd = 8371, 371, 1_071_429
         assert (s["month_to_date"], s["burn_rate_per_hour"]) == (dec(mtd), dec(rate))
         assert s["forecast"] == dec(mtd + rate * left)
-        # 0.1071429 shown rounded down, as every ratio (costsvc/rules/chargeback.py shown)
+        # 0.1071429 shown rounded down, as every ratio (costsvc/kit/ratios.py shown)
         assert (s["used_ratio"], s["forecast_ratio"]) == ("0.107142", "0.417707")
         assert s["crossed"] == []
         summary = api.get("/v1/teams/a/summary").json()

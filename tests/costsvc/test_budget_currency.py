@@ -1,4 +1,4 @@
-"""A budget is in the cost model's currency (costsvc/rules/chargeback.py ``currency_mismatch``): one
+"""A budget is in the cost model's currency (costsvc/budgets/state.py ``currency_mismatch``): one
 in another currency is refused naming both, and one kept from before is never compared 1:1
 with the costs (no ratio, so no alert). Costs ingested from the real Prometheus of history.py;
 SQLite and PostgreSQL."""

@@ -1,4 +1,4 @@
-"""Alert thresholds and the percentages shown agree (costsvc/rules/chargeback.py ``shown``): a ratio
+"""Alert thresholds and the percentages shown agree (costsvc/kit/ratios.py ``shown``): a ratio
 under a threshold is never shown as the threshold. The API rounds ratios down to six places,
 the alert rules and the dashboards compare and show them rounded down to 0.01 % (promtool
 cases in alerts/tests/efficiency.test.yml and cost.test.yml: 0.59999979 fires "< 60 %" and
