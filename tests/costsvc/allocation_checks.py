@@ -1,15 +1,18 @@
-"""What tests/costsvc/test_allocation_api.py checks each ``/allocation`` answer against —
-OpenCost's shape (its docstring cites where each part comes from) — and what it reads and
-writes beside the API: the owner and label histories, the chargeback's sums, the fleet's
-cost, the answers of ``/v1/costs`` an OpenCost client's money must equal."""
+"""What tests/costsvc/test_allocation_api.py and test_allocation_clients.py ask and check
+each ``/allocation`` answer against: the cost service they ask (:func:`allocation_api`),
+OpenCost's shape (test_allocation_api.py's docstring cites where each part comes from), and
+what they read and write beside the API: the owner and label histories, the chargeback's sums,
+the fleet's cost, the answers of ``/v1/costs`` an OpenCost client's money must equal."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, func, select
 
 from costsvc.advice.repository import OwnerHistory
@@ -18,9 +21,11 @@ from costsvc.db.models import Chargeback, GpuPresence
 from costsvc.labels.history import LabelHistory
 from costsvc.opencost.aggregates import opencost_kind
 from costsvc.rules.chargeback import IDLE
-from tests.costsvc.apiserver import Api
-from tests.costsvc.history import HOUR
+from tests.costsvc.apiserver import NOV20, Api, Clock, serve
+from tests.costsvc.conftest import fresh_database
+from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, HOUR2, HOUR3, MODEL, ingest_with
 from tests.costsvc.opencost_clients import UI_PATH, axios_query
+from tests.prom import Prometheus
 
 FIELDS = [
     "name",
@@ -273,3 +278,20 @@ def ui_get(api: Api, params: dict[str, object]) -> dict[str, Any]:
         for a in one.values():
             assert a["minutes"] >= 0 and a["window"]["start"] and a["name"] is not None
     return answer
+
+
+HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
+
+
+def allocation_api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prometheus: Prometheus
+) -> Iterator[Api]:
+    """The allocation tests' ``api`` fixture: history.py's :data:`HOURS` ingested into a fresh
+    database of the kind ``request.param`` names, the Kubernetes owners written before and the
+    label history after, served with the clock at NOV20 and tokens for teams nlp and search."""
+    with fresh_database(request.param, request, tmp_path_factory.mktemp("oc")) as url:
+        owner_history(url)
+        ingest_with(prometheus.url, url, MODEL, HOURS)
+        label_history(url)
+        with serve(url, Clock(NOV20), ["nlp", "search"]) as running:
+            yield running

@@ -11,7 +11,6 @@ of two RFC 3339 strings, ``pvs``/``lbAllocations`` null, ``gpuAllocation`` an ob
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
@@ -22,52 +21,20 @@ from costsvc.db.models import Chargeback
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from tests.costsvc.allocation_checks import (
     RFC3339,
-    assert_money_as_v1,
-    check_shape,
+    allocation_api,
     decimals,
     fleet,
     get,
-    label_history,
     micro,
-    owner_history,
     sums,
-    ui_get,
 )
-from tests.costsvc.apiserver import NOV20, Api, Clock, serve
-from tests.costsvc.conftest import fresh_database
-from tests.costsvc.history import ELEVENTH, FIFTEENTH, HOUR, HOUR2, HOUR3, MODEL, ingest_with
-from tests.costsvc.opencost_clients import (
-    DRILLDOWN,
-    FILTER_PROPERTY,
-    KUBECTL_COMMANDS,
-    UI_PATH,
-    kubectl_query,
-    ui_params,
-    ui_requests,
-)
-from tests.prom import Prometheus
+from tests.costsvc.apiserver import Api
 
-HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
 H05 = "2026-11-10T05:00:00Z,2026-11-10T06:00:00Z"  # history.py's hand-computed hour
 NOVEMBER = "2026-11-01T00:00:00Z,2026-12-01T00:00:00Z"
 
 
-# AllocationJSON's fields in its order, and which are numbers (*float64)
-@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
-def ingested(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, prometheus: Prometheus
-) -> Iterator[str]:
-    with fresh_database(request.param, request, tmp_path_factory.mktemp("oc")) as url:
-        owner_history(url)
-        ingest_with(prometheus.url, url, MODEL, HOURS)
-        yield url
-
-
-@pytest.fixture(scope="module")
-def api(ingested: str) -> Iterator[Api]:
-    label_history(ingested)
-    with serve(ingested, Clock(NOV20), ["nlp", "search"]) as running:
-        yield running
+api = pytest.fixture(allocation_api, scope="module", params=["sqlite", "postgresql"], name="api")
 
 
 def test_aggregate_namespace_the_hand_computed_hour(api: Api) -> None:
@@ -328,28 +295,6 @@ def test_bad_parameters_are_400_as_opencost_answers_them(
         assert says in body["message"], body
 
 
-def test_the_opencost_ui_s_own_request(api: Api) -> None:
-    """OpenCost's UI (opencost-ui ``src/services/allocation.js``) asks ``/allocation/compute``
-    with ``window``, ``aggregate``, ``includeIdle=true``, ``step=1d``, ``accumulate`` and its
-    filters joined by an encoded ``+`` (``src/util.js`` ``parseFilters``)."""
-    query = (
-        "window=6d&aggregate=namespace&includeIdle=true&step=1d&accumulate=false"
-        "&filter=" + 'namespace:"finance"%2Bcluster:"c1"'
-    )
-    r = api.http.get(f"/allocation/compute?{query}", headers=api.auth("finance"))
-    assert r.status_code == 200, r.text
-    answer = decimals(r.text)
-    check_shape(answer)
-    # the clock is 2026-11-20 12:00: 6d is the 15th to the 20th, one set a day
-    # finance/q holds GPU-Q all its hours: no idle that day
-    assert [sorted(s) for s in answer["data"]] == [["finance"], [], [], [], [], []]
-    finance = answer["data"][0]["finance"]
-    assert finance["window"] == {"start": "2026-11-15T00:00:00Z", "end": "2026-11-16T00:00:00Z"}
-    start, end = datetime(2026, 11, 15, tzinfo=UTC), datetime(2026, 11, 16, tzinfo=UTC)
-    allocated = sums(api.db_url, Chargeback.namespace, start, end)["finance"][0]
-    assert micro(finance["gpuCost"]) == allocated
-
-
 def test_controller_dimensions(api: Api) -> None:
     """Each line's pod's controller as at that hour: ml/p a Deployment's (kube-state-metrics:
     pod -> ReplicaSet -> Deployment), ml/g the watcher's Deployment (its history wins over
@@ -463,69 +408,3 @@ def test_accumulate_day_sums_to_accumulate_true(api: Api) -> None:
         for f in ("gpuCost", "gpuHours", "totalCost", "gpuCostIdle"):
             assert a[f] == sum(d[name][f] for d in daily if name in d), (name, f)
     assert sorted(whole) == sorted({n for d in daily for n in d})
-
-
-# --- OpenCost's own clients, replayed ------------------------------------------------------
-
-
-def test_the_opencost_ui_s_requests(api: Api) -> None:
-    """Every request of the OpenCost UI's allocation pages (tests/costsvc/opencost_clients.py):
-    200, OpenCost's shape, and the money of /v1/costs for the same hours."""
-    for params in ui_requests():
-        answer = ui_get(api, params)
-        assert_money_as_v1(api, answer, [], bool(params["includeIdle"]))
-    # its default view (dashboard): one set a day of the 7 days
-    daily = ui_get(api, ui_params("7d", "namespace", "day"))
-    assert len(daily["data"]) == 7
-
-
-def test_the_opencost_ui_s_drill_down(api: Api) -> None:
-    """namespace -> controllerKind -> controller -> pod -> container, clicking the first row
-    each time as the UI builds its next request (drilldown, FilterBreadcrumb)."""
-    window = "14d"
-    aggregate, filters = "namespace", []
-    seen = []
-    while True:
-        answer = ui_get(api, ui_params(window, aggregate, True, filters))
-        assert_money_as_v1(api, answer, filters, True)
-        (one,) = answer["data"]
-        rows = sorted(n for n in one if IDLE not in n and UNALLOCATED not in n)
-        seen.append((aggregate, rows))
-        if aggregate not in DRILLDOWN or not rows:
-            break
-        value = "ml" if aggregate == "namespace" else rows[0]
-        if aggregate == "controller":  # kind:name: the kind filter if not there, the name
-            value = value.split(":", 1)[1]
-        filters.append((FILTER_PROPERTY[aggregate], value))
-        aggregate = DRILLDOWN[aggregate]
-    assert seen[1:] == [
-        ("controllerKind", ["deployment"]),
-        ("controller", ["deployment:gen-server", "deployment:trainer"]),
-        ("pod", ["g"]),
-        ("container", ["main"]),
-    ]
-
-
-@pytest.mark.parametrize("command", sorted(KUBECTL_COMMANDS))
-def test_kubectl_cost_requests(api: Api, command: str) -> None:
-    """``kubectl cost <command> --window W --opencost`` (opencost_clients.py): 200, names that
-    split into the aggregation's parts (WriteAllocationTable), minutes to scale by, money as
-    /v1/costs."""
-    aggregation = KUBECTL_COMMANDS[command]
-    for window in ("1d", "7d", "14d", "lastweek"):
-        r = api.http.get(f"{UI_PATH}?{kubectl_query(command, window)}", headers=api.auth("finance"))
-        assert r.status_code == 200, r.text
-        answer = decimals(r.text)
-        check_shape(answer)
-        (one,) = answer["data"]  # accumulate=true: allocations[0]
-        for name, a in one.items():
-            assert name == IDLE or len(name.split("/")) == len(aggregation), name
-            assert a["minutes"] > 0  # 43200 / Minutes() when projecting a month
-        assert_money_as_v1(api, answer, [], True)
-    if command == "controller":
-        (one,) = decimals(
-            api.http.get(
-                f"{UI_PATH}?{kubectl_query(command, '14d')}", headers=api.auth("finance")
-            ).text
-        )["data"]
-        assert "c1/ml/deployment:trainer" in one and "c1/search/job:nightly" in one
