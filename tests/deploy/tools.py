@@ -9,6 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import bcrypt
 import yaml
 
 from tests.conftest import require_binary
@@ -16,6 +17,8 @@ from tests.conftest import require_binary
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / ".tools" / "bin"
 CHART = ROOT / "deploy" / "helm" / "gpu-finops"
+# a scrape password's bcrypt hash, as the chart's exporter.webConfig.basicAuth.users take it
+BCRYPT = bcrypt.hashpw(b"scrape", bcrypt.gensalt(rounds=4)).decode()
 
 
 def tool(name: str) -> str:
