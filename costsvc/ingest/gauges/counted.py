@@ -35,15 +35,14 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 
 from costsvc.ingest.gauges import regular
-from costsvc.ingest.gauges.regular import Loader, Unread, into
+from costsvc.ingest.gauges.regular import BlockAsk, BlockSums, Loader, Table, Unread
 from costsvc.ingest.gauges.sampled import Increase, Sample, increase, max_gap_for, spacing
-from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.series import Key
 from costsvc.rules.energy import ENERGY
 
@@ -128,27 +127,19 @@ def load(
 
 
 @dataclass
-class CounterSums:
+class CounterSums(BlockSums):
     """What the engine summarised of a counter (costsvc/ingest/gauges/power.py ``COUNTED``) over a
     block of hours: per evaluation instant (the hour's end) and series, whether it never went
-    down and has no NaN in the window, its first sample at or after the hour's start and its
-    last; per hour start, the last sample before it."""
+    down (``rising``) and has no NaN in the window (``whole``), its first sample at or after
+    the hour's start and its last; per hour start, the last sample before it (``before``)."""
 
-    rising: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    whole: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    first: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    last: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    before: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    rising: Table = field(default_factory=dict)
+    first: Table = field(default_factory=dict)
+    last: Table = field(default_factory=dict)
 
-    def fill(
-        self,
-        prom: PrometheusReader,
-        selector: str,
-        seconds: int,
-        start: datetime,
-        end: datetime,
-        number: Callable[[str], Decimal | None],
-    ) -> None:
+    def fill(self, ask: BlockAsk) -> None:
+        """The block's summaries, each in one range query."""
+        selector, seconds = ask.selector, ask.seconds
         w = f"{selector}[{seconds}s]"
         for found, expr in (
             (self.rising, f"resets({w}) == 0"),
@@ -156,9 +147,9 @@ class CounterSums:
             (self.first, f"min_over_time({selector}[3600001ms])"),
             (self.last, f"last_over_time({w})"),
         ):
-            into(found, prom.range_values(expr, start, end, 3600), number)
+            ask.into(found, expr)
         back = f"last_over_time({selector}[{seconds - 3600}s] offset 1ms)"
-        into(self.before, prom.range_values(back, start - timedelta(hours=1), end, 3600), number)
+        ask.into(self.before, back, ask.start - timedelta(hours=1))
 
     def counter(
         self, instant: str, key: Key, times: list[Decimal], loader: Loader

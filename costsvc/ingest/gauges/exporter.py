@@ -30,6 +30,7 @@ from costsvc.ingest.gauges.holding_hour import (
 )
 from costsvc.ingest.gauges.sampled import Piece, Sample, summed, total, without
 from costsvc.ingest.holdings import (
+    Slices,
     finish,
     gpu_key,
     holding_key,
@@ -92,6 +93,44 @@ def utilisation(w: GaugeHour) -> dict[tuple[str, ...], Usage]:
 def collect_exporter(w: GaugeHour, start: datetime) -> HourFacts:
     """The hour's facts from our exporter's series (:data:`READS`)."""
     facts = HourFacts(start)
+    lost = gpus_seen(w, facts)
+    slices, published = mig_instances(w)
+    util = utilisation(w)
+    sm = _container_sm(w)
+    holding = holding_key(w)
+    # the time a GPU was lost is cut out of memory shares too (as out of shares, in measure)
+    memory_share = {
+        key: us(total(without(_summed(w, found), lost.get((key[0], key[1]), []))))
+        for key, found in _within_gpu(grouped(w, "gpu_allocation_memory_share", holding)).items()
+    }
+    shares = grouped(w, "gpu_allocation_share", holding)
+    within = _within_gpu(shares)
+    plans = _plans(w, shares, within, lost, util, sm)
+    unseen = _add_holdings(w, facts, shares, within, plans, slices, memory_share)
+    for (cluster, uuid), group in unseen.items():
+        # held but absent from gpu_device_up (an older exporter, a lost series): the GPU
+        # existed while it was held, so its cost is billed rather than silently dropped
+        log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
+        add_gpu(facts, cluster, uuid, group[-1].labels, us(w.present(merged(group))))
+    finish(w, facts, published)
+    return facts
+
+
+# a holding's reading: whether it is a replica, its device's utilisation (None: not read),
+# its own SM time, the GPU's lost time, and its figures' bounds (None: its samples tell)
+Plan = tuple[
+    bool, Usage | None, Usage | None, Holes, tuple[Decimal, Bounds | None, Bounds | None] | None
+]
+
+
+def _summed(w: GaugeHour, samples: list[Sequence[Sample]]) -> list[Piece]:
+    """The pieces of these series, summed (a holding's series, one after another)."""
+    return summed(w.pieces(one) for one in samples)
+
+
+def _container_sm(w: GaugeHour) -> dict[tuple[str, ...], Usage]:
+    """Each container's SM utilisation on a GPU, by (cluster, UUID, namespace, pod,
+    container)."""
 
     def container_key(lab: dict[str, str]) -> tuple[str, ...]:
         return (
@@ -102,30 +141,25 @@ def collect_exporter(w: GaugeHour, start: datetime) -> HourFacts:
             lab.get("container", ""),
         )
 
-    lost = gpus_seen(w, facts)
-    slices, published = mig_instances(w)
-    util = utilisation(w)
-    sm = {
+    return {
         key: Usage(group, summed=True)
         for key, group in grouped(w, "gpu_container_sm_utilization_ratio", container_key).items()
     }
+
+
+def _plans(
+    w: GaugeHour,
+    shares: dict[tuple[str, ...], list[Series]],
+    within: dict[tuple[str, ...], list[Sequence[Sample]]],
+    lost: dict[tuple[str, str], Holes],
+    util: dict[tuple[str, ...], Usage],
+    sm: dict[tuple[str, ...], Usage],
+) -> dict[tuple[str, ...], Plan]:
+    """How each holding's use is read: from the sums of its usage series where they tell (the
+    series read as sums: costsvc/ingest/gauges/regular.py), else from their samples, read
+    here in one go."""
     sm_gpus = {key[:2] for key in sm}  # GPUs with per-container usage (cluster, UUID)
     none = Usage([], summed=True)  # the GPU's processes are known: none of them is this holder's
-
-    holding = holding_key(w)
-
-    def function(samples: list[Sequence[Sample]]) -> list[Piece]:
-        return summed(w.pieces(one) for one in samples)
-
-    # the time a GPU was lost is cut out of memory shares too (as out of shares, in measure)
-    memory_share = {
-        key: us(total(without(function(found), lost.get((key[0], key[1]), []))))
-        for key, found in _within_gpu(grouped(w, "gpu_allocation_memory_share", holding)).items()
-    }
-    shares = grouped(w, "gpu_allocation_share", holding)
-    within = _within_gpu(shares)
-    # what each holding used: from the sums of its usage series where they tell (the series
-    # read as sums: costsvc/ingest/gauges/regular.py), else from their samples, read in one go
     plans = {}
     unread: list[Sequence[Sample]] = []
     for key, group in shares.items():
@@ -143,15 +177,29 @@ def collect_exporter(w: GaugeHour, start: datetime) -> HourFacts:
         if found is None:
             unread.extend(s.samples for u in (device, own_sm) if u is not None for s in u.series)
     regular.load(unread)
+    return plans
+
+
+def _add_holdings(
+    w: GaugeHour,
+    facts: HourFacts,
+    shares: dict[tuple[str, ...], list[Series]],
+    within: dict[tuple[str, ...], list[Sequence[Sample]]],
+    plans: dict[tuple[str, ...], Plan],
+    slices: Slices,
+    memory_share: dict[tuple[str, ...], Decimal],
+) -> dict[tuple[str, str], list[Series]]:
+    """Add each holding held in the hour, with its share, busy and own SM seconds; answers
+    the GPUs held that ``facts`` has not seen (no ``gpu_device_up``), with their series."""
     unseen: dict[tuple[str, str], list[Series]] = {}
     for key, group in shares.items():
-        cluster, uuid, gi, ns, pod, container = key
+        cluster, uuid = key[0], key[1]
         shared, device, own_sm, holding_lost, found = plans[key]
         figures = None if found is None else _figures(found, shared)
         if figures is None:  # its samples tell (a rounding the sums leave open: read them)
             regular.load(s.samples for u in (device, own_sm) if u is not None for s in u.series)
             seconds, used_ratio, sm_seconds = measure(
-                function(within[key]),
+                _summed(w, within[key]),
                 holding_lost,
                 None if device is None else device.pieces(w),
                 None if own_sm is None else own_sm.pieces(w),
@@ -171,14 +219,7 @@ def collect_exporter(w: GaugeHour, start: datetime) -> HourFacts:
                 key, group[-1].labels, slices, share, busy, own, shared, memory_share.get(key)
             )
         )
-    for (cluster, uuid), group in unseen.items():
-        # held but absent from gpu_device_up (an older exporter, a lost series): the GPU
-        # existed while it was held, so its cost is billed rather than silently dropped
-        log.warning("GPU %s (%s) is held but has no gpu_device_up series", uuid, cluster)
-        add_gpu(facts, cluster, uuid, group[-1].labels, us(w.present(merged(group))))
-
-    finish(w, facts, published)
-    return facts
+    return unseen
 
 
 def _figures(

@@ -35,7 +35,6 @@ from costsvc.ingest.gauges.sampled import (
     Piece,
     Sample,
     covered,
-    holds,
     interval,
     max_gap_for,
     overlap,
@@ -161,7 +160,8 @@ class GaugeHour(HourReads):
             ones = [(t, one) for t in times]
             step = interval(ones)
             gap = max_gap_for(ones, SCRAPE_GAP, MAX_GAP, step)
-            held = [until - since for since, until, _ in holds(ones, self.t0, self.t1, gap, step)]
+            each = pieces(ones, self.t0, self.t1, gap, step, join=False)  # a sample's own piece
+            held = [until - since for since, until, _ in each]
             inside = sum(1 for t in times if self.t0 <= t < self.t1)  # each holds a while
             before = held[0] if len(held) == inside + 1 else Decimal(0)
             held = held[len(held) - inside :]
@@ -296,29 +296,41 @@ def measure_read(
     times = share[0].times
     held = [p for p in w.pieces(share[0]) if p[2] > 0]
     span = sum((b - a for a, b, _ in held), Decimal(0))
-    util: Bounds | None = None
-    if utilisation is not None:
-        if utilisation.ready:
-            found = _utilisation(held, utilisation.pieces(w))
-            util = None if found is None else (found, found)
-        else:
-            summed = utilisation.integral(w, times)
-            if summed is None or summed[2] > 1 or not span:
-                return None  # a value above 1 is capped sample by sample: read them
-            value, error, _ = summed
-            util = ((value - error) / span, (value + error) / span)
-    own: Bounds | None = None
-    if sm is not None:
-        if sm.ready:
-            found = _own(held, sm.pieces(w))
-            own = None if found is None else (found, found)
-        else:
-            summed = sm.integral(w, times)
-            if summed is None:
-                return None
-            value, error, _ = summed
-            own = (value - error, value + error)
+    told, util = _bounds(w, utilisation, held, times, span)
+    if not told:
+        return None
+    told, own = _bounds(w, sm, held, times, None)
+    if not told:
+        return None
     return total(held), util, own
+
+
+def _bounds(
+    w: GaugeHour,
+    usage: Usage | None,
+    held: list[Piece],
+    times: list[Decimal],
+    span: Decimal | None,
+) -> tuple[bool, Bounds | None]:
+    """Whether a usage's figure over the ``held`` pieces can be told without reading its
+    samples, and its bounds (None: no usage, or none in what was held): its device's
+    utilisation of what was held (``span``: the seconds held), or (``span`` None) the
+    holder's own SM seconds."""
+    if usage is None:
+        return True, None
+    if usage.ready:
+        pieces = usage.pieces(w)
+        found = _own(held, pieces) if span is None else _utilisation(held, pieces)
+        return True, None if found is None else (found, found)
+    summed = usage.integral(w, times)
+    if summed is None:
+        return False, None
+    value, error, peak = summed
+    if span is None:
+        return True, (value - error, value + error)
+    if peak > 1 or not span:
+        return False, None  # a value above 1 is capped sample by sample: read them
+    return True, ((value - error) / span, (value + error) / span)
 
 
 def grouped(

@@ -161,37 +161,69 @@ def load(series: Iterable[Sequence[Sample]]) -> None:
         loader.load(keys)
 
 
+Table = dict[str, dict[Key, Decimal | None]]  # evaluation instant -> series -> value, or None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAsk:
+    """A selector's summaries over a block of hours, each asked for in one range query
+    evaluated at every hour's end from ``start`` to ``end`` (``seconds``: the window of an hour,
+    its look-back included); ``number`` reads a value's text (None: not finite)."""
+
+    prom: PrometheusReader
+    selector: str
+    seconds: int
+    start: datetime
+    end: datetime
+    number: Callable[[str], Decimal | None]
+
+    def into(self, table: Table, expr: str, first: datetime | None = None) -> None:
+        """``expr`` evaluated over the block (from ``first`` where it starts earlier), into
+        ``table``."""
+        since = self.start if first is None else first
+        number = self.number
+        for lab, values in self.prom.range_values(expr, since, self.end, 3600):
+            key = key_of(lab)
+            for t, v in values:
+                found = table.get(t)
+                if found is None:
+                    found = table[t] = {}
+                found[key] = number(v)
+
+
 @dataclass
-class Sums:
-    """What the engine summed of a :data:`SUMMED` selector over a block of hours: per
-    evaluation instant and series, the max, min and sum over the window (None: not finite)
-    ... and per hour edge (its instant) and series, ``before``: the value of the last sample
-    before it, ``at``: of a sample at it, ``back``: the sum of the look-back's samples."""
+class BlockSums:
+    """What the engine summarised of a selector over a block of hours (:class:`Sums`,
+    :class:`~costsvc.ingest.gauges.counted.CounterSums`): per evaluation instant and series,
+    the sum over the window (``whole``: None where not finite, a NaN in it), and per hour
+    edge (its instant) and series, the value of the last sample before it (``before``)."""
 
-    high: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    low: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    whole: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    before: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    at: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
-    back: dict[str, dict[Key, Decimal | None]] = field(default_factory=dict)
+    whole: Table = field(default_factory=dict)
+    before: Table = field(default_factory=dict)
 
-    def fill(
-        self,
-        prom: PrometheusReader,
-        selector: str,
-        seconds: int,
-        start: datetime,
-        end: datetime,
-        number: Callable[[str], Decimal | None],
-    ) -> None:
+
+@dataclass
+class Sums(BlockSums):
+    """What the engine summed of a :data:`SUMMED` selector over a block of hours: besides the
+    sums and the samples before each edge, per evaluation instant and series, the max and
+    min over the window (None: not finite) and per hour edge and series, ``at``: the value of
+    a sample at it, ``back``: the sum of the look-back's samples."""
+
+    high: Table = field(default_factory=dict)
+    low: Table = field(default_factory=dict)
+    at: Table = field(default_factory=dict)
+    back: Table = field(default_factory=dict)
+
+    def fill(self, ask: BlockAsk) -> None:
         """The max, min and sum over each hour's window ``selector[seconds]`` (a NaN anywhere
         in it makes the sum NaN: such a series is read raw) and, where some series is not
         constant, the edge values. The edge windows end 1 ms before the edge (``offset 1ms``:
         scrape times are in ms) and match the raw read's (at - seconds, at] on Prometheus 3
         and VictoriaMetrics, [at - seconds, at] on Prometheus 2, either way."""
+        selector, seconds = ask.selector, ask.seconds
         w = f"{selector}[{seconds}s]"
         for table, name in ((self.high, "max"), (self.low, "min"), (self.whole, "sum")):
-            into(table, prom.range_values(f"{name}_over_time({w})", start, end, 3600), number)
+            ask.into(table, f"{name}_over_time({w})")
         if all(
             h == self.low.get(t, {}).get(k)
             for t, found in self.high.items()
@@ -199,13 +231,13 @@ class Sums:
         ):
             return  # every series constant (steady): no edge is needed
         back_ms = (seconds - 3600) * 1000 - 1
-        first = start - timedelta(hours=1)
+        first = ask.start - timedelta(hours=1)
         for table, expr in (
             (self.before, f"last_over_time({selector}[{EDGE}s] offset 1ms)"),
             (self.at, f"last_over_time({selector}[1ms])"),
             (self.back, f"sum_over_time({selector}[{back_ms}ms] offset 1ms)"),
         ):
-            into(table, prom.range_values(expr, first, end, 3600), number)
+            ask.into(table, expr, first)
 
     def constant(self, instant: str) -> dict[Key, Decimal | None]:
         """The series whose samples in the hour's window are one finite value, and it."""
@@ -277,17 +309,3 @@ class HourSums:
 def _ulps(n: int) -> Decimal:
     """4 * ULP * n * n, in that order (costsvc/ingest/gauges/regular.py ``HourSums.regular``)."""
     return FOUR_ULP * n * n
-
-
-def into(
-    into: dict[str, dict[Key, Decimal | None]],
-    answer: list[tuple[dict[str, str], list[tuple[str, str]]]],
-    number: Callable[[str], Decimal | None],
-) -> None:
-    for lab, values in answer:
-        key = key_of(lab)
-        for t, v in values:
-            found = into.get(t)
-            if found is None:
-                found = into[t] = {}
-            found[key] = number(v)

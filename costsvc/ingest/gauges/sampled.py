@@ -45,41 +45,20 @@ def max_gap_for(
     return floor if step is None else min(max(floor, 2 * step), ceiling)
 
 
-def holds(
-    samples: Sequence[Sample],
-    start: Decimal,
-    end: Decimal,
-    max_gap: Decimal,
-    step: Decimal | None = None,
-) -> list[Piece]:
-    """Each sample's own piece of the step function over [start, end): (since, until,
-    value), in time order, with the holding rule above — :func:`pieces` before adjacent pieces
-    of one value are joined (a sample that holds nothing in the window has none)."""
-    return _pieces(samples, start, end, max_gap, step, False)
-
-
 def pieces(
     samples: Sequence[Sample],
     start: Decimal,
     end: Decimal,
     max_gap: Decimal,
     step: Decimal | None = None,
+    join: bool = True,
 ) -> list[Piece]:
     """The series as a step function over [start, end): (since, until, value) pieces in time
     order, none overlapping, with the holding rule above; samples sorted by time. Adjacent
-    pieces of one value are one piece (a steady series over a gapless hour is one piece).
-    ``step``: the series' scrape interval when the caller has it (else it is measured)."""
-    return _pieces(samples, start, end, max_gap, step, True)
-
-
-def _pieces(
-    samples: Sequence[Sample],
-    start: Decimal,
-    end: Decimal,
-    max_gap: Decimal,
-    step: Decimal | None,
-    join: bool,
-) -> list[Piece]:
+    pieces of one value are one piece (a steady series over a gapless hour is one piece);
+    ``join`` False: each sample's own piece (a sample that holds nothing in the window has
+    none). ``step``: the series' scrape interval when the caller has it (else it is
+    measured)."""
     out: list[Piece] = []
     if step is None:
         step = interval(samples)

@@ -55,7 +55,7 @@ from operator import itemgetter
 from typing import Any, Protocol, overload
 
 from costsvc.ingest.gauges.counted import COUNTED, CounterSums
-from costsvc.ingest.gauges.regular import SUMMED, Loader, Sums, Unread
+from costsvc.ingest.gauges.regular import SUMMED, BlockAsk, Loader, Sums, Unread
 from costsvc.ingest.prom import PrometheusReader, Series, instant_text
 from costsvc.ingest.series import Key, key_of, read_raw
 
@@ -334,14 +334,15 @@ def _summarise(
 
     value_at: dict[str, dict[Key, Decimal | None]] = {}
     block = _Block({instant: {}}, {}, [])
+    ask = BlockAsk(prom, selector, seconds, start, end, number)
     if selector in SUMMED:
         block.sums = Sums()
-        block.sums.fill(prom, selector, seconds, start, end, number)
+        block.sums.fill(ask)
         for t in block.sums.high:
             value_at[t] = block.sums.constant(t)
     elif selector in COUNTED:  # a counter's value is never constant for long: no check
         block.counters = CounterSums()
-        block.counters.fill(prom, selector, seconds, start, end, number)
+        block.counters.fill(ask)
     else:
         # the value where the samples are all one number. Prometheus' max/min_over_time skip
         # a NaN, its changes() counts a NaN next to a number as a change and compares exactly
