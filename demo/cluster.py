@@ -15,14 +15,13 @@ name); DRA claims are not extended resources and count for no such quota.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from demo.stack import MetricsServer
 from exporter.simulate.spec import FleetSpec, load
 from kube.label_names import sanitize_label
 
@@ -103,7 +102,7 @@ def exposition(fleets: list[FleetSpec], t: float) -> str:
     return "\n".join(out) + "\n"
 
 
-class KubeStateMetrics:
+class KubeStateMetrics(MetricsServer):
     """A stand-in for kube-state-metrics while the demo runs: ``/metrics`` answers
     :func:`exposition` for the live specs at the present (t since ``epoch``)."""
 
@@ -111,25 +110,7 @@ class KubeStateMetrics:
         fleets = [load(p) for p in specs]
         start = epoch.timestamp()
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                if self.path.split("?")[0] != "/metrics":
-                    self.send_error(404)
-                    return
-                body = exposition(fleets, time.time() - start).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def answer(at: str) -> str | None:
+            return exposition(fleets, time.time() - start) if at == "/metrics" else None
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(port, answer)

@@ -147,19 +147,10 @@ def serve_costs(
     api = report.Api(api_url, token)
     stack.stops.append(api.close)
     budgets = report.set_budgets(api)
-    rows = api.get(
-        "/v1/costs",
-        start=f"{hours[0]:%Y-%m-%dT%H:00:00Z}",
-        end=f"{advised_until:%Y-%m-%dT%H:00:00Z}",
-        group_by="team",
-    )["rows"]
+    span = {"start": f"{hours[0]:%Y-%m-%dT%H:00:00Z}", "end": f"{advised_until:%Y-%m-%dT%H:00:00Z}"}
+    rows = api.get("/v1/costs", **span, group_by="team")["rows"]
     quotas = api.get("/v1/quotas")["rows"]
-    served = api.get(
-        "/v1/inference",
-        start=f"{hours[0]:%Y-%m-%dT%H:00:00Z}",
-        end=f"{advised_until:%Y-%m-%dT%H:00:00Z}",
-        group_by="model",
-    )["rows"]
+    served = api.get("/v1/inference", **span, group_by="model")["rows"]
     return Costs(
         api_url,
         token,

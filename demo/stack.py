@@ -1,5 +1,5 @@
 """The demo's running parts: processes and servers stopped in reverse order, the ports they
-listen on, and waiting for an HTTP endpoint to answer."""
+listen on, waiting for an HTTP endpoint to answer, and the demo's own ``/metrics`` servers."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -65,6 +67,37 @@ class Stack:
     def close(self) -> None:
         for stop in reversed(self.stops):
             stop()
+
+
+class MetricsServer:
+    """An HTTP server on 127.0.0.1:``port``, in a thread of its own: a GET of a path (its
+    query left out) answers ``answer(path)`` as Prometheus' text format, or 404 where that
+    is None."""
+
+    def __init__(self, port: int, answer: Callable[[str], str | None]) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                text = answer(self.path.split("?")[0])
+                if text is None:
+                    self.send_error(404)
+                    return
+                body = text.encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class Prometheus:

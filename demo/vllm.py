@@ -21,13 +21,12 @@ scrape config relabels from ``__meta_kubernetes_namespace`` / ``__meta_kubernete
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from demo.stack import MetricsServer
 from exporter.simulate.spec import FleetSpec, load
 
 JOB = "vllm"
@@ -101,53 +100,24 @@ def exposition(pod: ServedPod, t: float, om: bool = False) -> str:
     output = math.floor(pod.counted(pod.output_rate, t))
     requests = math.floor(pod.counted(pod.request_rate, t))
     stop = math.floor(requests * 0.9)
-    if pod.engine == "sglang":
-        labels = f'{base},engine_type="unified"'
-        lines = [
-            *_counter(
-                "sglang:prompt_tokens_total",
-                "Number of prefill tokens processed.",
-                [(labels, prompt)],
-                om,
-            ),
-            *_counter(
-                "sglang:generation_tokens_total",
-                "Number of generation tokens processed.",
-                [(labels, output)],
-                om,
-            ),
-            *_counter(
-                "sglang:num_requests_total",
-                "Number of requests processed.",
-                [(labels, requests)],
-                om,
-            ),
-        ]
+    sglang = pod.engine == "sglang"
+    labels = f'{base},engine_type="unified"' if sglang else f'{base},engine="0"'
+    lines: list[str] = []
+    for name, text, value in (  # both engines count tokens alike, under their own prefix
+        ("prompt_tokens_total", "Number of prefill tokens processed.", prompt),
+        ("generation_tokens_total", "Number of generation tokens processed.", output),
+    ):
+        lines += _counter(f"{'sglang' if sglang else 'vllm'}:{name}", text, [(labels, value)], om)
+    if sglang:
+        text = "Number of requests processed."
+        lines += _counter("sglang:num_requests_total", text, [(labels, requests)], om)
         return "\n".join(lines) + "\n"
-    labels = f'{base},engine="0"'
-    lines = [
-        *_counter(
-            "vllm:prompt_tokens_total",
-            "Number of prefill tokens processed.",
-            [(labels, prompt)],
-            om,
-        ),
-        *_counter(
-            "vllm:generation_tokens_total",
-            "Number of generation tokens processed.",
-            [(labels, output)],
-            om,
-        ),
-        *_counter(
-            "vllm:request_success_total",
-            "Count of successfully processed requests.",
-            [
-                (f'{labels},finished_reason="stop"', stop),
-                (f'{labels},finished_reason="length"', requests - stop),
-            ],
-            om,
-        ),
+    ended: list[tuple[str, float]] = [
+        (f'{labels},finished_reason="stop"', stop),
+        (f'{labels},finished_reason="length"', requests - stop),
     ]
+    text = "Count of successfully processed requests."
+    lines += _counter("vllm:request_success_total", text, ended, om)
     for phase, per_request in (("prefill", pod.prefill_s), ("decode", pod.decode_s)):
         name = f"vllm:request_{phase}_time_seconds"
         lines += [
@@ -204,7 +174,7 @@ def scrape_config(port: int) -> str:
     return f"  - job_name: {JOB}\n    static_configs:\n{groups}"
 
 
-class ServedMetrics:
+class ServedMetrics(MetricsServer):
     """The served pods' ``/metrics`` live (t = now - ``epoch``), one path per pod; a pod not
     alive now (its spec's times) answers 404, as a pod that is gone would not answer."""
 
@@ -213,27 +183,8 @@ class ServedMetrics:
         start = epoch.timestamp()
         by_path = {path(p): p for p in SERVED}
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                pod = by_path.get(self.path.split("?")[0])
-                t = time.time() - start
-                if pod is None or not _alive(fleets, pod, t):
-                    self.send_error(404)
-                    return
-                body = exposition(pod, t).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+        def answer(at: str) -> str | None:
+            pod, t = by_path.get(at), time.time() - start
+            return None if pod is None or not _alive(fleets, pod, t) else exposition(pod, t)
 
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        super().__init__(port, answer)
