@@ -25,6 +25,37 @@ ERROR_KINDS: dict[str, tuple[str, ...]] = {
 # what became of each device the kubelet reported held through a DRA claim
 DRA_OUTCOMES = ("gpu", "other_driver", "not_in_slice", "no_uuid")
 DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+# the gauges of one value each, in the order they are published: name, help, the attribute
+GAUGES = (
+    (
+        "gpu_exporter_last_collection_duration_seconds",
+        "Time the last collection took to read every device.",
+        "last_duration",
+    ),
+    (
+        "gpu_exporter_last_render_duration_seconds",
+        "Time the previous collection took to render its exposition.",
+        "last_render_duration",
+    ),
+    (
+        "gpu_exporter_last_success_timestamp_seconds",
+        "Unix time of the last collection that read NVML (0 if none yet).",
+        "last_success",
+    ),
+    ("gpu_exporter_nvml_up", "1 while NVML is initialised, 0 while it is not.", "nvml_up"),
+    ("gpu_exporter_gpus", "GPUs found at the last discovery.", "gpus"),
+    (
+        "gpu_exporter_unknown_device_ids",
+        "Device ids the kubelet reported that match no GPU or MIG instance on this node.",
+        "unknown_device_ids",
+    ),
+    (
+        "gpu_exporter_finished_pod_device_ids",
+        "Device ids the kubelet still lists for pods whose phase is Succeeded or Failed "
+        "(kubernetes#119423); never attributed.",
+        "finished_pod_device_ids",
+    ),
+)
 
 
 class SelfMetrics:
@@ -64,6 +95,7 @@ class SelfMetrics:
             self._bucket_counts[i] += 1
 
     def families(self) -> list[Family]:
+        """Every self-metric family, from the counts kept so far."""
         build = Family(
             "gpu_exporter_build_info", "gauge", "Version of gpu-exporter and its NVML bindings."
         )
@@ -72,6 +104,24 @@ class SelfMetrics:
             "gpu_exporter_collections_total", "counter", "Collections run since start."
         )
         collections.add("", self.collections)
+        gauges = []
+        for name, text, attribute in GAUGES:
+            gauge = Family(name, "gauge", text)
+            gauge.add("", getattr(self, attribute))
+            gauges.append(gauge)
+        process = [from_client_metric(m) for m in self._process.collect()]
+        return [
+            build,
+            collections,
+            self._duration(),
+            *gauges,
+            self._dra(),
+            self._errors(),
+            *process,
+        ]
+
+    def _duration(self) -> Family:
+        """The collections' duration, as a histogram."""
         duration = Family(
             "gpu_exporter_collection_duration_seconds",
             "histogram",
@@ -84,43 +134,10 @@ class SelfMetrics:
         duration.add('le="+Inf"', self.collections, "_bucket")
         duration.add("", self.duration_sum, "_sum")
         duration.add("", self.collections, "_count")
-        last = Family(
-            "gpu_exporter_last_collection_duration_seconds",
-            "gauge",
-            "Time the last collection took to read every device.",
-        )
-        last.add("", self.last_duration)
-        render = Family(
-            "gpu_exporter_last_render_duration_seconds",
-            "gauge",
-            "Time the previous collection took to render its exposition.",
-        )
-        render.add("", self.last_render_duration)
-        success = Family(
-            "gpu_exporter_last_success_timestamp_seconds",
-            "gauge",
-            "Unix time of the last collection that read NVML (0 if none yet).",
-        )
-        success.add("", self.last_success)
-        nvml_up = Family(
-            "gpu_exporter_nvml_up", "gauge", "1 while NVML is initialised, 0 while it is not."
-        )
-        nvml_up.add("", self.nvml_up)
-        gpus = Family("gpu_exporter_gpus", "gauge", "GPUs found at the last discovery.")
-        gpus.add("", self.gpus)
-        unknown = Family(
-            "gpu_exporter_unknown_device_ids",
-            "gauge",
-            "Device ids the kubelet reported that match no GPU or MIG instance on this node.",
-        )
-        unknown.add("", self.unknown_device_ids)
-        finished = Family(
-            "gpu_exporter_finished_pod_device_ids",
-            "gauge",
-            "Device ids the kubelet still lists for pods whose phase is Succeeded or Failed "
-            "(kubernetes#119423); never attributed.",
-        )
-        finished.add("", self.finished_pod_device_ids)
+        return duration
+
+    def _dra(self) -> Family:
+        """The devices held through DRA claims, by outcome (every outcome, 0 where none)."""
         dra = Family(
             "gpu_exporter_dra_devices",
             "gauge",
@@ -131,24 +148,13 @@ class SelfMetrics:
         )
         for outcome in DRA_OUTCOMES:
             dra.add(f'outcome="{outcome}"', self.dra_devices.get(outcome, 0))
+        return dra
+
+    def _errors(self) -> Family:
+        """The errors by source and kind (every pair, 0 where none)."""
         errors = Family(
             "gpu_exporter_errors_total", "counter", "Errors by source and kind since start."
         )
         for (source, kind), n in sorted(self.errors.items()):
             errors.add(f'source="{source}",kind="{kind}"', n)
-        process = [from_client_metric(m) for m in self._process.collect()]
-        return [
-            build,
-            collections,
-            duration,
-            last,
-            render,
-            success,
-            nvml_up,
-            gpus,
-            unknown,
-            finished,
-            dra,
-            errors,
-            *process,
-        ]
+        return errors
