@@ -147,26 +147,25 @@ class GpuRenderer:
         return gpus
 
     def _attribution_families(self, gpus: list[_Gpu], a: Attribution) -> list[Family]:
-        units: dict[Unit, str] = {}
-        up: dict[Unit, float] = {}  # 1 while the unit's GPU is up: a share held counts then
-        busy: dict[Unit, float] = {}  # each unit's utilisation 0..1, where it was read
-        for g in gpus:
-            index = g.state.identity.index
-            units[Unit(index, None)] = g.labels.base
-            up[Unit(index, None)] = 1.0 if g.state.up else 0.0
-            active = _utilisation(g.state.values) if g.state.up else None
-            if active is not None:
-                busy[Unit(index, None)] = active
-            for inst, mig, _ in g.instances:
-                unit = Unit(index, inst.instance.gi_id)
-                units[unit] = mig.base
-                up[unit] = up[Unit(index, None)]
-                active = _utilisation(inst.values) if g.state.up else None
-                if active is not None:
-                    busy[unit] = active
-        who = self.labels.container
-        ahead, behind = self.rates.ahead, self.rates.behind
+        """Who holds which share of which device and what they use of it; the share-seconds
+        counters' growth since the last collection (:attr:`Rates.ahead`, ``behind``)."""
+        units, up, busy = _units(gpus)
+        share, memory = self._share_families(a, units, up, busy)
+        over = _oversubscribed_family(gpus, a)
+        sm, mem = self._usage_families(a, units)
+        return [share, memory, over, sm, mem, _unattributed_family(gpus, a)]
 
+    def _share_families(
+        self,
+        a: Attribution,
+        units: dict[Unit, str],
+        up: dict[Unit, float],
+        busy: dict[Unit, float],
+    ) -> tuple[Family, Family]:
+        """Each holding's compute and memory share; the rates its share-seconds counters grow
+        at (held while its GPU is up, busy where its device's utilisation was read)."""
+        who = self.labels.container
+        ahead = self.rates.ahead
         share = Family(cat.ALLOCATION_SHARE.name, "gauge", cat.ALLOCATION_SHARE.help)
         memory = Family(cat.ALLOCATION_MEMORY_SHARE.name, "gauge", cat.ALLOCATION_MEMORY_SHARE.help)
         for key, value in sorted(a.shares.items(), key=_share_order):
@@ -191,8 +190,8 @@ class GpuRenderer:
                 memory_held /= memory_sum
             measured = busy.get(unit)
             # the share-seconds name the share they integrate: a holding's largest share in an
-            # hour (whether it is a replica, costsvc/rules/attribution.py is_shared) is in the labels
-            # of its counters, with no read of the gauge's samples
+            # hour (whether it is a replica, costsvc/rules/attribution.py is_shared) is in the
+            # labels of its counters, with no read of the gauge's samples
             with_share = f'{labels},{SHARE_LABEL}="{format_value(value)}"'
             ahead[(cat.ALLOCATION_SHARE_SECONDS.name, with_share)] = held
             ahead[(cat.ALLOCATION_MEMORY_SHARE_SECONDS.name, labels)] = memory_held
@@ -202,14 +201,13 @@ class GpuRenderer:
             ahead[(cat.ALLOCATION_UNMEASURED_SHARE_SECONDS.name, labels)] = (
                 held if measured is None else 0.0
             )
-        over = Family(
-            cat.ALLOCATION_OVERSUBSCRIBED.name, "gauge", cat.ALLOCATION_OVERSUBSCRIBED.help
-        )
-        for g in gpus:
-            flags = a.oversubscribed.get(g.state.identity.index)
-            if flags is not None:
-                over.add(f'{g.labels.base},basis="compute"', int(flags[0]))
-                over.add(f'{g.labels.base},basis="memory"', int(flags[1]))
+        return share, memory
+
+    def _usage_families(self, a: Attribution, units: dict[Unit, str]) -> tuple[Family, Family]:
+        """Each container's SM utilisation (and the rate its SM-seconds grow at) and memory
+        used on each device."""
+        who = self.labels.container
+        behind = self.rates.behind
         sm = Family(cat.CONTAINER_SM.name, "gauge", cat.CONTAINER_SM.help)
         mem = Family(cat.CONTAINER_MEMORY.name, "gauge", cat.CONTAINER_MEMORY.help)
         for (unit, holder), (util, used) in a.usage.items():
@@ -224,12 +222,7 @@ class GpuRenderer:
                 sm.add(labels, util)
                 behind[(cat.CONTAINER_SM_SECONDS.name, labels)] = util
             mem.add(labels, used)
-        unmapped = Family(cat.UNATTRIBUTED.name, "gauge", cat.UNATTRIBUTED.help)
-        for g in gpus:
-            s = g.state
-            if s.up and s.processes:
-                unmapped.add(g.labels.base, a.unattributed_processes.get(s.identity.index, 0))
-        return [share, memory, over, sm, mem, unmapped]
+        return sm, mem
 
     def _claim_pairs(self, holder: Holder, claim: ClaimRef) -> list[tuple[str, str]]:
         """``claim_namespace``, ``claim`` and, where the pod directory knows it, ``pod_uid``."""
@@ -238,6 +231,50 @@ class GpuRenderer:
         if uid:
             pairs.append(("pod_uid", uid))
         return pairs
+
+
+def _units(gpus: list[_Gpu]) -> tuple[dict[Unit, str], dict[Unit, float], dict[Unit, float]]:
+    """Each device unit (a GPU, a MIG instance): its series' labels, 1.0 while its GPU is up
+    (a share held counts then, else 0.0), and its utilisation 0..1 where it was read."""
+    units: dict[Unit, str] = {}
+    up: dict[Unit, float] = {}
+    busy: dict[Unit, float] = {}
+    for g in gpus:
+        index = g.state.identity.index
+        units[Unit(index, None)] = g.labels.base
+        up[Unit(index, None)] = 1.0 if g.state.up else 0.0
+        active = _utilisation(g.state.values) if g.state.up else None
+        if active is not None:
+            busy[Unit(index, None)] = active
+        for inst, mig, _ in g.instances:
+            unit = Unit(index, inst.instance.gi_id)
+            units[unit] = mig.base
+            up[unit] = up[Unit(index, None)]
+            active = _utilisation(inst.values) if g.state.up else None
+            if active is not None:
+                busy[unit] = active
+    return units, up, busy
+
+
+def _oversubscribed_family(gpus: list[_Gpu], a: Attribution) -> Family:
+    """Whether each held GPU's shares add up to more than it, on either basis."""
+    over = Family(cat.ALLOCATION_OVERSUBSCRIBED.name, "gauge", cat.ALLOCATION_OVERSUBSCRIBED.help)
+    for g in gpus:
+        flags = a.oversubscribed.get(g.state.identity.index)
+        if flags is not None:
+            over.add(f'{g.labels.base},basis="compute"', int(flags[0]))
+            over.add(f'{g.labels.base},basis="memory"', int(flags[1]))
+    return over
+
+
+def _unattributed_family(gpus: list[_Gpu], a: Attribution) -> Family:
+    """Each up GPU's processes that belong to no container."""
+    unmapped = Family(cat.UNATTRIBUTED.name, "gauge", cat.UNATTRIBUTED.help)
+    for g in gpus:
+        s = g.state
+        if s.up and s.processes:
+            unmapped.add(g.labels.base, a.unattributed_processes.get(s.identity.index, 0))
+    return unmapped
 
 
 def _utilisation(values: dict[str, float]) -> float | None:
