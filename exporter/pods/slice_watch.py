@@ -10,47 +10,20 @@ get/list/watch on ``resourceslices`` (deploy/: a rule of its own).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from exporter.pods.slices import SliceDirectory, slice_devices
-from kube.watch import ListWatch
+from exporter.pods.watch import NodeWatcher
 
 log = logging.getLogger(__name__)
 
 
-class SliceWatcher:
+class SliceWatcher(NodeWatcher[SliceDirectory]):
     """Lists and watches the ResourceSlices of ``node_name`` into ``directory`` (one thread);
     ``api`` is a ``kubernetes.client.ResourceV1Api``."""
 
-    def __init__(
-        self,
-        directory: SliceDirectory,
-        node_name: str,
-        api: Any,
-        on_error: Callable[[str, str], None],
-        watch_timeout: int = 300,
-        retry_delay: float = 5.0,
-    ) -> None:
-        self._directory = directory
-        self._on_error = on_error
-        self._loop = ListWatch(
-            api.list_resource_slice,
-            self._listed,
-            self._changed,
-            self._failed,
-            params={"field_selector": f"spec.nodeName={node_name}"},
-            name="kube-resourceslices",
-            watch_timeout=watch_timeout,
-            retry_delay=retry_delay,
-        )
-        self.synced = self._loop.synced
-
-    def start(self) -> None:
-        self._loop.start()
-
-    def stop(self) -> None:
-        self._loop.stop()
+    list_method = "list_resource_slice"
+    thread = "kube-resourceslices"
 
     def _listed(self, items: list[dict[str, Any]]) -> None:
         self._directory.replace((_name(s), slice_devices(s)) for s in items)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar, Generic, TypeVar
 
 from exporter.pods.directory import PodDirectory, PodInfo
 from exporter.pods.fractional import HAMI_ALLOCATED, parse_hami
@@ -53,13 +53,21 @@ def pod_info(raw: dict[str, Any]) -> PodInfo:
     )
 
 
-class PodWatcher:
-    """Lists and watches the pods of ``node_name`` into ``directory`` (one thread);
-    ``on_error("kubernetes", "list" | "watch")`` counts the failures."""
+D = TypeVar("D")
+
+
+class NodeWatcher(Generic[D]):
+    """Lists and watches the objects of one kind on ``node_name`` (field selector
+    ``spec.nodeName``) into ``directory``, in one thread: ``api``'s list method
+    :attr:`list_method`; a subclass says what a listed set, an event and a failure mean
+    (``_listed``, ``_changed``, ``_failed``: ``on_error("kubernetes", "list" | "watch")``)."""
+
+    list_method: ClassVar[str]
+    thread: ClassVar[str]  # the loop's thread name
 
     def __init__(
         self,
-        directory: PodDirectory,
+        directory: D,
         node_name: str,
         api: Any,
         on_error: Callable[[str, str], None],
@@ -69,12 +77,12 @@ class PodWatcher:
         self._directory = directory
         self._on_error = on_error
         self._loop = ListWatch(
-            api.list_pod_for_all_namespaces,  # api: a kubernetes.client.CoreV1Api
+            getattr(api, self.list_method),
             self._listed,
             self._changed,
             self._failed,
             params={"field_selector": f"spec.nodeName={node_name}"},
-            name="kube-pods",
+            name=self.thread,
             watch_timeout=watch_timeout,
             retry_delay=retry_delay,
         )
@@ -85,6 +93,23 @@ class PodWatcher:
 
     def stop(self) -> None:
         self._loop.stop()
+
+    def _listed(self, items: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def _changed(self, kind: str, raw: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _failed(self, stage: str, exc: Exception) -> None:
+        raise NotImplementedError
+
+
+class PodWatcher(NodeWatcher[PodDirectory]):
+    """Lists and watches the pods of ``node_name`` into ``directory`` (one thread);
+    ``api``: a ``kubernetes.client.CoreV1Api``."""
+
+    list_method = "list_pod_for_all_namespaces"
+    thread = "kube-pods"
 
     def _listed(self, items: list[dict[str, Any]]) -> None:
         self._directory.replace(pod_info(p) for p in items)
