@@ -42,6 +42,8 @@ MAP_FIELDS = ("label", "annotation")
 FIELDS = (*STRING_FIELDS, *CONTROLLER_FIELDS, *KEPT_ALIASES, *LABEL_ALIASES, *EMPTY_FIELDS)
 OPS = ("!~>:", "!<~:", "!~:", "~>:", "<~:", "!:", "~:", ":")
 IDENT = re.compile(r"[0-9A-Za-z_-]+")
+# a token between delimiters: its opening character -> (closing one, kind, what it is called)
+DELIMITED = {'"': ('"', "str", "string"), "[": ("]", "key", "access")}
 MAX_LENGTH = 4096  # a filter longer than this is refused before it is parsed
 MAX_DEPTH = 32  # nested parentheses
 
@@ -125,17 +127,12 @@ def _lex(text: str) -> list[tuple[str, str]]:
         elif c in "(),+|":
             out.append((c, c))
             i += 1
-        elif c == '"':
-            end = text.find('"', i + 1)
+        elif c in DELIMITED:
+            close, kind, what = DELIMITED[c]
+            end = text.find(close, i + 1)
             if end < 0:
-                raise FilterError(f"unterminated string starting at {i}")
-            out.append(("str", text[i + 1 : end]))
-            i = end + 1
-        elif c == "[":
-            end = text.find("]", i + 1)
-            if end < 0:
-                raise FilterError(f"unterminated access starting at {i}")
-            out.append(("key", text[i + 1 : end]))
+                raise FilterError(f"unterminated {what} starting at {i}")
+            out.append((kind, text[i + 1 : end]))
             i = end + 1
         elif m := IDENT.match(text, i):
             out.append(("ident", m[0]))
