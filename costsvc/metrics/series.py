@@ -22,11 +22,11 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from sqlalchemy import Engine
+from sqlalchemy import Connection, Engine
 
 from costsvc.advice.repository import quota_usage, recommendations
 from costsvc.auth.tokens import Principal
-from costsvc.budgets.repository import budgets
+from costsvc.budgets.repository import BudgetRow, budgets
 from costsvc.budgets.state import currency_mismatch
 from costsvc.costs.queries import (
     PodMoney,
@@ -258,6 +258,8 @@ def _ratio(a: int, b: int) -> float:
 
 
 def collect(engine: Engine, now: datetime) -> list[Metric]:
+    """Every family of the service's series, as of ``now``: the month's money, energy and
+    budgets, the last ingested hour's, the top pods, inference, advice and the ingest's state."""
     start, end = parse_month(month_of(now))
     g = {
         name: GaugeMetricFamily(name, doc, labels=labels)
@@ -268,57 +270,11 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     )
     with engine.connect() as conn:
         last = last_hour(conn)
-        idle_energy = 0
-        for r in owner_money(conn, start, end):
-            labels = [r.team, r.project, r.stage]
-            g["costsvc_cost_month_to_date"].add_metric(
-                [*labels, r.currency], _units(r.allocated + r.idle)
-            )
-            g["costsvc_energy_month_to_date_joules"].add_metric(labels, _joules(r.energy_mj))
-            g["costsvc_carbon_month_to_date_grams"].add_metric(labels, _grams(r.co2e_mg))
-            idle_energy += r.idle_energy_mj
-            if r.team == IDLE:
-                continue
-            g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
-            if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
-                g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
-        money_in = idle_by_currency(conn, start, end)
-        for currency, idle, lost in money_in:
-            g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
-            g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
-        g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
-        for gpu_model, mj, mg in model_energy(conn, start, end):
-            g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))
-            g["costsvc_gpu_model_carbon_month_to_date_grams"].add_metric([gpu_model], _grams(mg))
+        currencies = _month(g, conn, start, end)
         if last is not None:
-            for r in owner_money(conn, last, None):
-                labels = [r.team, r.project, r.stage]
-                g["costsvc_cost_rate_per_hour"].add_metric(
-                    [*labels, r.currency], _units(r.allocated + r.idle)
-                )
-                if r.team != IDLE and (eff := efficiency(r.used, r.waste)) is not None:
-                    g["costsvc_hourly_efficiency_ratio"].add_metric(labels, float(eff))
+            _last_hour(g, conn, last)
         all_budgets = budgets(engine, by_name=False)
-        for b in all_budgets:
-            f = forecast(conn, now, b.team, b.project or None)
-            g["costsvc_budget_amount"].add_metric([b.team, b.project, b.currency], _units(b.amount))
-            if currency_mismatch(b.currency, (c for c, _, _ in money_in)) is None:
-                # never a ratio of money in two currencies (an alert would fire on it)
-                g["costsvc_budget_used_ratio"].add_metric(
-                    [b.team, b.project], _ratio(f.month_to_date, b.amount)
-                )
-                g["costsvc_budget_forecast_ratio"].add_metric(
-                    [b.team, b.project], _ratio(f.forecast, b.amount)
-                )
-            if b.energy_mj is not None:
-                who = [b.team, b.project]
-                g["costsvc_budget_energy_joules"].add_metric(who, _joules(b.energy_mj))
-                g["costsvc_budget_energy_used_ratio"].add_metric(
-                    who, _ratio(f.energy_month_to_date, b.energy_mj)
-                )
-                g["costsvc_budget_energy_forecast_ratio"].add_metric(
-                    who, _ratio(f.energy_forecast, b.energy_mj)
-                )
+        _budgets(g, conn, now, all_budgets, currencies)
         if last is not None:
             _inference(g, model_figures(conn, last))
         per_pod = pod_money(conn, start, end)
@@ -339,6 +295,77 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     for cluster in sorted({s.cluster for s in states} | set(failing)):
         g["costsvc_ingest_failed_hours"].add_metric([cluster], float(failing.get(cluster, 0)))
     return [*g.values(), errors]
+
+
+def _month(
+    g: dict[str, GaugeMetricFamily], conn: Connection, start: datetime, end: datetime
+) -> list[str]:
+    """The month so far: each owner's cost, waste, efficiency, energy and carbon, the idle
+    cost and energy, each GPU model's energy and carbon; answers the currencies of its money."""
+    idle_energy = 0
+    for r in owner_money(conn, start, end):
+        labels = [r.team, r.project, r.stage]
+        g["costsvc_cost_month_to_date"].add_metric(
+            [*labels, r.currency], _units(r.allocated + r.idle)
+        )
+        g["costsvc_energy_month_to_date_joules"].add_metric(labels, _joules(r.energy_mj))
+        g["costsvc_carbon_month_to_date_grams"].add_metric(labels, _grams(r.co2e_mg))
+        idle_energy += r.idle_energy_mj
+        if r.team == IDLE:
+            continue
+        g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
+        if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
+            g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
+    money_in = idle_by_currency(conn, start, end)
+    for currency, idle, lost in money_in:
+        g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
+        g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
+    g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
+    for gpu_model, mj, mg in model_energy(conn, start, end):
+        g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))
+        g["costsvc_gpu_model_carbon_month_to_date_grams"].add_metric([gpu_model], _grams(mg))
+    return [c for c, _, _ in money_in]
+
+
+def _last_hour(g: dict[str, GaugeMetricFamily], conn: Connection, last: datetime) -> None:
+    """The last ingested hour: each owner's cost and efficiency."""
+    for r in owner_money(conn, last, None):
+        labels = [r.team, r.project, r.stage]
+        g["costsvc_cost_rate_per_hour"].add_metric(
+            [*labels, r.currency], _units(r.allocated + r.idle)
+        )
+        if r.team != IDLE and (eff := efficiency(r.used, r.waste)) is not None:
+            g["costsvc_hourly_efficiency_ratio"].add_metric(labels, float(eff))
+
+
+def _budgets(
+    g: dict[str, GaugeMetricFamily],
+    conn: Connection,
+    now: datetime,
+    all_budgets: list[BudgetRow],
+    currencies: list[str],
+) -> None:
+    """Each budget, its month to date and forecast over it (never a ratio of money in two
+    currencies: an alert would fire on it), and its energy budget's."""
+    for b in all_budgets:
+        f = forecast(conn, now, b.team, b.project or None)
+        g["costsvc_budget_amount"].add_metric([b.team, b.project, b.currency], _units(b.amount))
+        if currency_mismatch(b.currency, currencies) is None:
+            g["costsvc_budget_used_ratio"].add_metric(
+                [b.team, b.project], _ratio(f.month_to_date, b.amount)
+            )
+            g["costsvc_budget_forecast_ratio"].add_metric(
+                [b.team, b.project], _ratio(f.forecast, b.amount)
+            )
+        if b.energy_mj is not None:
+            who = [b.team, b.project]
+            g["costsvc_budget_energy_joules"].add_metric(who, _joules(b.energy_mj))
+            g["costsvc_budget_energy_used_ratio"].add_metric(
+                who, _ratio(f.energy_month_to_date, b.energy_mj)
+            )
+            g["costsvc_budget_energy_forecast_ratio"].add_metric(
+                who, _ratio(f.energy_forecast, b.energy_mj)
+            )
 
 
 def _top_pods(
