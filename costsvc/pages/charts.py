@@ -94,7 +94,12 @@ Parts = Sequence[tuple[int, str, Sequence[int]]]  # (colour, name, value per cat
 
 
 def _value_axis(
-    chart: Chart, parts: Parts, n: int, text: Callable[[int], str], unit: int, span: tuple[float, float]
+    chart: Chart,
+    parts: Parts,
+    n: int,
+    text: Callable[[int], str],
+    unit: int,
+    span: tuple[float, float],
 ) -> int:
     """The value axis' ticks for the stacks of ``parts`` in ``n`` categories: 0 at ``span``'s
     first coordinate, the axis' end at its second; answers the value at that end."""
