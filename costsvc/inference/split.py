@@ -31,7 +31,7 @@ pod add up to its chargeback exactly, and input + output = the row's cost on eac
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 
@@ -87,26 +87,10 @@ def counted(s: Served) -> Served:
     """``s`` with only the counts its role makes the model's (docstring above)."""
     where = side(s.role)
     if where == "input":
-        return _replace(s, s.input_tokens, 0, 0)
+        return replace(s, output_tokens=0, requests=0)
     if where == "output":
-        return _replace(s, 0, s.output_tokens, s.requests)
+        return replace(s, input_tokens=0)
     return s
-
-
-def _replace(s: Served, input_tokens: int, output_tokens: int, requests: int) -> Served:
-    return Served(
-        s.cluster,
-        s.namespace,
-        s.pod,
-        s.model,
-        s.engine,
-        s.role,
-        input_tokens,
-        output_tokens,
-        requests,
-        s.prefill_seconds,
-        s.decode_seconds,
-    )
 
 
 @dataclass(slots=True)
