@@ -14,6 +14,7 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from exporter.collection import Exporter
@@ -67,35 +68,26 @@ def build(
     except ValueError as exc:  # (before anything is started)
         raise UsageError(f"--pod-resources.vgpu-profiles: {exc}") from None
     library: Any = None
-    hostname = settings.hostname
     mode = "nvml"
     socket_path, procfs = settings.pod_resources_socket, settings.procfs
     directory = PodDirectory()
     slices = SliceDirectory()
     spec: FleetSpec | None = None
     node: SimulatedNode | None = None
-    watcher: PodWatcher | None = None
-    slice_watcher: SliceWatcher | None = None
     stops: list[Callable[[], None]] = []
     if settings.simulate is not None:
-        try:
-            spec = load(settings.simulate)
-        except SpecError as exc:
-            raise UsageError(f"--simulate {exc}") from None
-        library = FakeNvml(spec, now=clock)
-        hostname = hostname or spec.hostname
+        spec, node, library = _simulated(settings.simulate, clock)
         mode = "simulate"
-        node = SimulatedNode(spec, library)
         socket_path, procfs = node.socket_path, str(node.proc_root)
         directory = node.directory
         slices = node.slices
         stops.append(node.stop)
+        profiles = {**spec.vgpu_profiles, **profiles}
+    hostname = settings.hostname or (spec.hostname if spec is not None else None)
     hostname = hostname or os.environ.get("NODE_NAME") or socket.gethostname()
 
     nvml = Nvml(library)
     stats = SelfMetrics(nvml.bindings_version(), mode)
-    if spec is not None:
-        profiles = {**spec.vgpu_profiles, **profiles}
     assignments = PodResourcesAssignments(
         PodResourcesClient(socket_path, settings.pod_resources_timeout),
         stats.count_error,
@@ -104,19 +96,7 @@ def build(
         pods=directory,
         profiles=profiles,
     )
-    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-    if settings.simulate is None and (settings.kube_api_url or settings.kubeconfig or in_cluster):
-        node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
-        try:
-            api = core_api(settings.kubeconfig, settings.kube_api_url)
-        except Exception as exc:  # a broken kubeconfig is a start-up error
-            raise UsageError(f"--kubernetes.kubeconfig: {exc}") from None
-        watcher = PodWatcher(directory, node_name, api, stats.count_error)
-        watcher.start()
-        stops.append(watcher.stop)
-        slice_watcher = SliceWatcher(slices, node_name, resource_api(api), stats.count_error)
-        slice_watcher.start()
-        stops.append(slice_watcher.stop)
+    watcher, slice_watcher = _watch(settings, hostname, directory, slices, stats, stops)
     pod_labels = pod_label_renderer(directory, settings.pod_labels) if settings.pod_labels else None
     exporter = Exporter(
         nvml,
@@ -135,3 +115,44 @@ def build(
         pod_uid=lambda namespace, name: getattr(directory.by_name(namespace, name), "uid", None),
     )
     return Built(exporter, directory, slices, spec, node, watcher, slice_watcher, stops)
+
+
+def _simulated(path: Path, clock: Callable[[], float]) -> tuple[FleetSpec, SimulatedNode, FakeNvml]:
+    """Simulate mode: the fleet spec, its node (kubelet server and /proc tree, started) and
+    its fake NVML. A broken spec raises :class:`UsageError`."""
+    try:
+        spec = load(path)
+    except SpecError as exc:
+        raise UsageError(f"--simulate {exc}") from None
+    library = FakeNvml(spec, now=clock)
+    return spec, SimulatedNode(spec, library), library
+
+
+def _watch(
+    settings: Settings,
+    hostname: str,
+    directory: PodDirectory,
+    slices: SliceDirectory,
+    stats: SelfMetrics,
+    stops: list[Callable[[], None]],
+) -> tuple[PodWatcher | None, SliceWatcher | None]:
+    """The watches on the Kubernetes API (this node's pods and its ResourceSlices), started,
+    where the API is configured or the exporter runs in a cluster (never in simulate mode);
+    (None, None) elsewhere. A broken kubeconfig raises :class:`UsageError`."""
+    in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+    if settings.simulate is not None or not (
+        settings.kube_api_url or settings.kubeconfig or in_cluster
+    ):
+        return None, None
+    node_name = settings.kube_node_name or os.environ.get("NODE_NAME") or hostname
+    try:
+        api = core_api(settings.kubeconfig, settings.kube_api_url)
+    except Exception as exc:  # a broken kubeconfig is a start-up error
+        raise UsageError(f"--kubernetes.kubeconfig: {exc}") from None
+    watcher = PodWatcher(directory, node_name, api, stats.count_error)
+    watcher.start()
+    stops.append(watcher.stop)
+    slice_watcher = SliceWatcher(slices, node_name, resource_api(api), stats.count_error)
+    slice_watcher.start()
+    stops.append(slice_watcher.stop)
+    return watcher, slice_watcher
