@@ -14,7 +14,7 @@ from costsvc.advice.repository import quota_usage, recommendations
 from costsvc.advice.rightsizing import ACTIONABLE
 from costsvc.api.cache import json_response
 from costsvc.api.deps import Db, own_team
-from costsvc.api.errors import ERRORS, EXPORT_ERRORS
+from costsvc.api.errors import ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
 from costsvc.auth.tokens import Principal
@@ -22,6 +22,7 @@ from costsvc.kit.csv_cells import CsvLines, safe_cell
 from costsvc.kit.lists import comma_list
 from costsvc.kit.money import money
 from costsvc.kit.times import iso_z
+from costsvc.reports.routes import CSV_DOWNLOAD
 
 router = APIRouter(tags=["rightsizing"], responses=ERRORS)
 Filter = Annotated[list[str] | None, Query(max_length=64)]
@@ -192,8 +193,7 @@ CSV_COLUMNS = list(Recommendation.model_fields)
 
 @router.get(
     "/recommendations.csv",
-    response_class=SpooledResponse,
-    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}}, **EXPORT_ERRORS},
+    **CSV_DOWNLOAD,
     summary="The recommendations as CSV (the JSON answer's fields, same order and figures)",
 )
 def get_recommendations_csv(

@@ -25,7 +25,7 @@ from costsvc.kit.times import hour_floor, iso_z
 from costsvc.kit.windows import BadParameter
 from costsvc.opencost.inference import Request, answer, parse_request
 from costsvc.opencost.shape import to_json
-from costsvc.reports.routes import EXPORT_ANSWERS, attachment
+from costsvc.reports.routes import CSV_DOWNLOAD, attachment
 from costsvc.rules.chargeback import parse_group_by
 
 router = APIRouter(tags=["inference"], responses=ERRORS)
@@ -157,8 +157,7 @@ CSV_FIGURES = [f for f in InferenceRow.model_fields if f not in ("start", "group
 
 @router.get(
     "/inference.csv",
-    response_class=SpooledResponse,
-    responses=EXPORT_ANSWERS,
+    **CSV_DOWNLOAD,
     summary="The same as CSV (one line per group and step)",
 )
 def get_inference_csv(request: HttpRequest, who: Caller, db: Db, q: Asked) -> SpooledResponse:

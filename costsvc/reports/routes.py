@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
@@ -22,6 +22,8 @@ from costsvc.rules.chargeback import MONTH
 router = APIRouter(tags=["reports"], responses=ERRORS)
 CSV = {"text/csv": {"schema": {"type": "string"}}}
 EXPORT_ANSWERS: dict[int | str, dict[str, object]] = {200: {"content": CSV}, **EXPORT_ERRORS}
+# a CSV download route's answer: spooled (costsvc/api/exports.py), described as CSV
+CSV_DOWNLOAD: dict[str, Any] = {"response_class": SpooledResponse, "responses": EXPORT_ANSWERS}
 MonthParam = Annotated[str, Query(description="YYYY-MM", pattern=MONTH.pattern)]
 
 
@@ -46,8 +48,7 @@ def _export(
 
 @router.get(
     "/reports/chargeback.csv",
-    response_class=SpooledResponse,
-    responses=EXPORT_ANSWERS,
+    **CSV_DOWNLOAD,
     summary="A month's chargeback as CSV (docs: costsvc/reports/monthly.py)",
 )
 def chargeback(
@@ -62,8 +63,7 @@ def chargeback(
 
 @router.get(
     "/reports/focus.csv",
-    response_class=SpooledResponse,
-    responses=EXPORT_ANSWERS,
+    **CSV_DOWNLOAD,
     summary="A month's chargeback in FinOps FOCUS 1.2 (docs/focus.md)",
 )
 def focus(request: Request, who: Caller, db: Db, month: MonthParam) -> SpooledResponse:
