@@ -27,6 +27,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 
 from costsvc import __version__
+from costsvc.auth.roles import ROLES
 from costsvc.commands import admin
 from costsvc.commands.common import PROG, UsageError, cost_model_in_force, database_failure
 from costsvc.commands.common import prometheus_reader as _reader
@@ -107,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
     token.add_argument("action", choices=["create", "revoke", "list"])
     token.add_argument("--name", help="a unique name (create, revoke)")
-    token.add_argument("--role", choices=["admin", "finance", "team", "metrics"], default="team")
+    token.add_argument("--role", choices=ROLES, default="team")
     token.add_argument("--team", help="the team a team token may see")
     token.add_argument(
         "--output",

@@ -4,8 +4,11 @@ places, a cache keyed on something written before the data it announces)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
+
+from tests.rule_scans import mig_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("costsvc", "exporter", "kube", "demo", "dashboards")
@@ -45,15 +48,34 @@ def test_mig_geometry_is_never_a_literal_outside_its_home() -> None:
 
 
 def test_the_per_model_mig_table_has_one_home() -> None:
-    # the cost service's table of slices per model lives in costsvc/rules/mig.py only
+    # the table of slices per model lives in kube/mig_profiles.py only (both halves read it)
     definers = [
         rel
         for rel, text in SOURCES.items()
-        if re.search(r"^\w*(BY_MODEL|MigTable)\b\s*[:=(]", text, re.M) and rel.startswith("costsvc")
+        if re.search(r"^\w*(BY_MODEL|MigTable)\b\s*[:=(]", text, re.M)
+        and rel.startswith(("costsvc", "kube"))
     ]
-    assert definers == ["costsvc/rules/mig.py"]
+    assert definers == ["kube/mig_profiles.py"]
     users = [rel for rel, text in SOURCES.items() if "mig_share_basis" in text and "/ 8" in text]
     assert users == []
+
+
+def test_the_mig_table_is_written_in_kube_only() -> None:
+    """The MIG profiles per GPU model, in both halves: the exporter (its fake NVML too) and
+    kube/ read them from kube/mig_profiles.py, as the cost service does (its modules:
+    tests/test_rules_homes.py); none writes a profile's or a model's name again."""
+    home = "kube/mig_profiles.py"
+    trees = {
+        p.relative_to(ROOT).as_posix(): ast.parse(p.read_text(), p.as_posix())
+        for half in ("exporter", "kube")
+        for p in sorted((ROOT / half).rglob("*.py"))
+    }
+    found = {
+        rel: lines for rel, tree in trees.items() if rel != home and (lines := mig_tables(tree))
+    }
+    assert found == {}
+    assert mig_tables(trees[home])  # the scan sees the table: in a second module, it fails
+    assert mig_tables(ast.parse('PROFILES = {"3g.40gb": (3, 4)}\n'))
 
 
 def test_the_data_version_has_one_home() -> None:

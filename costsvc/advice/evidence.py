@@ -12,7 +12,9 @@ on a MIG instance relative to the instance, so multiplied by its share of the GP
 ``DCGM_FI_DEV_GPU_UTIL`` / 100, else the per-process ``gpu_container_sm_utilization_ratio``
 (shared GPUs). Activity is a share of the whole GPU (what a smaller option must hold); idle
 time is judged relative to the unit held. A pod's memory is the sum of its containers' p95s
-(and peaks): an upper bound when several containers share a device.
+(and peaks): an upper bound when several containers share a device. Per GPU model, the MIG
+geometry our exporters published (``gpu_compute_slices``/``gpu_memory_slices`` on
+``gpu_mig_instance_info``), which rightsizing's MIG shares are of (costsvc/rules/mig.py).
 
 **Held time, counted exactly** (:meth:`EvidenceReader.pods`): the window's points are the
 multiples of the step in (end - window, end], ``window / step`` of them — 336 in a week of
@@ -39,6 +41,7 @@ from decimal import Decimal
 
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.kit.times import truncate
+from costsvc.rules.mig import Geometry
 
 POD = "namespace, pod, modelName"
 UNIT = "namespace, pod, modelName, resource, UUID, GPU_I_ID"
@@ -50,6 +53,7 @@ UTILISATION = 'DCGM_FI_DEV_GPU_UTIL{pod!="", GPU_I_ID=""}'
 PROCESS = "gpu_container_sm_utilization_ratio"
 SOURCES = ("profiling", "profiling (MIG)", "utilisation", "process")
 PodKey = tuple[str, str, str]  # namespace, pod, modelName
+GEOMETRY = "gpu_compute_slices, gpu_memory_slices"  # a MIG GPU's, on gpu_mig_instance_info
 # a unit is held at a point when it has a sample this long before it: Prometheus' look-back
 # (five minutes, the longest scrape interval an instant lookup bridges) and a second, so that
 # a sample exactly five minutes before the point counts on 2.x (closed) and 3.x (left-open)
@@ -74,6 +78,8 @@ class PodEvidence:
 class FleetFacts:
     memory_bytes: dict[str, int] = field(default_factory=dict)  # per GPU model
     models: set[str] = field(default_factory=set)
+    # per GPU model: the MIG geometry our exporters read from its GPUs and published
+    mig_geometry: dict[str, Geometry] = field(default_factory=dict)
 
 
 def _key(labels: dict[str, str]) -> PodKey:
@@ -183,6 +189,8 @@ class EvidenceReader:
                     f'{{GPU_I_ID=""}}[{at}]) + last_over_time(DCGM_FI_DEV_FB_FREE'
                     f'{{GPU_I_ID=""}}[{at}]))'
                 ),
+                "geometry": f"count by (modelName, {GEOMETRY}) (last_over_time("
+                f'gpu_mig_instance_info{{gpu_compute_slices!="", gpu_memory_slices!=""}}[{at}]))',
             }
         )
         facts = FleetFacts()
@@ -190,6 +198,12 @@ class EvidenceReader:
         for labels, mib in answers["memory"]:
             facts.memory_bytes[labels.get("modelName", "")] = int(mib) << 20
         facts.models |= set(facts.memory_bytes)
+        for labels, _ in sorted(answers["geometry"], key=lambda a: sorted(a[0].items())):
+            compute, memory = (labels.get(k, "") for k in GEOMETRY.split(", "))
+            if compute.isdigit() and memory.isdigit() and int(compute) and int(memory):
+                facts.mig_geometry[labels.get("modelName", "")] = Geometry(
+                    int(compute), int(memory)
+                )
         return facts
 
     def quota_use(

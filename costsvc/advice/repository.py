@@ -21,6 +21,7 @@ from costsvc.db.models import (
 )
 from costsvc.db.pod_history import ClusterRows, PodHistory, keep_latest
 from costsvc.db.version import bump
+from costsvc.labels.history import pods_during
 
 Owner = tuple[str, str]
 
@@ -77,7 +78,7 @@ class OwnerHistory(PodHistory):
         t = PodOwner
         with self._engine.connect() as conn:
             columns = (t.namespace, t.name, t.owner_kind, t.owner_name, t.valid_from)
-            for r in self._pods_during(conn, columns, start, end):
+            for r in pods_during(conn, t, self._cluster, columns, start, end):
                 owner = (r.owner_kind, r.owner_name) if r.owner_kind else None
                 keep_latest(pods, (r.namespace, r.name), r.valid_from, owner)
             c = ControllerOwner

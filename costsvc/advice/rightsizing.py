@@ -28,14 +28,15 @@ micro-units, rounded half to even once at the end.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Literal
 
 from costsvc.kit.money import round_micro
 from costsvc.rules.cost_model import HOURS_PER_MONTH
-from costsvc.rules.mig import mig_table
+from costsvc.rules.mig import Geometry, billed_share, known_geometry
+from kube.mig_profiles import MigProfile, mig_table
 
 Action = Literal["release", "mig", "timeslice", "model", "replicas", "keep", "insufficient"]
 ACTIONABLE = ("release", "mig", "timeslice", "model", "replicas")
@@ -58,11 +59,13 @@ class Evidence:
 @dataclass(frozen=True, slots=True)
 class Fleet:
     """What the options may be: price per GPU-hour (micro-units) and memory per GPU (bytes)
-    of each GPU model present in the fleet."""
+    of each GPU model present in the fleet, and the MIG geometry its exporters published
+    (``gpu_compute_slices``/``gpu_memory_slices``) per GPU model."""
 
     prices: Mapping[str, int]
     memory_bytes: Mapping[str, int]
     mig_share_basis: Literal["compute", "memory"] = "compute"
+    mig_geometry: Mapping[str, Geometry] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,23 +91,111 @@ class Advice:
     saving_monthly: int
 
 
+@dataclass(frozen=True, slots=True)
+class _Money:
+    """What the workload costs now: its ``share`` of a GPU, ``rate`` micro-units per unit of
+    use, ``units`` units a month (device-hours; 1 where the rate is already monthly)."""
+
+    share: Decimal
+    rate: Decimal
+    units: Decimal
+
+    def advice(
+        self, action: Action, target: str, new_share: Decimal, rate: Decimal, why: str
+    ) -> Advice:
+        """The option at ``rate``: current, recommended and saving a month, each rounded
+        half to even once."""
+        now, then, units = self.rate, rate, self.units
+        return Advice(
+            action,
+            target,
+            why,
+            self.share,
+            new_share,
+            round_micro(now * units),
+            round_micro(then * units),
+            round_micro((now - then) * units),
+        )
+
+    def unchanged(self, action: Action, why: str) -> Advice:
+        return self.advice(action, "", self.share, self.rate, why)
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """What an option must hold: the peak memory and p95 activity, each plus its headroom."""
+
+    peak_bytes: int
+    activity_p95: Decimal
+    memory: Decimal
+    activity: Decimal
+
+    def fits(self, memory_bytes: Decimal | int, compute: Decimal) -> bool:
+        return memory_bytes >= self.memory and compute >= self.activity
+
+    @property
+    def why(self) -> str:
+        return f"peak {_gib(self.peak_bytes)} and p95 activity {self.activity_p95:.0%} fit"
+
+
+Candidate = tuple[Decimal, int, Advice]  # (cost per device-hour, rank among ties, the advice)
+
+
+def mig_profiles(gpu_model: str, fleet: Fleet) -> Iterator[tuple[MigProfile, Decimal, Decimal]]:
+    """The MIG profiles of ``gpu_model`` (kube/mig_profiles.py), smallest first, each with its
+    compute share of the GPU and the share it is billed for on the cost model's basis — both
+    by the GPU's geometry (costsvc/rules/mig.py: the published one first)."""
+    table = mig_table(gpu_model)
+    if table is None:
+        return
+    gpu = known_geometry(gpu_model, fleet.mig_geometry.get(gpu_model))
+    for p in table.profiles:
+        compute = billed_share(p.compute_slices, p.memory_slices, gpu, "compute")
+        billed = billed_share(p.compute_slices, p.memory_slices, gpu, fleet.mig_share_basis)
+        yield p, compute, billed
+
+
 def advise(ev: Evidence, fleet: Fleet, rules: Rules, window_hours: Decimal) -> Advice:
+    """The cheapest option ``ev`` fits (module docstring), or why there is none."""
     price = fleet.prices.get(ev.gpu_model)
     share = ev.gpu_hours / ev.device_hours if ev.device_hours > 0 else Decimal(0)
     monthly_hours = (
         ev.device_hours * HOURS_PER_MONTH / window_hours if window_hours > 0 else Decimal(0)
     )
+    money = _Money(share, share * (price or 0), monthly_hours)  # micro-units per device-hour
+    lacking = _lacking(ev, rules, price)
+    if lacking:
+        return money.unchanged("insufficient", lacking)
+    assert price is not None
+    assert ev.memory_peak_bytes is not None
+    assert ev.activity_p95 is not None
+    assert ev.idle_ratio is not None
+    if ev.idle_ratio >= rules.release_idle_ratio:
+        why = f"idle {ev.idle_ratio:.0%} of the time held"
+        return money.advice("release", "", Decimal(0), Decimal(0), why)
+    need = _Need(
+        ev.memory_peak_bytes,
+        ev.activity_p95,
+        Decimal(ev.memory_peak_bytes) * (1 + rules.memory_headroom),
+        ev.activity_p95 * (1 + rules.activity_headroom),
+    )
+    candidates = [
+        *_mig_options(ev.gpu_model, fleet, price, need, money),
+        *_timeslice_options(ev.gpu_model, fleet, rules, price, need, money),
+        *_model_options(ev.gpu_model, fleet, rules, need, money),
+    ]
+    if not candidates:
+        why = f"peak {_gib(need.peak_bytes)}, p95 activity {need.activity_p95:.0%}: "
+        return money.unchanged("keep", why + "no smaller option fits")
+    return min(candidates, key=lambda c: (c[0], c[1]))[2]
 
-    def nothing(action: Action, reason: str) -> Advice:
-        current = round_micro(share * (price or 0) * monthly_hours)
-        return Advice(action, "", reason, share, share, current, current, 0)
 
+def _lacking(ev: Evidence, rules: Rules, price: int | None) -> str:
+    """Why the evidence cannot carry a recommendation ("" when it can)."""
     if ev.device_hours < rules.min_hours:
-        return nothing(
-            "insufficient", f"{ev.device_hours:.1f} h of data, {rules.min_hours} h needed"
-        )
+        return f"{ev.device_hours:.1f} h of data, {rules.min_hours} h needed"
     if price is None:
-        return nothing("insufficient", f"the cost model has no price for {ev.gpu_model}")
+        return f"the cost model has no price for {ev.gpu_model}"
     missing = [
         name
         for name, value in (
@@ -114,76 +205,52 @@ def advise(ev: Evidence, fleet: Fleet, rules: Rules, window_hours: Decimal) -> A
         )
         if value is None
     ]
-    if missing:
-        return nothing("insufficient", "no series for " + ", ".join(missing))
-    assert ev.memory_peak_bytes is not None
-    assert ev.activity_p95 is not None
-    assert ev.idle_ratio is not None
-    current_rate = share * price  # micro-units per device-hour
+    return "no series for " + ", ".join(missing) if missing else ""
 
-    def option(action: Action, target: str, new_share: Decimal, rate: Decimal, why: str) -> Advice:
-        return Advice(
-            action,
-            target,
-            why,
-            share,
-            new_share,
-            round_micro(current_rate * monthly_hours),
-            round_micro(rate * monthly_hours),
-            round_micro((current_rate - rate) * monthly_hours),
-        )
 
-    if ev.idle_ratio >= rules.release_idle_ratio:
-        return option(
-            "release", "", Decimal(0), Decimal(0), f"idle {ev.idle_ratio:.0%} of the time held"
-        )
-    peak = f"peak {_gib(ev.memory_peak_bytes)}"
-    need_memory = Decimal(ev.memory_peak_bytes) * (1 + rules.memory_headroom)
-    need_activity = ev.activity_p95 * (1 + rules.activity_headroom)
-    candidates: list[tuple[Decimal, int, Advice]] = []
-    table = mig_table(ev.gpu_model)
-    if table is not None:
-        for p in table.profiles:
-            compute = Decimal(p.compute_slices) / table.compute_slices
-            billed = (
-                compute
-                if fleet.mig_share_basis == "compute"
-                else Decimal(p.memory_slices) / table.memory_slices
-            )
-            if p.memory_bytes >= need_memory and compute >= need_activity and billed < share:
-                why = f"{peak} and p95 activity {ev.activity_p95:.0%} fit {p.name}"
-                candidates.append(
-                    (billed * price, 0, option("mig", p.name, billed, billed * price, why))
-                )
-    capacity = fleet.memory_bytes.get(ev.gpu_model)
-    if capacity:
-        for k in sorted(rules.timeslice_ways, reverse=True):
-            part = Decimal(1) / k
-            if Decimal(capacity) * part >= need_memory and part >= need_activity and part < share:
-                why = f"{peak} and p95 activity {ev.activity_p95:.0%} fit 1/{k} of a GPU"
-                candidates.append(
-                    (part * price, 1, option("timeslice", f"1/{k}", part, part * price, why))
-                )
-                break
-    if need_activity <= rules.cheaper_model_max_activity:
-        for other, other_price in sorted(fleet.prices.items()):
-            other_memory = fleet.memory_bytes.get(other)
-            rate = Decimal(other_price)
-            if other == ev.gpu_model or not other_memory or rate >= current_rate:
-                continue
-            if Decimal(other_memory) >= need_memory:
-                why = f"peak {_gib(ev.memory_peak_bytes)} fits a whole {other}"
-                candidates.append((rate, 2, option("model", other, Decimal(1), rate, why)))
-    if not candidates:
-        return option(
-            "keep",
-            "",
-            share,
-            current_rate,
-            f"peak {_gib(ev.memory_peak_bytes)}, p95 activity {ev.activity_p95:.0%}: "
-            "no smaller option fits",
-        )
-    return min(candidates, key=lambda c: (c[0], c[1]))[2]
+def _mig_options(
+    gpu_model: str, fleet: Fleet, price: int, need: _Need, money: _Money
+) -> list[Candidate]:
+    """Every MIG profile of the same model that holds the need and is billed less."""
+    out: list[Candidate] = []
+    for p, compute, billed in mig_profiles(gpu_model, fleet):
+        if need.fits(p.memory_bytes, compute) and billed < money.share:
+            rate = billed * price
+            out.append((rate, 0, money.advice("mig", p.name, billed, rate, f"{need.why} {p.name}")))
+    return out
+
+
+def _timeslice_options(
+    gpu_model: str, fleet: Fleet, rules: Rules, price: int, need: _Need, money: _Money
+) -> list[Candidate]:
+    """The thinnest time slice of a GPU of the same model that holds the need."""
+    capacity = fleet.memory_bytes.get(gpu_model)
+    if not capacity:
+        return []
+    for k in sorted(rules.timeslice_ways, reverse=True):
+        part = Decimal(1) / k
+        if need.fits(Decimal(capacity) * part, part) and part < money.share:
+            why = f"{need.why} 1/{k} of a GPU"
+            return [(part * price, 1, money.advice("timeslice", f"1/{k}", part, part * price, why))]
+    return []
+
+
+def _model_options(
+    gpu_model: str, fleet: Fleet, rules: Rules, need: _Need, money: _Money
+) -> list[Candidate]:
+    """Whole GPUs of cheaper models whose memory holds the need (light activity only)."""
+    if need.activity > rules.cheaper_model_max_activity:
+        return []
+    out: list[Candidate] = []
+    for other, other_price in sorted(fleet.prices.items()):
+        other_memory = fleet.memory_bytes.get(other)
+        rate = Decimal(other_price)
+        if other == gpu_model or not other_memory or rate >= money.rate:
+            continue
+        if Decimal(other_memory) >= need.memory:
+            why = f"peak {_gib(need.peak_bytes)} fits a whole {other}"
+            out.append((rate, 2, money.advice("model", other, Decimal(1), rate, why)))
+    return out
 
 
 def _gib(n: int) -> str:
@@ -226,63 +293,40 @@ def advise_serving(ev: Serving, fleet: Fleet, rules: Rules, window_hours: Decima
     replicas = ev.pod_hours / ev.hours if ev.hours > 0 else Decimal(0)
     share = ev.gpu_hours / ev.pod_hours if ev.pod_hours > 0 else Decimal(0)
     per_month = HOURS_PER_MONTH / window_hours if window_hours > 0 else Decimal(0)
-    current = ev.gpu_hours * (price or 0) * per_month  # micro-units a month
-
-    def result(
-        action: Action, target: str, new_share: Decimal, monthly: Decimal, why: str
-    ) -> Advice:
-        return Advice(
-            action,
-            target,
-            why,
-            share,
-            new_share,
-            round_micro(current),
-            round_micro(monthly),
-            round_micro(current - monthly),
-        )
-
-    def nothing(action: Action, why: str) -> Advice:
-        return result(action, "", share, current, why)
-
+    money = _Money(share, ev.gpu_hours * (price or 0) * per_month, Decimal(1))  # a month
     if ev.hours < rules.min_hours:
-        return nothing("insufficient", f"{ev.hours:.1f} h of data, {rules.min_hours} h needed")
+        return money.unchanged(
+            "insufficient", f"{ev.hours:.1f} h of data, {rules.min_hours} h needed"
+        )
     if price is None:
-        return nothing("insufficient", f"the cost model has no price for {ev.gpu_model}")
+        return money.unchanged("insufficient", f"the cost model has no price for {ev.gpu_model}")
     if ev.tokens == 0:
-        return result("release", "", Decimal(0), Decimal(0), "served no token in the window")
+        return money.advice("release", "", Decimal(0), Decimal(0), "served no token in the window")
     if not ev.busy_gpu_hours:
-        return nothing("insufficient", "no utilisation series: its throughput is unknown")
+        return money.unchanged("insufficient", "no utilisation series: its throughput is unknown")
     throughput = ev.tokens / ev.busy_gpu_hours  # tokens per fully busy GPU-hour
     need = ev.peak_tokens * (1 + rules.activity_headroom) / throughput  # GPUs at the peak
     hours_served = ev.hours * per_month  # serving hours a month
     now = math.ceil(replicas)
     fewer = max(1, math.ceil(need / share)) if share > 0 else now
     rate = f"{throughput:.0f} tokens per busy GPU-hour, peak {ev.peak_tokens} tokens/h"
-    candidates: list[tuple[Decimal, int, Advice]] = []
+    candidates: list[Candidate] = []
     if fewer < now:
         monthly = fewer * share * price * hours_served
         why = f"{rate}: {fewer} of {now} replicas hold it"
         candidates.append(
-            (monthly, 0, result("replicas", f"{fewer} replicas", share, monthly, why))
+            (monthly, 0, money.advice("replicas", f"{fewer} replicas", share, monthly, why))
         )
-    table = mig_table(ev.gpu_model)
     k = min(fewer, now)
-    if table is not None and ev.memory_peak_bytes is not None and k > 0:
+    if ev.memory_peak_bytes is not None and k > 0:
         need_memory = Decimal(ev.memory_peak_bytes) * (1 + rules.memory_headroom)
-        for p in table.profiles:
-            compute = Decimal(p.compute_slices) / table.compute_slices
-            billed = (
-                compute
-                if fleet.mig_share_basis == "compute"
-                else Decimal(p.memory_slices) / table.memory_slices
-            )
+        for p, compute, billed in mig_profiles(ev.gpu_model, fleet):
             if compute * k >= need and p.memory_bytes >= need_memory and billed < share:
                 monthly = k * billed * price * hours_served
                 why = f"{rate}: {k} x {p.name} hold it (peak {_gib(ev.memory_peak_bytes)})"
                 target = f"{p.name} x {k}"
-                candidates.append((monthly, 1, result("mig", target, billed, monthly, why)))
+                candidates.append((monthly, 1, money.advice("mig", target, billed, monthly, why)))
                 break
     if not candidates:
-        return nothing("keep", f"{rate}: no smaller option holds it")
+        return money.unchanged("keep", f"{rate}: no smaller option holds it")
     return min(candidates, key=lambda c: (c[0], c[1]))[2]

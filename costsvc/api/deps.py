@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Query, Request
 from sqlalchemy import Engine
 
+from costsvc.auth.principal import check_team
 from costsvc.auth.tokens import Principal
 from costsvc.kit.lists import comma_list
 from costsvc.rules.chargeback import DIMENSIONS, parse_group_by
@@ -77,12 +78,11 @@ def split_values(values: list[str] | None, name: str) -> list[str]:
 
 
 def own_team(who: Principal, filters: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``filters`` narrowed to a team token's own team (403 when they name another team)."""
-    if not who.sees_all:
-        assert who.team is not None  # a /v1 caller that does not see all is a team token
-        if any(t != who.team for t in filters.get("team", [])):
-            raise HTTPException(403, "a team token can only ask about its own team")
-        filters["team"] = [who.team]
+    """``filters`` narrowed to the team the caller sees, by the team filter
+    (costsvc/auth/principal.py ``check_team``: 403 when they name another team)."""
+    mine = check_team(who, *filters.get("team", []), in_filter=True)
+    if mine is not None:
+        filters["team"] = [mine]
     return filters
 
 

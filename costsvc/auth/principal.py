@@ -67,7 +67,7 @@ async def principal(who: Annotated[Principal | None, Depends(optional_principal)
     """A caller of ``/v1``: any role but ``metrics``."""
     if who is None:
         raise HTTPException(401, "missing bearer token", _UNAUTHORIZED)
-    if who.role not in ("admin", "finance", "team"):
+    if not who.uses_api:
         raise HTTPException(403, f"a {who.role} token reads /metrics only")
     return who
 
@@ -90,7 +90,22 @@ Finance = Annotated[Principal, Depends(finance)]
 MaybeCaller = Annotated[Principal | None, Depends(optional_principal)]
 
 
-def check_team(who: Principal, team: str) -> None:
-    """A team token asking about another team: 404, as if that team did not exist."""
-    if not who.sees_all and team != who.team:
-        raise HTTPException(404, f"no team {shown(team)} visible to this token")
+def check_team(
+    who: Principal, *asked: str | None, in_filter: bool = False, missing: str | None = None
+) -> str | None:
+    """The team filter, the one rule of which team's data a caller sees (docs/security.md):
+    every team's for finance and admin (None), else its own team's (returned). Asking about
+    another team is refused: in a query's filter (``in_filter``, ``team=``) with 403; named in
+    the path (a team, or an object of another team: ``missing`` is then what the answer says)
+    with 404, as if it did not exist. A token of no team: 403."""
+    if who.sees_all:
+        return None
+    if who.team is None:
+        raise HTTPException(403, f"a {who.role} token sees no team's data")
+    if any(t != who.team for t in asked):
+        if in_filter:
+            raise HTTPException(403, "a team token can only ask about its own team")
+        raise HTTPException(
+            404, missing or f"no team {shown(asked[0] or '')} visible to this token"
+        )
+    return who.team

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from fastapi import Path as PathParam
@@ -12,6 +12,7 @@ from costsvc.api.deps import Db
 from costsvc.api.errors import ERRORS, shown
 from costsvc.auth.audit import recent
 from costsvc.auth.principal import CACHE, Admin
+from costsvc.auth.roles import Role
 from costsvc.auth.tokens import LastAdmin, TokenInfo, create_token, revoke_token, tokens
 from costsvc.kit.times import iso_z
 from kube.label_names import LABEL_VALUE, LABEL_VALUE_MAX
@@ -25,7 +26,7 @@ LabelValue = Annotated[
 
 class TokenIn(BaseModel):
     name: LabelValue
-    role: Literal["admin", "finance", "team", "metrics"]
+    role: Role
     team: LabelValue | None = None
 
 

@@ -1,7 +1,7 @@
 """API bearer tokens. A token is 256 random bits shown once; the database keeps its SHA-256
-(no salt needed at that entropy). Roles: ``admin``, ``finance``, ``team``, ``metrics``
-(docs/security.md). Names and teams are Kubernetes label values, so every token can be named
-in a URL (and revoked through the API); the last live admin token cannot be revoked."""
+(no salt needed at that entropy). Roles: costsvc/auth/roles.py (docs/security.md). Names and
+teams are Kubernetes label values, so every token can be named in a URL (and revoked through
+the API); the last live admin token cannot be revoked."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from sqlalchemy import Engine, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from costsvc.auth.audit import audit
+from costsvc.auth.roles import ROLES, uses_api
 from costsvc.db.models import ApiToken
 from kube.label_names import is_label_value
 
-ROLES = ("admin", "finance", "team", "metrics")
 PREFIX = "gfo_"
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-_.~")
 
@@ -30,6 +30,11 @@ class Principal:
     name: str
     role: str
     team: str | None
+
+    @property
+    def uses_api(self) -> bool:
+        """May use /v1 and the pages (costsvc/auth/roles.py)."""
+        return uses_api(self.role)
 
     @property
     def sees_all(self) -> bool:

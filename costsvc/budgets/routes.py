@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.auth.principal import Caller, Finance
+from costsvc.auth.principal import Caller, Finance, check_team
 from costsvc.auth.tokens import Principal
 from costsvc.budgets import repository as store
 from costsvc.budgets.repository import BudgetExists, BudgetRow, BudgetValues
@@ -98,8 +98,9 @@ def _budget_out(b: BudgetRow) -> dict[str, Any]:
 
 def _budget(db: Any, budget_id: int, who: Principal) -> BudgetRow:
     b = store.budget(db, budget_id)
-    if b is None or (not who.sees_all and b.team != who.team):
+    if b is None:
         raise HTTPException(404, f"no budget {budget_id}")
+    check_team(who, b.team, missing=f"no budget {budget_id}")  # another team's: none
     return b
 
 
@@ -120,7 +121,7 @@ def _currency(body: BudgetIn, db: Any, request: Request) -> str:
     "/budgets", response_model=list[BudgetOut], summary="Budgets (a team token sees its own)"
 )
 async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
-    team = None if who.sees_all else who.team  # every change is audited: a new data version
+    team = check_team(who)  # every change is audited: a new data version
 
     def compute() -> Response:
         return json_response([_budget_out(b) for b in store.budgets(db, team)])

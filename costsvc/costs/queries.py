@@ -22,7 +22,6 @@ from sqlalchemy import (
     cast,
     func,
     literal_column,
-    or_,
     select,
     true,
     type_coerce,
@@ -39,6 +38,7 @@ from costsvc.db.models import (
 from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.kit.money import money
 from costsvc.kit.times import as_utc, whole_hours
+from costsvc.labels.history import in_force_during
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
 from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month, shown
@@ -477,10 +477,10 @@ def label_history(conn: Connection, start: datetime, end: datetime) -> list[Labe
     """Pod and namespace label sets in force at some time in [start, end)."""
     p, n = PodLabels, NamespaceLabels
     pods = select(p.cluster, p.namespace, p.name, p.labels, p.valid_from, p.valid_to).where(
-        p.valid_from < end, or_(p.valid_to.is_(None), p.valid_to > start)
+        in_force_during(p, start, end)
     )
     spaces = select(n.cluster, n.name, n.labels, n.valid_from, n.valid_to).where(
-        n.valid_from < end, or_(n.valid_to.is_(None), n.valid_to > start)
+        in_force_during(n, start, end)
     )
 
     def aware(t: datetime | None) -> datetime | None:

@@ -3,7 +3,8 @@
 closes the open row and opens a new one; a deleted pod closes its row, so a pod deleted
 yesterday is still known as it was. :class:`PodHistory` is the one base of the pod label
 history (costsvc/labels/history.py ``LabelHistory``) and the pod owner history
-(costsvc/advice/repository.py ``OwnerHistory``)."""
+(costsvc/advice/repository.py ``OwnerHistory``); which rows are in force over a span is the
+label history's rule (costsvc/labels/history.py ``in_force_during``)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar
 
-from sqlalchemy import Connection, Engine, Row, insert, or_, select, update
+from sqlalchemy import Connection, Engine, insert, select, update
 from sqlalchemy.sql import ColumnElement
 
 from costsvc.kit.times import as_utc
@@ -111,15 +112,3 @@ class PodHistory(ClusterRows):
             )
         for uid in open_uids - present:
             self.close_pod(uid, at)
-
-    def _pods_during(
-        self, conn: Connection, columns: Sequence[Any], start: datetime, end: datetime
-    ) -> Sequence[Row[Any]]:
-        """``columns`` of the pod rows in force during [start, end)."""
-        t = self.table
-        query = select(*columns).where(
-            t.cluster == self._cluster,
-            t.valid_from < end,
-            or_(t.valid_to.is_(None), t.valid_to > start),
-        )
-        return conn.execute(query).all()

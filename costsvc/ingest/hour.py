@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar, cast
 
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.rules.attribution import GpuHour, HourFacts
-from costsvc.rules.workloads import controllers_of
+from costsvc.rules.workloads import controllers_of, template_hash
 from kube.label_names import ksm_labels
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ def pod_controllers(w: HourReads, facts: HourFacts) -> None:
         ]
         mine = {(ns, pod): _first(refs) for (c, ns, pod), refs in pods.items() if c == cluster}
         labels = {
-            (ns, pod): {"pod-template-hash": lab.get("label_pod_template_hash", "")}
+            (ns, pod): template_hash(lab)
             for (c, ns, pod), lab in facts.pod_labels.items()
             if c == cluster and (ns, pod) in mine
         }

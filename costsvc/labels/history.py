@@ -4,17 +4,53 @@ closes its row — so a pod deleted yesterday is still charged to the team it ha
 asks :meth:`LabelHistory.labels_during` for the labels in force during an hour; the Kubernetes
 watcher (costsvc/labels/kube_watch.py) writes them. The pods' history is a
 :class:`~costsvc.db.pod_history.PodHistory`, as the pod owners' is.
+
+The one rule of a history over a span (:func:`in_force_during`; :func:`was_in_force_during`
+for a row already read): a row is in force during [start, end) when it began before ``end``
+and had not ended by ``start`` (open while ``valid_to`` is NULL). Used by the label and owner
+histories (:func:`pods_during`: costsvc/advice/repository.py ``OwnerHistory``) and
+``/allocation``'s label history (costsvc/costs/queries.py ``label_history``,
+costsvc/opencost/podlabels.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import func, insert, or_, select, update
+from sqlalchemy import ColumnElement, Connection, Row, and_, func, insert, or_, select, update
 
 from costsvc.db.models import NamespaceLabels, PodLabels
 from costsvc.db.pod_history import PodHistory, keep_latest
 from costsvc.kit.times import as_utc
+
+
+def in_force_during(t: Any, start: datetime, end: datetime) -> ColumnElement[bool]:
+    """The rule, in SQL: the rows of the history table ``t`` (``valid_from``, ``valid_to``)
+    in force at some time in [start, end)."""
+    return and_(t.valid_from < end, or_(t.valid_to.is_(None), t.valid_to > start))
+
+
+def was_in_force_during(
+    valid_from: datetime, valid_to: datetime | None, start: datetime, end: datetime
+) -> bool:
+    """The rule for a row already read: whether [valid_from, valid_to) meets [start, end)."""
+    return valid_from < end and (valid_to is None or valid_to > start)
+
+
+def pods_during(
+    conn: Connection,
+    t: Any,
+    cluster: str,
+    columns: Sequence[Any],
+    start: datetime,
+    end: datetime,
+) -> Sequence[Row[Any]]:
+    """``columns`` of the rows of the pod history ``t`` of ``cluster`` in force during
+    [start, end)."""
+    query = select(*columns).where(t.cluster == cluster, in_force_during(t, start, end))
+    return conn.execute(query).all()
 
 
 def _aware(value: datetime | None) -> datetime | None:
@@ -96,13 +132,11 @@ class LabelHistory(PodHistory):
         with self._engine.connect() as conn:
             p = PodLabels
             columns = (p.namespace, p.name, p.valid_from, p.labels)
-            for row in self._pods_during(conn, columns, start, end):
+            for row in pods_during(conn, p, self._cluster, columns, start, end):
                 keep_latest(pods, (row.namespace, row.name), row.valid_from, dict(row.labels))
             n = NamespaceLabels
             ns_query = select(n.name, n.valid_from, n.labels).where(
-                n.cluster == self._cluster,
-                n.valid_from < end,
-                or_(n.valid_to.is_(None), n.valid_to > start),
+                n.cluster == self._cluster, in_force_during(n, start, end)
             )
             for ns in conn.execute(ns_query):
                 keep_latest(spaces, ns.name, ns.valid_from, dict(ns.labels))

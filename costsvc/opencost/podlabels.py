@@ -18,9 +18,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from costsvc.kit.windows import Window
+from costsvc.labels.history import was_in_force_during
 from costsvc.opencost.shape import LABEL_PREFIX, Row
-from costsvc.rules.owners import resolve_label
-from kube.label_names import sanitize_label
+from costsvc.rules.owners import resolve_label, sanitised
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class Labelled:
 def _latest(history: Sequence[Labelled], window: Window) -> Mapping[str, str] | None:
     found: Labelled | None = None
     for h in history:
-        in_force = h.valid_from < window.end and (h.valid_to is None or h.valid_to > window.start)
+        in_force = was_in_force_during(h.valid_from, h.valid_to, window.start, window.end)
         if in_force and (found is None or h.valid_from >= found.valid_from):
             found = h
     return None if found is None else found.labels
@@ -67,8 +67,7 @@ def with_labels(
         cluster, namespace = r.values.get("cluster", ""), r.values.get("namespace", "")
         own = _latest(pods.get((cluster, namespace, r.values.get("pod", "")), []), window)
         space = _latest(spaces.get((cluster, namespace), []), window)
-        mine = {sanitize_label(k): v for k, v in (own or {}).items()}
-        theirs = {sanitize_label(k): v for k, v in (space or {}).items()}
+        mine, theirs = sanitised(own or {}), sanitised(space or {})
         values = dict(r.values)
         for key in wanted:  # the owner rule: the pod's, else its namespace's, else none
             values[LABEL_PREFIX + key] = resolve_label(mine, theirs, [key])

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 from pydantic import BaseModel, create_model
 
 from costsvc.api.cache import Answers
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.auth.principal import Caller
+from costsvc.auth.principal import Caller, check_team
 from costsvc.costs.queries import allocation_rows, label_history
 from costsvc.kit.quoting import clip
 from costsvc.kit.windows import BadParameter, parse_window
@@ -284,9 +284,7 @@ def allocation(
     except BadParameter as exc:
         return _error(exc, [*given, *(aggregate or [])])
     columns, from_history = _columns({c for a in aggregates for c in a.columns} | filtered, options)
-    team = None if who.sees_all else who.team
-    if not who.sees_all and team is None:  # a role that is neither all-seeing nor a team's
-        raise HTTPException(403, f"a {who.role} token cannot read allocations")
+    team = check_team(who)
 
     def compute() -> Response:
         return _answer(db, sets, columns, team, from_history, options, labels, keep)

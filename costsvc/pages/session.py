@@ -62,7 +62,7 @@ async def viewer(request: Request) -> Viewer:
     )
     if found is None:
         raise SignInNeeded
-    if found.principal.role not in ("admin", "finance", "team"):
+    if not found.principal.uses_api:
         raise HTTPException(403, f"a {found.principal.role} token cannot use the pages")
     return Viewer(found.principal, found.csrf, session_id)
 
@@ -136,7 +136,7 @@ def signin(
     if opened is None:
         return page(request, "signin.html", {"error": "unknown or revoked token"}, status=401)
     session_id, session = opened
-    if session.principal.role not in ("admin", "finance", "team"):
+    if not session.principal.uses_api:
         close_session(db, session_id)
         error = f"a {session.principal.role} token cannot use the pages"
         return page(request, "signin.html", {"error": error}, status=403)

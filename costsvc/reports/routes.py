@@ -13,7 +13,7 @@ from fastapi import APIRouter, Query, Request
 from costsvc.api.deps import Db, GroupBy
 from costsvc.api.errors import ERRORS, EXPORT_ERRORS
 from costsvc.api.exports import SpooledResponse, export
-from costsvc.auth.principal import Caller
+from costsvc.auth.principal import Caller, check_team
 from costsvc.auth.tokens import Principal
 from costsvc.months.repository import month_close
 from costsvc.reports.monthly import chargeback_csv, focus_csv
@@ -54,7 +54,7 @@ def _export(
 def chargeback(
     request: Request, who: Caller, db: Db, month: MonthParam, groups: GroupBy
 ) -> SpooledResponse:
-    team = None if who.sees_all else who.team
+    team = check_team(who)
     closed = month_close(db, month)
     digest = closed.csv_sha256 if closed and not groups and team is None else None
     name = f"chargeback-{month}{'-' + team if team else ''}.csv"
@@ -67,7 +67,7 @@ def chargeback(
     summary="A month's chargeback in FinOps FOCUS 1.2 (docs/focus.md)",
 )
 def focus(request: Request, who: Caller, db: Db, month: MonthParam) -> SpooledResponse:
-    team = None if who.sees_all else who.team
+    team = check_team(who)
     closed = month_close(db, month)
     digest = closed.focus_sha256 if closed and team is None else None
     return _export(request, who, focus_csv(db, month, team), f"focus-{month}.csv", digest)

@@ -52,7 +52,7 @@ from costsvc.rules.energy import (
     split_energy,
 )
 from costsvc.rules.lines import HourResult, Idle, IdleKey, Line, add_idle, check, one_price
-from costsvc.rules.mig import Geometry, known_geometry
+from costsvc.rules.mig import Geometry, billed_share, known_geometry
 
 HOUR = Decimal(3600)
 # how a GPU's hour was read (docs/cost-model.md, "Two rules, one per source"): from our
@@ -420,8 +420,10 @@ def _weight(h: Holding, basis: str, fractional_basis: str, g: GpuHour) -> Decima
     if h.compute_slices and h.memory_slices is not None:
         if basis == "memory":
             gpu = known_geometry(g.model, g.mig_geometry, f" ({g.gpu_uuid})")
-            of_memory = Decimal(h.memory_slices) / gpu.memory_slices
-            return h.share_seconds * of_memory / (Decimal(h.compute_slices) / gpu.compute_slices)
+            slices = (h.compute_slices, h.memory_slices, gpu)
+            return (
+                h.share_seconds * billed_share(*slices, "memory") / billed_share(*slices, "compute")
+            )
         return h.share_seconds
     memory = h.memory_share_seconds
     if memory is None or fractional_basis == "compute":

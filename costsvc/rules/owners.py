@@ -2,7 +2,9 @@
 
 The one home of the owner rule (docs/architecture.md, "Rules"): :func:`resolve_label` —
 a pod's label, else its namespace's, else a fallback — used by the ingest (:class:`OwnerLookup`),
-rightsizing (costsvc/advice/run.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py).
+rightsizing (costsvc/advice/run.py) and ``/allocation``'s labels (costsvc/opencost/podlabels.py);
+and of the rule that labels from the Kubernetes-API history win over kube-state-metrics'
+(:func:`with_history`: the ingest's hour, rightsizing's window).
 
 Each dimension is taken from the first of its configured pod label keys that the pod has; if
 none, from the same keys on the pod's namespace (when ``namespace_fallback`` is on); else
@@ -15,6 +17,7 @@ written out (exposition, JSON, CSV).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
 
 from costsvc.rules.attribution import HourFacts, Owner
 from costsvc.rules.chargeback import UNALLOCATED
@@ -23,6 +26,7 @@ from kube.label_names import sanitize_label
 
 PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
 NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
+K = TypeVar("K")
 
 
 def _first(labels: Mapping[str, str], keys: Sequence[str]) -> str | None:
@@ -69,12 +73,27 @@ def sanitised_keys(keys: LabelKeys) -> LabelKeys:
     )
 
 
+def sanitised(labels: Mapping[str, str]) -> dict[str, str]:
+    """Labels as the Kubernetes API gives them, in the form they are kept in: keys as
+    kube-state-metrics writes them (``label_app_kubernetes_io_team``)."""
+    return {sanitize_label(k): v for k, v in labels.items()}
+
+
+def with_history(
+    kept: dict[K, dict[str, str]], history: Mapping[K, Mapping[str, str]]
+) -> dict[K, dict[str, str]]:
+    """The rule: labels from the Kubernetes-API history win over kube-state-metrics'. Each
+    object of ``history`` (its labels as the API gave them) replaces its entry in ``kept``
+    (kube-state-metrics' labels, kept form), sanitised; ``kept``, so updated, is returned."""
+    for key, labels in history.items():
+        kept[key] = sanitised(labels)
+    return kept
+
+
 def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: NamespaceLabels) -> None:
     """Labels from the Kubernetes-API history win over kube-state-metrics' in ``facts``."""
-    for (ns, pod), labels in pods.items():
-        facts.pod_labels[(cluster, ns, pod)] = {sanitize_label(k): v for k, v in labels.items()}
-    for name, labels in spaces.items():
-        facts.namespace_labels[(cluster, name)] = {sanitize_label(k): v for k, v in labels.items()}
+    with_history(facts.pod_labels, {(cluster, *key): labels for key, labels in pods.items()})
+    with_history(facts.namespace_labels, {(cluster, name): v for name, v in spaces.items()})
 
 
 class OwnerLookup:

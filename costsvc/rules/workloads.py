@@ -30,6 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kube.label_names import sanitize_label
+
+TEMPLATE_HASH = "pod-template-hash"  # the Deployment controller's label on its pods
 # k8s.io/apimachinery/pkg/util/rand: the alphanumerics of generated names
 ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _R = f"[{ALPHABET}]"
@@ -76,7 +79,7 @@ def workload_of(
             parent = owners_of_owners[owner]
             return Workload(*parent) if parent is not None else Workload(kind, name)
         if kind == "ReplicaSet":
-            template = (labels or {}).get("pod-template-hash", "")
+            template = (labels or {}).get(TEMPLATE_HASH, "")
             if template and name.endswith("-" + template):
                 return Workload("Deployment", name[: -len(template) - 1])
             if not template and (m := _REPLICASET.match(name)):
@@ -86,10 +89,18 @@ def workload_of(
     return Workload(kind, name)
 
 
+def template_hash(labels: Mapping[str, str] | None) -> dict[str, str]:
+    """A pod's ``pod-template-hash`` (the hash its ReplicaSet's name ends in) from its labels
+    as kept (kube-state-metrics' keys: ``label_pod_template_hash``), in the form
+    :func:`workload_of` and :func:`workload_from_name` read; {} without one."""
+    value = (labels or {}).get(sanitize_label(TEMPLATE_HASH))
+    return {TEMPLATE_HASH: value} if value else {}
+
+
 def workload_from_name(pod: str, labels: Mapping[str, str] | None = None) -> Workload:
     """A pod's workload guessed from its name (and ``pod-template-hash``) when the API has
     told us nothing about the pod."""
-    template = (labels or {}).get("pod-template-hash", "")
+    template = (labels or {}).get(TEMPLATE_HASH, "")
     if template:
         m = re.match(rf"^(.+)-{re.escape(template)}-{_R}{{5}}$", pod)
         if m:

@@ -14,11 +14,11 @@ recommendations (window 7 days = 2016 five-minute points, 168 device-hours per w
   its instance's profiling 0.7 x 1/7 = 0.1 of a GPU)
 
 quotas (unit price of nvidia.com/gpu: 6 H100 units x 2.50 + 1 A100 x 1.80 over 7 = 2.400000;
-of nvidia.com/mig-1g.10gb: 2.50 / 7 = 0.357142)
+of nvidia.com/mig-1g.10gb: 2.50 / 7 = 0.357143, rounded half to even)
 - infer: hard 4, held 4, active 4: utilisation 1, nothing unused or idle
 - db: hard 2, held 1, active 202/2016: unused 1 x 2.40 x 730 = 1752.000000; held idle
   1814/2016 x 2.40 x 730 = 1577.321429
-- infer-mig (MIG resource): hard 7, held 1, active 1: unused 6 x 0.357142 x 730 = 1564.281960
+- infer-mig (MIG resource): hard 7, held 1, active 1: unused 6 x 0.357143 x 730 = 1564.286340
 - train (no quota): held 1; scratch (no quota, no team): held 36/2016 = 0.018
 - team search = infer + infer-mig; research = db + train
 """
@@ -256,8 +256,8 @@ def test_quotas_by_hand(advised: str) -> None:
         "7.000",
         "1.000",
     )
-    assert mig["unit_price_per_hour"] == "0.357142"
-    assert mig["unused_quota_monthly"] == "1564.281960"
+    assert mig["unit_price_per_hour"] == "0.357143"
+    assert mig["unused_quota_monthly"] == "1564.286340"
     train = rows["train"]
     assert (train["hard"], train["held"], train["source"]) == (None, "1.000", "none")
     assert (rows["scratch"]["team"], rows["scratch"]["held"]) == ("__unallocated__", "0.018")

@@ -151,7 +151,7 @@ def test_the_h200_profiles_are_those_a_real_h200_reports() -> None:
     the gigabytes of the names)."""
     import json
 
-    from costsvc.rules.mig import BY_MODEL
+    from kube.mig_profiles import BY_MODEL
 
     recording = json.loads(
         (Path(__file__).parents[1] / "exporter/data/nvml-h200-580.159.04-mig.json").read_text()

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from costsvc.advice.rightsizing import Evidence, Fleet, Rules, advise
+from costsvc.rules.mig import Geometry
 from costsvc.rules.workloads import Workload, controller_of, workload_from_name, workload_of
 
 H100 = "NVIDIA H100 80GB HBM3"
@@ -56,6 +57,16 @@ def test_memory_basis_bills_1g10gb_as_one_eighth() -> None:
     a = advise(ev(), fleet, Rules(), WEEK)
     assert (a.action, a.target) == ("mig", "1g.10gb")
     assert a.saving_monthly == 1_825_000_000 - 228_125_000  # 1825 x 7/8
+
+
+def test_mig_shares_are_of_the_published_geometry() -> None:
+    """The slices the GPUs' exporters published come first (costsvc/rules/mig.py), the
+    per-model table's only where none was: a 14/16 GPU makes 1g.10gb 1/14, too small here."""
+    fleet = Fleet(FLEET.prices, FLEET.memory_bytes, mig_geometry={H100: Geometry(14, 16)})
+    a = advise(ev(), fleet, Rules(), WEEK)
+    assert (a.action, a.target, a.target_share) == ("mig", "2g.20gb", Decimal(2) / 14)
+    memory = Fleet(FLEET.prices, FLEET.memory_bytes, "memory", {H100: Geometry(14, 16)})
+    assert advise(ev(), memory, Rules(), WEEK).target_share == Decimal(2) / 16
 
 
 def test_a_workload_on_a_gpu_half_the_week_saves_half() -> None:

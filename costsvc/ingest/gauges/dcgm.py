@@ -78,7 +78,13 @@ from costsvc.ingest.hour import (
 from costsvc.ingest.prom import Series
 from costsvc.rules.attribution import Holding, HourFacts, with_geometry
 from costsvc.rules.energy import ENERGY
-from costsvc.rules.mig import Geometry, UnknownMigGeometry, known_geometry, profile_slices
+from costsvc.rules.mig import (
+    Geometry,
+    UnknownMigGeometry,
+    billed_share,
+    known_geometry,
+    profile_slices,
+)
 
 PRESENCE = ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
 REQUESTS = 'kube_pod_container_resource_requests{resource=~"nvidia_com_.+"}'
@@ -102,7 +108,7 @@ def mig_slices(profile: str, model: str) -> tuple[int, int, Geometry]:
     found = profile_slices(model, profile)
     if found is None:
         raise UnknownMigGeometry(
-            f"MIG profile {profile or '(none)'} of {model} is not in costsvc/rules/mig.py: "
+            f"MIG profile {profile or '(none)'} of {model} is not in kube/mig_profiles.py: "
             "its slices are not guessed"
         )
     return found[0], found[1], gpu
@@ -183,7 +189,7 @@ def collect_dcgm(w: GaugeHour, facts: HourFacts) -> None:
     for d in devices.values():
         if d.unit[2]:
             d.compute, d.memory, gpu = mig_slices(d.profile, d.model)
-            d.share = Decimal(d.compute) / gpu.compute_slices
+            d.share = billed_share(d.compute, d.memory, gpu, "compute")  # as our exporter's
             mig_geometry[d.unit[:2]] = gpu
     with_geometry(facts, mig_geometry)
     _utilisation(w, seen, devices)
