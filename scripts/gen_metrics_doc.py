@@ -333,8 +333,8 @@ def render() -> str:
         "`gpu_memory_slices` on `gpu_mig_instance_info`, where the cost service reads it. "
         "Where NVML does not tell, those labels are empty, the instances get no shares and "
         '`gpu_exporter_errors_total{source="nvml",kind="mig_geometry"}` counts it; the '
-        "cost service then uses its per-model table (`costsvc/rules/mig.py`) and flags a "
-        "model it does not know, never guessing.\n"
+        "cost service then uses the per-model table (`kube/mig_profiles.py`, by the rule of "
+        "`costsvc/rules/mig.py`) and flags a model it does not know, never guessing.\n"
     )
     out.append(ALLOCATION_PATHS)
     out.append(
