@@ -16,9 +16,11 @@ from costsvc.auth.principal import Caller, Finance, check_team
 from costsvc.auth.tokens import Principal
 from costsvc.budgets import repository as store
 from costsvc.budgets.repository import BudgetExists, BudgetRow, BudgetValues
+from costsvc.budgets.state import budget_state, currency_mismatch
 from costsvc.costs.queries import currencies, forecast
 from costsvc.kit.money import money
-from costsvc.rules.chargeback import budget_state, currency_mismatch, month_of, parse_month, ratio
+from costsvc.kit.ratios import ratio
+from costsvc.kit.times import month_of, parse_month
 from costsvc.rules.cost_model import CostModelError
 from costsvc.rules.cost_model_source import in_force
 from costsvc.rules.energy import MJ_PER_KWH, kwh

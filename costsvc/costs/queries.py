@@ -9,17 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from decimal import ROUND_HALF_EVEN, Decimal
+from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
-    BigInteger,
-    ColumnElement,
     Connection,
     DateTime,
-    Integer,
     and_,
-    cast,
     func,
     literal_column,
     select,
@@ -36,34 +32,18 @@ from costsvc.db.models import (
     UsageFact,
 )
 from costsvc.db.rollup import owner_rows, pod_rows
-from costsvc.kit.money import money
-from costsvc.kit.times import as_utc, whole_hours
+from costsvc.kit.money import kg, money, round_micro
+from costsvc.kit.ratios import shown
+from costsvc.kit.sql_times import bucket, step_index
+from costsvc.kit.times import as_utc, month_of, parse_month, whole_hours
 from costsvc.labels.history import in_force_during
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
-from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS, month_of, parse_month, shown
-from costsvc.rules.energy import kg, kwh
+from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS
+from costsvc.rules.energy import kwh
 
 FORECAST_WINDOW = timedelta(days=7)
 POD_DIMENSIONS = OWNER_DIMENSIONS | {"namespace", "pod"}  # what cost_pod_days keeps
-ONE = Decimal("0.000001")
-
-
-def bucket(conn: Connection, step: str, h: Any = Chargeback.hour) -> ColumnElement[Any]:
-    """The hour column ``h`` truncated to ``step``, as ISO text (UTC)."""
-    if conn.dialect.name == "postgresql":
-        fmt = {
-            "hour": 'YYYY-MM-DD"T"HH24:00:00"Z"',
-            "day": 'YYYY-MM-DD"T"00:00:00"Z"',
-            "month": 'YYYY-MM-01"T"00:00:00"Z"',
-        }[step]
-        return func.to_char(func.timezone("UTC", h), fmt)
-    fmt = {
-        "hour": "%Y-%m-%dT%H:00:00Z",
-        "day": "%Y-%m-%dT00:00:00Z",
-        "month": "%Y-%m-01T00:00:00Z",
-    }[step]
-    return func.strftime(fmt, h)
 
 
 def source(dimensions: set[str]) -> Any:
@@ -248,7 +228,7 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
     left = max(0, whole_hours(end - upto))
 
     def ahead(so_far: int, recent: int) -> tuple[int, int]:
-        rate = int((Decimal(recent) / hours).quantize(Decimal(1), rounding=ROUND_HALF_EVEN))
+        rate = round_micro(Decimal(recent) / hours)
         return rate, so_far + rate * left
 
     rate, money_forecast = ahead(mtd.total, spent.total)
@@ -381,15 +361,6 @@ def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney
 # --- OpenCost's /allocation (costsvc/opencost/) ---------------------------------------------
 
 
-def _set_index(conn: Connection, h: Any, origin: datetime, step: timedelta) -> Any:
-    """Which allocation set the hour ``h`` is in: (h - origin) // step, in SQL."""
-    seconds, since = int(step.total_seconds()), int(origin.timestamp())
-    if conn.dialect.name == "postgresql":
-        epoch = func.extract("epoch", h)
-        return cast(func.floor((epoch - since) / seconds), BigInteger)
-    return (cast(func.strftime("%s", h), Integer) - since) / seconds
-
-
 def allocation_rows(
     conn: Connection,
     start: datetime,
@@ -404,7 +375,7 @@ def allocation_rows(
     dims = sorted(columns | {"cluster", "team"})
     t = source(set(dims))
     one_set = step >= end - start
-    idx = literal_column("0") if one_set else _set_index(conn, t.hour, start, step)
+    idx = literal_column("0") if one_set else step_index(conn, t.hour, start, step)
     cols = [getattr(t, d) for d in dims]
     money_sums = (t.allocated, t.used, t.waste, t.idle, t.gpu_hours)  # Row's, in its order
     q = select(
@@ -465,7 +436,7 @@ def _shared_keys(
         held.c.namespace == c.namespace,
         held.c.pod == c.pod,
     )
-    idx = _set_index(conn, c.hour, start, step)
+    idx = step_index(conn, c.hour, start, step)
     cols = [getattr(c, d) for d in dims]
     q = select(idx, *cols).select_from(c).join(held, on).where(c.hour >= start, c.hour < end)
     if team is not None:

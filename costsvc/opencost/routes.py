@@ -24,6 +24,7 @@ from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, check_team
 from costsvc.costs.queries import allocation_rows, label_history
+from costsvc.kit.lists import comma_list
 from costsvc.kit.quoting import clip
 from costsvc.kit.windows import BadParameter, parse_window
 from costsvc.opencost.aggregates import (
@@ -33,14 +34,7 @@ from costsvc.opencost.aggregates import (
     parse_aggregates,
 )
 from costsvc.opencost.filters import FilterError, Node, parse
-from costsvc.opencost.params import (
-    Plan,
-    parse_accumulate,
-    parse_bool,
-    parse_step,
-    plan,
-    split_list,
-)
+from costsvc.opencost.params import Plan, parse_accumulate, parse_bool, parse_step, plan
 from costsvc.opencost.podlabels import with_labels
 from costsvc.opencost.shape import (
     NULL_FIELDS,
@@ -275,7 +269,7 @@ def allocation(
     labels = label_columns(request, db)
     try:
         span = parse_window(window or "", now)
-        aggregates = parse_aggregates(split_list(aggregate), labels)
+        aggregates = parse_aggregates(comma_list(aggregate), labels)
         accumulation = parse_accumulate(accumulate, accumulate_by)
         stepped = bool((step or "").strip())
         sets = plan(span, parse_step(step, span, accumulation), accumulation, stepped)

@@ -15,9 +15,9 @@ from costsvc.api.errors import ERRORS, EXPORT_ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller, check_team
 from costsvc.auth.tokens import Principal
+from costsvc.kit.times import MONTH
 from costsvc.months.repository import month_close
 from costsvc.reports.monthly import chargeback_csv, focus_csv
-from costsvc.rules.chargeback import MONTH
 
 router = APIRouter(tags=["reports"], responses=ERRORS)
 CSV = {"text/csv": {"schema": {"type": "string"}}}
