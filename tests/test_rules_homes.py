@@ -8,10 +8,13 @@ data version: tests/test_rules.py)."""
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.kit_scans import KIT_DEFINERS, KIT_HOMES
+from tests.rule_scans import DOMAIN_DEFINERS, DOMAIN_HOMES, MIG_TABLE_HOME
 
 ROOT = Path(__file__).resolve().parents[1]
 UTC_HOME = "costsvc/kit/times.py"
@@ -20,6 +23,8 @@ OWNER_HOME = "costsvc/rules/owners.py"
 PRICE_HOME = "costsvc/rules/cost_model_source.py"
 CACHE_HOME = "costsvc/api/cache.py"
 HOMES = (UTC_HOME, WINDOWS_HOME, OWNER_HOME, PRICE_HOME, CACHE_HOME)
+HOMES += tuple(home for home, _, _ in KIT_HOMES.values())  # text and number forms, the kit
+HOMES += tuple(home for home, _, _ in DOMAIN_HOMES.values())  # labels, workloads, MIG, auth
 
 
 def _trees(root: Path = ROOT) -> dict[str, ast.Module]:
@@ -30,6 +35,8 @@ def _trees(root: Path = ROOT) -> dict[str, ast.Module]:
 
 
 TREES = _trees()
+# the MIG table's home is both halves' (the exporter's: tests/test_rules.py), read with costsvc
+TREES[MIG_TABLE_HOME] = ast.parse((ROOT / MIG_TABLE_HOME).read_text(), MIG_TABLE_HOME)
 
 
 def _calls(tree: ast.AST) -> Iterator[ast.Call]:
@@ -78,8 +85,13 @@ def _floors(tree: ast.AST) -> list[int]:
 def _defined(tree: ast.Module) -> set[str]:
     """Names a module defines at its top level or in a class: functions, classes, assigned
     names."""
+    return _names_of(ast.walk(tree))
+
+
+def _names_of(nodes: Iterable[ast.AST]) -> set[str]:
+    """The names ``nodes`` define: functions, classes, assigned names."""
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             out.add(node.name)
         elif isinstance(node, ast.Assign):
@@ -178,6 +190,28 @@ def _memos(tree: ast.AST) -> list[int]:
     ]
 
 
+def _top_level(tree: ast.Module) -> set[str]:
+    """Names a module defines at its top level (a method of the same name is another thing)."""
+    return _names_of(tree.body)
+
+
+# rule -> (its home, the names only it defines, the scan of what only it writes)
+ONE_HOME: dict[str, tuple[str, set[str], Callable[[ast.Module], list[int]]]] = {
+    **KIT_HOMES,  # text and number forms, the kit: tests/kit_scans.py
+    **DOMAIN_HOMES,  # labels, workloads, MIG, auth: tests/rule_scans.py
+}
+
+
+def _one_home_offenders(rel: str, tree: ast.Module) -> dict[str, list[int]]:
+    """Per rule of :data:`ONE_HOME` that ``rel`` is not the home of, the lines where it
+    defines the rule's names (line 0) or writes the rule again."""
+    out = {}
+    for rule, (home, names, scan) in ONE_HOME.items():
+        if rel != home:
+            out[rule] = [0] * len(_top_level(tree) & names) + scan(tree)
+    return out
+
+
 def offenders(trees: dict[str, ast.Module]) -> dict[str, list[str]]:
     """Per rule, ``module:line`` of every place outside its home that writes it again."""
     out: dict[str, list[str]] = {}
@@ -204,6 +238,8 @@ def offenders(trees: dict[str, ast.Module]) -> dict[str, list[str]]:
             add("cache: another cache", rel, _caches(tree))
             if _serving(rel):
                 add("cache: a memo in serving code", rel, _memos(tree))
+        for rule, lines in _one_home_offenders(rel, tree).items():
+            add(rule, rel, lines)
     return {rule: where for rule, where in out.items() if where}
 
 
@@ -221,6 +257,14 @@ def test_each_home_defines_its_rule() -> None:
     assert _caches(TREES[CACHE_HOME])
 
 
+def test_each_one_home_holds_its_rule() -> None:
+    """The scans of :data:`ONE_HOME` look for the right things: each home defines the rule's
+    names and writes what they forbid elsewhere."""
+    for rule, (home, names, scan) in ONE_HOME.items():
+        assert names <= _top_level(TREES[home]), rule
+        assert scan(TREES[home]) or rule == "budgets: a budget's state", rule
+
+
 SECOND_DEFINERS = {
     "time: a UTC floor": "now.replace(minute=0, second=0, microsecond=0)\n",
     "time: a window's definition": "MAX_SPAN = 800\n",
@@ -228,6 +272,8 @@ SECOND_DEFINERS = {
     "owner: pod > namespace > fallback": "v = pod.get(key) or space.get(key) or ''\n",
     "price: the model in force": "m = load(settings.cost_model)\n",
     "cache: another cache": "class TokenCache:\n    pass\n",
+    **KIT_DEFINERS,
+    **DOMAIN_DEFINERS,
 }
 
 
