@@ -39,7 +39,7 @@ from costsvc.kit.times import as_utc, month_of, parse_month, whole_hours
 from costsvc.labels.history import in_force_during
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
-from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS
+from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS, Spent
 from costsvc.rules.energy import kwh
 
 FORECAST_WINDOW = timedelta(days=7)
@@ -54,7 +54,7 @@ def source(dimensions: set[str]) -> Any:
 
 
 @dataclass
-class Totals:
+class Totals(Spent):
     allocated: int = 0
     used: int = 0
     waste: int = 0
@@ -78,11 +78,6 @@ class Totals:
     @property
     def co2e(self) -> int:
         return self.co2e_mg + self.idle_co2e_mg
-
-    @property
-    def unmeasured(self) -> int:
-        """Allocated cost of holdings with no utilisation series: neither used nor waste."""
-        return self.allocated - self.used - self.waste
 
     def json(self) -> dict[str, Any]:
         eff = efficiency(self.used, self.waste)

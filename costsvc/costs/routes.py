@@ -32,10 +32,15 @@ class Step(StrEnum):
     month = "month"
 
 
-class CostRow(BaseModel):
+class GroupedRow(BaseModel):
+    """A row of a grouped answer: its step's start (with ``step``), its group, its currency."""
+
     start: str | None = None
     group: dict[str, str]
     currency: str
+
+
+class CostRow(GroupedRow):
     total_cost: str
     allocated_cost: str
     used_cost: str

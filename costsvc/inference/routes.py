@@ -17,7 +17,7 @@ from costsvc.api.deps import Db, Given, Now, filter_params, scope_key, team_filt
 from costsvc.api.errors import ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
-from costsvc.costs.routes import Step, hours_asked
+from costsvc.costs.routes import GroupedRow, Step, hours_asked
 from costsvc.inference.queries import DEFAULT_GROUP_BY, DIMENSIONS, Group, served_totals
 from costsvc.kit.csv_cells import CsvLines, safe_cell
 from costsvc.kit.quoting import clip
@@ -46,10 +46,7 @@ WindowText = Annotated[
 ]
 
 
-class InferenceRow(BaseModel):
-    start: str | None = None
-    group: dict[str, str]
-    currency: str
+class InferenceRow(GroupedRow):
     input_tokens: int
     output_tokens: int
     requests: int

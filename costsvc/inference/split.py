@@ -37,7 +37,7 @@ from decimal import ROUND_HALF_EVEN, Decimal
 
 from costsvc.kit.money import money, round_micro, split
 from costsvc.rules.attribution import Owner
-from costsvc.rules.chargeback import IDLE, UNALLOCATED
+from costsvc.rules.chargeback import IDLE, UNALLOCATED, Spent
 from costsvc.rules.cost_model import CostModel
 from costsvc.rules.lines import HourResult
 
@@ -264,7 +264,7 @@ def per_million(cost: int, tokens: int) -> int | None:
 
 
 @dataclass(slots=True)
-class Totals:
+class Totals(Spent):
     """Σ of rows (any grouping): the additive figures; rates come from them."""
 
     input_tokens: int = 0
@@ -289,11 +289,6 @@ class Totals:
     @property
     def cost(self) -> int:
         return self.input_cost + self.output_cost
-
-    @property
-    def unmeasured(self) -> int:
-        """Allocated cost with no utilisation series: neither used nor waste."""
-        return self.allocated - self.used - self.waste
 
     def figures(self) -> dict[str, object]:
         """The answer's figures: money as text (:func:`costsvc.kit.money.money`), rates per 10^6

@@ -87,18 +87,10 @@ class ClusterReader(PrometheusReader):
     and whose every answer is checked: a series of another cluster is dropped, never billed
     to this one (a query form the rewrite does not know reads more, never wrongly)."""
 
-    def __init__(
-        self,
-        url: str,
-        cluster: str,
-        default: str,
-        timeout: float = 60.0,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        compress: bool = False,
-        raw_only: bool = False,
-    ) -> None:
-        super().__init__(url, timeout, headers, params, compress, raw_only)
+    def __init__(self, url: str, cluster: str, default: str, *args: Any, **options: Any) -> None:
+        """``url`` and the options as :class:`PrometheusReader` takes them; ``cluster`` the
+        one read, ``default`` the name of series without a cluster label."""
+        super().__init__(url, *args, **options)
         self._spec_args.update(cluster=cluster, default=default)
         self.cluster, self._default = cluster, default
         self._match = matcher(cluster, default)

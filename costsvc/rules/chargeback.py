@@ -46,6 +46,22 @@ DIMENSIONS = (
     "workload",
 )
 OWNER_DIMENSIONS = frozenset({*OWNER, "cluster"})  # what the per-owner rollup keeps
+
+
+class Spent:
+    """What summed lines were charged: ``allocated`` = ``used`` + ``waste`` + unmeasured."""
+
+    __slots__ = ()
+    allocated: int
+    used: int
+    waste: int
+
+    @property
+    def unmeasured(self) -> int:
+        """Allocated cost of holdings with no utilisation series: neither used nor waste."""
+        return self.allocated - self.used - self.waste
+
+
 assert set(DIMENSIONS) == {*LINE_KEY, "workload"}
 
 
