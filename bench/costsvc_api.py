@@ -7,7 +7,7 @@ uvicorn on loopback.
 
 The data (SQL, INSERT ... SELECT from generate_series, in hour order as ingest writes it, a
 month per statement): ``--hours`` hourly rows ending with 2026-11 (8,760: 2025-12-01 to
-2026-12-01) for each of ``--pods`` pod slots — ``--fleet realistic`` (the default, issue 29,
+2026-12-01) for each of ``--pods`` pod slots — ``--fleet realistic`` (the default,
 deterministic): slot k's pod is renamed every 10 + k % 21 hours (a new pod: 5 % of pods end
 an hour, so a day holds ~6,000 distinct pods per 5,000 slots) and its team label moves to the
 next team once in 100 days (1 % of pods relabelled a day); ``--fleet constant``: the same pod

@@ -1,4 +1,4 @@
-"""The benches' fleets: the realistic one (issue 29) and the constant one ("best case").
+"""The benches' fleets: the realistic one and the constant one ("best case").
 
 Every ingest bench (bench/rollup_month.py, bench/rollup_scale.py, bench/costsvc_rollup.py,
 bench/serve_ingest.py) feeds the cost service one of these, in the form Prometheus stores
@@ -42,7 +42,7 @@ follows one of them from its own starting chunk, so a block writer (bench/tsdb_b
 each 2-hour chunk of a walk once, however many series share it (the values each series takes
 still change at every sample).
 
-**Constant** (:func:`constant`, the best case, as the benches fed before issue 29): every
+**Constant** (:func:`constant`, the best case): every
 value fixed for the whole history (utilisation ``40 + i % 50``, SM ``0.6 x share``), no pod
 ever starts, ends or is relabelled, no MIG.
 """

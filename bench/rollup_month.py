@@ -95,8 +95,8 @@ def add_options(ap: argparse.ArgumentParser) -> None:
         "--paired-hours",
         type=int,
         default=12,
-        help="with --month-days: hours ingested again, in one process, by the reads before "
-        "issue 29 (utilisation and SM time by the constant check, else raw) and by today's, "
+        help="with --month-days: hours ingested again, in one process, by the reads without "
+        "the sums (utilisation and SM time by the constant check, else raw) and by today's, "
         "in blocks of 6 alternating ABBA: CPU seconds of each, same load (0: skip)",
     )
     ap.add_argument(
@@ -364,7 +364,7 @@ def month(args: argparse.Namespace, fleet: str, workers: int, reference: float) 
 def paired(
     url: str, engine_pid: int, pg_url: str, hours: list[datetime], model: object, label: str
 ) -> None:
-    """``hours`` ingested in this process by the reads before issue 29 (``SUMMED`` empty:
+    """``hours`` ingested in this process by the reads without the sums (``SUMMED`` empty:
     utilisation and SM time by the constant check, else raw) and by today's, into two fresh
     databases, blocks of 6 hours in the order old, new, new, old, ... (drift in the machine's
     load falls on both); the CPU seconds of this process and of Prometheus for each, and the
@@ -402,12 +402,12 @@ def paired(
                 reader.close()
                 engine.dispose()
     same = chargeback(urls["old"], hours[-1]) == chargeback(urls["new"], hours[-1])
-    assert same, "the reads before issue 29 and today's gave different chargeback rows"
+    assert same, "the reads without the sums and with them gave different chargeback rows"
     n = len(hours)
     old, new = spent["old"], spent["new"]
     print(
         f"{label} paired, one process, {n} hours in blocks of 6 (ABBA), CPU seconds per hour: "
-        f"reads before issue 29 {old[0] / n:.3f} (+ Prometheus {old[1] / n:.3f}), today's "
+        f"reads without the sums {old[0] / n:.3f} (+ Prometheus {old[1] / n:.3f}), today's "
         f"{new[0] / n:.3f} (+ Prometheus {new[1] / n:.3f}): service x{old[0] / new[0]:.2f}, "
         f"engine x{old[1] / max(new[1], 1e-9):.2f}, both x"
         f"{(old[0] + old[1]) / (new[0] + new[1]):.2f} less; chargeback rows identical: {same}"

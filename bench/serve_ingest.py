@@ -32,7 +32,7 @@ Prints the machine and the load at the start, the sizes, per fleet: the hourly C
 recommendations, as a share of one core over an hour: 1 CPU-second an hour is 0.028 %), the
 serve process's RSS after the 1st and the last hour (and the ratio), the idle CPU, the hourly
 children's peak RSS.
-Targets (issue 29): hourly work <= 5 % of a core; RSS after 24 hours within 10 % of after 1.
+Targets: hourly work <= 5 % of a core; RSS after 24 hours within 10 % of after 1.
 """
 
 from __future__ import annotations

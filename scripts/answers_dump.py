@@ -1,4 +1,4 @@
-"""The byte-identity dump of the cost service's answers (issue 26: a refactor changes no
+"""The byte-identity dump of the cost service's answers (a refactor changes no
 answer). It builds fixed, deterministic histories with the tests' own ground-truth helpers,
 serves the app in-process (FastAPI's TestClient, the clock fixed as the tests fix it) and
 writes one file per answer — status, the headers listed in :data:`HEADERS`, then the body
@@ -14,7 +14,7 @@ Histories (each in its own database of the kind asked):
   promtool) and tests/costsvc/inference_history.py's, ingested through the ingest path, with
   the Kubernetes owners and labels of tests/costsvc/allocation_checks.py, three budgets,
   and a cost model kept in the database whose label keys add ``squad`` for the team (the
-  ``/allocation`` label keys must come from the model in force: issue 26 item 3).
+  ``/allocation`` label keys must come from the model in force).
 - ``seeded``: tests/costsvc/pages_history.py (October closed, then an October hour repriced:
   corrections; a failed hour; budgets; a rightsizing recommendation and a quota row).
 

@@ -343,7 +343,7 @@ def test_recommend_uses_the_cost_model_kept_in_the_database(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     """No COSTSVC_COST_MODEL: ``recommend`` prices with the model in force in the database
-    (costsvc/rules/cost_model_source.py), as the ingest does; without one it says so (issue 26)."""
+    (costsvc/rules/cost_model_source.py), as the ingest does; without one it says so."""
     monkeypatch.setenv("COSTSVC_DATABASE_URL", advised)
     monkeypatch.setenv("COSTSVC_PROMETHEUS_URL", week.url)
     monkeypatch.delenv("COSTSVC_COST_MODEL", raising=False)
