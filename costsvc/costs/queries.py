@@ -33,7 +33,7 @@ from costsvc.db.models import (
 )
 from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.kit.money import kg, money, round_micro
-from costsvc.kit.ratios import shown
+from costsvc.kit.ratios import ratio_text
 from costsvc.kit.sql_times import bucket, step_index
 from costsvc.kit.times import as_utc, month_of, parse_month, whole_hours
 from costsvc.labels.history import in_force_during
@@ -91,7 +91,7 @@ class Totals(Spent):
             "gpu_hours": money(self.gpu_hours),
             "unavailable_cost": money(self.unavailable),
             "unavailable_gpu_hours": money(self.unavailable_gpu_hours),
-            "efficiency": None if eff is None else shown(eff),
+            "efficiency": None if eff is None else ratio_text(eff),
             "energy_kwh": kwh(self.energy),
             "idle_energy_kwh": kwh(self.idle_energy_mj),
             "co2e_kg": kg(self.co2e),

@@ -1,5 +1,5 @@
 """A ratio as text, the one way every answer writes it: six places, rounded *down*
-(:func:`shown`, :func:`ratio`). Pure."""
+(:func:`ratio_text`, :func:`ratio`). Pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from decimal import ROUND_FLOOR, Decimal
 SIX_PLACES = Decimal("0.000001")  # a ratio as shown: six places, 0.0001 %
 
 
-def shown(value: Decimal) -> str:
+def ratio_text(value: Decimal) -> str:
     """A ratio as every answer shows it: rounded *down* to six places, so a ratio below an
     alert threshold never reads as the threshold (0.59999979 is "0.599999", not "0.600000",
     while the "< 60 %" alert fires); the alert rules and dashboards floor the same way
@@ -17,6 +17,6 @@ def shown(value: Decimal) -> str:
 
 
 def ratio(part: int, whole: int) -> str:
-    """``part / whole`` as a decimal string with six places, :func:`shown` ("0.000000" when
+    """``part / whole`` as a decimal string with six places, :func:`ratio_text` ("0.000000" when
     whole is 0)."""
-    return shown(Decimal(part) / Decimal(whole)) if whole else "0.000000"
+    return ratio_text(Decimal(part) / Decimal(whole)) if whole else "0.000000"

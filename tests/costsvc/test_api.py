@@ -19,7 +19,7 @@ from sqlalchemy import create_engine, func, insert, select
 
 from costsvc.db.migrate import upgrade
 from costsvc.db.models import Chargeback, GpuPresence
-from costsvc.kit.ratios import shown
+from costsvc.kit.ratios import ratio_text as shown
 from costsvc.metrics.series import collect
 from costsvc.reports.monthly import chargeback_csv
 from costsvc.rules.chargeback import IDLE, UNALLOCATED

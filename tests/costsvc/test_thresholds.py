@@ -14,7 +14,8 @@ import pytest
 
 from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import efficiency
-from costsvc.kit.ratios import ratio, shown
+from costsvc.kit.ratios import ratio
+from costsvc.kit.ratios import ratio_text as shown
 
 ROOT = Path(__file__).resolve().parents[2]
 
