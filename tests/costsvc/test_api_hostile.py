@@ -213,6 +213,22 @@ def test_a_long_parameter_is_not_echoed(api: Api, params: dict[str, str]) -> Non
     assert len(r.content) < 1024, r.text[:300]
 
 
+def test_blanks_around_listed_values_are_dropped(api: Api) -> None:
+    """``group_by=team, project`` and ``team=a, b`` read as ``team,project`` and ``a,b``: each
+    value stripped (kit/lists.py), as OpenCost's ``aggregate`` reads them, never a 400 naming
+    `` project`` nor a filter on `` b`` that matches nothing."""
+    tight = api.get("/v1/costs", group_by="team,project", team="a,b")
+    blank = api.get("/v1/costs", group_by=" team , project ", team="a, b")
+    assert tight.status_code == blank.status_code == 200, blank.text[:300]
+    assert tight.json()["rows"] and blank.json() == tight.json()
+
+
+def test_a_refusal_quotes_at_most_64_characters_and_says_where_it_cut(api: Api) -> None:
+    r = api.get("/v1/costs", group_by="y" * 65)
+    check_short_4xx(r, 400)
+    assert f"'{'y' * 64}'…" in r.text and "y" * 65 not in r.text
+
+
 @pytest.mark.parametrize("team", ["a/b", "a b", "-a", "a-", "x" * 64, "é", "a\tb", ""])
 def test_teams_and_projects_are_label_values_where_created(api: Api, team: str) -> None:
     h = api.auth("admin")
