@@ -69,7 +69,8 @@ def main() -> int:
         )
         t0 = data.END - dt.timedelta(hours=24)
         hour = data.END - dt.timedelta(hours=1)
-        params = {"pods": args.pods, "t0": t0, "h100": data.H100, "a100": data.A100}
+        # the realistic day: pods renamed and relabelled as costsvc_api_data's fleet churns
+        params = {"pods": args.pods, "t0": t0, "h100": data.H100, "a100": data.A100, "churn": True}
         pg.execute(data.LINES, params)
         pg.execute(data.LOAD, {**params, "h0": 0, "h1": 24})
         for sql in (data.COST_HOURS, data.COST_DAYS, data.COST_POD_DAYS):

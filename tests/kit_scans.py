@@ -237,7 +237,7 @@ KIT_HOMES: dict[str, tuple[str, set[str], Scan]] = {
         {"safe_cell", "safe_cell_sql", "DANGEROUS_FIRST"},
         _cell_guards,
     ),
-    "ratio: a ratio as text": (RATIO_HOME, {"ratio", "SIX_PLACES"}, _ratio_texts),
+    "ratio: a ratio as text": (RATIO_HOME, {"ratio", "ratio_text", "SIX_PLACES"}, _ratio_texts),
     "budgets: a budget's state": (
         BUDGET_HOME,
         {"budget_state", "currency_mismatch"},  # (BudgetState: also the API's answer model)
