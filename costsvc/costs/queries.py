@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 
 from costsvc.db.models import (
+    ApiToken,
+    Budget,
     Chargeback,
     CostHour,
     GpuPresence,
@@ -457,3 +459,12 @@ def label_history(conn: Connection, start: datetime, end: datetime) -> list[Labe
         Labelled(r[0], r[1], None, r[2], as_utc(r[3]), aware(r[4])) for r in conn.execute(spaces)
     ]
     return out
+
+
+def team_known(conn: Connection, team: str) -> bool:
+    """Whether ``team`` has ever had a chargeback line, a budget or a token: a team's page
+    exists for it (one that has none is nobody's, not a team with nothing spent)."""
+    for column in (Chargeback.team, Budget.team, ApiToken.team):
+        if conn.execute(select(column).where(column == team).limit(1)).first() is not None:
+            return True
+    return False

@@ -11,7 +11,8 @@ from fastapi import Path as PathParam
 
 from costsvc.api.deps import Db, Now
 from costsvc.auth.principal import check_team
-from costsvc.costs.queries import costs, top_wasters
+from costsvc.costs.queries import costs, team_known, top_wasters
+from costsvc.kit.quoting import shown
 from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
@@ -21,7 +22,7 @@ from costsvc.pages.figures import (
     savings,
     team_forecasts,
 )
-from costsvc.pages.render import PREFIX, chosen_month, page
+from costsvc.pages.render import PREFIX, PageError, chosen_month, page
 from costsvc.pages.session import SignedIn
 
 router = APIRouter(prefix=PREFIX, include_in_schema=False)
@@ -37,6 +38,8 @@ def team_page(
     start, end, current = month_range(chosen, now)
     mine = {"team": [team]}
     with db.connect() as conn:
+        if not team_known(conn, team):
+            raise PageError(404, f"no team {shown(team)}: no costs, budget or token name it")
         total = costs(conn, start, end, [], None, mine)
         by_project = costs(conn, start, end, ["project", "stage"], None, mine)
         wasters = top_wasters(conn, start, end, team)
