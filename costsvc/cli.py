@@ -83,11 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     close = sub.add_parser("close", help="freeze a month: later data becomes corrections")
     close.add_argument("--month", required=True, help="YYYY-MM (a month that has ended)")
     close.add_argument("--as", dest="actor", default="cli", help="who closes it (audit log)")
-    close.add_argument(
-        "--force",
-        action="store_true",
-        help="close even with failed or missing hours (they are recorded in the audit log)",
-    )
+    forced = "close even with failed or missing hours (they are recorded in the audit log)"
+    close.add_argument("--force", action="store_true", help=forced)
+    close.add_argument("--reason", default="", help="why it is forced (audit log; needed if empty)")
     model = sub.add_parser(
         "cost-model",
         help="the cost model kept in the database (when COSTSVC_COST_MODEL is not set)",
@@ -284,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings, args.month, args.format, args.output, args.group_by
             )
         if args.command == "close":
-            return admin.close_command(settings, args.month, args.actor, args.force)
+            return admin.close_command(settings, args.month, args.actor, args.force, args.reason)
         if args.command == "cost-model":
             return admin.cost_model_command(settings, args.action, args.file, args.actor)
         if args.command == "recommend":

@@ -68,14 +68,16 @@ def report_command(
     return 0
 
 
-def close_command(settings: Settings, month: str, actor: str, force: bool = False) -> int:
+def close_command(
+    settings: Settings, month: str, actor: str, force: bool = False, reason: str = ""
+) -> int:
     from costsvc.db.engine import make_engine
-    from costsvc.months.close import MonthError, MonthIncomplete, close_month
+    from costsvc.months.close import MonthEmpty, MonthError, MonthIncomplete, close_month
 
     engine = make_engine(settings.database_url)
     try:
-        closed = close_month(engine, month, actor, datetime.now(UTC), force)
-    except MonthIncomplete as exc:
+        closed = close_month(engine, month, actor, datetime.now(UTC), force, reason)
+    except (MonthIncomplete, MonthEmpty) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 3
     except MonthError as exc:

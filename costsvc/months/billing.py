@@ -15,7 +15,7 @@ from costsvc.db.models import Chargeback
 from costsvc.db.runs import first_hours
 from costsvc.kit.sql_times import bucket
 from costsvc.kit.times import month_of, next_month, parse_month
-from costsvc.months.close import Span, month_gaps
+from costsvc.months.close import Span, ingested_hours, month_gaps
 from costsvc.months.repository import Closed, closed_month_names, month_close
 
 
@@ -41,6 +41,32 @@ def month_state(engine: Engine, month: str, now: datetime) -> MonthState:
         return MonthState(month, "open")
     gaps = month_gaps(engine, month)
     return MonthState(month, "incomplete" if gaps else "closable", gaps=gaps)
+
+
+@dataclass(frozen=True, slots=True)
+class CloseFacts:
+    """What a close confirms: the month's hours ingested of its hours (cluster-hours:
+    costsvc/months/close.py ``ingested_hours``) and what it bills, per currency in
+    micro-units (its chargeback rows, corrections billed in it included: what the close
+    freezes)."""
+
+    ingested: int
+    hours: int
+    totals: dict[str, int]
+
+
+def close_facts(engine: Engine, month: str) -> CloseFacts:
+    c = Chargeback
+    query = (
+        select(c.currency, func.sum(c.allocated + c.idle))
+        .where(c.billing_month == month)
+        .group_by(c.currency)
+        .order_by(c.currency)
+    )
+    with engine.connect() as conn:
+        ingested, hours = ingested_hours(conn, month)
+        totals = {r[0]: int(r[1] or 0) for r in conn.execute(query)}
+    return CloseFacts(ingested, hours, totals)
 
 
 def billing_months(engine: Engine, now: datetime) -> list[str]:

@@ -8,7 +8,9 @@ here are what every later export gives.
 A month is complete when every hour of it, from the hour each cluster's ingestion began, has
 been ingested. While some hour of it failed (its latest ingest run failed) or is missing (never
 ingested), the close is refused naming those hours (:class:`MonthIncomplete`), unless forced;
-a forced close records the hours it skipped in the audit log.
+a forced close records the hours it skipped in the audit log. A month with not one hour
+ingested (:class:`MonthEmpty`) is refused even so, unless forced with a reason, which the
+audit entry records.
 
 A close is one transaction (:func:`close_month`): killed at any step, it leaves the month
 open, and the next close does the whole of it.
@@ -89,6 +91,28 @@ class MonthIncomplete(MonthError):
         )
 
 
+class MonthEmpty(MonthError):
+    """Not one hour of the month was ingested: closing it would freeze an empty bill."""
+
+    def __init__(self, month: str) -> None:
+        super().__init__(
+            f"month {month} is empty: not one of its hours was ingested (ingest it, or close "
+            "it anyway with a reason: the reason is recorded in the audit log)"
+        )
+
+
+MAX_REASON = 500  # characters of a forced close's reason
+
+
+def ingested_hours(source: Engine | Connection, month: str) -> tuple[int, int]:
+    """(hours of ``month`` ingested, hours it has): cluster-hours, every cluster's hours of
+    the month counted (the month's hours once when no cluster was ever ingested)."""
+    start, end = parse_month(month)
+    done = done_hours(source, start, end)
+    clusters = set(first_hours(source)) | set(done)
+    return sum(len(h) for h in done.values()), int((end - start) / HOUR) * max(len(clusters), 1)
+
+
 def _spans(cluster: str, state: str, hours: list[datetime]) -> list[Span]:
     out: list[Span] = []
     for h in sorted(hours):
@@ -124,22 +148,32 @@ def month_gaps(engine: Engine | Connection, month: str) -> list[Span]:
 
 
 def close_month(
-    engine: Engine, month: str, actor: str, now: datetime, force: bool = False
+    engine: Engine,
+    month: str,
+    actor: str,
+    now: datetime,
+    force: bool = False,
+    reason: str = "",
 ) -> Closed:
     """Close ``month``. Refused (:class:`MonthIncomplete`) while it has failed or missing
-    hours, unless ``force``: then the hours skipped are recorded with the close.
+    hours, unless ``force``: then the hours skipped are recorded with the close. Refused
+    (:class:`MonthEmpty`) when not one of its hours was ingested, unless ``force`` with a
+    ``reason``; a reason given is recorded with the close.
 
     One transaction, under the writers' lock: the closed state, both reports' hashes (read in
     that transaction, so they are the bytes every later export gives) and the audit entry
     commit together or not at all. A close stopped anywhere — killed, the database gone —
     leaves the month open, and the next close does it all."""
     _, end = parse_month(month)
+    reason = reason.strip()
+    if len(reason) > MAX_REASON:
+        raise MonthError(f"reason: at most {MAX_REASON} characters")
     if end > now:
         raise MonthError(f"month {month} has not ended yet (it ends {iso_z(end)})")
     if (found := month_close(engine, month)) is not None and found.csv_sha256:
         raise MonthError(f"month {month} is already closed")
     try:
-        _close(engine, month, actor, now, force)
+        _close(engine, month, actor, now, force, reason)
     except IntegrityError:  # another close of it committed first (SQLite: no writers' lock)
         raise MonthError(f"month {month} is already closed") from None
     closed = month_close(engine, month)
@@ -147,7 +181,7 @@ def close_month(
     return closed
 
 
-def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool) -> None:
+def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool, reason: str) -> None:
     with engine.begin() as conn:
         lock_for_close(conn)
         _reached("locked")
@@ -155,6 +189,8 @@ def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool) -
         if state == "closed":
             raise MonthError(f"month {month} is already closed")
         gaps = month_gaps(conn, month)
+        if ingested_hours(conn, month)[0] == 0 and not (force and reason):
+            raise MonthEmpty(month)
         if gaps and not force:
             raise MonthIncomplete(month, gaps)
         if state is None:
@@ -168,6 +204,8 @@ def _close(engine: Engine, month: str, actor: str, now: datetime, force: bool) -
         extra: dict[str, Any] = {}
         if force:
             extra = {"forced": True, "skipped": [s.as_dict() for s in gaps]}
+        if reason:
+            extra["reason"] = reason
         if state == "unhashed":  # left half-done by an older version: completed now
             extra["completed"] = True
         record_hashes(conn, month, csv_hash, focus_hash, actor, extra)

@@ -12,7 +12,7 @@ from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, Finance
 from costsvc.kit.times import MONTH, iso_z
-from costsvc.months.close import MonthError, close_month
+from costsvc.months.close import MAX_REASON, MonthError, close_month
 from costsvc.months.repository import closed_month_names, month_close
 
 router = APIRouter(tags=["months"], responses=ERRORS)
@@ -58,7 +58,8 @@ def get_month(month: MonthPath, who: Caller, db: Db) -> dict[str, Any]:
     responses={
         409: {
             "description": "not ended yet, already closed, or it has failed or missing hours "
-            "(named; see /v1/ingest/failed-hours) and force is not set"
+            "(named; see /v1/ingest/failed-hours) and force is not set, or not one hour of "
+            "it was ingested and force with a reason is not set"
         }
     },
 )
@@ -71,9 +72,17 @@ def post_close(
         bool,
         Query(description="close even with failed or missing hours (recorded in the audit log)"),
     ] = False,
+    reason: Annotated[
+        str,
+        Query(
+            max_length=MAX_REASON,
+            description="why it is closed anyway (recorded in the audit log): a month with "
+            "not one hour ingested is closed only with force and a reason",
+        ),
+    ] = "",
 ) -> dict[str, Any]:
     try:
-        close_month(db, month, who.name, now, force)
+        close_month(db, month, who.name, now, force, reason)
     except MonthError as exc:
         raise HTTPException(409, str(exc)) from None
     return _month_state(db, month)

@@ -14,8 +14,14 @@ from fastapi.responses import RedirectResponse
 
 from costsvc.api.deps import Db, Now
 from costsvc.db.runs import failed_hour_states
-from costsvc.months.billing import MonthState, corrections, month_state, month_states
-from costsvc.months.close import MonthError, MonthIncomplete, close_month
+from costsvc.months.billing import (
+    MonthState,
+    close_facts,
+    corrections,
+    month_state,
+    month_states,
+)
+from costsvc.months.close import MAX_REASON, MonthError, MonthIncomplete, close_month
 from costsvc.pages.render import HEADERS, PREFIX, PageError, chosen_month, page
 from costsvc.pages.session import FinanceIn, check_form
 
@@ -27,11 +33,14 @@ Field = Annotated[str, Form(max_length=128)]
 def finance(
     request: Request, v: FinanceIn, db: Db, now: Now, closed: str | None = None
 ) -> Response:
+    months = month_states(db, now)
+    # the notice says what the database says: ``closed`` only names which month to look up
+    notice = next((m for m in months if m.month == closed and m.state == "closed"), None)
     context = {
-        "months": month_states(db, now),
+        "months": months,
         "corrections": corrections(db),
         "failed": failed_hour_states(db),
-        "closed": chosen_month(closed, now) if closed else None,
+        "closed": notice,
     }
     return page(request, "finance.html", context, viewer=v)
 
@@ -44,7 +53,8 @@ def _state(db: Db, month: str, now: datetime) -> MonthState:
 
 @router.get("/close")
 def confirm_close(request: Request, v: FinanceIn, db: Db, now: Now, month: str = "") -> Response:
-    context = {"state": _state(db, month, now), "error": None}
+    state = _state(db, month, now)
+    context = {"state": state, "facts": close_facts(db, state.month), "error": None}
     return page(request, "close.html", context, viewer=v)
 
 
@@ -57,17 +67,20 @@ def close(
     month: Field = "",
     csrf: Field = "",
     force: Field = "",
+    reason: Annotated[str, Form(max_length=MAX_REASON)] = "",
 ) -> Response:
     check_form(request, v, csrf)
     state = _state(db, month, now)
     try:
-        close_month(db, state.month, v.principal.name, now, force=force == "yes")
+        close_month(db, state.month, v.principal.name, now, force == "yes", reason)
     except MonthIncomplete as exc:
         refused = MonthState(state.month, "incomplete", gaps=exc.spans)
         context = {"state": refused, "error": str(exc), "refused": exc.spans}
+        context["facts"] = close_facts(db, state.month)
         return page(request, "close.html", context, status=409, viewer=v)
     except MonthError as exc:
         context = {"state": month_state(db, state.month, now), "error": str(exc)}
+        context["facts"] = close_facts(db, state.month)
         return page(request, "close.html", context, status=409, viewer=v)
     return RedirectResponse(
         f"{PREFIX}/finance?closed={state.month}", status_code=303, headers=HEADERS

@@ -106,6 +106,10 @@ def test_close_freezes_the_month_and_late_data_becomes_corrections(
     )
     assert out.stdout == csv1
     cli = [sys.executable, "-m", "costsvc.cli", "close", "--month", "2026-10", "--as", "ops"]
+    # October has not one hour ingested: refused, unless forced with a reason
+    empty = subprocess.run(cli, env=env, capture_output=True, text=True, check=False)
+    assert empty.returncode == 3 and "2026-10 is empty" in empty.stderr, empty.stderr
+    cli += ["--force", "--reason", "before the cluster was installed"]
     done = subprocess.run(cli, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "closed 2026-10" in done.stdout, done.stderr
     again = subprocess.run(cli, env=env, capture_output=True, text=True, check=False)
