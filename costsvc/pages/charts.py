@@ -52,6 +52,7 @@ class Chart:
     labels: list[Label] = field(default_factory=list)
     legend: list[tuple[int, str]] = field(default_factory=list)
     horizontal: bool = False
+    axis: str = ""  # what the value axis is in (a currency), written at its end
 
 
 def nice_step(top: int, unit: int = 1, steps: int = 4) -> int:

@@ -36,6 +36,7 @@ class Sums:
     """Rows of /v1/costs added up, per currency, in micro-units."""
 
     by_currency: dict[str, dict[str, int]] = field(default_factory=dict)
+    currencies: list[str] = field(default_factory=list)  # the month's: a card without rows
 
     def add(self, row: dict[str, Any], *names: str) -> None:
         mine = self.by_currency.setdefault(row["currency"], {})
@@ -43,8 +44,10 @@ class Sums:
             mine[name] = mine.get(name, 0) + to_micro(row[name])
 
     def text(self, name: str) -> list[str]:
-        """'USD 1,234.57' per currency (nothing when there are no rows)."""
-        return [f"{cur} {money_rounded(v.get(name, 0))}" for cur, v in self.by_currency.items()]
+        """'USD 1,234.57' per currency of the month ('USD 0.00' where none of its rows are
+        this card's; nothing when the month has no rows)."""
+        found = sorted({*self.currencies, *self.by_currency})
+        return [f"{c} {money_rounded(self.by_currency.get(c, {}).get(name, 0))}" for c in found]
 
 
 MONEY = ("total_cost", "allocated_cost", "used_cost", "allocated_idle_cost", "unmeasured_cost")
@@ -66,6 +69,8 @@ def overview_sums(rows: list[dict[str, Any]]) -> dict[str, Sums]:
             out["idle"].add(r, "total_cost")
         elif r["group"]["team"] == UNALLOCATED:
             out["unallocated"].add(r, "total_cost")
+    for sums in out.values():
+        sums.currencies = sorted({r["currency"] for r in rows})
     return out
 
 
@@ -97,6 +102,19 @@ def daily_chart(
     """Cost per day of [start, end) (up to today), stacked by ``dimension``; and the rows."""
     with db.connect() as conn:
         rows = costs(conn, start, end, [dimension], "day", filters)
+    return day_columns(title, rows, start, end, now, dimension), rows
+
+
+def day_columns(
+    title: str,
+    rows: list[dict[str, Any]],
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    dimension: str,
+) -> Chart:
+    """Daily ``/v1/costs`` rows as stacked columns, one a day of [start, end) up to today,
+    the value axis in the rows' currency. Pure."""
     last = min(end, day_floor(now) + DAY)
     days = []
     day = start
@@ -111,7 +129,14 @@ def daily_chart(
             values[index[r["start"]]] += to_micro(r["total_cost"])
     labels = [d[8:10] for d in days]
     chart = stacked_columns(title, labels, sorted(per.items()), money_rounded, MICRO)
-    return chart, rows
+    chart.axis = " / ".join(sorted({r["currency"] for r in rows}))
+    return chart
+
+
+def picker_months(months: list[str], chosen: str) -> list[str]:
+    """The month picker's months, newest first, with the month shown among them (one before
+    the history began too, so that the picker names the month the page shows). Pure."""
+    return sorted({*months, chosen}, reverse=True)
 
 
 def budget_lines(db: Db, now: datetime, team: str | None = None) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from costsvc.api.deps import Db, Now
 from costsvc.fleet.usage import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
 from costsvc.months.billing import billing_months
 from costsvc.pages.charts import stacked_bars
-from costsvc.pages.figures import month_range
+from costsvc.pages.figures import month_range, picker_months
 from costsvc.pages.render import PREFIX, chosen_month, page
 from costsvc.pages.session import FinanceIn
 
@@ -41,7 +41,7 @@ def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = 
     )
     context = {
         "month": chosen,
-        "months": billing_months(db, now),
+        "months": picker_months(billing_months(db, now), chosen),
         "total": everything,
         "models": models,
         "nodes": nodes,

@@ -14,6 +14,7 @@ from costsvc.pages.figures import (
     daily_chart,
     month_range,
     overview_sums,
+    picker_months,
     savings,
     team_forecasts,
 )
@@ -34,7 +35,7 @@ def overview(
     teams = [r["group"]["team"] for r in rows]
     context = {
         "month": chosen,
-        "months": billing_months(db, now),
+        "months": picker_months(billing_months(db, now), chosen),
         "current": current,
         "start": iso_z(start),
         "end": iso_z(end),
@@ -43,6 +44,6 @@ def overview(
         "chart": chart,
         "forecasts": team_forecasts(db, now, teams) if current else {},
         "budgets": budget_lines(db, now) if current else [],
-        "savings": savings(db, limit=5),
+        "savings": savings(db, limit=5) if current else [],  # today's advice: this month only
     }
     return page(request, "overview.html", context, viewer=v)

@@ -18,6 +18,7 @@ from costsvc.pages.figures import (
     budget_lines,
     daily_chart,
     month_range,
+    picker_months,
     quotas,
     savings,
     team_forecasts,
@@ -49,7 +50,7 @@ def team_page(
     context = {
         "team": team,
         "month": chosen,
-        "months": billing_months(db, now),
+        "months": picker_months(billing_months(db, now), chosen),
         "current": current,
         "total": total[0] if total else None,
         "projects": by_project,

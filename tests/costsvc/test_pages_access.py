@@ -72,6 +72,11 @@ def test_pages_and_downloads_answer_each_role_as_the_api(api: Api, who: str) -> 
             page = client.get("/ui/overview", params={"month": "2026-11"}).text
             assert "=HYPERLINK(&#34;x&#34;)" in page and 'HYPERLINK("x")' not in page
             assert "back\\slash" in page and "チーム é" in page
+            # a past month (before the history): its own month picked, no present-day advice
+            past = client.get("/ui/overview", params={"month": "2026-10"}).text
+            assert '<option value="2026-10" selected>' in past
+            assert 'id="savings"' not in past
+            assert 'id="savings"' in client.get("/ui/overview").text
         home = "/ui/overview" if me is None else f"/ui/teams/{me}"
         assert client.get("/ui/").headers["location"] == home
         csrf = form_token(client, home)

@@ -99,3 +99,24 @@ def test_a_gpus_hours() -> None:
     assert (by_model["H100"].gpus, by_model["H100"].allocated_us) == (2, HOUR * 11 // 6)
     assert [x.gpu_uuid for x in idlest([g, over, idle], 2)] == ["GPU-3", "GPU-1"]
     assert hours(5_400_000_000) == "1.5" and hours(HOUR // 6) == "0.2"
+
+
+def test_a_past_month_keeps_its_month_and_its_currency() -> None:
+    from datetime import UTC, datetime
+
+    from costsvc.pages.figures import day_columns, overview_sums, picker_months
+
+    # a month before the history began is still the one the picker names
+    assert picker_months(["2026-12", "2026-11"], "2026-09") == ["2026-12", "2026-11", "2026-09"]
+    assert picker_months(["2026-12", "2026-11"], "2026-11") == ["2026-12", "2026-11"]
+    zero = {k: "0" for k in ("allocated_cost", "used_cost", "allocated_idle_cost")}
+    row = {"group": {"team": "a"}, "currency": "EUR", "total_cost": "2.500000", **zero}
+    row |= {"unmeasured_cost": "0", "idle_cost": "0", "unavailable_cost": "0"}
+    sums = overview_sums([row])
+    assert sums["all"].text("total_cost") == ["EUR 2.50"]
+    assert sums["idle"].text("total_cost") == ["EUR 0.00"]  # no idle line: 0, in EUR
+    assert overview_sums([])["idle"].text("total_cost") == []
+    start, end = datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC)
+    day = {"start": "2026-10-02T00:00:00Z", "group": {"team": "a"}, "currency": "EUR"}
+    chart = day_columns("t", [day | {"total_cost": "3.000000"}], start, end, end, "team")
+    assert chart.axis == "EUR" and len(chart.labels) == 31 // 3 + 1
