@@ -1,5 +1,6 @@
 """``create_app()``: the FastAPI application, its lifespan (one database engine) and routers,
-the request limits (costsvc/api/limits.py), and the API docs served from packaged assets."""
+the request limits (costsvc/api/limits.py), the security headers of every answer
+(costsvc/api/headers.py), and the API docs served from packaged assets."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from sqlalchemy import Engine
+from starlette.types import ASGIApp
 
 from costsvc import __version__
 from costsvc.advice import routes as advice
 from costsvc.api.cache import AnswerCache
 from costsvc.api.errors import validation_problem
 from costsvc.api.exports import ExportSlots
+from costsvc.api.headers import SecurityHeaders
 from costsvc.api.limits import Limits
 from costsvc.auth import routes as tokens
 from costsvc.budgets import routes as budgets
@@ -42,6 +45,14 @@ Clock = Callable[[], datetime]
 ASSETS = "/docs-assets"
 
 
+class CostApp(FastAPI):
+    """The FastAPI app with the security headers outside every middleware
+    (costsvc/api/headers.py): the limits' refusals and Starlette's own 500 carry them too."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return SecurityHeaders(super().build_middleware_stack())
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -60,7 +71,7 @@ def create_app(
         if own_engine:
             app.state.engine.dispose()
 
-    app = FastAPI(
+    app = CostApp(
         title="gpu-costsvc",
         version=__version__,
         description="GPU chargeback: costs per team, CSV and FOCUS reports, month close, "

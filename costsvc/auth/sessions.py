@@ -2,7 +2,9 @@
 kept as its SHA-256 with the session's CSRF token, until it expires, is signed out, or its
 API token is revoked (a session is only ever as good as the token it came from: every
 lookup joins the live token, so a revocation ends its sessions at once). Expired sessions
-are deleted when the next one is opened. docs/security.md."""
+are deleted when the next one is opened; a token keeps at most ``keep`` live sessions (its
+oldest ends when a new one would pass that), and a sign-in from a browser that still holds a
+session ends that session. docs/security.md."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import Engine, delete, insert, select
+from sqlalchemy import Engine, delete, insert, or_, select
 
 from costsvc.auth.tokens import Principal, digest
 from costsvc.db.models import ApiToken, WebSession
@@ -26,13 +28,21 @@ class Session:
 
 
 def open_session(
-    engine: Engine, token_sha256: str, now: datetime, lifetime: timedelta
+    engine: Engine,
+    token_sha256: str,
+    now: datetime,
+    lifetime: timedelta,
+    keep: int,
+    replaces: str | None = None,
 ) -> tuple[str, Session] | None:
     """A new session for the live token with this hash: (the session id for the cookie, the
-    session), or None when there is no such token."""
-    t = ApiToken
-    live = select(t.id, t.name, t.role, t.team).where(
-        t.token_sha256 == token_sha256, t.revoked_at.is_(None)
+    session), or None when there is no such token. The session ``replaces`` (the browser's
+    previous one) ends, and so do the token's oldest beyond ``keep`` live ones."""
+    t, s = ApiToken, WebSession
+    live = (
+        select(t.id, t.name, t.role, t.team)
+        .where(t.token_sha256 == token_sha256, t.revoked_at.is_(None))
+        .with_for_update()  # PostgreSQL: one sign-in of a token at a time keeps the cap exact
     )
     session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     expires = now + lifetime
@@ -40,9 +50,12 @@ def open_session(
         row = conn.execute(live).first()
         if row is None:
             return None
-        conn.execute(delete(WebSession).where(WebSession.expires_at <= now))
+        gone = s.expires_at <= now
+        if replaces:
+            gone = or_(gone, s.session_sha256 == digest(replaces))
+        conn.execute(delete(s).where(gone))
         conn.execute(
-            insert(WebSession).values(
+            insert(s).values(
                 session_sha256=digest(session_id),
                 token_id=row.id,
                 csrf=csrf,
@@ -50,6 +63,10 @@ def open_session(
                 expires_at=expires,
             )
         )
+        newest = select(s.id).where(s.token_id == row.id).order_by(s.id.desc())
+        over = conn.execute(newest.offset(keep)).scalars().all()
+        if over:
+            conn.execute(delete(s).where(s.id.in_(over)))
     return session_id, Session(Principal(row.name, row.role, row.team), csrf, expires)
 
 

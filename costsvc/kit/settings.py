@@ -190,6 +190,27 @@ class Settings(BaseSettings):
     session_hours: int = Field(
         default=8, ge=1, le=24 * 30, description="a pages session ends this long after sign-in"
     )
+    sessions_per_token: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="live pages sessions one token may have; a sign-in beyond it ends the "
+        "token's oldest session",
+    )
+    signin_per_client_per_minute: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="sign-in attempts one client address may make in any minute, per process "
+        "(429 with Retry-After beyond it)",
+    )
+    signin_per_token_per_minute: int = Field(
+        default=10,
+        ge=1,
+        le=10_000,
+        description="sign-in attempts with one token in any minute, per process (429 with "
+        "Retry-After beyond it)",
+    )
     session_cookie_secure: bool | None = Field(
         default=None,
         description="mark the session cookie Secure; unset: when the request came over HTTPS "

@@ -2,7 +2,8 @@
 answered by the API's own report routes (costsvc/reports/routes.py) with the session's
 principal — the same bytes, the same scope (a team session: its own team's rows), the same
 ``X-Content-SHA256`` of a closed month, the same spool and export slots
-(costsvc/api/exports.py) — as ``/v1/reports/…`` with that token."""
+(costsvc/api/exports.py) — as ``/v1/reports/…`` with that token; not stored, as every answer
+under /ui (costsvc/api/headers.py)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,11 @@ def _month(month: str) -> str:
     return month
 
 
-def _private(answer: Response) -> Response:
-    answer.headers["Cache-Control"] = "no-store"
-    answer.headers["X-Content-Type-Options"] = "nosniff"
-    return answer
-
-
 @router.get("/chargeback.csv")
 def chargeback(request: Request, v: SignedIn, db: Db, month: str = "") -> Response:
-    return _private(reports.chargeback(request, v.principal, db, _month(month), []))
+    return reports.chargeback(request, v.principal, db, _month(month), [])
 
 
 @router.get("/focus.csv")
 def focus(request: Request, v: SignedIn, db: Db, month: str = "") -> Response:
-    return _private(reports.focus(request, v.principal, db, _month(month)))
+    return reports.focus(request, v.principal, db, _month(month))

@@ -1,7 +1,7 @@
 """How a page is answered: the Jinja2 templates (autoescaped: every label value from a pod is
 text, never markup), the filters that write figures for people, and the headers every page
-carries — a Content-Security-Policy that allows nothing from another origin (no script at
-all: the pages need none), no caching, no framing."""
+carries (costsvc/api/headers.py: a Content-Security-Policy that allows nothing from another
+origin — no script at all: the pages need none —, no caching, no framing)."""
 
 from __future__ import annotations
 
@@ -15,19 +15,13 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
+from costsvc.api.headers import PAGE_HEADERS, PAGES
 from costsvc.auth.tokens import Principal
 from costsvc.kit.money import money, money_rounded, to_micro
 from costsvc.kit.times import month_of, parse_month
 
-PREFIX = "/ui"
-CSP = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
-HEADERS = {
-    "Content-Security-Policy": CSP,
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
+PREFIX = PAGES
+HEADERS = PAGE_HEADERS  # every answer under /ui gets them anyway (costsvc/api/headers.py)
 
 
 class PageError(Exception):
@@ -101,12 +95,10 @@ def page(
     viewer: Any = None,
 ) -> HTMLResponse:
     """The template rendered with ``context``, the viewer (a signed-in session or None) and
-    its navigation, with :data:`HEADERS`."""
+    its navigation (its headers: costsvc/api/headers.py, as every answer under /ui)."""
     who = None if viewer is None else viewer.principal
     base = {"viewer": viewer, "nav": nav(who), "path": request.url.path, "prefix": PREFIX}
-    return TEMPLATES.TemplateResponse(
-        request, template, {**base, **context}, status_code=status, headers=HEADERS
-    )
+    return TEMPLATES.TemplateResponse(request, template, {**base, **context}, status_code=status)
 
 
 def chosen_month(month: str | None, now: datetime) -> str:

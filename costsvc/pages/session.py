@@ -2,7 +2,10 @@
 exchanged for a server-side session (costsvc/auth/sessions.py) whose random id is the cookie —
 ``HttpOnly`` (no script can read it), ``SameSite=Strict`` (no other site's page can send it),
 ``Path=/ui`` (the API never sees it: /v1 takes bearer tokens only), ``Secure`` over HTTPS —
-and which ends after ``COSTSVC_SESSION_HOURS``, at sign-out, or when its token is revoked.
+and which ends after ``COSTSVC_SESSION_HOURS``, at sign-out, when its token is revoked, when
+the same browser signs in again, or when its token has opened
+``COSTSVC_SESSIONS_PER_TOKEN`` newer ones. Sign-in attempts are limited per client address and
+per token in any minute (429 with ``Retry-After``).
 
 Every POST of the pages (sign-in, sign-out, month close) must come from the pages' own origin
 (its ``Origin`` header, or ``Referer`` where a browser sends no ``Origin``, names this host),
@@ -25,10 +28,12 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import RedirectResponse
 
 from costsvc.api.deps import Db, Now
+from costsvc.api.rates import SlidingWindow, attempt
 from costsvc.auth.principal import MAX_TOKEN
 from costsvc.auth.sessions import Session, close_session, open_session, session_of
 from costsvc.auth.tokens import Principal, digest
-from costsvc.pages.render import HEADERS, PREFIX, page, segment
+from costsvc.kit.settings import Settings
+from costsvc.pages.render import PREFIX, page, segment
 
 COOKIE = "gfo_session"
 MAX_SESSION_ID = 64  # ours are 43 characters: a longer cookie is refused unread
@@ -102,7 +107,7 @@ def home_of(who: Principal) -> str:
 
 
 def _redirect(to: str) -> RedirectResponse:
-    return RedirectResponse(to, status_code=303, headers=HEADERS)
+    return RedirectResponse(to, status_code=303)
 
 
 def _secure(request: Request) -> bool:
@@ -120,6 +125,37 @@ def signin_form(request: Request) -> Response:
     return page(request, "signin.html", {"error": None})
 
 
+@dataclass(frozen=True, slots=True)
+class SignInLimits:
+    """Sign-in attempts per client address and per token, each in a sliding minute."""
+
+    per_client: SlidingWindow
+    per_token: SlidingWindow
+
+    @classmethod
+    def of(cls, settings: Settings) -> SignInLimits:
+        return cls(
+            SlidingWindow(settings.signin_per_client_per_minute),
+            SlidingWindow(settings.signin_per_token_per_minute),
+        )
+
+
+def _too_many(request: Request, token: str) -> int:
+    """Seconds a sign-in must wait (0: it may go on, and is counted)."""
+    limits: SignInLimits = request.app.state.signins
+    client = request.client.host if request.client is not None else ""
+    pairs = [(limits.per_client, client)]
+    if token:
+        pairs.append((limits.per_token, digest(token)))
+    return attempt(pairs)
+
+
+def _previous(request: Request) -> str | None:
+    """The session id this browser still holds, if it could be one of ours."""
+    held = request.cookies.get(COOKIE, "")
+    return held if held and len(held) <= MAX_SESSION_ID else None
+
+
 @router.post("/signin")
 def signin(
     request: Request,
@@ -129,10 +165,18 @@ def signin(
 ) -> Response:
     same_origin(request)
     token = token.strip()
+    wait = _too_many(request, token)
+    if wait:
+        error = f"too many sign-ins: try again in {wait} s"
+        refused = page(request, "signin.html", {"error": error}, status=429)
+        refused.headers["Retry-After"] = str(wait)
+        return refused
     opened = None
     if token and len(token) <= MAX_TOKEN:
-        hours = request.app.state.settings.session_hours
-        opened = open_session(db, digest(token), now, timedelta(hours=hours))
+        settings: Settings = request.app.state.settings
+        lifetime = timedelta(hours=settings.session_hours)
+        keep, previous = settings.sessions_per_token, _previous(request)
+        opened = open_session(db, digest(token), now, lifetime, keep, previous)
     if opened is None:
         return page(request, "signin.html", {"error": "unknown or revoked token"}, status=401)
     session_id, session = opened

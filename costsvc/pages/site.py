@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from costsvc.pages import downloads, finance, fleet, overview, session, team
-from costsvc.pages.render import HEADERS, PREFIX, PageError, page
+from costsvc.pages.render import PREFIX, PageError, page
 
 STATIC = f"{PREFIX}/static"
 
@@ -33,13 +33,14 @@ async def _viewer_or_none(request: Request) -> session.Viewer | None:
 
 async def _error_page(request: Request, status: int, message: str) -> Response:
     if status == 401:
-        return RedirectResponse(f"{PREFIX}/signin", status_code=303, headers=HEADERS)
+        return RedirectResponse(f"{PREFIX}/signin", status_code=303)
     context = {"status": status, "message": message}
     return page(request, "error.html", context, status, await _viewer_or_none(request))
 
 
 def install(app: FastAPI) -> None:
     """Add the pages to ``app`` (after the API's exception handlers: they are wrapped)."""
+    app.state.signins = session.SignInLimits.of(app.state.settings)
     for module in (session, overview, team, finance, fleet, downloads):
         app.include_router(module.router)
     app.mount(STATIC, StaticFiles(directory=str(files("costsvc.pages") / "static")), "pages")

@@ -61,6 +61,7 @@ class Site:
             )
             assert r.status_code == 303, r.text
             self.sessions[who] = r.cookies["gfo_session"]
+            self.api.http.cookies.clear()  # a sign-in ends the session whose cookie it sends
         return self.sessions[who]
 
 
