@@ -71,6 +71,23 @@ def served_totals(
     return [found[k] for k in sorted(found, key=lambda k: tuple(str(v) for v in k))]
 
 
+def answer_rows(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    group_by: Sequence[str],
+    step: str | None,
+    filters: Mapping[str, Sequence[str]],
+) -> list[dict[str, Any]]:
+    """``/v1/inference``'s rows: :func:`served_totals` with each group's figures as the answer
+    writes them (the API and the pages alike)."""
+    found = served_totals(conn, start, end, group_by, step, filters)
+    return [
+        {"start": g.start, "group": g.group, "currency": g.currency, **g.totals.figures()}
+        for g in found
+    ]
+
+
 @dataclass(frozen=True, slots=True)
 class ModelFigures:
     """One model of a team and namespace, for ``/metrics``: the last ingested hour's totals,

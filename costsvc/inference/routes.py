@@ -18,7 +18,12 @@ from costsvc.api.errors import ERRORS
 from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
 from costsvc.costs.routes import GroupedRow, Step, hours_asked
-from costsvc.inference.queries import DEFAULT_GROUP_BY, DIMENSIONS, Group, served_totals
+from costsvc.inference.queries import (
+    DEFAULT_GROUP_BY,
+    DIMENSIONS,
+    answer_rows,
+    served_totals,
+)
 from costsvc.kit.csv_cells import CsvLines, safe_cell
 from costsvc.kit.quoting import clip
 from costsvc.kit.times import hour_floor, iso_z
@@ -87,10 +92,6 @@ def _groups(group_by: list[str] | None) -> list[str]:
         raise HTTPException(400, str(exc)) from None
 
 
-def _row(g: Group) -> dict[str, Any]:
-    return {"start": g.start, "group": g.group, "currency": g.currency, **g.totals.figures()}
-
-
 @dataclass(frozen=True)
 class _Query:
     """The parameters both ``/v1/inference`` answers share, checked once (:func:`_asked`)."""
@@ -106,8 +107,7 @@ class _Query:
 
     def rows(self, db: Any) -> list[dict[str, Any]]:
         with db.connect() as conn:
-            found = served_totals(conn, self.lo, self.hi, self.groups, self.step, self.filters)
-        return [_row(g) for g in found]
+            return answer_rows(conn, self.lo, self.hi, self.groups, self.step, self.filters)
 
 
 async def _asked(

@@ -16,6 +16,7 @@ from costsvc.api.deps import Db
 from costsvc.budgets.repository import budgets
 from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import costs, forecast
+from costsvc.inference.queries import answer_rows
 from costsvc.kit.money import MICRO, kg, money, money_rounded, to_micro
 from costsvc.kit.times import day_floor, iso_z, month_of, parse_month
 from costsvc.pages.charts import Chart, stacked_columns
@@ -131,6 +132,16 @@ def day_columns(
     chart = stacked_columns(title, labels, sorted(per.items()), money_rounded, MICRO)
     chart.axis = " / ".join(sorted({r["currency"] for r in rows}))
     return chart
+
+
+def served(
+    db: Db, start: datetime, end: datetime, group_by: list[str], team: str | None = None
+) -> list[dict[str, Any]]:
+    """``/v1/inference?group_by=…`` over [start, end) (of ``team``, or all), as the API answers
+    it: the same query function, the same rows."""
+    filters = {} if team is None else {"team": [team]}
+    with db.connect() as conn:
+        return answer_rows(conn, start, end, group_by, None, filters)
 
 
 def picker_months(months: list[str], chosen: str) -> list[str]:

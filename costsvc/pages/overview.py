@@ -1,5 +1,6 @@
 """The overview (finance and admin): a month by team — to date, idle capacity, unallocated
-pods, lost GPUs — a daily stacked chart, forecasts, budgets' state and the biggest savings."""
+pods, lost GPUs — a daily stacked chart, cost per 1M inference tokens by served model and by
+model and team, forecasts, budgets' state and the biggest savings."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from costsvc.pages.figures import (
     overview_sums,
     picker_months,
     savings,
+    served,
     team_forecasts,
 )
 from costsvc.pages.render import PREFIX, chosen_month, page
@@ -42,6 +44,8 @@ def overview(
         "rows": rows,
         "sums": overview_sums(rows),
         "chart": chart,
+        "served": served(db, start, end, ["model"]),
+        "served_teams": served(db, start, end, ["model", "team"]),
         "forecasts": team_forecasts(db, now, teams) if current else {},
         "budgets": budget_lines(db, now) if current else [],
         "savings": savings(db, limit=5) if current else [],  # today's advice: this month only

@@ -67,10 +67,35 @@ def short(text: str | None, keep: int = 12) -> str:
     return "" if not text else text[:keep] + ("…" if len(text) > keep else "")
 
 
+RATES = (
+    ("cost_per_1m_input_tokens", "input_tokens", False),
+    ("cost_per_1m_output_tokens", "output_tokens", False),
+    ("usage_cost_per_1m_input_tokens", "input_tokens", True),
+    ("usage_cost_per_1m_output_tokens", "output_tokens", True),
+)
+
+
+def rate_cells(row: dict[str, Any]) -> list[tuple[str, str | None, str]]:
+    """An inference row's four rates (allocation and usage basis, per 1M input and output
+    tokens): (field, the API's value, why it is null — "" where it is not). Pure."""
+    out = []
+    for name, tokens, usage in RATES:
+        why = ""
+        if row[name] is None:
+            if usage and row["usage_cost"] is None:
+                unmeasured = money_rounded(to_micro(row["unmeasured_cost"]))
+                why = f"usage unknown: {unmeasured} of the cost unmeasured"
+            else:
+                why = f"no {tokens.split('_')[0]} tokens"
+        out.append((name, row[name], why))
+    return out
+
+
 TEMPLATES = Jinja2Templates(directory=str(files("costsvc.pages") / "templates"))
 TEMPLATES.env.filters.update(
     amount=amount, percent=percent, places=places, segment=segment, short=short, money_text=money
 )
+TEMPLATES.env.filters["rate_cells"] = rate_cells
 
 
 def nav(who: Principal | None) -> list[tuple[str, str]]:

@@ -1,6 +1,7 @@
 """A team's page (a team session: its own team only, as the API's ``check_team``; finance
 and admin: any): projects and stages, the daily trend, efficiency and idle waste, budgets
-with burn and forecast, quota against use, rightsizing savings, energy and CO2e."""
+with burn and forecast, quota against use, rightsizing savings, energy and CO2e, cost per 1M
+inference tokens by served model."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from costsvc.api.deps import Db, Now
 from costsvc.auth.principal import check_team
 from costsvc.costs.queries import costs, team_known, top_wasters
 from costsvc.kit.quoting import shown
+from costsvc.kit.times import iso_z
 from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
@@ -21,6 +23,7 @@ from costsvc.pages.figures import (
     picker_months,
     quotas,
     savings,
+    served,
     team_forecasts,
 )
 from costsvc.pages.render import PREFIX, PageError, chosen_month, page
@@ -50,11 +53,14 @@ def team_page(
     context = {
         "team": team,
         "month": chosen,
+        "start": iso_z(start),
+        "end": iso_z(end),
         "months": picker_months(billing_months(db, now), chosen),
         "current": current,
         "total": total[0] if total else None,
         "projects": by_project,
         "chart": chart,
+        "served": served(db, start, end, ["model"], team),
         "wasters": wasters,
         "forecast": team_forecasts(db, now, [team])[team] if current else None,
         "budgets": budget_lines(db, now, team) if current else [],
