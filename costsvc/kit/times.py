@@ -104,3 +104,20 @@ def parse_month(text: str) -> tuple[datetime, datetime]:
 def next_month(month: str) -> str:
     """The billing month after ``month`` (``YYYY-MM``)."""
     return month_of(parse_month(month)[1])
+
+
+def same_span_before(month: str, now: datetime) -> tuple[tuple[datetime, datetime], datetime]:
+    """What a month's figures are compared with: ((the previous month's span), the cut).
+
+    The cut is where ``month`` stands at ``now``: its end once ended (then the whole previous
+    month), else ``now``'s hour (the hours before it). Before its end, the previous month's
+    span runs from its first hour for as long as ``month`` has run up to the cut, never past
+    its own end: 2026-12 at 2026-12-03 12:30 is [2026-12-01, 2026-12-03 12:00) against
+    [2026-11-01, 2026-11-03 12:00); 2026-03 at 2026-03-31 15:10 runs 30 days 15 hours,
+    longer than February: all of 2026-02."""
+    start, end = parse_month(month)
+    cut = min(end, max(start, hour_floor(now)))
+    before = months_after(start, -1)
+    if cut == end:
+        return (before, start), cut
+    return (before, min(start, before + (cut - start))), cut

@@ -18,6 +18,8 @@ from costsvc.kit.times import month_of, next_month, parse_month
 from costsvc.months.close import Span, ingested_hours, month_gaps
 from costsvc.months.repository import Closed, closed_month_names, month_close
 
+Billed = dict[str, dict[str, int]]  # month -> currency -> micro-units
+
 
 @dataclass(frozen=True, slots=True)
 class MonthState:
@@ -67,6 +69,24 @@ def close_facts(engine: Engine, month: str) -> CloseFacts:
         ingested, hours = ingested_hours(conn, month)
         totals = {r[0]: int(r[1] or 0) for r in conn.execute(query)}
     return CloseFacts(ingested, hours, totals)
+
+
+def billed(engine: Engine, month: str | None = None, before: datetime | None = None) -> Billed:
+    """What each month bills (or ``month`` alone), per currency in micro-units: its
+    chargeback rows, corrections billed in it included (as :func:`close_facts`); with
+    ``before``, only the rows of hours before it."""
+    c = Chargeback
+    query = select(c.billing_month, c.currency, func.sum(c.allocated + c.idle))
+    if month is not None:
+        query = query.where(c.billing_month == month)
+    if before is not None:
+        query = query.where(c.hour < before)
+    query = query.group_by(c.billing_month, c.currency)
+    out: Billed = {}
+    with engine.connect() as conn:
+        for m, currency, total in conn.execute(query):
+            out.setdefault(m, {})[currency] = int(total or 0)
+    return out
 
 
 def billing_months(engine: Engine, now: datetime) -> list[str]:

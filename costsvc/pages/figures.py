@@ -18,7 +18,15 @@ from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import costs, forecast
 from costsvc.inference.queries import answer_rows
 from costsvc.kit.money import MICRO, kg, money, money_rounded, to_micro
-from costsvc.kit.times import day_floor, iso_z, month_of, parse_month
+from costsvc.kit.ratios import ratio
+from costsvc.kit.times import (
+    day_floor,
+    iso_z,
+    month_of,
+    parse_month,
+    same_span_before,
+)
+from costsvc.months.billing import MonthState, billed, corrections
 from costsvc.pages.charts import Chart, stacked_columns
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from costsvc.rules.energy import kwh
@@ -186,3 +194,69 @@ def quotas(db: Db, team: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]
     """A team's quota against use: per namespace, and per resource (``/v1/quotas``)."""
     found = quota_usage(db, {"team": [team]})
     return [quota_row(q) for q in found], team_quotas(found)
+
+
+def change(now: dict[str, int], before: dict[str, int]) -> list[dict[str, Any]]:
+    """Per currency of either: the change from ``before`` to ``now`` (micro-units), as text
+    ('+1,234.57', '-0.50'), and as a ratio of ``before`` (None where ``before`` is 0). Pure."""
+    out = []
+    for currency in sorted({*now, *before}):
+        was = before.get(currency, 0)
+        delta = now.get(currency, 0) - was
+        text = money_rounded(delta)
+        out.append(
+            {
+                "currency": currency,
+                "amount": delta,
+                "text": text if text.startswith("-") else f"+{text}",
+                "ratio": ratio(delta, was) if was else None,
+            }
+        )
+    return out
+
+
+def card_changes(now: Sums, before: Sums, name: str) -> list[dict[str, Any]]:
+    """A headline card's change from the previous month's same span (:func:`change`)."""
+    mine = {c: v.get(name, 0) for c, v in now.by_currency.items()}
+    was = {c: v.get(name, 0) for c, v in before.by_currency.items()}
+    return change(mine, was)
+
+
+def sums_of(rows: list[dict[str, Any]], *names: str) -> Sums:
+    """``/v1/costs`` rows added up per currency (``names``: the money fields)."""
+    out = Sums(currencies=sorted({r["currency"] for r in rows}))
+    for r in rows:
+        out.add(r, *names)
+    return out
+
+
+def month_trends(db: Db, months: list[MonthState], now: datetime) -> list[dict[str, Any]]:
+    """Every month of ``months`` (their states, newest first): its state, what it bills per
+    currency (micro-units), the corrections billed in it, and its change from the previous
+    month — the previous month's bill over the same span (costsvc/kit/times.py
+    ``same_span_before``: the whole month once this one has ended)."""
+    totals = billed(db)
+    fixed: dict[str, dict[str, int]] = {}
+    for c in corrections(db):
+        mine = fixed.setdefault(c["billing_month"], {})
+        mine[c["currency"]] = mine.get(c["currency"], 0) + c["total"]
+    out = []
+    for state in months:
+        (lo, hi), _ = same_span_before(state.month, now)
+        before = month_of(lo)
+        if hi < parse_month(before)[1]:  # not ended: the previous month's same span
+            was = billed(db, before, hi).get(before, {})
+        else:
+            was = totals.get(before, {})
+        mine = totals.get(state.month, {})
+        out.append(
+            {
+                "state": state,
+                "totals": [(c, money_rounded(v)) for c, v in sorted(mine.items())],
+                "corrections": [
+                    (c, money_rounded(v)) for c, v in sorted(fixed.get(state.month, {}).items())
+                ],
+                "change": change(mine, was),
+            }
+        )
+    return out

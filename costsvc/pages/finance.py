@@ -1,5 +1,6 @@
 """Finance (finance and admin): every month's state — open, closable, incomplete with its
-failed and missing hours, closed with its reports' SHA-256 — one-click downloads, the
+failed and missing hours, closed with its reports' SHA-256 —, what it bills, its change from
+the previous month and its corrections, one-click downloads, the
 corrections billed in each month, hours whose ingest failed, and the month close: a
 confirmation page, then a POST (CSRF token, own origin) to costsvc/months/close.py, refused as the
 API refuses it (``POST /v1/months/{month}/close``)."""
@@ -22,6 +23,7 @@ from costsvc.months.billing import (
     month_states,
 )
 from costsvc.months.close import MAX_REASON, MonthError, MonthIncomplete, close_month
+from costsvc.pages.figures import month_trends
 from costsvc.pages.render import HEADERS, PREFIX, PageError, chosen_month, page
 from costsvc.pages.session import FinanceIn, check_form
 
@@ -38,6 +40,7 @@ def finance(
     notice = next((m for m in months if m.month == closed and m.state == "closed"), None)
     context = {
         "months": months,
+        "trends": {t["state"].month: t for t in month_trends(db, months, now)},
         "corrections": corrections(db),
         "failed": failed_hour_states(db),
         "closed": notice,

@@ -7,11 +7,12 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db, Now
-from costsvc.kit.times import iso_z
+from costsvc.kit.times import iso_z, same_span_before
 from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
     by_team,
+    card_changes,
     daily_chart,
     month_range,
     overview_sums,
@@ -35,6 +36,14 @@ def overview(
     rows = by_team(db, start, end)
     chart, _ = daily_chart(db, f"Cost per day, {chosen}, by team", start, end, now, "team", {})
     teams = [r["group"]["team"] for r in rows]
+    sums = overview_sums(rows)
+    (lo, hi), _ = same_span_before(chosen, now)
+    before = overview_sums(by_team(db, lo, hi))
+    changes = {
+        "all": card_changes(sums["all"], before["all"], "total_cost"),
+        "idle": card_changes(sums["idle"], before["idle"], "total_cost"),
+        "waste": card_changes(sums["all"], before["all"], "allocated_idle_cost"),
+    }
     context = {
         "month": chosen,
         "months": picker_months(billing_months(db, now), chosen),
@@ -42,7 +51,9 @@ def overview(
         "start": iso_z(start),
         "end": iso_z(end),
         "rows": rows,
-        "sums": overview_sums(rows),
+        "sums": sums,
+        "changes": changes,
+        "before": (iso_z(lo), iso_z(hi)),
         "chart": chart,
         "served": served(db, start, end, ["model"]),
         "served_teams": served(db, start, end, ["model", "team"]),

@@ -14,16 +14,18 @@ from costsvc.api.deps import Db, Now
 from costsvc.auth.principal import check_team
 from costsvc.costs.queries import costs, team_known, top_wasters
 from costsvc.kit.quoting import shown
-from costsvc.kit.times import iso_z
+from costsvc.kit.times import iso_z, same_span_before
 from costsvc.months.billing import billing_months
 from costsvc.pages.figures import (
     budget_lines,
+    card_changes,
     daily_chart,
     month_range,
     picker_months,
     quotas,
     savings,
     served,
+    sums_of,
     team_forecasts,
 )
 from costsvc.pages.render import PREFIX, PageError, chosen_month, page
@@ -47,6 +49,13 @@ def team_page(
         total = costs(conn, start, end, [], None, mine)
         by_project = costs(conn, start, end, ["project", "stage"], None, mine)
         wasters = top_wasters(conn, start, end, team)
+        (lo, hi), _ = same_span_before(chosen, now)
+        before = sums_of(costs(conn, lo, hi, [], None, mine), "total_cost", "allocated_idle_cost")
+    now_sums = sums_of(total, "total_cost", "allocated_idle_cost")
+    changes = {
+        "total": card_changes(now_sums, before, "total_cost"),
+        "waste": card_changes(now_sums, before, "allocated_idle_cost"),
+    }
     title = f"Cost per day, {chosen}, {team} by project"
     chart, _ = daily_chart(db, title, start, end, now, "project", mine)
     per_namespace, per_resource = quotas(db, team)
@@ -58,6 +67,8 @@ def team_page(
         "months": picker_months(billing_months(db, now), chosen),
         "current": current,
         "total": total[0] if total else None,
+        "changes": changes,
+        "before": (iso_z(lo), iso_z(hi)),
         "projects": by_project,
         "chart": chart,
         "served": served(db, start, end, ["model"], team),
