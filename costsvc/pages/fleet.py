@@ -1,7 +1,7 @@
 """The fleet (finance and admin): GPUs by model and by node with their allocated, idle and
 unavailable hours over a month (costsvc/fleet/usage.py) and their money (the rows of
 ``/v1/costs?group_by=gpu_model`` and ``group_by=node``, from the same query function), and the
-idlest GPUs."""
+idlest GPUs and the GPUs reported lost (costsvc/fleet/health.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db, Now
 from costsvc.costs.queries import costs
+from costsvc.fleet.health import lost_gpus
 from costsvc.fleet.usage import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
 from costsvc.months.billing import billing_months
 from costsvc.pages.charts import stacked_bars
@@ -28,6 +29,7 @@ def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = 
         gpus = gpu_use(conn, start, end)
         money_models = costs(conn, start, end, ["gpu_model"], None, {})
         money_nodes = costs(conn, start, end, ["node"], None, {})
+        lost = lost_gpus(conn, start, end)
     models = totals_by(gpus, lambda g: g.model)
     nodes = totals_by(gpus, lambda g: (g.cluster, g.node))
     everything = UseTotals()
@@ -52,6 +54,7 @@ def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = 
         "nodes": nodes,
         "money_models": money_models,
         "money_nodes": money_nodes,
+        "lost": lost,
         "idlest": [g for g in idlest(gpus) if g.idle_us > 0],
         "chart": chart,
         "hours": hours,

@@ -75,3 +75,23 @@ def test_every_card_and_column_names_its_unit(api: Api) -> None:
         assert "GPU-hours" in card, card
     for header in ("Hours (GPU-h)", "Allocated (GPU-h)", "Idle (GPU-h)", "Currency"):
         assert header in html
+
+
+def test_a_lost_gpu_is_listed_with_its_node_model_and_since_when(api: Api) -> None:
+    """GPU-B1 (node-b, A100) was lost 10 minutes in each of December's six hours, the last
+    of them the last hour ingested (2026-12-03 06:00)."""
+    with signed_in(api, "finance") as client:
+        html = client.get("/ui/fleet", params={"month": "2026-12"}).text
+        october = client.get("/ui/fleet", params={"month": "2026-10"}).text
+    assert table(html, "lost") == [
+        [
+            "GPU-B1",
+            "c1",
+            "node-b",
+            "NVIDIA A100-SXM4-80GB",
+            "2026-12-01 00:00",
+            "2026-12-03 06:00",
+            "1.0",
+        ]
+    ]
+    assert "No GPU reported lost in 2026-10." in october or table(october, "lost")
