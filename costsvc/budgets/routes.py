@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, HTTPException, Request, Response
 from fastapi import Path as PathParam
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel
 
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Now
@@ -15,46 +15,27 @@ from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, Finance, check_team
 from costsvc.auth.tokens import Principal
 from costsvc.budgets import repository as store
-from costsvc.budgets.repository import BudgetExists, BudgetRow, BudgetValues
+from costsvc.budgets import service
+from costsvc.budgets.repository import BudgetRow
+from costsvc.budgets.service import BudgetIn, BudgetRefused, budget_out
 from costsvc.budgets.state import budget_state, currency_mismatch
 from costsvc.costs.queries import currencies, forecast
 from costsvc.kit.money import money
 from costsvc.kit.ratios import ratio
 from costsvc.kit.times import month_of, parse_month
-from costsvc.rules.cost_model import CostModelError
-from costsvc.rules.cost_model_source import in_force
-from costsvc.rules.energy import MJ_PER_KWH, kwh
-from kube.label_names import LABEL_VALUE, LABEL_VALUE_MAX
+from costsvc.rules.energy import kwh
 
 router = APIRouter(tags=["budgets"], responses=ERRORS)
-# teams and projects are Kubernetes label values (kube/label_names.py), as the pod labels they
-# come from; the empty project is the team's own budget
-Name = Annotated[str, Field(min_length=1, max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]
-Project = Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=f"^{LABEL_VALUE}$")]
 BudgetId = Annotated[int, PathParam(ge=1, le=2_147_483_647)]
+T = TypeVar("T")
 
 
-class BudgetIn(BaseModel):
-    team: Name
-    project: Project = ""
-    amount: Annotated[Decimal, Field(gt=0, le=Decimal("1e12"), decimal_places=6)]
-    # the cost model's currency when left out; any other is refused (409), never compared 1:1
-    currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] | None = None
-    thresholds: Annotated[list[float], Field(min_length=1, max_length=10)] = [0.8, 1.0]
-    # optional: the team's energy per month, kWh (costsvc_budget_energy_used_ratio)
-    energy_kwh: Annotated[Decimal, Field(gt=0, le=Decimal("1e9"), decimal_places=6)] | None = None
-
-    @field_validator("thresholds")
-    @classmethod
-    def _ratios(cls, v: list[float]) -> list[float]:
-        if any(not (0 < t <= 10) for t in v):
-            raise ValueError("thresholds are ratios of the budget, e.g. 0.8 and 1.0")
-        return sorted(set(v))
-
-    def values(self, currency: str) -> BudgetValues:
-        micro = int(self.amount.scaleb(6))
-        mj = None if self.energy_kwh is None else int(self.energy_kwh * MJ_PER_KWH)
-        return BudgetValues(self.team, self.project, micro, currency, self.thresholds, mj)
+def _answered(call: Callable[[], T]) -> T:
+    """``call``'s result; a :class:`BudgetRefused` as the HTTP error it names."""
+    try:
+        return call()
+    except BudgetRefused as exc:
+        raise HTTPException(exc.status, str(exc)) from None
 
 
 class BudgetOut(BaseModel):
@@ -86,37 +67,8 @@ class BudgetStatus(BudgetOut):
     energy: EnergyStatus | None = None  # when the budget has an energy amount
 
 
-def _budget_out(b: BudgetRow) -> dict[str, Any]:
-    return {
-        "id": b.id,
-        "team": b.team,
-        "project": b.project,
-        "amount": money(b.amount),
-        "currency": b.currency,
-        "thresholds": list(b.thresholds),
-        "energy_kwh": None if b.energy_mj is None else kwh(b.energy_mj),
-    }
-
-
 def _budget(db: Any, budget_id: int, who: Principal) -> BudgetRow:
-    b = store.budget(db, budget_id)
-    if b is None:
-        raise HTTPException(404, f"no budget {budget_id}")
-    check_team(who, b.team, missing=f"no budget {budget_id}")  # another team's: none
-    return b
-
-
-def _currency(body: BudgetIn, db: Any, request: Request) -> str:
-    """The budget's currency: the cost model's (costs are priced in it); another is refused
-    with 409 naming both."""
-    try:
-        model = in_force(request.app.state.settings.cost_model, db).model.currency
-    except CostModelError:  # no cost model yet: the costs' currency is not known
-        model = None
-    currency = body.currency or model or "USD"
-    if model is not None and (why := currency_mismatch(currency, model)) is not None:
-        raise HTTPException(409, f"{why}: a budget must be in the cost model's currency")
-    return currency
+    return _answered(lambda: service.visible_budget(db, budget_id, who))
 
 
 @router.get(
@@ -126,7 +78,7 @@ async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
     team = check_team(who)  # every change is audited: a new data version
 
     def compute() -> Response:
-        return json_response([_budget_out(b) for b in store.budgets(db, team)])
+        return json_response([budget_out(b) for b in store.budgets(db, team)])
 
     answer: Response = await answers.aget(db, ("budgets", team), compute)
     return answer
@@ -146,17 +98,13 @@ async def list_budgets(who: Caller, db: Db, answers: Answers) -> Response:
 def create_budget(
     body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
 ) -> dict[str, Any]:
-    values = body.values(_currency(body, db, request))
-    try:
-        new_id = store.create_budget(db, values, now, who.name, body.model_dump(mode="json"))
-    except BudgetExists as exc:
-        raise HTTPException(409, str(exc)) from None
-    return _budget_out(_budget(db, new_id, who))
+    settings = request.app.state.settings
+    return budget_out(_answered(lambda: service.create(db, body, who, now, settings)))
 
 
 @router.get("/budgets/{budget_id}", response_model=BudgetOut)
 def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
-    return _budget_out(_budget(db, budget_id, who))
+    return budget_out(_budget(db, budget_id, who))
 
 
 @router.put(
@@ -165,20 +113,14 @@ def get_budget(budget_id: BudgetId, who: Caller, db: Db) -> dict[str, Any]:
 def put_budget(
     budget_id: BudgetId, body: BudgetIn, who: Finance, db: Db, now: Now, request: Request
 ) -> dict[str, Any]:
-    values = body.values(_currency(body, db, request))
-    old = _budget(db, budget_id, who)
-    detail = {"id": budget_id, "before": _budget_out(old), "after": body.model_dump(mode="json")}
-    try:
-        store.update_budget(db, budget_id, values, now, who.name, detail)
-    except BudgetExists as exc:
-        raise HTTPException(409, str(exc)) from None
-    return _budget_out(_budget(db, budget_id, who))
+    settings = request.app.state.settings
+    return budget_out(_answered(lambda: service.replace(db, budget_id, body, who, now, settings)))
 
 
 @router.delete("/budgets/{budget_id}", status_code=204, summary="Delete a budget (finance/admin)")
 def delete_budget(budget_id: BudgetId, who: Finance, db: Db, request: Request) -> Response:
     old = _budget(db, budget_id, who)
-    store.delete_budget(db, old, who.name, _budget_out(old))
+    store.delete_budget(db, old, who.name, budget_out(old))
     return Response(status_code=204)
 
 
@@ -197,7 +139,7 @@ def budget_status(budget_id: BudgetId, who: Caller, db: Db, now: Now) -> dict[st
         raise HTTPException(409, mismatch)
     state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
     return {
-        **_budget_out(b),
+        **budget_out(b),
         "month": f.month,
         "month_to_date": money(f.month_to_date),
         "used_ratio": state.used_ratio,

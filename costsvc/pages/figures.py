@@ -15,7 +15,7 @@ from costsvc.advice.routes import quota_row, recommendation_row, team_quotas
 from costsvc.api.deps import Db
 from costsvc.budgets.repository import budgets
 from costsvc.budgets.state import budget_state
-from costsvc.costs.queries import costs, forecast
+from costsvc.costs.queries import Forecast, costs, forecast
 from costsvc.inference.queries import answer_rows
 from costsvc.kit.money import MICRO, kg, money, money_rounded, to_micro
 from costsvc.kit.ratios import ratio
@@ -167,6 +167,7 @@ def budget_lines(db: Db, now: datetime, team: str | None = None) -> list[dict[st
             state = budget_state(f.month_to_date, f.forecast, b.amount, b.thresholds)
             out.append(
                 {
+                    "id": b.id,
                     "team": b.team,
                     "project": b.project,
                     "currency": b.currency,
@@ -178,9 +179,22 @@ def budget_lines(db: Db, now: datetime, team: str | None = None) -> list[dict[st
                     "forecast_ratio": state.forecast_ratio,
                     "crossed": state.crossed,
                     "over": f.forecast > b.amount,
+                    "thresholds": list(b.thresholds),
+                    "energy": None if b.energy_mj is None else _energy(f, b.energy_mj),
                 }
             )
     return out
+
+
+def _energy(f: Forecast, budget_mj: int) -> dict[str, str]:
+    """A budget's energy against this month, as ``/v1/budgets/{id}/status``'s ``energy``."""
+    return {
+        "budget_kwh": kwh(budget_mj),
+        "month_to_date_kwh": kwh(f.energy_month_to_date),
+        "used_ratio": ratio(f.energy_month_to_date, budget_mj),
+        "forecast_kwh": kwh(f.energy_forecast),
+        "forecast_ratio": ratio(f.energy_forecast, budget_mj),
+    }
 
 
 def savings(db: Db, team: str | None = None, limit: int = 10) -> list[dict[str, Any]]:

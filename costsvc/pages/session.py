@@ -7,9 +7,9 @@ the same browser signs in again, or when its token has opened
 ``COSTSVC_SESSIONS_PER_TOKEN`` newer ones. Sign-in attempts are limited per client address and
 per token in any minute (429 with ``Retry-After``).
 
-Every POST of the pages (sign-in, sign-out, month close) must come from the pages' own origin
-(its ``Origin`` header, or ``Referer`` where a browser sends no ``Origin``, names this host),
-and every POST of a signed-in session carries the session's CSRF token as a form field.
+Every POST of the pages (sign-in, sign-out, month close, budgets) must come from the pages' own
+origin (its ``Origin`` header, or ``Referer`` where a browser sends no ``Origin``, names this
+host), and every POST of a signed-in session carries the session's CSRF token as a form field.
 
 A session sees exactly what its token sees through the API (costsvc/auth/principal.py): a team
 session its own team only; a ``metrics`` token cannot sign in.

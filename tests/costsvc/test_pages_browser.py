@@ -353,6 +353,26 @@ def test_close_a_month_and_refuse_one(site: Site, chrome: Browser) -> None:
     shoot(chrome, site, "finance-after-close")
 
 
+def test_set_a_budget_through_the_form(site: Site, chrome: Browser) -> None:
+    enter(chrome, site, "finance")
+    looked_at(chrome, site, "/ui/teams/a/budget", "budget-new")
+    chrome.driver.find_element(By.ID, "project").send_keys("eval")
+    chrome.driver.find_element(By.ID, "amount").send_keys("-1")
+    visit = chrome.click("#save-budget")
+    assert visit.status == 422
+    assert_clean(visit, site.base, refused=f"{site.base}/ui/teams/a/budget")
+    assert "amount: Input should be greater than 0" in chrome.texts("#budget-error")[0]
+    field = chrome.driver.find_element(By.ID, "amount")
+    field.clear()
+    field.send_keys("7.5")
+    visit = chrome.click("#save-budget")
+    assert_clean(visit, site.base)
+    assert chrome.driver.current_url == f"{site.base}/ui/teams/a#budgets"
+    made = [b for b in site.api.get("/v1/budgets", "finance").json() if b["project"] == "eval"]
+    assert [(b["team"], b["amount"]) for b in made] == [("a", "7.500000")]
+    assert chrome.driver.find_elements(By.CSS_SELECTOR, f'tr[data-budget="{made[0]["id"]}"]')
+
+
 def test_sign_out_ends_the_session(site: Site, chrome: Browser) -> None:
     chrome.sign_in(site.base, site.api.tokens["admin"])
     chrome.visit(f"{site.base}/ui/fleet")
