@@ -3,7 +3,7 @@ latest advice run (costsvc/advice/run.py). A team token sees its own team's rows
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Annotated, Any
 
@@ -111,33 +111,30 @@ def _milli(value: int | None) -> str | None:
     return None if value is None else f"{Decimal(value) / 1000:.3f}"
 
 
+# a recommendation as the API writes it: (field, stored column, how it is written), in order
+_AS_STORED = ("cluster", "team", "namespace", "workload_kind", "workload", "gpu_model", "pods")
+_TEXT = ("action", "target", "reason", "currency")
+RECOMMENDATION: tuple[tuple[str, str, Callable[[Any], Any] | None], ...] = (
+    *((name, name, None) for name in (*_AS_STORED, *_TEXT)),
+    *((name, name, money) for name in ("current_monthly", "recommended_monthly", "saving_monthly")),
+    ("confidence_hours", "device_hours", money),
+    ("gpu_hours", "gpu_hours", money),
+    ("memory_p95_bytes", "memory_p95_bytes", None),
+    ("memory_peak_bytes", "memory_peak_bytes", None),
+    ("activity_p95", "activity_p95_ppm", _ratio),
+    ("activity_source", "activity_source", None),
+    ("idle_ratio", "idle_ppm", _ratio),
+    ("current_share", "current_share_ppm", _ratio),
+    ("target_share", "target_share_ppm", _ratio),
+    ("window_start", "window_start", iso_z),
+    ("window_end", "window_end", iso_z),
+)
+
+
 def recommendation_row(r: dict[str, Any]) -> dict[str, Any]:
     return {
-        "cluster": r["cluster"],
-        "team": r["team"],
-        "namespace": r["namespace"],
-        "workload_kind": r["workload_kind"],
-        "workload": r["workload"],
-        "gpu_model": r["gpu_model"],
-        "pods": r["pods"],
-        "action": r["action"],
-        "target": r["target"],
-        "reason": r["reason"],
-        "currency": r["currency"],
-        "current_monthly": money(r["current_monthly"]),
-        "recommended_monthly": money(r["recommended_monthly"]),
-        "saving_monthly": money(r["saving_monthly"]),
-        "confidence_hours": money(r["device_hours"]),
-        "gpu_hours": money(r["gpu_hours"]),
-        "memory_p95_bytes": r["memory_p95_bytes"],
-        "memory_peak_bytes": r["memory_peak_bytes"],
-        "activity_p95": _ratio(r["activity_p95_ppm"]),
-        "activity_source": r["activity_source"],
-        "idle_ratio": _ratio(r["idle_ppm"]),
-        "current_share": _ratio(r["current_share_ppm"]),
-        "target_share": _ratio(r["target_share_ppm"]),
-        "window_start": iso_z(r["window_start"]),
-        "window_end": iso_z(r["window_end"]),
+        name: r[column] if write is None else write(r[column])
+        for name, column, write in RECOMMENDATION
     }
 
 

@@ -10,6 +10,7 @@ from datetime import datetime
 from sqlalchemy import Connection, func, select
 
 from costsvc.db.models import GpuPresence
+from costsvc.fleet.usage import gpu_columns
 from costsvc.kit.times import as_utc
 
 
@@ -26,19 +27,11 @@ class LostGpu:
 
 def lost_gpus(conn: Connection, start: datetime, end: datetime) -> list[LostGpu]:
     """Every GPU reported lost in [start, end), the most recently lost first."""
-    p = GpuPresence
+    p, gpu = GpuPresence, gpu_columns()
     q = (
-        select(
-            p.cluster,
-            p.node,
-            p.gpu_uuid,
-            p.model,
-            func.min(p.hour),
-            func.max(p.hour),
-            func.sum(p.lost_us),
-        )
+        select(*gpu, func.min(p.hour), func.max(p.hour), func.sum(p.lost_us))
         .where(p.hour >= start, p.hour < end, p.lost_us > 0)
-        .group_by(p.cluster, p.node, p.gpu_uuid, p.model)
+        .group_by(*gpu)
     )
     found = [
         LostGpu(c, n, g, m, as_utc(lo), as_utc(hi), int(us or 0))

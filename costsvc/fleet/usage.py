@@ -17,7 +17,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, case, func, select
 
@@ -76,22 +76,26 @@ class UseTotals:
         self.integral_us += g.integral_us
 
 
+def gpu_columns() -> tuple[Any, Any, Any, Any]:
+    """A GPU's identity in ``gpu_hours``: cluster, node, UUID and model, in that order."""
+    p = GpuPresence
+    return (p.cluster, p.node, p.gpu_uuid, p.model)
+
+
 def gpu_use(conn: Connection, start: datetime, end: datetime) -> list[GpuUse]:
     """Every GPU present in [start, end), by cluster, node and UUID."""
     p, u = GpuPresence, UsageFact
+    gpu = gpu_columns()
     present = (
         select(
-            p.cluster,
-            p.node,
-            p.gpu_uuid,
-            p.model,
+            *gpu,
             func.sum(p.present_us),
             func.sum(p.lost_us),
             func.sum(case((p.reads == INTEGRALS, p.present_us), else_=0)),
         )
         .where(p.hour >= start, p.hour < end)
-        .group_by(p.cluster, p.node, p.gpu_uuid, p.model)
-        .order_by(p.cluster, p.node, p.gpu_uuid, p.model)
+        .group_by(*gpu)
+        .order_by(*gpu)
     )
     held_query = (
         select(u.cluster, u.gpu_uuid, func.sum(u.share_us))

@@ -7,7 +7,7 @@ rates are worked out from the sums (:class:`costsvc.inference.split.Totals`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -71,20 +71,12 @@ def served_totals(
     return [found[k] for k in sorted(found, key=lambda k: tuple(str(v) for v in k))]
 
 
-def answer_rows(
-    conn: Connection,
-    start: datetime,
-    end: datetime,
-    group_by: Sequence[str],
-    step: str | None,
-    filters: Mapping[str, Sequence[str]],
-) -> list[dict[str, Any]]:
-    """``/v1/inference``'s rows: :func:`served_totals` with each group's figures as the answer
-    writes them (the API and the pages alike)."""
-    found = served_totals(conn, start, end, group_by, step, filters)
+def answer_rows(groups: Iterable[Group]) -> list[dict[str, Any]]:
+    """``/v1/inference``'s rows from :func:`served_totals`' groups: each group's figures as the
+    answer writes them (the API and the pages alike)."""
     return [
         {"start": g.start, "group": g.group, "currency": g.currency, **g.totals.figures()}
-        for g in found
+        for g in groups
     ]
 
 

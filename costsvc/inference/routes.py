@@ -107,7 +107,8 @@ class _Query:
 
     def rows(self, db: Any) -> list[dict[str, Any]]:
         with db.connect() as conn:
-            return answer_rows(conn, self.lo, self.hi, self.groups, self.step, self.filters)
+            found = served_totals(conn, self.lo, self.hi, self.groups, self.step, self.filters)
+            return answer_rows(found)
 
 
 async def _asked(

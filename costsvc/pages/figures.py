@@ -16,7 +16,7 @@ from costsvc.api.deps import Db
 from costsvc.budgets.repository import budgets
 from costsvc.budgets.state import budget_state
 from costsvc.costs.queries import Forecast, costs, forecast
-from costsvc.inference.queries import answer_rows
+from costsvc.inference.queries import answer_rows, served_totals
 from costsvc.kit.money import MICRO, kg, money, money_rounded, to_micro
 from costsvc.kit.ratios import ratio
 from costsvc.kit.times import (
@@ -149,7 +149,7 @@ def served(
     it: the same query function, the same rows."""
     filters = {} if team is None else {"team": [team]}
     with db.connect() as conn:
-        return answer_rows(conn, start, end, group_by, None, filters)
+        return answer_rows(served_totals(conn, start, end, group_by, None, filters))
 
 
 def picker_months(months: list[str], chosen: str) -> list[str]:
