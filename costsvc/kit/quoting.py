@@ -14,10 +14,10 @@ def shown(text: str) -> str:
     return repr(text[:SHOWN]) + ("…" if len(text) > SHOWN else "")
 
 
-def cut(text: str) -> str:
-    """``text`` (a name taken from an input: a key, a field) cut to :data:`SHOWN`
-    characters, unquoted."""
-    return text[:SHOWN] + ("…" if len(text) > SHOWN else "")
+def cut(text: str, limit: int = SHOWN) -> str:
+    """``text`` (a name taken from an input: a key, a field) cut to ``limit`` characters
+    (:data:`SHOWN` unless told), unquoted, with ``…`` where it was cut."""
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 def clip(message: str, inputs: Iterable[str]) -> str:

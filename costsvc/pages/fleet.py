@@ -1,7 +1,9 @@
 """The fleet (finance and admin): GPUs by model and by node with their allocated, idle and
 unavailable hours over a month (costsvc/fleet/usage.py) and their money (the rows of
 ``/v1/costs?group_by=gpu_model`` and ``group_by=node``, from the same query function), and the
-idlest GPUs and the GPUs reported lost (costsvc/fleet/health.py)."""
+idlest GPUs and the GPUs reported lost (costsvc/fleet/health.py); and the alerts firing or
+pending now in the configured query API (costsvc/fleet/alerts.py), or why they could not be
+read."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ from fastapi import APIRouter, Request, Response
 
 from costsvc.api.deps import Db, Now
 from costsvc.costs.queries import costs
+from costsvc.fleet.alerts import active_alerts
 from costsvc.fleet.health import lost_gpus
 from costsvc.fleet.usage import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
 from costsvc.months.billing import billing_months
@@ -57,6 +60,7 @@ def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = 
         "lost": lost,
         "idlest": [g for g in idlest(gpus) if g.idle_us > 0],
         "chart": chart,
+        "alerts": active_alerts(request.app.state.settings),
         "hours": hours,
     }
     return page(request, "fleet.html", context, viewer=v)
