@@ -114,16 +114,15 @@ def daily_chart(
     return day_columns(title, rows, start, end, now, dimension), rows
 
 
-def day_columns(
-    title: str,
+def _per_day(
     rows: list[dict[str, Any]],
     start: datetime,
     end: datetime,
     now: datetime,
     dimension: str,
-) -> Chart:
-    """Daily ``/v1/costs`` rows as stacked columns, one a day of [start, end) up to today,
-    the value axis in the rows' currency. Pure."""
+) -> tuple[list[str], dict[str, list[int]]]:
+    """The days of [start, end) up to today (their first instant, ISO) and, per value of
+    ``dimension``, its cost on each of them in micro-units (its rows' ``total_cost``)."""
     last = min(end, day_floor(now) + DAY)
     days = []
     day = start
@@ -136,6 +135,49 @@ def day_columns(
         values = per.setdefault(r["group"][dimension] or "(none)", [0] * len(days))
         if r["start"] in index:
             values[index[r["start"]]] += to_micro(r["total_cost"])
+    return days, per
+
+
+@dataclass(frozen=True, slots=True)
+class DayTable:
+    """The numbers a daily chart draws: a column per name (sorted), a row per day — the
+    day (``YYYY-MM-DD``), each name's cost that day and the day's total (exact decimal
+    strings, as the API writes money)."""
+
+    names: list[str]
+    days: list[tuple[str, list[str], str]]
+    currency: str
+
+
+def day_table(
+    rows: list[dict[str, Any]],
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    dimension: str,
+) -> DayTable:
+    """Daily ``/v1/costs`` rows as the table of :func:`day_columns`' chart: the same days and
+    the same sums (a negative cost, a correction, stays as it is here). Pure."""
+    days, per = _per_day(rows, start, end, now, dimension)
+    names = sorted(per)
+    lines = []
+    for i, day in enumerate(days):
+        values = [per[n][i] for n in names]
+        lines.append((day[:10], [money(v) for v in values], money(sum(values))))
+    return DayTable(names, lines, " / ".join(sorted({r["currency"] for r in rows})))
+
+
+def day_columns(
+    title: str,
+    rows: list[dict[str, Any]],
+    start: datetime,
+    end: datetime,
+    now: datetime,
+    dimension: str,
+) -> Chart:
+    """Daily ``/v1/costs`` rows as stacked columns, one a day of [start, end) up to today,
+    the value axis in the rows' currency. Pure."""
+    days, per = _per_day(rows, start, end, now, dimension)
     labels = [d[8:10] for d in days]
     chart = stacked_columns(title, labels, sorted(per.items()), money_rounded, MICRO)
     chart.axis = " / ".join(sorted({r["currency"] for r in rows}))

@@ -1,6 +1,7 @@
 """The overview (finance and admin): a month by team — to date, idle capacity, unallocated
-pods, lost GPUs — a daily stacked chart, cost per 1M inference tokens by served model and by
-model and team, forecasts, budgets' state and the biggest savings."""
+pods, lost GPUs — a daily stacked chart with its table of numbers, cost per 1M inference
+tokens by served model and by model and team, forecasts, budgets' state and the biggest
+savings."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from costsvc.pages.figures import (
     by_team,
     card_changes,
     daily_chart,
+    day_table,
     month_range,
     overview_sums,
     picker_months,
@@ -34,7 +36,7 @@ def overview(
     chosen = chosen_month(month, now)
     start, end, current = month_range(chosen, now)
     rows = by_team(db, start, end)
-    chart, _ = daily_chart(db, f"Cost per day, {chosen}, by team", start, end, now, "team", {})
+    chart, daily = daily_chart(db, f"Cost per day, {chosen}, by team", start, end, now, "team", {})
     teams = [r["group"]["team"] for r in rows]
     sums = overview_sums(rows)
     (lo, hi), _ = same_span_before(chosen, now)
@@ -55,6 +57,7 @@ def overview(
         "changes": changes,
         "before": (iso_z(lo), iso_z(hi)),
         "chart": chart,
+        "days": day_table(daily, start, end, now, "team"),
         "served": served(db, start, end, ["model"]),
         "served_teams": served(db, start, end, ["model", "team"]),
         "forecasts": team_forecasts(db, now, teams) if current else {},

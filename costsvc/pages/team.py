@@ -20,6 +20,7 @@ from costsvc.pages.figures import (
     budget_lines,
     card_changes,
     daily_chart,
+    day_table,
     month_range,
     picker_months,
     quotas,
@@ -57,7 +58,7 @@ def team_page(
         "waste": card_changes(now_sums, before, "allocated_idle_cost"),
     }
     title = f"Cost per day, {chosen}, {team} by project"
-    chart, _ = daily_chart(db, title, start, end, now, "project", mine)
+    chart, daily = daily_chart(db, title, start, end, now, "project", mine)
     per_namespace, per_resource = quotas(db, team)
     context = {
         "team": team,
@@ -71,6 +72,7 @@ def team_page(
         "before": (iso_z(lo), iso_z(hi)),
         "projects": by_project,
         "chart": chart,
+        "days": day_table(daily, start, end, now, "project"),
         "served": served(db, start, end, ["model"], team),
         "wasters": wasters,
         "forecast": team_forecasts(db, now, [team])[team] if current else None,

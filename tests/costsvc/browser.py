@@ -44,6 +44,23 @@ FLAGS = (
     "--window-size=1280,900",
 )
 PHONE = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+KEY_COLUMNS = """
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+const hidden = []; let wide = 0;
+for (const region of document.querySelectorAll('.scroll')) {
+  if (region.scrollWidth > region.clientWidth) wide += 1;
+  region.scrollLeft = region.scrollWidth;
+  for (const cell of region.querySelectorAll('tr > :first-child:not([colspan])')) {
+    window.scrollTo(0, cell.getBoundingClientRect().top + window.scrollY - innerHeight / 2);
+    const c = cell.getBoundingClientRect(), r = region.getBoundingClientRect();
+    const top = document.elementFromPoint((c.left + c.right) / 2, (c.top + c.bottom) / 2);
+    const seen = c.left >= r.left - 1 && c.right <= Math.min(r.right, innerWidth) + 1;
+    const name = region.getAttribute('aria-labelledby') + ': ' + cell.textContent.trim();
+    if (!seen || !cell.contains(top)) hidden.push(name);
+  }
+}
+return [hidden, wide];
+"""
 
 
 def _gone(element: Any) -> bool:
@@ -232,6 +249,31 @@ class Browser:
             if phone:
                 d.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         return {"document": size["document"], "window": size["window"]}
+
+    @contextmanager
+    def phone(self) -> Iterator[None]:
+        """The page shown as a 390 px phone shows it, for the block."""
+        self.driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", PHONE)
+        try:
+            yield
+        finally:
+            self.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+    def axis_text_px(self) -> list[float]:
+        """The size each chart's axis text is drawn at on the screen, in CSS pixels: its
+        computed font size (in the SVG's units) times the SVG's scale to the screen."""
+        sizes: list[float] = self.driver.execute_script(
+            "return [...document.querySelectorAll('figure.chart .plot > svg text')].map(t =>"
+            " parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a);"
+        )
+        return sizes
+
+    def key_columns(self) -> tuple[list[str], int]:
+        """Every table's key column (each row's first cell) with its region scrolled to its
+        end (folded details opened): the cells out of view or covered, and how many regions
+        were wider than the screen (there was something to scroll)."""
+        found: list[Any] = self.driver.execute_script(KEY_COLUMNS)
+        return list(found[0]), int(found[1])
 
     def axe(self) -> list[dict[str, Any]]:
         """axe-core's violations on the page shown (every rule of WCAG 2.x A/AA and axe's

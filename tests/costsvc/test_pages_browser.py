@@ -386,3 +386,56 @@ def test_sign_out_ends_the_session(site: Site, chrome: Browser) -> None:
     chrome.driver.add_cookie({"name": "gfo_session", "value": old["value"], "path": "/ui"})
     chrome.visit(f"{site.base}/ui/fleet")
     assert chrome.driver.current_url == f"{site.base}/ui/signin"
+
+
+def test_a_phone_reads_the_charts_and_the_key_columns(site: Site, chrome: Browser) -> None:
+    """At 390 px every chart's axis text is drawn at 11 px or more (the chart scrolls in its
+    own region), and every table's key column stays in view with the table scrolled to its
+    end (the charts' tables opened)."""
+    enter(chrome, site, "finance")
+    wide = 0
+    for url in ("/ui/overview", "/ui/overview?month=2026-11", "/ui/teams/a", "/ui/fleet"):
+        chrome.visit(site.base + url)
+        with chrome.phone():
+            sizes = chrome.axis_text_px()
+            hidden, more = chrome.key_columns()
+        assert sizes and min(sizes) >= 11, (url, min(sizes, default=0))
+        assert hidden == [], (url, hidden)
+        wide += more
+    chrome.visit(site.base + "/ui/finance")
+    with chrome.phone():
+        hidden, more = chrome.key_columns()
+    assert hidden == [] and wide + more >= 3, (hidden, wide + more)
+
+
+@pytest.mark.parametrize("month", ["2026-12", "2026-11"])
+def test_the_daily_charts_table_is_v1_costs_by_day(site: Site, chrome: Browser, month: str) -> None:
+    """The overview's daily chart has its numbers in a table: each day's cost per team as
+    /v1/costs?group_by=team&step=day answers it, and each column the chart draws."""
+    enter(chrome, site, "finance")
+    assert_clean(chrome.visit(f"{site.base}/ui/overview?month={month}"), site.base)
+    shown: dict[tuple[str, str], str] = {}
+    for cell in chrome.driver.find_elements(By.CSS_SELECTOR, "#daily-numbers-table td[data-name]"):
+        day = cell.find_element(By.XPATH, "..").get_attribute("data-day") or ""
+        exact = cell.find_element(By.CSS_SELECTOR, ".num").get_attribute("data-exact") or ""
+        shown[(day, cell.get_attribute("data-name") or "")] = exact
+    start = f"{month}-01T00:00:00Z"
+    end = "2027-01-01T00:00:00Z" if month == "2026-12" else "2026-12-01T00:00:00Z"
+    answer = site.api.get(
+        "/v1/costs", "finance", group_by="team", step="day", start=start, end=end
+    ).json()["rows"]
+    api = {(r["start"][:10], r["group"]["team"]): r["total_cost"] for r in answer}
+    assert len(api) == len(answer) and api
+    assert {k: v for k, v in shown.items() if Decimal(v)} == {
+        k: v for k, v in api.items() if Decimal(v)
+    }
+    assert all(Decimal(v) == 0 for k, v in shown.items() if k not in api)
+    drawn = chrome.driver.execute_script(
+        "return [...document.querySelectorAll('#daily-chart-title ~ rect > title')]"
+        ".map(t => t.textContent);"
+    )
+    assert drawn
+    for tooltip in drawn:  # "DD team: 1.23"
+        label, text = tooltip.split(": ")
+        dd, team = label.split(" ", 1)
+        assert rounded(shown[(f"{month}-{dd}", team)]) == text, tooltip

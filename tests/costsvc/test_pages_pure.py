@@ -120,3 +120,29 @@ def test_a_past_month_keeps_its_month_and_its_currency() -> None:
     day = {"start": "2026-10-02T00:00:00Z", "group": {"team": "a"}, "currency": "EUR"}
     chart = day_columns("t", [day | {"total_cost": "3.000000"}], start, end, end, "team")
     assert chart.axis == "EUR" and len(chart.labels) == 31 // 3 + 1
+
+
+def test_a_daily_charts_table_is_its_numbers() -> None:
+    """A row per day up to today, a column per team (sorted), the day's total; a team's rows
+    of a day summed, a correction kept negative, a day without rows 0."""
+    from datetime import UTC, datetime
+
+    from costsvc.pages.figures import day_table
+
+    start, end = datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    now = datetime(2026, 12, 3, 12, 30, tzinfo=UTC)
+
+    def row(day: int, team: str, cost: str) -> dict[str, object]:
+        at = f"2026-12-{day:02d}T00:00:00Z"
+        return {"start": at, "group": {"team": team}, "currency": "USD", "total_cost": cost}
+
+    rows = [row(1, "b", "1.250000"), row(1, "a", "2.000000"), row(1, "a", "0.500001")]
+    rows += [row(3, "b", "-0.750000"), row(4, "a", "9.000000")]  # the 4th: after today
+    t = day_table(rows, start, end, now, "team")
+    assert (t.names, t.currency) == (["a", "b"], "USD")
+    assert t.days == [
+        ("2026-12-01", ["2.500001", "1.250000"], "3.750001"),
+        ("2026-12-02", ["0.000000", "0.000000"], "0.000000"),
+        ("2026-12-03", ["0.000000", "-0.750000"], "-0.750000"),
+    ]
+    assert day_table([], start, end, now, "team").days[0] == ("2026-12-01", [], "0.000000")
