@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import cpu_model, status_kib  # noqa: E402 (after the path)
+from bench.scale_history import start_prometheus  # noqa: E402
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -159,7 +160,6 @@ def main() -> int:
     ap.add_argument("--data", type=Path, help="keep the Prometheus data here; reuse it if there")
     args = ap.parse_args()
 
-    import httpx
     from sqlalchemy import create_engine
 
     from costsvc.advice.repository import save_advice
@@ -193,25 +193,7 @@ def main() -> int:
         print()
         t_load = time.perf_counter() - t
         port = free_port()
-        prom_proc = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={ROOT / 'deploy' / 'prometheus.yml'}",
-                f"--storage.tsdb.path={data}",
-                f"--web.listen-address=127.0.0.1:{port}",
-                "--storage.tsdb.retention.time=100y",
-                "--log.level=error",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(1200):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/-/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
+        prom_proc = start_prometheus(data, port)
         model = parse(
             {
                 "versions": [

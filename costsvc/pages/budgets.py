@@ -15,7 +15,7 @@ from fastapi.responses import RedirectResponse
 from costsvc.api.deps import Db, Now
 from costsvc.budgets import service
 from costsvc.budgets.service import BudgetRefused, budget_in, budget_out
-from costsvc.pages.render import HEADERS, PREFIX, page, segment
+from costsvc.pages.render import PREFIX, page, segment
 from costsvc.pages.session import FinanceIn, check_form
 from costsvc.pages.team import TeamPath
 
@@ -103,4 +103,4 @@ def save_budget(
     except BudgetRefused as exc:
         return _form(request, v, team, form, str(exc), exc.status)
     to = f"{PREFIX}/teams/{segment(team)}#budgets"
-    return RedirectResponse(to, status_code=303, headers=HEADERS)
+    return RedirectResponse(to, status_code=303)

@@ -24,7 +24,7 @@ from costsvc.months.billing import (
 )
 from costsvc.months.close import MAX_REASON, MonthError, MonthIncomplete, close_month
 from costsvc.pages.figures import month_trends
-from costsvc.pages.render import HEADERS, PREFIX, PageError, chosen_month, page
+from costsvc.pages.render import PREFIX, PageError, chosen_month, page
 from costsvc.pages.session import FinanceIn, check_form
 
 router = APIRouter(prefix=f"{PREFIX}/finance", include_in_schema=False)
@@ -85,6 +85,4 @@ def close(
         context = {"state": month_state(db, state.month, now), "error": str(exc)}
         context["facts"] = close_facts(db, state.month)
         return page(request, "close.html", context, status=409, viewer=v)
-    return RedirectResponse(
-        f"{PREFIX}/finance?closed={state.month}", status_code=303, headers=HEADERS
-    )
+    return RedirectResponse(f"{PREFIX}/finance?closed={state.month}", status_code=303)

@@ -15,13 +15,12 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 
-from costsvc.api.headers import PAGE_HEADERS, PAGES
+from costsvc.api.headers import PAGES
 from costsvc.auth.tokens import Principal
 from costsvc.kit.money import money, money_rounded, to_micro
 from costsvc.kit.times import month_of, parse_month
 
 PREFIX = PAGES
-HEADERS = PAGE_HEADERS  # every answer under /ui gets them anyway (costsvc/api/headers.py)
 
 
 class PageError(Exception):
