@@ -62,6 +62,8 @@ from demo.history import (
     stamps,
     target_labels,
 )
+from demo.month import STEP as MONTH_STEP
+from demo.month import PastMonth
 from demo.stack import PortBusy, Prometheus, Stack, claim_port, wait_http
 from exporter.cli import main as exporter_main
 from exporter.simulate.spec import load as load_spec
@@ -208,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             args.step,
         )
         stack.stops.append(histories.stop)
+        past = PastMonth(workdir, now, first, exporter_ports)  # forked now too; it starts now
+        stack.stops.append(past.stop)
         _say(
             f"gpu-finops demo: {len(NODES)} simulated GPU nodes, live from {now:%H:%M:%S} UTC "
             f"with their history from {first:%Y-%m-%d %H:%M}, a scrape every {args.step} s ..."
@@ -248,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
         prometheus.start()
         histories.record(handover)
         # the cost service's modules load while the nodes' processes make their history
-        from demo.costs import serve_costs
+        from demo.costs import cost_model, serve_costs
 
         fleets = [load_spec(p) for p in specs]
         t0 = first.timestamp()
@@ -264,20 +268,32 @@ def main(argv: list[str] | None = None) -> int:
             lambda stamp: vllm.scrapes(fleets, stamp - t0, vllm_port),
         )
         made = [*histories.results(), (ksm_blocks, ksm_samples), served_history]
+        month = past.results(labels_port, vllm_port)
         _say(
-            f"  {sum(n for _, n in made):,} samples of history until {handover:%H:%M:%S}; "
+            f"  {sum(n for _, n in made):,} samples of history until {handover:%H:%M:%S}, and "
+            f"{month.samples:,} of {month.month} (a scrape every {MONTH_STEP} s); "
             "loading them into Prometheus ..."
         )
         prometheus.ready()
         prometheus.stop()
-        for folder, _ in made:
+        for folder in [*(f for f, _ in made), *month.folders]:
             for block in folder.iterdir():
                 block.rename(data / block.name)
         prometheus.start()
         prometheus.ready()
 
+        model_file, moved = cost_model(workdir, month.start)
         c = serve_costs(
-            stack, workdir, prometheus.url, first, handover, args.step, api_port, stopping
+            stack,
+            workdir,
+            prometheus.url,
+            first,
+            handover,
+            args.step,
+            api_port,
+            stopping,
+            month,
+            model_file,
         )
         token, api_url, rows, hours, advised_until = c.token, c.api_url, c.rows, c.hours, c.until
         prom_url = prometheus.url
@@ -304,6 +320,19 @@ def main(argv: list[str] | None = None) -> int:
             + (_indent(c.advice) if c.top else "  none")
             + "\n\nIncidents in the last three hours (UTC):\n"
             + "\n".join(f"  {at:%H:%M:%S}  {what}" for at, what in sorted(incidents))
+            + "\n\n"
+            f"Last month, {month.month} ({month.hours} hours): "
+            + (
+                "ready to close"
+                if c.month_state == "closable"
+                else f"{c.month_state}, not ready to close"
+            )
+            + f": {api_url}/ui/finance/close?month={month.month}\n"
+            "  made as the hours above, only coarser: the same simulated nodes, scraped by "
+            f"Prometheus every {MONTH_STEP} s (each exporter collecting as often: the cost\n"
+            "  service reads each hour from the exporters' integrals), ingested hour by hour "
+            f"by the cost service in {c.month_took:.0f} s ({month.samples:,} samples)"
+            + (f"; cost model: {moved}" if moved else "")
             + "\n\n"
             f"ready in {took:.0f} s. Look at:\n"
             f"  pages:       {api_url}/\n"

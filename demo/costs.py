@@ -6,6 +6,7 @@ the demo prints read back from it."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -30,9 +31,11 @@ from costsvc.db.migrate import upgrade
 from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
 from costsvc.kit.settings import Settings
+from costsvc.months.billing import month_state
 from costsvc.rules.cost_model import CostModel, load
 from demo import report
 from demo.history import ROOT
+from demo.month import Made
 from demo.stack import Stack, wait_http
 
 CLUSTER = "demo"
@@ -45,6 +48,26 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
+def cost_model(workdir: Path, since: datetime) -> tuple[Path, str]:
+    """The demo's cost model: examples/cost-model.yaml, with its first prices' ``effective_from``
+    moved back to ``since`` (the start of the demo's history) where they start later — the
+    example's prices start on a fixed date, the demo's history wherever the clock is — and
+    what was moved ("" where nothing was)."""
+    text = COST_MODEL.read_text()
+    first = min(v.effective_from for v in load(COST_MODEL).versions)
+    if first <= since:
+        return COST_MODEL, ""
+    out = workdir / "cost-model.yaml"
+    was = f"{first:%Y-%m-%dT%H:%M:%SZ}"
+    text, n = re.subn(
+        rf"(effective_from: ){re.escape(was)}", rf"\g<1>{since:%Y-%m-%dT%H:%M:%SZ}", text, count=1
+    )
+    assert n == 1, f"{COST_MODEL}: no effective_from: {was}"
+    out.write_text(text)
+    load(out)  # still valid
+    return out, f"its first prices from {since:%Y-%m-%d %H:%M} UTC instead of {first:%Y-%m-%d}"
+
+
 @dataclass(frozen=True, slots=True)
 class Costs:
     api_url: str
@@ -55,6 +78,8 @@ class Costs:
     budgets: list[dict[str, Any]]  # their /status
     quotas: list[dict[str, Any]]  # /v1/quotas rows
     served: list[dict[str, Any]]  # /v1/inference of those hours by model
+    month_took: float  # seconds the past month's ingest took
+    month_state: str  # the finance page's state of it: closable (or incomplete, open, closed)
     top: list[Any]  # the top three savings
     advice: str  # as a table
 
@@ -84,14 +109,32 @@ def serve_costs(
     step: int,
     api_port: int,
     stopping: threading.Event,
+    month: Made,
+    model_file: Path,
 ) -> Costs:
     db_url = f"sqlite:///{workdir / 'gpu-costsvc.db'}"
     upgrade(db_url)
     engine = make_engine(db_url)
     stack.stops.append(engine.dispose)
-    model = load(COST_MODEL)
+    model = load(model_file)
     reader = PrometheusReader(prom_url)
     stack.stops.append(reader.close)
+    # the past month first (its hours are older), in one run: a backfill
+    past = complete_hours(month.start, month.end)
+    started = time.monotonic()
+
+    def progress(hour: datetime, error: str | None) -> None:
+        n = int((hour - month.start) / timedelta(hours=1)) + 1
+        if n % 24 == 0 or n == len(past):
+            print(f"\r  cost service: ingested {n}/{len(past)} hours of {month.month}", end="")
+
+    done = ingest(engine, reader, model, CLUSTER, past, progress)
+    if done.failed or len(done.done) != len(past):
+        why = next(iter(done.failed.items()), None)
+        raise RuntimeError(f"ingest of {month.month}: {len(done.failed)} hour(s) failed: {why}")
+    month_took = time.monotonic() - started
+    print(f" in {month_took:.0f} s", flush=True)
+    state = month_state(engine, month.month, datetime.now(UTC)).state
     hours = complete_hours(first, handover)
     for i, hour in enumerate(hours, 1):
         done = ingest(engine, reader, model, CLUSTER, [hour])
@@ -129,7 +172,7 @@ def serve_costs(
         database_url=db_url,
         prometheus_url=prom_url,
         cluster=CLUSTER,
-        cost_model=COST_MODEL,
+        cost_model=model_file,
     )
     server = uvicorn.Server(  # as `gpu-costsvc serve` runs it: the same time-outs
         server_config(create_app(settings), settings, "127.0.0.1", api_port, log_level="warning")
@@ -160,6 +203,8 @@ def serve_costs(
         budgets,
         quotas,
         served,
+        month_took,
+        state,
         top,
         advice_table(top) if top else "",
     )

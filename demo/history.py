@@ -177,42 +177,45 @@ def stamps(start: datetime, end: datetime, step: int) -> list[int]:
     return [last - k * step for k in range(n, -1, -1)]
 
 
-def simulated_node(spec_path: Path, clock: Clock) -> Built:
+def simulated_node(spec_path: Path, clock: Clock, collect: int = 60) -> Built:
     """The exporter of one simulated node on ``clock``: ``gpu-exporter --simulate FILE
-    --collect-interval 60s --pod-resources-timeout 5s``, built but not started."""
-    argv = ["--simulate", str(spec_path), "--collect-interval", "60s"]
+    --collect-interval 60s --pod-resources-timeout 5s`` (``collect`` s: its collection
+    interval), built but not started."""
+    argv = ["--simulate", str(spec_path), "--collect-interval", f"{collect}s"]
     settings = parse_settings([*argv, "--pod-resources-timeout", "5s"], {})
     return build(settings, clock=clock, monotonic=clock)
 
 
 def spec_with_epoch(
-    name: str, epoch: datetime, workdir: Path, started: datetime
+    name: str, epoch: datetime, workdir: Path, started: datetime | None, prefix: str = "live"
 ) -> tuple[Path, list[tuple[datetime, str]]]:
-    """A copy of the example spec ``name`` whose curves and pods start at ``epoch``, with the
-    :data:`INCIDENTS` of that node placed around ``started``; and those incidents (when, what)."""
+    """A copy of the example spec ``name`` (``workdir``/``prefix``-``name``) whose curves and
+    pods start at ``epoch``, with the :data:`INCIDENTS` of that node placed around ``started``
+    (None: none); and those incidents (when, what)."""
     raw = yaml.safe_load((ROOT / "examples" / name).read_text())
     raw["epoch"] = epoch.isoformat()
-    t = (started - epoch).total_seconds()
     happened = []
-    for incident in INCIDENTS:
+    for incident in INCIDENTS if started is not None else ():
         if incident.node == name:
+            assert started is not None
             entry = next(g for g in raw["gpus"] if g["model"] == incident.model)
-            incident.change(entry, t)
+            incident.change(entry, (started - epoch).total_seconds())
             happened.append((started + incident.after, incident.what))
-    out = workdir / f"live-{name}"
+    out = workdir / f"{prefix}-{name}"
     out.write_text(yaml.safe_dump(raw, sort_keys=False))
     return out, happened
 
 
-def blocks(history: Path, out: Path) -> None:
-    """``history`` (OpenMetrics) as TSDB blocks in ``out``; the input is removed."""
+def blocks(history: Path, out: Path, max_block: str = MAX_BLOCK) -> None:
+    """``history`` (OpenMetrics) as TSDB blocks of ``max_block`` at most in ``out``; the
+    input is removed."""
     subprocess.run(
         [
             "promtool",
             "tsdb",
             "create-blocks-from",
             "openmetrics",
-            f"--max-block-duration={MAX_BLOCK}",
+            f"--max-block-duration={max_block}",
             str(history),
             str(out),
         ],
@@ -223,15 +226,22 @@ def blocks(history: Path, out: Path) -> None:
 
 
 def record(
-    folder: Path, times: list[int], labels: str, scrape: Callable[[int], str]
+    folder: Path,
+    times: list[int],
+    labels: str,
+    scrape: Callable[[int], str],
+    max_block: str = MAX_BLOCK,
 ) -> tuple[Path, int]:
     """``scrape(t)`` at each of ``times`` (and ``up`` 1) with the target's ``labels``, as
-    TSDB blocks in ``folder``/blocks; the number of samples."""
-    return record_targets(folder, times, lambda stamp: [(scrape(stamp), labels)])
+    TSDB blocks (of ``max_block`` at most) in ``folder``/blocks; the number of samples."""
+    return record_targets(folder, times, lambda stamp: [(scrape(stamp), labels)], max_block)
 
 
 def record_targets(
-    folder: Path, times: list[int], scrape: Callable[[int], list[tuple[str, str]]]
+    folder: Path,
+    times: list[int],
+    scrape: Callable[[int], list[tuple[str, str]]],
+    max_block: str = MAX_BLOCK,
 ) -> tuple[Path, int]:
     """Several targets at once: ``scrape(t)`` gives (exposition, target labels) of each
     target that answers at ``t``; each with its ``up`` 1, as TSDB blocks in
@@ -243,18 +253,25 @@ def record_targets(
             families.add("# TYPE up gauge\nup 1", stamp, labels)
     history = folder / "history.om"
     families.write(history)
-    blocks(history, folder / "blocks")
+    blocks(history, folder / "blocks", max_block)
     return folder / "blocks", families.samples
 
 
 def _node_worker(
-    conn: Connection, spec: Path, folder: Path, labels: str, first: datetime, step: int
+    conn: Connection,
+    spec: Path,
+    folder: Path,
+    labels: str,
+    first: datetime,
+    step: int,
+    collect: int,
+    max_block: str,
 ) -> None:
     """In a process of its own: build the node, wait for the end, record its scrapes."""
     logging.getLogger("exporter").setLevel(logging.ERROR)  # simulated XIDs are not news here
     try:
         clock = Clock(first.timestamp() - step)  # no later than the first scrape
-        built = simulated_node(spec, clock)
+        built = simulated_node(spec, clock, collect)
         exporter = built.exporter
 
         def scrape(stamp: int) -> str:
@@ -264,7 +281,7 @@ def _node_worker(
 
         try:
             end = conn.recv()
-            conn.send(record(folder, stamps(first, end, step), labels, scrape))
+            conn.send(record(folder, stamps(first, end, step), labels, scrape, max_block))
         finally:
             exporter.close()
             built.stop()
@@ -276,10 +293,19 @@ def _node_worker(
 
 class NodeHistories:
     """One forked process per node, started before the demo starts any thread; each builds
-    its node at once, and records it from ``first`` once :meth:`record` says until when."""
+    its node at once, and records it from ``first`` once :meth:`record` says until when: a
+    scrape every ``step`` s, its exporter collecting every ``collect`` s (default 60), into
+    blocks of ``max_block`` at most."""
 
     def __init__(
-        self, specs: list[Path], labels: list[str], workdir: Path, first: datetime, step: int
+        self,
+        specs: list[Path],
+        labels: list[str],
+        workdir: Path,
+        first: datetime,
+        step: int,
+        collect: int = 60,
+        max_block: str = MAX_BLOCK,
     ) -> None:
         ctx = multiprocessing.get_context("fork")
         self.conns: list[Connection] = []
@@ -289,7 +315,9 @@ class NodeHistories:
             folder = workdir / f"node-{i}"
             folder.mkdir()
             proc = ctx.Process(
-                target=_node_worker, args=(child, spec, folder, lab, first, step), daemon=True
+                target=_node_worker,
+                args=(child, spec, folder, lab, first, step, collect, max_block),
+                daemon=True,
             )
             proc.start()
             child.close()
