@@ -1,9 +1,9 @@
 """The fleet (finance and admin): GPUs by model and by node with their allocated, idle and
 unavailable hours over a month (costsvc/fleet/usage.py) and their money (the rows of
 ``/v1/costs?group_by=gpu_model`` and ``group_by=node``, from the same query function), and the
-idlest GPUs and the GPUs reported lost (costsvc/fleet/health.py); and the alerts firing or
-pending now in the configured query API (costsvc/fleet/alerts.py), or why they could not be
-read."""
+idlest GPUs and the GPUs reported lost (costsvc/fleet/health.py) with their last XID read from
+the configured query API (costsvc/fleet/xids.py); and the alerts firing or pending now in that
+API (costsvc/fleet/alerts.py); for each read, why it could not be done where it failed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from costsvc.costs.queries import costs
 from costsvc.fleet.alerts import active_alerts
 from costsvc.fleet.health import lost_gpus
 from costsvc.fleet.usage import HOUR_US, UseTotals, gpu_use, hours, idlest, totals_by
+from costsvc.fleet.xids import lost_xids
 from costsvc.months.billing import billing_months
 from costsvc.pages.charts import stacked_bars
 from costsvc.pages.figures import month_range, picker_months
@@ -58,6 +59,7 @@ def fleet(request: Request, v: FinanceIn, db: Db, now: Now, month: str | None = 
         "money_models": money_models,
         "money_nodes": money_nodes,
         "lost": lost,
+        "xids": lost_xids(request.app.state.settings, lost, start, min(end, now)),
         "idlest": [g for g in idlest(gpus) if g.idle_us > 0],
         "chart": chart,
         "alerts": active_alerts(request.app.state.settings),
