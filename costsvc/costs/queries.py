@@ -7,20 +7,16 @@ month (costsvc.reports.monthly) show what each month billed, and never change on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from sqlalchemy import (
     Connection,
-    DateTime,
-    and_,
+    case,
     func,
-    literal_column,
     select,
-    true,
-    type_coerce,
 )
 
 from costsvc.db.models import (
@@ -29,22 +25,18 @@ from costsvc.db.models import (
     Chargeback,
     CostHour,
     GpuPresence,
-    NamespaceLabels,
-    PodLabels,
-    UsageFact,
 )
 from costsvc.db.rollup import owner_rows, pod_rows
 from costsvc.kit.money import kg, money, round_micro
 from costsvc.kit.ratios import ratio_text
-from costsvc.kit.sql_times import bucket, step_index
+from costsvc.kit.sql_times import bucket
 from costsvc.kit.times import as_utc, month_of, parse_month, whole_hours
-from costsvc.labels.history import in_force_during
-from costsvc.opencost.podlabels import Labelled
-from costsvc.opencost.shape import Row
 from costsvc.rules.chargeback import IDLE, OWNER_DIMENSIONS, Spent
 from costsvc.rules.energy import kwh
+from costsvc.rules.idle_share import Held, share
 
 FORECAST_WINDOW = timedelta(days=7)
+IDLE_FLAG = "is_idle"  # a grouping of the idle share's read: 1 for the __idle__ lines
 POD_DIMENSIONS = OWNER_DIMENSIONS | {"namespace", "pod"}  # what cost_pod_days keeps
 
 
@@ -81,6 +73,14 @@ class Totals(Spent):
     def co2e(self) -> int:
         return self.co2e_mg + self.idle_co2e_mg
 
+    def amounts(self) -> list[int]:
+        """Every amount, ``allocated`` first (the order of the fields and of :func:`sums`)."""
+        return [getattr(self, f) for f in AMOUNT_FIELDS]
+
+    def add(self, amounts: list[int]) -> None:
+        for f, v in zip(AMOUNT_FIELDS, amounts, strict=True):
+            setattr(self, f, getattr(self, f) + v)
+
     def json(self) -> dict[str, Any]:
         eff = efficiency(self.used, self.waste)
         return {
@@ -98,6 +98,9 @@ class Totals(Spent):
             "idle_energy_kwh": kwh(self.idle_energy_mj),
             "co2e_kg": kg(self.co2e),
         }
+
+
+AMOUNT_FIELDS = tuple(f.name for f in fields(Totals))
 
 
 def efficiency(used: int, waste: int) -> Decimal | None:
@@ -133,9 +136,63 @@ def costs(
     group_by: list[str],
     step: str | None,
     filters: dict[str, list[str]],
+    idle: str = "separate",
 ) -> list[dict[str, Any]]:
-    """Totals per group (and per ``step`` bucket) of the hours in [start, end)."""
-    dims = set(group_by) | set(filters)
+    """Totals per group (and per ``step`` bucket) of the hours in [start, end); ``idle``:
+    ``separate`` (the lines as stored), or the ``__idle__`` lines shared onto the rest
+    (``weighted``, ``even``: costsvc/rules/idle_share.py), over every row of a scope, the
+    filters applied after (a team's share of its clusters' idle)."""
+    if idle == "separate":
+        found = _grouped(conn, start, end, group_by, step, filters)
+        return [_answer_row(key, t, group_by, step) for key, t in found]
+    extra = [d for d in ("cluster", *filters) if d not in group_by]
+    dims = [*dict.fromkeys([*group_by, *extra])]
+    flag = IDLE_FLAG
+    rows = _grouped(conn, start, end, [*dims, flag], step, {})
+    n = 1 if step else 0  # the key: [start], dims..., flag, currency
+    at = {d: n + i for i, d in enumerate(dims)}
+    held = [
+        Held((k[0] if step else None, k[-1], k[at["cluster"]]), bool(k[-2]), t.amounts(), k)
+        for k, t in rows
+    ]
+    merged: dict[tuple[Any, ...], Totals] = {}
+    for h in share(held, idle):
+        k = h.key
+        if all(k[at[f]] in values for f, values in filters.items()):
+            key = (*k[:n], *(k[at[d]] for d in group_by), k[-1])
+            merged.setdefault(key, Totals()).add(h.amounts)
+    return [_answer_row(key, merged[key], group_by, step) for key in sorted(merged, key=_sort_key)]
+
+
+def _sort_key(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple("" if v is None else str(v) for v in key)
+
+
+def _answer_row(
+    key: tuple[Any, ...], t: Totals, group_by: list[str], step: str | None
+) -> dict[str, Any]:
+    """A row of /v1/costs from its key ([start], the group's values, currency) and sums."""
+    n = 1 if step else 0
+    row: dict[str, Any] = {"start": key[0]} if step else {}
+    row["group"] = {d: key[n + i] for i, d in enumerate(group_by)}
+    row["currency"] = key[-1]
+    row.update(t.json())
+    return row
+
+
+def _grouped(
+    conn: Connection,
+    start: datetime,
+    end: datetime,
+    group_by: list[str],
+    step: str | None,
+    filters: dict[str, list[str]],
+) -> list[tuple[tuple[Any, ...], Totals]]:
+    """The sums per ([step bucket], the ``group_by`` columns, currency) of [start, end), in
+    their order; ``group_by`` may name :data:`IDLE_FLAG` (1 for the ``__idle__`` lines)."""
+    dims = {d for d in (*group_by, *filters) if d != IDLE_FLAG}
+    if IDLE_FLAG in group_by:
+        dims.add("team")
     if source(dims) is CostHour:  # whole days from cost_days
         t: Any = owner_rows(start, end, grain=step or "month").c
         where: tuple[Any, ...] = ()
@@ -145,7 +202,8 @@ def costs(
     else:
         t = Chargeback
         where = (t.hour >= start, t.hour < end)
-    cols: list[Any] = [getattr(t, d) for d in group_by]
+    idle_flag = case((t.team == IDLE, 1), else_=0).label(IDLE_FLAG)
+    cols: list[Any] = [idle_flag if d == IDLE_FLAG else getattr(t, d) for d in group_by]
     cols.append(t.currency)
     if step:
         cols.insert(0, bucket(conn, step, t.hour).label("start"))
@@ -153,18 +211,8 @@ def costs(
     for name, values in filters.items():
         q = q.where(getattr(t, name).in_(values))
     q = q.group_by(*cols).order_by(*cols)
-    out = []
-    for r in conn.execute(q):
-        n = len(cols)
-        t = Totals(*(int(v or 0) for v in r[n:]))
-        row: dict[str, Any] = {}
-        if step:
-            row["start"] = r[0]
-        row["group"] = {d: r[i + (1 if step else 0)] for i, d in enumerate(group_by)}
-        row["currency"] = r[n - 1]
-        row.update(t.json())
-        out.append(row)
-    return out
+    n = len(cols)
+    return [(tuple(r[:n]), Totals(*(int(v or 0) for v in r[n:]))) for r in conn.execute(q)]
 
 
 def team_total(
@@ -353,112 +401,6 @@ def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney
         .group_by(*pods)
     )
     return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]
-
-
-# --- OpenCost's /allocation (costsvc/opencost/) ---------------------------------------------
-
-
-def allocation_rows(
-    conn: Connection,
-    start: datetime,
-    end: datetime,
-    step: timedelta,
-    columns: set[str],
-    team: str | None,
-) -> tuple[list[Row], set[str]]:
-    """The chargeback of the hours in [start, end) summed per allocation set (``step`` long
-    from ``start``) and per combination of ``columns`` (with cluster and team always), only
-    ``team``'s rows when given; and the currencies met."""
-    dims = sorted(columns | {"cluster", "team"})
-    t = source(set(dims))
-    one_set = step >= end - start
-    idx = literal_column("0") if one_set else step_index(conn, t.hour, start, step)
-    cols = [getattr(t, d) for d in dims]
-    money_sums = (t.allocated, t.used, t.waste, t.idle, t.gpu_hours)  # Row's, in its order
-    q = select(
-        idx,
-        *cols,
-        t.currency,
-        *(func.sum(m) for m in money_sums),
-        type_coerce(func.min(t.hour), DateTime(timezone=True)),
-        type_coerce(func.max(t.hour), DateTime(timezone=True)),
-    ).where(t.hour >= start, t.hour < end)
-    if team is not None:
-        q = q.where(t.team == team)
-    q = q.group_by(*([] if one_set else [idx]), *cols, t.currency)
-    shared = _shared_keys(conn, start, end, step, dims, team)
-    rows, currencies = [], set()
-    n = len(dims)
-    for r in conn.execute(q):
-        key = (int(r[0]), *r[1 : n + 1])
-        currencies.add(r[n + 1])
-        allocated, used, waste, idle, gpu_hours = (int(v or 0) for v in r[n + 2 : n + 7])
-        rows.append(
-            Row(
-                int(r[0]),
-                dict(zip(dims, r[1 : n + 1], strict=True)),
-                allocated,
-                used,
-                waste,
-                idle,
-                gpu_hours,
-                first=as_utc(r[n + 7]),
-                last=as_utc(r[n + 8]),
-                shared=key in shared,
-            )
-        )
-    return rows, currencies
-
-
-def _shared_keys(
-    conn: Connection,
-    start: datetime,
-    end: datetime,
-    step: timedelta,
-    dims: list[str],
-    team: str | None,
-) -> set[tuple[Any, ...]]:
-    """(set, columns...) of the lines with a holding on a shared (time-sliced, MPS) GPU: the
-    few shared holdings of the window, joined to their lines (never a probe per line)."""
-    c, u = Chargeback, UsageFact
-    held = (
-        select(u.hour, u.cluster, u.namespace, u.pod)
-        .where(u.shared == true(), u.hour >= start, u.hour < end)
-        .distinct()
-        .subquery()
-    )
-    on = and_(
-        held.c.hour == c.hour,
-        held.c.cluster == c.cluster,
-        held.c.namespace == c.namespace,
-        held.c.pod == c.pod,
-    )
-    idx = step_index(conn, c.hour, start, step)
-    cols = [getattr(c, d) for d in dims]
-    q = select(idx, *cols).select_from(c).join(held, on).where(c.hour >= start, c.hour < end)
-    if team is not None:
-        q = q.where(c.team == team)
-    return {(int(r[0]), *r[1:]) for r in conn.execute(q.distinct())}
-
-
-def label_history(conn: Connection, start: datetime, end: datetime) -> list[Labelled]:
-    """Pod and namespace label sets in force at some time in [start, end)."""
-    p, n = PodLabels, NamespaceLabels
-    pods = select(p.cluster, p.namespace, p.name, p.labels, p.valid_from, p.valid_to).where(
-        in_force_during(p, start, end)
-    )
-    spaces = select(n.cluster, n.name, n.labels, n.valid_from, n.valid_to).where(
-        in_force_during(n, start, end)
-    )
-
-    def aware(t: datetime | None) -> datetime | None:
-        return None if t is None else as_utc(t)
-
-    out = [Labelled(r[0], r[1], r[2], r[3], as_utc(r[4]), aware(r[5])) for r in conn.execute(pods)]
-    out += [
-        Labelled(r[0], r[1], None, r[2], as_utc(r[3]), aware(r[4])) for r in conn.execute(spaces)
-    ]
-    return out
 
 
 def team_known(conn: Connection, team: str) -> bool:

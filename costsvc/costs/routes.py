@@ -29,7 +29,14 @@ router = APIRouter(tags=["costs"], responses=ERRORS)
 class Step(StrEnum):
     hour = "hour"
     day = "day"
+    week = "week"
     month = "month"
+
+
+class IdleShare(StrEnum):
+    separate = "separate"
+    weighted = "weighted"
+    even = "even"
 
 
 class GroupedRow(BaseModel):
@@ -61,6 +68,7 @@ class CostsAnswer(BaseModel):
     end: str
     group_by: list[str]
     step: str | None
+    idle: str
     rows: list[CostRow]
 
 
@@ -102,7 +110,16 @@ async def get_costs(
             max_length=16,
         ),
     ] = None,
-    step: Step | None = None,
+    step: Annotated[
+        Step | None, Query(description="a row per hour, day, week (from Monday) or month")
+    ] = None,
+    idle: Annotated[
+        IdleShare,
+        Query(
+            description="separate: __idle__ as stored; weighted / even: shared onto the rows "
+            "of its cluster by allocated cost / equally (docs/api.md)"
+        ),
+    ] = IdleShare.separate,
 ) -> Response:
     lo, hi = hours_asked(now, start, end, window)
     filters = team_filters(who, given)
@@ -110,18 +127,19 @@ async def get_costs(
 
     def compute() -> Response:
         with db.connect() as conn:
-            rows = costs(conn, lo, hi, groups, step_name, filters)
+            rows = costs(conn, lo, hi, groups, step_name, filters, idle.value)
         return json_response(
             {
                 "start": iso_z(lo),
                 "end": iso_z(hi),
                 "group_by": groups,
                 "step": step_name,
+                "idle": idle.value,
                 "rows": rows,
             }
         )
 
-    key = ("costs", lo, hi, tuple(groups), step_name, scope_key(filters))
+    key = ("costs", lo, hi, tuple(groups), step_name, idle.value, scope_key(filters))
     answer: Response = await answers.aget(db, key, compute)
     return answer
 

@@ -28,10 +28,15 @@ PG_ISO_Z = 'YYYY-MM-DD"T"HH24:MI:SS"Z"'
 
 
 def bucket(conn: Connection, step: str, h: Any) -> ColumnElement[Any]:
-    """The hour column ``h`` truncated to ``step`` (``hour``, ``day``, ``month``), as ISO
-    text (UTC)."""
+    """The hour column ``h`` truncated to ``step`` (``hour``, ``day``, ``week`` — from
+    Monday 00:00, ISO 8601's and /v1's week —, ``month``), as ISO text (UTC)."""
     if conn.dialect.name == "postgresql":
-        return func.to_char(func.timezone("UTC", h), PG_FLOORS[step])
+        utc = func.timezone("UTC", h)
+        if step == "week":
+            return func.to_char(func.date_trunc("week", utc), PG_FLOORS["day"])
+        return func.to_char(utc, PG_FLOORS[step])
+    if step == "week":  # back six days, then on to a Monday: the Monday on or before h
+        return func.strftime(SQLITE_FLOORS["day"], h, "-6 days", "weekday 1")
     return func.strftime(SQLITE_FLOORS[step], h)
 
 

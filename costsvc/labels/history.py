@@ -9,7 +9,7 @@ The one rule of a history over a span (:func:`in_force_during`; :func:`was_in_fo
 for a row already read): a row is in force during [start, end) when it began before ``end``
 and had not ended by ``start`` (open while ``valid_to`` is NULL). Used by the label and owner
 histories (:func:`pods_during`: costsvc/advice/repository.py ``OwnerHistory``) and
-``/allocation``'s label history (costsvc/costs/queries.py ``label_history``,
+``/allocation``'s label history (costsvc/opencost/queries.py ``label_history``,
 costsvc/opencost/podlabels.py).
 """
 

@@ -23,7 +23,6 @@ from costsvc.api.cache import Answers
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller, check_team
-from costsvc.costs.queries import allocation_rows, label_history
 from costsvc.kit.lists import comma_list
 from costsvc.kit.quoting import clip
 from costsvc.kit.windows import BadParameter, parse_window
@@ -36,6 +35,7 @@ from costsvc.opencost.aggregates import (
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import Plan, parse_accumulate, parse_bool, parse_step, plan
 from costsvc.opencost.podlabels import with_labels
+from costsvc.opencost.queries import allocation_rows, label_history
 from costsvc.opencost.shape import (
     NULL_FIELDS,
     NULL_MAPS,

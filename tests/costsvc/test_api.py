@@ -209,7 +209,8 @@ def test_windows(api: Api) -> None:
         ({"start": "yesterday-ish"}, 422, "start"),
         ({"group_by": "colour"}, 400, "group_by"),
         ({"group_by": "team,team"}, 400, "twice"),
-        ({"step": "week"}, 422, "step"),
+        ({"step": "fortnight"}, 422, "step"),
+        ({"idle": "shared"}, 422, "idle"),
     ],
 )
 def test_bad_parameters_are_4xx_with_a_message(
