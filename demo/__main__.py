@@ -321,19 +321,16 @@ def main(argv: list[str] | None = None) -> int:
             + "\n\nIncidents in the last three hours (UTC):\n"
             + "\n".join(f"  {at:%H:%M:%S}  {what}" for at, what in sorted(incidents))
             + "\n\n"
-            f"Last month, {month.month} ({month.hours} hours): "
-            + (
-                "ready to close"
-                if c.month_state == "closable"
-                else f"{c.month_state}, not ready to close"
-            )
-            + f": {api_url}/ui/finance/close?month={month.month}\n"
-            "  made as the hours above, only coarser: the same simulated nodes, scraped by "
-            f"Prometheus every {MONTH_STEP} s (each exporter collecting as often: the cost\n"
-            "  service reads each hour from the exporters' integrals), ingested hour by hour "
-            f"by the cost service in {c.month_took:.0f} s ({month.samples:,} samples)"
-            + (f"; cost model: {moved}" if moved else "")
-            + "\n\n"
+            f"Last month, {month.month} ({month.hours} hours), to close on the finance page: "
+            f"{api_url}/ui/finance/close?month={month.month}\n"
+            "  made as the hours above, only coarser: the same simulated nodes (no incidents), "
+            f"scraped by Prometheus every {MONTH_STEP // 60} min, each exporter\n"
+            "  collecting as often (the cost service reads each hour from the exporters' "
+            f"integrals): {month.samples:,} samples. The cost service ingests its hours\n"
+            "  now, in the background (about a minute), and says here when the month is ready "
+            "to close"
+            + (f".\n  Cost model: examples/cost-model.yaml, {moved}" if moved else "")
+            + ".\n\n"
             f"ready in {took:.0f} s. Look at:\n"
             f"  pages:       {api_url}/\n"
             f"  cost API:    {api_url}/docs\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from sqlalchemy import Engine
+from sqlalchemy import Engine, event
 
 from costsvc.advice.repository import recommendations
 from costsvc.advice.rightsizing import ACTIONABLE, Rules
@@ -78,17 +78,50 @@ class Costs:
     budgets: list[dict[str, Any]]  # their /status
     quotas: list[dict[str, Any]]  # /v1/quotas rows
     served: list[dict[str, Any]]  # /v1/inference of those hours by model
-    month_took: float  # seconds the past month's ingest took
-    month_state: str  # the finance page's state of it: closable (or incomplete, open, closed)
     top: list[Any]  # the top three savings
     advice: str  # as a table
 
 
-def _ingest_live(
-    engine: Engine, reader: PrometheusReader, model: CostModel, stopping: threading.Event
+def _ingest_month(
+    engine: Engine,
+    reader: PrometheusReader,
+    model: CostModel,
+    stopping: threading.Event,
+    month: Made,
+    close_url: str,
 ) -> None:
-    """Each new hour (and any failed one due for a retry), once it is over, while the demo
-    runs: the path ``gpu-costsvc serve`` takes every hour."""
+    """Every hour of the past month, as ``gpu-costsvc ingest --start … --end …`` backfills
+    them (a day per run: Ctrl-C is not kept waiting), then what the finance page says of it."""
+    started = time.monotonic()
+    hours = complete_hours(month.start, month.end)
+    failed: dict[datetime, str] = {}
+    for day in range(0, len(hours), 24):
+        if stopping.is_set():
+            return
+        failed.update(ingest(engine, reader, model, CLUSTER, hours[day : day + 24]).failed)
+    took = time.monotonic() - started
+    state = month_state(engine, month.month, datetime.now(UTC)).state
+    said = "ready to close" if state == "closable" else f"{state}, not ready to close"
+    _say(
+        f"  cost service: ingested {month.month}, {len(hours) - len(failed)} of its "
+        f"{len(hours)} hours in {took:.0f} s: {said}: {close_url}"
+    )
+    for hour, why in sorted(failed.items())[:3]:
+        _say(f"  cost service: {hour:%Y-%m-%d %H:00} failed: {why}")
+
+
+def _ingest_live(
+    engine: Engine,
+    reader: PrometheusReader,
+    model: CostModel,
+    stopping: threading.Event,
+    month: Made,
+    close_url: str,
+) -> None:
+    """The past month first (:func:`_ingest_month`); then each new hour (and any failed one
+    due for a retry), once it is over, while the demo runs: the path ``gpu-costsvc serve``
+    takes every hour."""
+    _ingest_month(engine, reader, model, stopping, month, close_url)
     while not stopping.wait(CHECK_EVERY):
         hours = pending_hours(engine, CLUSTER, datetime.now(UTC) - SETTLE)
         if not hours:
@@ -115,26 +148,13 @@ def serve_costs(
     db_url = f"sqlite:///{workdir / 'gpu-costsvc.db'}"
     upgrade(db_url)
     engine = make_engine(db_url)
+    # the demo's database is thrown away: its ingest commits without waiting for the disk
+    # (SQLite's fsyncs were half of the past month's ingest); the API's engine is the product's
+    event.listen(engine, "connect", lambda conn, _: conn.execute("PRAGMA synchronous=OFF"))
     stack.stops.append(engine.dispose)
     model = load(model_file)
     reader = PrometheusReader(prom_url)
     stack.stops.append(reader.close)
-    # the past month first (its hours are older), in one run: a backfill
-    past = complete_hours(month.start, month.end)
-    started = time.monotonic()
-
-    def progress(hour: datetime, error: str | None) -> None:
-        n = int((hour - month.start) / timedelta(hours=1)) + 1
-        if n % 24 == 0 or n == len(past):
-            print(f"\r  cost service: ingested {n}/{len(past)} hours of {month.month}", end="")
-
-    done = ingest(engine, reader, model, CLUSTER, past, progress)
-    if done.failed or len(done.done) != len(past):
-        why = next(iter(done.failed.items()), None)
-        raise RuntimeError(f"ingest of {month.month}: {len(done.failed)} hour(s) failed: {why}")
-    month_took = time.monotonic() - started
-    print(f" in {month_took:.0f} s", flush=True)
-    state = month_state(engine, month.month, datetime.now(UTC)).state
     hours = complete_hours(first, handover)
     for i, hour in enumerate(hours, 1):
         done = ingest(engine, reader, model, CLUSTER, [hour])
@@ -162,8 +182,13 @@ def serve_costs(
     (workdir / "costsvc-token").write_text(
         create_token(engine, scrape, "metrics", None, "demo") + "\n"
     )
+    api_url = f"http://127.0.0.1:{api_port}"
+    close_url = f"{api_url}/ui/finance/close?month={month.month}"
     live = threading.Thread(
-        target=_ingest_live, args=(engine, reader, model, stopping), name="ingest", daemon=True
+        target=_ingest_live,
+        args=(engine, reader, model, stopping, month, close_url),
+        name="ingest",
+        daemon=True,
     )
     live.start()
     stack.stops.append(lambda: live.join(30))
@@ -185,7 +210,6 @@ def serve_costs(
         thread.join(10)
 
     stack.stops.append(stop_api)
-    api_url = f"http://127.0.0.1:{api_port}"
     wait_http(f"{api_url}/healthz", 30)
     api = report.Api(api_url, token)
     stack.stops.append(api.close)
@@ -203,8 +227,6 @@ def serve_costs(
         budgets,
         quotas,
         served,
-        month_took,
-        state,
         top,
         advice_table(top) if top else "",
     )
