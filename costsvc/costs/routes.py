@@ -85,7 +85,8 @@ def hours_asked(
 
 # the filters: every dimension but the controller's two (``workload`` names the pair), in order
 CONTROLLER = ("controller_kind", "controller")
-CostFilters = Annotated[Given, filter_params(*(d for d in DIMENSIONS if d not in CONTROLLER))]
+FILTERS = tuple(d for d in DIMENSIONS if d not in CONTROLLER)
+CostFilters = Annotated[Given, filter_params(*FILTERS)]
 
 
 @router.get("/costs", response_model=CostsAnswer, summary="Costs by group over a time range")

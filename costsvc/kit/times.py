@@ -83,6 +83,27 @@ def months_after(t: datetime, months: int = 1) -> datetime:
     return first.replace(year=first.year + index // 12, month=index % 12 + 1)
 
 
+STEP_LENGTHS = {"hour": HOUR, "day": DAY, "week": 7 * DAY}
+
+
+def step_starts(start: datetime, end: datetime, step: str) -> list[datetime]:
+    """The first instant of every ``step`` (``hour``, ``day``, ``week`` from Monday,
+    ``month``) that meets [start, end): the buckets :func:`costsvc.kit.sql_times.bucket`
+    gives the hours of that span."""
+    first = {
+        "hour": hour_floor,
+        "day": day_floor,
+        "week": lambda t: week_floor(t, 0),
+        "month": month_floor,
+    }[step](start)
+    out = []
+    t = first
+    while t < end:
+        out.append(t)
+        t = months_after(t) if step == "month" else t + STEP_LENGTHS[step]
+    return out
+
+
 # a billing month: YYYY-MM, UTC, 1970-01 .. 2999-12
 MONTH = re.compile(r"^(19[7-9]\d|2\d{3})-(0[1-9]|1[0-2])$")
 

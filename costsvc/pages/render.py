@@ -106,9 +106,13 @@ def nav(who: Principal | None) -> list[tuple[str, str]]:
             (f"{PREFIX}/overview", "Overview"),
             (f"{PREFIX}/finance", "Finance"),
             (f"{PREFIX}/fleet", "Fleet"),
+            (f"{PREFIX}/explore", "Explore"),
         ]
     assert who.team is not None
-    return [(f"{PREFIX}/teams/{segment(who.team)}", f"Team {who.team}")]
+    return [
+        (f"{PREFIX}/teams/{segment(who.team)}", f"Team {who.team}"),
+        (f"{PREFIX}/explore", "Explore"),
+    ]
 
 
 def page(

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
-from costsvc.pages import budgets, downloads, finance, fleet, overview, session, team
+from costsvc.pages import budgets, downloads, explore, finance, fleet, overview, session, team
 from costsvc.pages.render import PREFIX, PageError, page
 
 STATIC = f"{PREFIX}/static"
@@ -41,7 +41,7 @@ async def _error_page(request: Request, status: int, message: str) -> Response:
 def install(app: FastAPI) -> None:
     """Add the pages to ``app`` (after the API's exception handlers: they are wrapped)."""
     app.state.signins = session.SignInLimits.of(app.state.settings)
-    for module in (session, overview, team, budgets, finance, fleet, downloads):
+    for module in (session, overview, team, budgets, finance, fleet, explore, downloads):
         app.include_router(module.router)
     app.mount(STATIC, StaticFiles(directory=str(files("costsvc.pages") / "static")), "pages")
     api_validation = app.exception_handlers.get(RequestValidationError)
