@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
         month = past.results(labels_port, vllm_port)
         _say(
             f"  {sum(n for _, n in made):,} samples of history until {handover:%H:%M:%S}, and "
-            f"{month.samples:,} of {month.month} (a scrape every {MONTH_STEP} s); "
+            f"{month.samples:,} of {month.month} (a scrape every {MONTH_STEP // 60} min); "
             "loading them into Prometheus ..."
         )
         prometheus.ready()

@@ -266,6 +266,61 @@ def test_the_readme_shows_the_real_output(demo: Demo) -> None:
     assert "ready in 23 s" not in readme and "3-node" not in readme
 
 
+MONTH = re.compile(
+    r"^Last month, (\d{4}-\d\d) \((\d+) hours\), to close on the finance page: (\S+)$", re.M
+)
+MONTH_WITHIN = 240  # seconds for the past month's ingest, in the background (~1 min alone)
+
+
+def test_the_previous_month_is_whole_and_closes(demo: Demo) -> None:
+    """The previous calendar month (UTC), made by the same simulated nodes through Prometheus
+    and ingested by the cost service in the background: every hour of it read from the
+    exporters' integrals, so the finance page has it ready to close, and closing it through the
+    API succeeds (its reports' hashes recorded)."""
+    m = MONTH.search(demo.out)
+    assert m, demo.out
+    month, hours, url = m[1], int(m[2]), m[3]
+    this_month = demo.started.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    start = (this_month - timedelta(days=1)).replace(day=1)
+    assert month == f"{start:%Y-%m}"
+    assert url == f"{demo.api}/ui/finance/close?month={month}"
+    first, _, _ = _window(demo)  # the recent hours' history: the month's never overlaps it
+    assert hours == (min(this_month, first) - start) / timedelta(hours=1) >= 24 * 28 - 48
+    assert "scraped by Prometheus every 60 min" in demo.out  # it says how it was made
+
+    from sqlalchemy import text
+
+    from costsvc.db.engine import make_engine
+    from costsvc.months.billing import month_state
+    from costsvc.months.close import ingested_hours
+
+    engine = make_engine(f"sqlite:///{Path(demo.printed('files')) / 'gpu-costsvc.db'}")
+    try:
+        deadline = time.monotonic() + MONTH_WITHIN
+        while ingested_hours(engine, month) != (hours, hours):
+            assert time.monotonic() < deadline, ingested_hours(engine, month)
+            time.sleep(2)  # polling interval while the demo ingests the month
+        assert month_state(engine, month, datetime.now(UTC)).state == "closable"
+        with engine.connect() as conn:
+            reads = conn.execute(
+                text("SELECT DISTINCT reads FROM gpu_hours WHERE hour >= :a AND hour < :b"),
+                {"a": f"{start:%Y-%m-%d %H:%M:%S}", "b": f"{this_month:%Y-%m-%d %H:%M:%S}"},
+            ).all()
+        assert [r[0] for r in reads] == ["integrals"]  # every GPU-hour from the counters
+    finally:
+        engine.dispose()
+    span = {"start": _iso(start), "end": _iso(start + timedelta(hours=hours))}
+    teams = {r["group"]["team"] for r in demo.get("/v1/costs", **span, group_by="team")["rows"]}
+    assert set(_rows(demo)) - {"__idle__"} <= teams  # the same fleet, the same teams
+    closed = httpx.post(
+        f"{demo.api}/v1/months/{month}/close",
+        headers={"Authorization": f"Bearer {demo.token}"},
+        timeout=60,
+    )
+    assert closed.status_code == 200, closed.text
+    assert closed.json()["closed"] and closed.json()["chargeback_csv_sha256"]
+
+
 def test_a_port_that_stays_busy_is_named_and_the_demo_exits() -> None:
     require_binary("prometheus")
     require_binary("promtool")
