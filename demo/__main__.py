@@ -16,14 +16,17 @@
    would have scraped), turned into TSDB blocks by ``promtool tsdb create-blocks-from
    openmetrics``, and Prometheus is started again over them — so recorded history and live
    scrapes are one series with no gap. The demo's incidents (an XID, a GPU lost, throttled
-   clocks) fall in the last three hours.
+   clocks) fall in the last three hours. The previous calendar month (UTC) is recorded too,
+   whole, from the same nodes scraped once an hour (demo/month.py), so that the finance page
+   has a month to close.
 3. **Chargeback through the production path.** The cost service ingests each complete hour
    from that Prometheus into SQLite (examples/cost-model.yaml), computes the rightsizing
    recommendations and quota use over them (docs/rightsizing.md), and its API starts; two
    budgets are set through it (one exceeded, one near its limit).
 4. **Left running:** exporters, kube-state-metrics, Prometheus (with the alert rules,
-   scraping the cost service's /metrics too) and the cost service, which ingests each new
-   hour a minute after it ends. It prints the cost table of the simulated hours (read from
+   scraping the cost service's /metrics too) and the cost service, which ingests the previous
+   month's hours first, in the background (then says it is ready to close, and where), and
+   each new hour a minute after it ends. It prints the cost table of the simulated hours (read from
    the API; each row adds up: cost = used + idle waste + unmeasured + unallocated idle), the
    budgets, quotas and top savings, an admin token and the links to look at. Ctrl-C stops
    everything.
