@@ -133,7 +133,7 @@ def stacked_columns(
 ) -> Chart:
     """A column per category (e.g. a day), the series stacked in it (negative values, e.g.
     a correction, are drawn as 0); ``text`` writes a value for the ticks and tooltips."""
-    chart = Chart(title, width, height, left=64, top=12, right=width - 8, bottom=height - 28)
+    chart = Chart(title, width, height, left=64, top=24, right=width - 8, bottom=height - 28)
     kept, chart.legend = _series(series)
     span = chart.bottom - chart.top
     top = _value_axis(chart, kept, len(categories), text, unit, (chart.bottom, chart.top))

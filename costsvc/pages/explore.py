@@ -27,7 +27,7 @@ from costsvc.costs.queries import costs
 from costsvc.kit.money import MICRO, money, money_rounded, to_micro
 from costsvc.kit.times import iso_z, step_starts
 from costsvc.pages.charts import Chart, stacked_bars, stacked_columns
-from costsvc.pages.render import PREFIX, PageError, page
+from costsvc.pages.render import PREFIX, PageError, page, step_name
 from costsvc.pages.session import SignedIn
 from costsvc.rules.chargeback import DIMENSIONS, parse_group_by
 from costsvc.rules.idle_share import CHOICES
@@ -106,13 +106,17 @@ class View:
         (None where a value is empty — it cannot be a filter — or nothing is below)."""
         if not group or any(not v for v in group.values()):
             return None
-        below = DRILL.get(self.group_by[-1])
-        if below is None:
+        below = self.below()
+        if not below:
             return None
         kept = {n: vs for n, vs in self.filters if n not in group}
         kept.update({n: (v,) for n, v in group.items()})
         groups = tuple(d for d in (*self.group_by[:-1], below) if d not in kept)
         return self.query(filters=tuple(sorted(kept.items())), group_by=groups or (below,))
+
+    def below(self) -> str:
+        """The dimension a drill-down groups by."""
+        return DRILL.get(self.group_by[-1], "")
 
     def without(self, name: str, value: str) -> str:
         left = [(n, tuple(v for v in vs if (n, v) != (name, value))) for n, vs in self.filters]
@@ -193,7 +197,10 @@ def charts(rows: list[dict[str, Any]], view: View, lo: datetime, hi: datetime) -
             for r in mine:
                 values = per.setdefault(_label(r["group"]), [0] * len(starts))
                 values[index[r["start"]]] += to_micro(r["total_cost"])
-            names = [_step_name(s, view.step) for s in starts]
+            names = [
+                step_name(s, view.step)[5:] if view.step == "hour" else step_name(s, view.step)
+                for s in starts
+            ]
             title = f"Total cost per {view.step} by {', '.join(view.group_by)} ({currency})"
             chart = stacked_columns(title, names, sorted(per.items()), money_rounded, MICRO)
         else:
@@ -208,10 +215,6 @@ def charts(rows: list[dict[str, Any]], view: View, lo: datetime, hi: datetime) -
         chart.axis = currency
         out.append(chart)
     return out
-
-
-def _step_name(start: str, step: str) -> str:
-    return {"hour": start[5:13].replace("T", " "), "month": start[:7]}.get(step, start[:10])
 
 
 def totals(rows: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
@@ -246,7 +249,7 @@ def explore(request: Request, v: SignedIn, db: Db, now: Now) -> Response:
         "view": view,
         "start": iso_z(lo),
         "end": iso_z(hi),
-        "api_query": urlencode(api_pairs(view, lo, hi)),
+        "api_query": urlencode(api_pairs(view, lo, hi), safe=":,"),
         "rows": rows[:MAX_ROWS],
         "more": max(0, len(rows) - MAX_ROWS),
         "totals": totals(rows),

@@ -66,6 +66,14 @@ def short(text: str | None, keep: int = 12) -> str:
     return "" if not text else text[:keep] + ("…" if len(text) > keep else "")
 
 
+def step_name(start: str, step: str) -> str:
+    """A step's start (ISO text) as a row or column says it: ``2026-11-02`` (a day, a week),
+    ``2026-11`` (a month), ``2026-11-02 13:00`` (an hour)."""
+    if step == "hour":
+        return start[:13].replace("T", " ") + ":00"
+    return start[:7] if step == "month" else start[:10]
+
+
 RATES = (
     ("cost_per_1m_input_tokens", "input_tokens", False),
     ("cost_per_1m_output_tokens", "output_tokens", False),
@@ -95,6 +103,7 @@ TEMPLATES.env.filters.update(
     amount=amount, percent=percent, places=places, segment=segment, short=short, money_text=money
 )
 TEMPLATES.env.filters["rate_cells"] = rate_cells
+TEMPLATES.env.filters["step_name"] = step_name
 
 
 def nav(who: Principal | None) -> list[tuple[str, str]]:
