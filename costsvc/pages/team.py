@@ -59,7 +59,7 @@ def team_page(
     }
     title = f"Cost per day, {chosen}, {team} by project"
     chart, daily = daily_chart(db, title, start, end, now, "project", mine)
-    per_namespace, per_resource = quotas(db, team)
+    per_namespace, per_resource = quotas(db, team) if current else ([], [])
     context = {
         "team": team,
         "month": chosen,
@@ -79,6 +79,6 @@ def team_page(
         "budgets": budget_lines(db, now, team) if current else [],
         "quotas": per_namespace,
         "quota_teams": per_resource,
-        "savings": savings(db, team),
+        "savings": savings(db, team) if current else [],  # today's advice: this month only
     }
     return page(request, "team.html", context, viewer=v)

@@ -150,3 +150,14 @@ def test_the_same_span_of_the_month_before() -> None:
     # ended (30 days): all of October's 31; January against December
     assert same_span_before("2026-11", NOW) == ((at(2026, 10, 1), at(2026, 11, 1)), at(2026, 12, 1))
     assert same_span_before("2026-01", NOW)[0] == (at(2025, 12, 1), at(2026, 1, 1))
+
+
+def test_a_past_month_shows_no_advice_of_today(api: Api) -> None:
+    """Quotas and recommendations are today's (pages_history.py saves one of each for team
+    a): on this month's page, not on a past month's."""
+    with signed_in(api, "finance") as client:
+        now = client.get("/ui/teams/a").text
+        past = client.get("/ui/teams/a?month=2026-11").text
+    assert 'id="quota-table"' in now and 'id="savings"' in now and "today-only" not in now
+    assert 'id="quota-table"' not in past and 'id="savings"' not in past
+    assert 'id="today-only"' in past and 'href="/ui/teams/a"' in past
