@@ -32,6 +32,7 @@ from costsvc.ingest.prom import PrometheusReader
 from costsvc.ingest.run import complete_hours, ingest, pending_hours
 from costsvc.kit.settings import Settings
 from costsvc.months.billing import month_state
+from costsvc.months.close import ingested_hours
 from costsvc.rules.cost_model import CostModel, load
 from demo import report
 from demo.history import ROOT
@@ -102,9 +103,10 @@ def _ingest_month(
     took = time.monotonic() - started
     state = month_state(engine, month.month, datetime.now(UTC)).state
     said = "ready to close" if state == "closable" else f"{state}, not ready to close"
+    ingested, of = ingested_hours(engine, month.month)  # the recent hours' part of it too
     _say(
-        f"  cost service: ingested {month.month}, {len(hours) - len(failed)} of its "
-        f"{len(hours)} hours in {took:.0f} s: {said}: {close_url}"
+        f"  cost service: ingested {month.month} ({len(hours)} hours in {took:.0f} s), "
+        f"{ingested} of its {of} hours in all: {said}: {close_url}"
     )
     for hour, why in sorted(failed.items())[:3]:
         _say(f"  cost service: {hour:%Y-%m-%d %H:00} failed: {why}")

@@ -42,12 +42,14 @@ class Made:
     month: str  # YYYY-MM
     start: datetime
     end: datetime  # the end of its last hour recorded (the month's, or the recent history's start)
+    month_end: datetime
     folders: list[Path]  # TSDB blocks' folders
     samples: int
 
     @property
     def hours(self) -> int:
-        return int((self.end - self.start) / timedelta(hours=1))
+        """The month's hours (those after :attr:`end` are the recent hours' history)."""
+        return int((self.month_end - self.start) / timedelta(hours=1))
 
 
 class PastMonth:
@@ -57,9 +59,9 @@ class PastMonth:
     def __init__(
         self, workdir: Path, now: datetime, recent: datetime, exporter_ports: list[int]
     ) -> None:
-        self.start, month_end = previous_month(now)
+        self.start, self.month_end = previous_month(now)
         self.month = f"{self.start:%Y-%m}"
-        self.end = min(month_end, recent)  # never over the recent hours' history
+        self.end = min(self.month_end, recent)  # never over the recent hours' history
         self.first = self.start - timedelta(seconds=STEP)  # a scrape before its first hour
         self.epoch = self.first - timedelta(seconds=STEP)  # every pod running by then
         self.dir = workdir / "month"
@@ -106,6 +108,7 @@ class PastMonth:
             self.month,
             self.start,
             self.end,
+            self.month_end,
             [folder for folder, _ in made],
             sum(n for _, n in made),
         )
