@@ -119,6 +119,8 @@ def test_every_page_signed_in_as_finance(site: Site, chrome: Browser) -> None:
         ("/ui/finance", "finance"),
         ("/ui/finance/close?month=2026-11", "close-confirm"),
         ("/ui/fleet", "fleet"),
+        ("/ui/teams/a/budget", "budget-new"),
+        ("/ui/explore?window=lastmonth&step=&group_by=gpu_model&idle=even", "explore-models"),
     ):
         visit = looked_at(chrome, site, url, name)
         assert not [u for u in visit.requests if token in u]  # the token is never in a URL
@@ -220,7 +222,7 @@ def assert_team_only(chrome: Browser, site: Site, me: str) -> None:
     cells = set(chrome.texts("main td, main th"))
     others = [t for t in TEAMS if t != me] + ["__idle__", "__unallocated__"]
     assert not cells & set(others), cells & set(others)
-    assert chrome.texts("header nav a") == [f"Team {me}"]
+    assert chrome.texts("header nav a") == [f"Team {me}", "Explore"]
     for other in others:
         visit = chrome.visit(f"{site.base}/ui/teams/{other}")
         assert visit.status == 404, (other, visit.status)
