@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from costsvc.kit.lists import comma_list
+from costsvc.pages.explore import TOTALS
 from tests.costsvc import test_pages_browser as pages
 from tests.costsvc.browser import Browser, assert_clean
 from tests.costsvc.test_pages_browser import Site, enter, looked_at
@@ -37,15 +38,7 @@ WINDOWS = [
     ),
 ]
 GROUPINGS = ["team", "project,stage", "node", "namespace,pod", "gpu_model"]
-FIELDS = (
-    "total_cost",
-    "allocated_cost",
-    "used_cost",
-    "allocated_idle_cost",
-    "unmeasured_cost",
-    "idle_cost",
-    "gpu_hours",
-)
+FIELDS = TOTALS  # the money columns, each shown with its exact value
 READ_ROWS = """
 return [...document.querySelectorAll('#explore-rows tbody tr')].map(tr => ({
   start: tr.dataset.start, group: JSON.parse(tr.dataset.group), currency: tr.dataset.currency,
