@@ -23,6 +23,15 @@ the label history (costsvc/opencost/podlabels.py). Those fields filter, with
 ``owner``, ``app``). ``services``, ``provider`` and ``annotation[<key>]`` compare with
 nothing (gpu-costsvc watches neither Services nor annotations), as OpenCost compares an
 allocation that has none; ``label`` and ``annotation`` without a key are refused.
+
+``"__unallocated__"`` is the empty value, as in OpenCost, which rewrites it to ``""`` in every
+``:``, ``~:``, ``<~:`` and ``~>:`` comparison (their ``!`` forms wrap those), whatever the field,
+before matching (opencost/opencost ``core/pkg/filter/transform/unallocated.go``, a pass of
+``core/pkg/opencost/allocationmatcher.go``): ``controllerKind:"__unallocated__"`` keeps the
+allocations without a controller, ``!:`` the others; a label alias or ``label[<key>]`` keeps
+those without the label (OpenCost's alias pass adds "neither label nor annotation" for it).
+``services`` is a list in OpenCost (``stringslicematcher.go``): an allocation without
+Services contains only ``""`` and has no element to start or end with anything.
 """
 
 from __future__ import annotations
@@ -38,6 +47,8 @@ KEPT_ALIASES = ("team",)
 LABEL_ALIASES = {"department": "department", "environment": "env", "owner": "owner"}
 LABEL_ALIASES["product"] = "app"
 EMPTY_FIELDS = ("services", "provider")  # not watched: an allocation has none
+SLICE_FIELDS = ("services",)  # a list in OpenCost: its prefix/suffix match needs an element
+UNALLOCATED = "__unallocated__"  # the empty value (OpenCost's transform/unallocated.go)
 MAP_FIELDS = ("label", "annotation")
 FIELDS = (*STRING_FIELDS, *CONTROLLER_FIELDS, *KEPT_ALIASES, *LABEL_ALIASES, *EMPTY_FIELDS)
 OPS = ("!~>:", "!<~:", "!~:", "~>:", "<~:", "!:", "~:", ":")
@@ -65,7 +76,10 @@ class Comparison:
     def matches(self, get: Lookup) -> bool:
         have = get(self.field, self.key)
         base = self.op.removeprefix("!")
-        hit = any(_test(base, have, v) for v in self.values)
+        if self.field in SLICE_FIELDS and base in ("<~:", "~>:"):
+            hit = False  # no element (stringslicematcher.go: an empty slice matches none)
+        else:
+            hit = any(_test(base, have, v) for v in self.values)
         return not hit if self.op.startswith("!") else hit
 
 
@@ -203,7 +217,7 @@ def _comparison(tokens: _Tokens) -> Comparison:
     while tokens.peek()[0] == ",":
         tokens.at += 1
         values.append(tokens.take("str", "expect string value"))
-    return Comparison(name, key, op, tuple(values))
+    return Comparison(name, key, op, tuple("" if v == UNALLOCATED else v for v in values))
 
 
 def comparisons(node: Node) -> list[Comparison]:

@@ -92,6 +92,49 @@ def test_filter_evaluation(text: str, matches: bool) -> None:
     assert keep_row(row(), node, labels) is matches
 
 
+# OpenCost rewrites "__unallocated__" to "" in every :, ~:, <~:, ~>: before matching
+# (core/pkg/filter/transform/unallocated.go); a list field (services) has no element to match
+# a prefix or suffix (core/pkg/filter/matcher/stringslicematcher.go)
+NO_CONTROLLER = {"controller": "", "controller_kind": ""}
+JOB = {"controller": "nightly", "controller_kind": "CronJob"}
+
+
+@pytest.mark.parametrize(
+    ("text", "values", "matches"),
+    [
+        ('controllerKind:"__unallocated__"', NO_CONTROLLER, True),
+        ('controllerKind:"__unallocated__"', JOB, False),
+        ('controllerKind!:"__unallocated__"', NO_CONTROLLER, False),
+        ('controllerKind!:"__unallocated__"', JOB, True),
+        ('controllerName:"__unallocated__"', NO_CONTROLLER, True),
+        ('controllerName:"__unallocated__","nightly"', JOB, True),  # any of
+        ('controllerName!:"__unallocated__","nightly"', JOB, False),  # none of
+        ('container:"__unallocated__"', {}, True),  # no container column: none
+        ('container:"__unallocated__"', {"container": "main"}, False),
+        ('node!:"__unallocated__"', {}, True),
+        ('label[app]:"__unallocated__"', {"label:label_app": ""}, True),
+        ('label[app]:"__unallocated__"', {"label:label_app": "gen"}, False),
+        ('product:"__unallocated__"', {"label:label_app": ""}, True),  # an alias: no label
+        ('team:"__unallocated__"', {"team": "__unallocated__"}, True),
+        ('team:"__unallocated__"', {}, False),  # ROW's team is nlp
+        ('namespace~:"__unallocated__"', {}, True),  # contains "": every string
+        ('namespace<~:"__unallocated__"', {}, True),
+        ('namespace!~>:"__unallocated__"', {}, False),
+        ('controllerKind:"unallocated"', NO_CONTROLLER, False),  # only the exact word
+        ('controllerKind:"__unallocated__x"', NO_CONTROLLER, False),
+        ('services:"__unallocated__"', {}, True),  # an empty list contains only ""
+        ('services<~:"__unallocated__"', {}, False),  # ... and has no element to start with
+        ('services!~>:"__unallocated__"', {}, True),
+        ('provider<~:"__unallocated__"', {}, True),  # a string field: "" starts with ""
+        ('annotation[a]:"__unallocated__"', {}, True),
+    ],
+)
+def test_unallocated_is_the_empty_value(text: str, values: dict[str, str], matches: bool) -> None:
+    labels = {"team": "team"}
+    node = parse(text)
+    assert keep_row(row(**values), node, labels) is matches
+
+
 def test_filters_on_what_the_chargeback_does_not_keep_are_refused() -> None:
     labels = {"team": "team", "app_kubernetes_io_team": "team"}
     assert check_filter(parse('label[app_kubernetes_io_team]:"x"'), labels) == {"team"}
