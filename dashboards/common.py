@@ -34,9 +34,12 @@ def board(
     description: str,
     tags: list[str],
     variables: list[builders.QueryVariable],
+    clusters_of: str,
 ) -> builders.Dashboard:
-    """A dashboard with the `datasource` variable then `variables`, the built-in annotations
-    and links to the other gpu-finops dashboards."""
+    """A dashboard with the `datasource` and `cluster` variables (the clusters of the series
+    `clusters_of`; every query reads `cluster=~"$cluster"`) then `variables`, the built-in
+    annotations and links to the other gpu-finops dashboards. Its time range is this month
+    (`now/M` to now): the month the cost service's month-to-date series count."""
     dashboard = (
         builders.Dashboard(title)
         .uid(uid)
@@ -44,7 +47,7 @@ def board(
         .tags([TAG, *tags])
         .editable()
         .tooltip(models.DashboardCursorSync.CROSSHAIR)
-        .time("now-6h", "now")
+        .time("now/M", "now")
         .timezone("")
         .week_start("")
         .fiscal_year_start_month(0)
@@ -78,6 +81,9 @@ def board(
             .multi(False)
             .include_all(False)
             .regex("")
+        )
+        .with_variable(
+            query_variable("cluster", "Cluster", f"label_values({clusters_of}, cluster)")
         )
     )
     for variable in variables:

@@ -31,7 +31,7 @@ from dashboards.costs import (
     month_to_date,
 )
 from dashboards.inference import inference
-from dashboards.selectors import BUDGETS, CURRENCY, ENERGY_LINES
+from dashboards.selectors import BUDGETS, CLUSTER, CURRENCY, ENERGY_LINES
 
 
 def per_budget(metric: str) -> str:
@@ -52,34 +52,35 @@ def finops(currency: str) -> models.Dashboard:
             query_variable(
                 "currency",
                 "Currency",
-                "label_values(costsvc_cost_month_to_date, currency)",
+                'label_values(costsvc_cost_month_to_date{cluster=~"$cluster"}, currency)',
                 multi=False,
                 include_all=False,
             ),
             query_variable(
                 "team",
                 "Team",
-                'label_values(costsvc_cost_month_to_date{currency=~"$currency"}, team)',
+                "label_values(costsvc_cost_month_to_date"
+                '{cluster=~"$cluster", currency=~"$currency"}, team)',
             ),
             query_variable(
                 "project",
                 "Project",
                 "label_values(costsvc_cost_month_to_date"
-                '{currency=~"$currency", team=~"$team"}, project)',
+                '{cluster=~"$cluster", currency=~"$currency", team=~"$team"}, project)',
             ),
             query_variable(
                 "stage",
                 "Stage",
-                "label_values(costsvc_cost_month_to_date"
-                '{currency=~"$currency", team=~"$team", project=~"$project"}, stage)',
+                'label_values(costsvc_cost_month_to_date{cluster=~"$cluster", '
+                'currency=~"$currency", team=~"$team", project=~"$project"}, stage)',
             ),
             query_variable(
-                "cluster", "Cluster", "label_values(costsvc_ingest_lag_seconds, cluster)"
-            ),
-            query_variable(
-                "job", "Cost service job", "label_values(costsvc_ingest_lag_seconds, job)"
+                "job",
+                "Cost service job",
+                'label_values(costsvc_ingest_lag_seconds{cluster=~"$cluster"}, job)',
             ),
         ],
+        "costsvc_cost_month_to_date",
     )
     add_row(b, "Month to date", month_to_date(money))
     add_row(b, "Cost breakdown", cost_breakdown(money))
@@ -125,7 +126,7 @@ def energy() -> list[Panel]:
             "Idle energy",
             "costsvc_idle_energy_month_to_date_joules in kWh: energy of GPUs and slices nobody "
             "held, and drawn during scrape gaps, this month (all teams).",
-            target(f"sum(costsvc_idle_energy_month_to_date_joules) / {J_PER_KWH}"),
+            target(f"sum(costsvc_idle_energy_month_to_date_joules{{{CLUSTER}}}) / {J_PER_KWH}"),
         )
         .unit(units.KiloWattHour)
         .decimals(1)
@@ -166,7 +167,8 @@ def energy() -> list[Panel]:
                 "Month-to-date kWh the fleet's GPUs of each model drew "
                 "(costsvc_gpu_model_energy_month_to_date_joules).",
                 target(
-                    "sum by (gpu_model) (costsvc_gpu_model_energy_month_to_date_joules) "
+                    "sum by (gpu_model) "
+                    f"(costsvc_gpu_model_energy_month_to_date_joules{{{CLUSTER}}}) "
                     f"/ {J_PER_KWH}",
                     "{{gpu_model}}",
                     instant=True,
@@ -182,7 +184,9 @@ def energy() -> list[Panel]:
                 "Month-to-date kg CO2e per GPU model "
                 "(costsvc_gpu_model_carbon_month_to_date_grams).",
                 target(
-                    "sum by (gpu_model) (costsvc_gpu_model_carbon_month_to_date_grams) / 1000",
+                    "sum by (gpu_model) "
+                    f"(costsvc_gpu_model_carbon_month_to_date_grams{{{CLUSTER}}}) "
+                    "/ 1000",
                     "{{gpu_model}}",
                     instant=True,
                 ),
@@ -292,6 +296,6 @@ def health() -> list[Panel]:
         up_panel(
             "Cost service scrape up",
             "Prometheus `up` for the cost service targets.",
-            target('up{job=~"$job"}', "{{instance}}"),
+            target('up{cluster=~"$cluster", job=~"$job"}', "{{instance}}"),
         ).span(8),
     ]

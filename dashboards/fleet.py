@@ -24,7 +24,7 @@ from dashboards.common import (
     up_panel,
     value_columns,
 )
-from dashboards.selectors import FLEET_GPUS, NOT_IDLE_REASON, PER_GPU
+from dashboards.selectors import EXPORTERS, FLEET_GPUS, NOT_IDLE_REASON, PER_GPU
 
 GPU_LEGEND = "{{Hostname}} GPU {{gpu}}"
 VIOLATIONS = ("POWER", "THERMAL", "SYNC_BOOST", "BOARD_LIMIT", "LOW_UTIL", "RELIABILITY")
@@ -70,17 +70,30 @@ def fleet() -> models.Dashboard:
         "DCGM-compatible series).",
         ["gpu", "dcgm"],
         [
-            query_variable("modelName", "GPU model", "label_values(gpu_device_up, modelName)"),
             query_variable(
-                "Hostname", "Node", 'label_values(gpu_device_up{modelName=~"$modelName"}, Hostname)'
+                "modelName",
+                "GPU model",
+                'label_values(gpu_device_up{cluster=~"$cluster"}, modelName)',
+            ),
+            query_variable(
+                "Hostname",
+                "Node",
+                'label_values(gpu_device_up{cluster=~"$cluster", modelName=~"$modelName"}, '
+                "Hostname)",
             ),
             query_variable(
                 "gpu",
                 "GPU",
-                'label_values(gpu_device_up{modelName=~"$modelName", Hostname=~"$Hostname"}, gpu)',
+                'label_values(gpu_device_up{cluster=~"$cluster", modelName=~"$modelName", '
+                'Hostname=~"$Hostname"}, gpu)',
             ),
-            query_variable("job", "Exporter job", "label_values(gpu_exporter_build_info, job)"),
+            query_variable(
+                "job",
+                "Exporter job",
+                'label_values(gpu_exporter_build_info{cluster=~"$cluster"}, job)',
+            ),
         ],
+        "gpu_device_up",
     )
     add_row(b, "Overview", overview())
     add_row(b, "Utilisation", utilisation())
@@ -400,14 +413,17 @@ def health() -> list[Panel]:
         up_panel(
             "Exporter NVML up",
             "gpu_exporter_nvml_up per exporter: 1 while NVML is initialised.",
-            target('min by (instance) (gpu_exporter_nvml_up{job=~"$job"})', "{{instance}}"),
+            target(
+                f"min by (cluster, instance) (gpu_exporter_nvml_up{{{EXPORTERS}}})",
+                "{{instance}}",
+            ),
         )
         .span(8)
         .height(5),
         up_panel(
             "Exporter scrape up",
             "Prometheus `up` for the exporter targets.",
-            target('up{job=~"$job"}', "{{instance}}"),
+            target(f"up{{{EXPORTERS}}}", "{{instance}}"),
         )
         .span(8)
         .height(5),
@@ -417,7 +433,7 @@ def health() -> list[Panel]:
             "never read NVML successfully report 0 and are left out).",
             target(
                 "time() - max by (instance) "
-                '(gpu_exporter_last_success_timestamp_seconds{job=~"$job"} > 0)',
+                f"(gpu_exporter_last_success_timestamp_seconds{{{EXPORTERS}}} > 0)",
                 "{{instance}}",
             ),
         )
@@ -430,7 +446,7 @@ def health() -> list[Panel]:
             "gpu_exporter_last_collection_duration_seconds: time to read every device in one "
             "collection.",
             target(
-                'max by (instance) (gpu_exporter_last_collection_duration_seconds{job=~"$job"})',
+                f"max by (instance) (gpu_exporter_last_collection_duration_seconds{{{EXPORTERS}}})",
                 "{{instance}}",
             ),
         ).unit(units.Seconds),
@@ -439,7 +455,7 @@ def health() -> list[Panel]:
             "rate() of gpu_exporter_errors_total by source and kind (only non-zero rates).",
             target(
                 "sum by (instance, source, kind) "
-                '(rate(gpu_exporter_errors_total{job=~"$job"}[$__rate_interval])) > 0',
+                f"(rate(gpu_exporter_errors_total{{{EXPORTERS}}}[$__rate_interval])) > 0",
                 "{{instance}} {{source}}/{{kind}}",
             ),
         ).unit(units.Short),

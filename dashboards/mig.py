@@ -39,17 +39,25 @@ def mig() -> models.Dashboard:
         "their memory and graphics-engine activity per GPU instance (GPU_I_ID).",
         ["gpu", "mig"],
         [
-            query_variable("Hostname", "Node", "label_values(gpu_mig_instance_info, Hostname)"),
             query_variable(
-                "gpu", "GPU", 'label_values(gpu_mig_instance_info{Hostname=~"$Hostname"}, gpu)'
+                "Hostname",
+                "Node",
+                'label_values(gpu_mig_instance_info{cluster=~"$cluster"}, Hostname)',
+            ),
+            query_variable(
+                "gpu",
+                "GPU",
+                "label_values(gpu_mig_instance_info"
+                '{cluster=~"$cluster", Hostname=~"$Hostname"}, gpu)',
             ),
             query_variable(
                 "profile",
                 "MIG profile",
                 "label_values(gpu_mig_instance_info"
-                '{Hostname=~"$Hostname", gpu=~"$gpu"}, GPU_I_PROFILE)',
+                '{cluster=~"$cluster", Hostname=~"$Hostname", gpu=~"$gpu"}, GPU_I_PROFILE)',
             ),
         ],
+        "gpu_mig_instance_info",
     )
     add_row(b, "Layout", layout())
     add_row(b, "Activity", activity())

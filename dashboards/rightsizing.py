@@ -58,21 +58,25 @@ def rightsizing(currency: str) -> models.Dashboard:
             query_variable(
                 "currency",
                 "Currency",
-                "label_values(costsvc_recommendation_savings_monthly, currency)",
+                "label_values(costsvc_recommendation_savings_monthly"
+                '{cluster=~"$cluster"}, currency)',
                 multi=False,
                 include_all=False,
             ),
             query_variable(
                 "team",
                 "Team",
-                'label_values(costsvc_recommendation_savings_monthly{currency=~"$currency"}, team)',
+                "label_values(costsvc_recommendation_savings_monthly"
+                '{cluster=~"$cluster", currency=~"$currency"}, team)',
             ),
             query_variable(
                 "namespace",
                 "Namespace",
-                'label_values(costsvc_quota_held_units{team=~"$team"}, namespace)',
+                "label_values(costsvc_quota_held_units"
+                '{cluster=~"$cluster", team=~"$team"}, namespace)',
             ),
         ],
+        "costsvc_recommendation_savings_monthly",
     )
     add_row(b, "Savings", savings(money))
     add_row(b, "Quotas", quotas(money))

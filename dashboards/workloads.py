@@ -35,15 +35,18 @@ UTILISATION = (
 IDLE = f"({HELD} * on ({PER_HOLDING}) (1 - ({UTILISATION} or on ({PER_HOLDING}) 0 * {HELD})))"
 # one team per pod, from kube-state-metrics; pods without the label count as __unallocated__
 POD_TEAM = (
-    "label_replace(topk by (namespace, pod) (1, max by (namespace, pod, label_team) "
-    '(kube_pod_labels{label_team=~"$team"})), "label_team", "__unallocated__", '
-    '"label_team", "")'
+    "label_replace(topk by (cluster, namespace, pod) (1, max by (cluster, namespace, pod, "
+    'label_team) (kube_pod_labels{cluster=~"$cluster", label_team=~"$team"})), "label_team", '
+    '"__unallocated__", "label_team", "")'
 )
 
 
 def by_team(expr: str) -> str:
     """`expr` summed per team (label_team of the pod)."""
-    return f"sum by (label_team) ({expr} * on (namespace, pod) group_left (label_team) {POD_TEAM})"
+    return (
+        f"sum by (label_team) ({expr} * on (cluster, namespace, pod) group_left (label_team) "
+        f"{POD_TEAM})"
+    )
 
 
 def workloads() -> models.Dashboard:
@@ -55,15 +58,29 @@ def workloads() -> models.Dashboard:
         ["gpu", "kubernetes"],
         [
             query_variable(
-                "namespace", "Namespace", "label_values(gpu_allocation_share, namespace)"
+                "namespace",
+                "Namespace",
+                'label_values(gpu_allocation_share{cluster=~"$cluster"}, namespace)',
             ),
             query_variable(
-                "pod", "Pod", 'label_values(gpu_allocation_share{namespace=~"$namespace"}, pod)'
+                "pod",
+                "Pod",
+                "label_values(gpu_allocation_share"
+                '{cluster=~"$cluster", namespace=~"$namespace"}, pod)',
             ),
-            query_variable("Hostname", "Node", "label_values(gpu_allocation_share, Hostname)"),
+            query_variable(
+                "Hostname",
+                "Node",
+                'label_values(gpu_allocation_share{cluster=~"$cluster"}, Hostname)',
+            ),
         ],
+        "gpu_allocation_share",
     )
-    b.with_variable(query_variable("team", "Team", "label_values(kube_pod_labels, label_team)"))
+    b.with_variable(
+        query_variable(
+            "team", "Team", 'label_values(kube_pod_labels{cluster=~"$cluster"}, label_team)'
+        )
+    )
     add_row(b, "Allocation", allocation())
     add_row(b, "Utilisation", utilisation())
     add_row(b, "Allocated but idle", allocated_but_idle())
@@ -85,7 +102,7 @@ def allocation() -> list[Panel]:
         stat_panel(
             "Pods holding GPUs",
             "Pods with at least one GPU, MIG instance or replica.",
-            target(f"count(count by (namespace, pod) ({SHARE})) or vector(0)"),
+            target(f"count(count by (cluster, namespace, pod) ({SHARE})) or vector(0)"),
         )
         .span(6)
         .height(4),
@@ -170,7 +187,7 @@ def utilisation() -> list[Panel]:
                 "processes or unknown containers).",
                 target(
                     "sum by (Hostname, gpu) "
-                    '(gpu_unattributed_processes{Hostname=~"$Hostname"}) > 0',
+                    '(gpu_unattributed_processes{cluster=~"$cluster", Hostname=~"$Hostname"}) > 0',
                     "{{Hostname}} GPU {{gpu}}",
                 ),
             )

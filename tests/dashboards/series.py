@@ -174,3 +174,28 @@ def metric_names(expr: str) -> set[str]:
         for word, call in _WORD.findall(s)
         if not call and word not in _KEYWORDS and not re.fullmatch(r"\d.*", word)
     }
+
+
+_BRACES = re.compile(r'\{(?:[^{}"]|"(?:[^"\\]|\\.)*")*\}')
+
+
+def vector_selectors(expr: str) -> list[tuple[str, str]]:
+    """(series name, its matchers' text: "" when bare) of every vector selector in a PromQL
+    expression, in order; the same names as :func:`metric_names`."""
+    braces: list[str] = []
+
+    def hide(m: re.Match[str]) -> str:
+        braces.append(m.group(0)[1:-1])
+        return f" \x00{len(braces) - 1}\x00"
+
+    s = _BRACES.sub(hide, expr)
+    s = _STRING.sub('""', s)
+    s = re.sub(r"\[[^\[\]]*\]", " ", s)
+    s = _GROUPING.sub(r"\1", s)
+    out = []
+    for m in re.finditer(r"(?<![\w.:$\x00])([A-Za-z_:][\w:]*)(\s*\()?(\s*\x00(\d+)\x00)?", s):
+        word, call, _, brace = m.groups()
+        if call or word in _KEYWORDS or re.fullmatch(r"\d.*", word):
+            continue
+        out.append((word, braces[int(brace)] if brace is not None else ""))
+    return out

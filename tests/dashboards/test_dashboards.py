@@ -30,6 +30,7 @@ from tests.dashboards.series import (
     EXPORTER_METRICS,
     NVLINK_COUNTERS,
     metric_names,
+    vector_selectors,
 )
 
 REPO = DASHBOARDS_DIR.parent
@@ -230,6 +231,57 @@ def test_variable_queries_use_known_series(name: str) -> None:
         if v["type"] == "query":
             selector = substitute(label_values_selector(variable_query(v)))
             assert metric_names(selector) <= ALLOWED_METRICS, (v["name"], selector)
+
+
+# ------------------------------------------------------------------ the cluster, everywhere
+
+CLUSTER_MATCHER = re.compile(r'(?:^|[\s,])cluster=~"\$cluster"')
+
+
+def cluster_gaps(dashboard: dict[str, Any]) -> list[str]:
+    """Every series selector of the dashboard's queries (panels and variables, the cluster
+    variable's own excepted) without the matcher cluster=~"$cluster"."""
+    exprs = [(p["title"], t["expr"]) for p in data_panels(dashboard) for t in p["targets"]]
+    exprs += [
+        (f"variable {v['name']}", label_values_selector(variable_query(v)))
+        for v in variables(dashboard)
+        if v["type"] == "query" and v["name"] != "cluster"
+    ]
+    return [
+        f"{where}: {name}{{{matchers}}}"
+        for where, expr in exprs
+        for name, matchers in vector_selectors(expr)
+        if not CLUSTER_MATCHER.search(matchers)
+    ]
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_query_selects_the_cluster(name: str) -> None:
+    """Each dashboard has a multi-value `cluster` variable with All (the regex .*, which also
+    matches series without the label), and every series selector of every query reads it."""
+    d = load(name)
+    cluster = {v["name"]: v for v in variables(d)}["cluster"]
+    assert cluster["type"] == "query"
+    assert cluster["multi"] is True and cluster["includeAll"] is True
+    assert cluster["allValue"] == ".*"
+    assert cluster_gaps(d) == []
+
+
+def test_the_cluster_check_fails_on_a_query_without_it() -> None:
+    d = load("gpu-finops.json")
+    planted = json.loads(json.dumps(d))
+    panel = json.loads(json.dumps(data_panels(d)[0]))
+    panel["targets"] = [
+        {
+            "expr": 'sum(costsvc_cost_month_to_date{cluster=~"$cluster", team=~"$team"}) '
+            '/ sum(costsvc_cost_rate_per_hour{team=~"$team", xcluster=~"$cluster"}) + count(up)'
+        }
+    ]
+    planted["panels"].append(panel)
+    assert cluster_gaps(planted) == [
+        f'{panel["title"]}: costsvc_cost_rate_per_hour{{team=~"$team", xcluster=~"$cluster"}}',
+        f"{panel['title']}: up{{}}",
+    ]
 
 
 # ------------------------------------------------------------------ PromQL
