@@ -110,8 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--team", help="the team a team token may see")
     token.add_argument(
         "--output",
-        help="create: write the token to this file (mode 0644) instead of standard output, "
+        help="create: write the token to this file (mode 0600) instead of standard output, "
         "and do nothing when the file already holds a live token (for a scraper's token file)",
+    )
+    token.add_argument(
+        "--owner",
+        help="create --output: UID:GID to own the file (the user that reads it, e.g. a "
+        "Prometheus running as 65534:65534); needs the right to chown",
     )
     token.add_argument(
         "--from-file",

@@ -126,6 +126,33 @@ def cost_model_command(settings: Settings, action: str, file: str | None, actor:
         engine.dispose()
 
 
+def owner_of(text: str | None) -> tuple[int, int] | None:
+    """``--owner UID:GID`` (numbers), or None."""
+    if not text:
+        return None
+    uid, sep, gid = text.partition(":")
+    if not (sep and uid.isdigit() and gid.isdigit()):
+        raise UsageError(f"--owner {text!r}: expected UID:GID, two numbers, e.g. 65534:65534")
+    return int(uid), int(gid)
+
+
+def write_secret(path: Path, text: str, owner: tuple[int, int] | None) -> None:
+    """``text`` into ``path``, mode 0600 whatever the umask, owned by ``owner`` (the user
+    that reads it: a scraper running as another user) where given; written to a temporary
+    file beside it and renamed, so a reader never sees half a token."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)
+        if owner is not None:
+            os.fchown(fd, *owner)
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
 def token_command(settings: Settings, args: argparse.Namespace) -> int:
     from costsvc.auth.tokens import (
         LastAdmin,
@@ -145,6 +172,7 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
             return token_from_file(engine, args)
         if args.action == "create":
             out = Path(args.output) if args.output else None
+            owner = owner_of(args.owner)  # before anything is made
             if out is not None and out.is_file():
                 held = out.read_text().strip()
                 if held and principal_of(engine, digest(held)) is not None:
@@ -157,8 +185,7 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
             if out is None:
                 print(token)  # shown once: only its hash is stored
             else:
-                out.write_text(token + "\n")
-                out.chmod(0o644)  # the scraper runs as another user (docs/security.md)
+                write_secret(out, token + "\n", owner)
         elif args.action == "revoke":
             try:
                 revoked = revoke_token(engine, args.name, "cli")

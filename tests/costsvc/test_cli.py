@@ -119,8 +119,8 @@ def test_serve_with_worker_processes_answers_and_stops_on_sigint(tmp_path: Path)
 
 def test_token_file_for_a_scraper_is_made_once_and_the_last_admin_stays(tmp_path: Path) -> None:
     """`token create --output` (the compose stack's Prometheus token) writes the token to a
-    file readable by another user and does nothing while that token is live; `token revoke`
-    refuses the last admin token."""
+    file only its owner reads (0600) and does nothing while that token is live; `token
+    revoke` refuses the last admin token."""
     env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
     assert run("db", "upgrade", env=env).returncode == 0
     out = tmp_path / "token"
@@ -130,7 +130,7 @@ def test_token_file_for_a_scraper_is_made_once_and_the_last_admin_stays(tmp_path
     assert made.returncode == 0, made.stderr
     token = out.read_text().strip()
     assert token.startswith("gfo_") and token not in made.stdout
-    assert out.stat().st_mode & 0o777 == 0o644
+    assert out.stat().st_mode & 0o777 == 0o600  # whatever the umask (run's: the default)
     again = run(
         "token", "create", "--name", "prom", "--role", "metrics", "--output", str(out), env=env
     )
@@ -147,3 +147,46 @@ def test_token_file_for_a_scraper_is_made_once_and_the_last_admin_stays(tmp_path
     assert last.returncode == 2 and "last live admin" in last.stderr
     bad = run("token", "create", "--name", "ops/ci", "--role", "admin", env=env)
     assert bad.returncode == 2 and "token name" in bad.stderr
+
+
+def test_a_token_file_is_0600_under_any_umask_and_owned_as_asked(tmp_path: Path) -> None:
+    env = {"COSTSVC_DATABASE_URL": f"sqlite:///{tmp_path / 'cli.db'}"}
+    assert run("db", "upgrade", env=env).returncode == 0
+    out = tmp_path / "token"
+    me = f"{os.getuid()}:{os.getgid()}"
+    old = os.umask(0)  # the child inherits it: a file made with the umask's mode is 0666
+    try:
+        made = run(
+            "token",
+            "create",
+            "--name",
+            "p",
+            "--role",
+            "metrics",
+            "--output",
+            str(out),
+            "--owner",
+            me,
+            env=env,
+        )
+    finally:
+        os.umask(old)
+    assert made.returncode == 0, made.stderr
+    st = out.stat()
+    assert (st.st_mode & 0o777, st.st_uid, st.st_gid) == (0o600, os.getuid(), os.getgid())
+    assert not list(tmp_path.glob(".token*"))  # no temporary file left
+    bad = run(
+        "token",
+        "create",
+        "--name",
+        "q",
+        "--role",
+        "metrics",
+        "--output",
+        f"{out}2",
+        "--owner",
+        "nobody",
+        env=env,
+    )
+    assert bad.returncode == 2 and "--owner 'nobody'" in bad.stderr
+    assert "q\t" not in run("token", "list", env=env).stdout  # refused before anything is made
