@@ -21,6 +21,16 @@ TAG = "gpu-finops"
 DATASOURCE = models.DataSourceRef(type_val="prometheus", uid="${datasource}")
 GRAFANA = models.DataSourceRef(type_val="grafana", uid="-- Grafana --")
 
+# Money: the cost service's money series are in the billing currency their `currency` label
+# names, which the money dashboards' `currency` variable picks from those series. Grafana does
+# not substitute variables in a unit (grafana/grafana#32902: `currency:$currency` would show
+# "$currency"), so no currency unit is written: money panels set the unit MONEY, which
+# `finish` turns into plain numbers (MONEY_UNIT) and a title naming the currency, e.g.
+# "Cost month to date (EUR)".
+MONEY = "money"
+MONEY_UNIT = "short"
+MONEY_TITLE = " (${currency})"
+
 Steps = tuple[tuple[float, str], ...]
 Panel = cog.Builder[models.Panel]
 
@@ -92,7 +102,8 @@ def board(
 
 
 def finish(dashboard: builders.Dashboard) -> models.Dashboard:
-    """Build the dashboard: schema version and panel ids (rows and their panels in order)."""
+    """Build the dashboard: schema version, panel ids (rows and their panels in order) and the
+    money panels' unit and title (:data:`MONEY`)."""
     model = dashboard.build()
     model.schema_version = SCHEMA_VERSION
     panel_id = 0
@@ -103,7 +114,17 @@ def finish(dashboard: builders.Dashboard) -> models.Dashboard:
             for inner in panel.panels:
                 panel_id += 1
                 inner.id_val = panel_id
+                _money(inner)
+        else:
+            _money(panel)
     return model
+
+
+def _money(panel: models.Panel) -> None:
+    defaults = panel.field_config.defaults if panel.field_config else None
+    if defaults is not None and defaults.unit == MONEY:
+        defaults.unit = MONEY_UNIT
+        panel.title = (panel.title or "") + MONEY_TITLE
 
 
 def add_row(dashboard: builders.Dashboard, title: str, panels: list[Panel]) -> None:

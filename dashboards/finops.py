@@ -6,6 +6,7 @@ from grafana_foundation_sdk.models import dashboard as models
 from grafana_foundation_sdk.models import units
 
 from dashboards.common import (
+    MONEY,
     Panel,
     add_row,
     bargauge_panel,
@@ -38,9 +39,9 @@ def per_budget(metric: str) -> str:
     return f"max by (team, project) ({metric}{{{BUDGETS}}})"
 
 
-def finops(currency: str) -> models.Dashboard:
-    """The FinOps dashboard, money in `currency` (an ISO code, e.g. USD)."""
-    money = f"currency{currency}"
+def finops() -> models.Dashboard:
+    """The FinOps dashboard, money in the currency of the `currency` variable."""
+    money = MONEY
     b = board(
         "gpu-finops-cost",
         "GPU FinOps",

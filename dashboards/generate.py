@@ -3,7 +3,6 @@
 
     python dashboards/generate.py                 # write the five dashboards
     python dashboards/generate.py --check         # exit 1 when a committed file differs
-    python dashboards/generate.py --currency EUR  # currency unit of the FinOps panels
 
 The dashboards are built in fleet.py, mig.py, workloads.py, finops.py and rightsizing.py.
 """
@@ -29,14 +28,14 @@ from dashboards.rightsizing import rightsizing
 from dashboards.workloads import workloads
 
 
-def build(currency: str = "USD") -> dict[str, Dashboard]:
+def build() -> dict[str, Dashboard]:
     """File name -> dashboard."""
     return {
         "gpu-fleet.json": fleet(),
         "gpu-mig.json": mig(),
         "gpu-workloads.json": workloads(),
-        "gpu-finops.json": finops(currency),
-        "gpu-rightsizing.json": rightsizing(currency),
+        "gpu-finops.json": finops(),
+        "gpu-rightsizing.json": rightsizing(),
     }
 
 
@@ -49,11 +48,10 @@ def render(dashboard: Dashboard) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare, write nothing")
-    ap.add_argument("--currency", default="USD", help="ISO code for the money unit (USD)")
     ap.add_argument("--out", type=Path, default=HERE, help="output folder")
     args = ap.parse_args(argv)
     stale = []
-    for name, dashboard in build(args.currency.upper()).items():
+    for name, dashboard in build().items():
         path = args.out / name
         text = render(dashboard)
         if args.check:

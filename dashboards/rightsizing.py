@@ -6,6 +6,7 @@ from __future__ import annotations
 from grafana_foundation_sdk.models import dashboard as models
 
 from dashboards.common import (
+    MONEY,
     Panel,
     add_row,
     bargauge_panel,
@@ -44,9 +45,9 @@ HELD_BY_TEAM = f"sum by ({PER_TEAM_RESOURCE}) ({HELD})"
 ACTIVE_BY_TEAM = f"sum by ({PER_TEAM_RESOURCE}) ({ACTIVE})"
 
 
-def rightsizing(currency: str) -> models.Dashboard:
-    """The rightsizing and quota dashboard, money in `currency` (an ISO code)."""
-    money = f"currency{currency}"
+def rightsizing() -> models.Dashboard:
+    """The rightsizing and quota dashboard, money in the currency of the `currency` variable."""
+    money = MONEY
     b = board(
         "gpu-finops-rightsizing",
         "GPU rightsizing and quotas",

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from costsvc.metrics.series import ADVICE_FAMILIES, FAMILIES, INFERENCE_FAMILIES
 from tests.conftest import require_binary
 from tests.dashboards.exprs import (
     BUILTINS,
@@ -179,8 +180,8 @@ def test_units_where_they_matter(name: str) -> None:
         "DCGM_FI_DEV_FB_USED": {"mbytes", "percentunit"},
         "gpu_container_memory_used_bytes": {"bytes"},
         "DCGM_FI_DEV_GPU_UTIL": {"percent"},
-        "costsvc_cost_month_to_date": {"currencyUSD", "percentunit"},
-        "costsvc_budget_used_ratio": {"percentunit", "currencyUSD"},
+        "costsvc_cost_month_to_date": {"short", "percentunit"},
+        "costsvc_budget_used_ratio": {"percentunit", "short"},
     }
     for p in data_panels(load(name)):
         unit = p["fieldConfig"]["defaults"]["unit"]
@@ -369,13 +370,73 @@ def test_committed_json_is_the_generators_output() -> None:
         assert committed == gen.render(dashboard), f"{name} is stale: python dashboards/generate.py"
 
 
-def test_generator_currency_option(tmp_path: Path) -> None:
-    gen = generator()
-    assert gen.main(["--currency", "eur", "--out", str(tmp_path)]) == 0
-    finops = json.loads((tmp_path / "gpu-finops.json").read_text(encoding="utf-8"))
-    units = {p["fieldConfig"]["defaults"]["unit"] for p in data_panels(finops)}
-    assert "currencyEUR" in units and "currencyUSD" not in units
-    assert gen.main(["--check", "--out", str(tmp_path)]) == 1
+# the cost service's money series: those with a `currency` label
+MONEY_SERIES = frozenset(
+    name
+    for name, _, labels in (*FAMILIES, *ADVICE_FAMILIES, *INFERENCE_FAMILIES)
+    if "currency" in labels
+)
+
+
+def money_gaps(dashboard: dict[str, Any]) -> list[str]:
+    """Money shown with a hard-coded currency: a currency (or custom prefix/suffix) unit on
+    any panel, a money panel (one reading a money series, ratios aside) whose unit is not
+    plain numbers or whose title does not name the `currency` variable, a money series read
+    without currency=~"$currency"."""
+    out = []
+    for p in data_panels(dashboard):
+        unit = p["fieldConfig"]["defaults"]["unit"]
+        if re.match(r"(currency|prefix:|suffix:)", unit):
+            out.append(f"{p['title']}: unit {unit}")
+        read = [
+            (n, m)
+            for t in p["targets"]
+            for n, m in vector_selectors(t["expr"])
+            if n in MONEY_SERIES
+        ]
+        shown = unit == "short" and p["title"].endswith(" (${currency})")
+        if read and unit != "percentunit" and not shown:
+            out.append(f"{p['title']}: money shown as {unit!r} without the currency")
+        out += [f"{p['title']}: {n}{{{m}}}" for n, m in read if CURRENCY_MATCHER not in m]
+    return out
+
+
+CURRENCY_MATCHER = 'currency=~"$currency"'
+
+
+@pytest.mark.parametrize("name", ["gpu-finops.json", "gpu-rightsizing.json"])
+def test_no_money_unit_is_hard_coded(name: str) -> None:
+    """The currency is the one the cost service's series carry: a single-value `currency`
+    variable of their `currency` label, named in each money panel's title."""
+    d = load(name)
+    currency = {v["name"]: v for v in variables(d)}["currency"]
+    assert currency["multi"] is False and currency["includeAll"] is False
+    series, label = _LABEL_VALUES.match(variable_query(currency)).groups()  # type: ignore[union-attr]
+    assert label == "currency" and metric_names(series) <= MONEY_SERIES
+    assert money_gaps(d) == []
+    assert any(p["title"].endswith(" (${currency})") for p in data_panels(d))
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_no_currency_unit_anywhere(name: str) -> None:
+    assert money_gaps(load(name)) == []
+
+
+def test_the_money_check_fails_on_a_hard_coded_currency() -> None:
+    d = json.loads(json.dumps(load("gpu-finops.json")))
+    [panel] = [p for p in data_panels(d) if p["title"].startswith("Spend rate")]
+    panel["fieldConfig"]["defaults"]["unit"] = "currencyUSD"
+    assert money_gaps(d) == [
+        f"{panel['title']}: unit currencyUSD",
+        f"{panel['title']}: money shown as 'currencyUSD' without the currency",
+    ]
+    panel["fieldConfig"]["defaults"]["unit"] = "short"
+    panel["title"] = "Spend rate"
+    panel["targets"][0]["expr"] = 'sum(costsvc_cost_rate_per_hour{cluster=~"$cluster"})'
+    assert money_gaps(d) == [
+        "Spend rate: money shown as 'short' without the currency",
+        'Spend rate: costsvc_cost_rate_per_hour{cluster=~"$cluster"}',
+    ]
 
 
 def test_provisioning_files() -> None:
@@ -398,7 +459,10 @@ def test_provisioning_files() -> None:
 
 
 def expr_of(name: str, title: str, ref: str = "A") -> str:
-    [panel] = [p for p in data_panels(load(name)) if p["title"] == title]
+    """A panel's query by its title (a money panel's without the currency it names)."""
+    [panel] = [
+        p for p in data_panels(load(name)) if p["title"].removesuffix(" (${currency})") == title
+    ]
     [t] = [t for t in panel["targets"] if t["refId"] == ref]
     return substitute(t["expr"])
 
