@@ -5,7 +5,8 @@ The OpenCost UI and kubectl-cost send no ``Authorization`` header (opencost-ui
 answers no money without a token. This proxy holds one token (read from ``--token-file`` at each
 request: a rotated Kubernetes Secret is used at once) and adds it to the requests it
 forwards to ``--upstream``. It forwards only OpenCost's allocation paths, ``GET`` and
-``HEAD``: ``/allocation`` and ``/allocation/compute``, also under ``/model`` (the UI's
+``HEAD``: ``/allocation``, ``/allocation/compute`` and ``/allocation/autocomplete`` (the UI's
+filter suggestions), also under ``/model`` (the UI's
 ``BASE_URL``, kubectl-cost's default ``--allocation-path /model/allocation``); ``/healthz``
 answers itself; any other path is a 404 and any other method a 405 — it lends the token's
 right to read allocations, nothing else. Each request is logged (method, path, status, the
@@ -39,11 +40,12 @@ from starlette.routing import Route
 from costsvc.auth.tokens import PREFIX
 
 log = logging.getLogger("gpu-costsvc.opencost-proxy")
-PATHS = ("/allocation", "/allocation/compute")
+PATHS = ("/allocation", "/allocation/compute", "/allocation/autocomplete")  # the UI's suggestions
 BASE = "/model"  # the UI's BASE_URL, and kubectl-cost's default path, live under it
 TOKEN = re.compile(rf"^{re.escape(PREFIX)}[A-Za-z0-9_-]{{20,200}}$")
 PASSED_HEADERS = ("content-type", "x-content-type-options", "www-authenticate")
 METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]{1,253})(:\d{1,5})?")
 
 
 class ProxyError(ValueError):
@@ -71,14 +73,39 @@ class TokenFile:
         return token
 
 
-def build_app(upstream: str, token: TokenFile, timeout: float = 120.0) -> Starlette:
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+ANY = ("0.0.0.0", "::", "")
+
+
+def own_hosts(host: str, port: int, allowed: list[str]) -> frozenset[str]:
+    """The ``Host`` headers the proxy answers (lower case, with the port): its listen
+    address's; the loopback names when it listens on loopback or on every address; and each
+    ``--allowed-host`` (a name alone: on the listen port). Any other is a DNS-rebinding
+    page's request and is refused."""
+    names = {host} | (set(LOOPBACK) if host in LOOPBACK or host in ANY else set())
+    found = {f"[{n}]:{port}" if ":" in n else f"{n}:{port}" for n in names if n not in ANY}
+    for given in allowed:
+        name = given.strip().lower()
+        found.add(f"{name}:{port}" if name.endswith("]") or ":" not in name else name)
+    return frozenset(found)
+
+
+def build_app(
+    upstream: str, token: TokenFile, hosts: frozenset[str], timeout: float = 120.0
+) -> Starlette:
     client = httpx.AsyncClient(base_url=upstream, timeout=timeout)
 
     async def forward(request: Request) -> Response:
         path = request.url.path
         who = request.client.host if request.client else "-"
-        if path == "/healthz":
+        if path == "/healthz":  # no data: a kubelet's probe comes by the pod's address
             return PlainTextResponse("ok\n")
+        if request.headers.get("host", "").lower() not in hosts:
+            host = request.headers.get("host", "")[:100]
+            log.warning("%s %s %s -> 403 (Host %r)", who, request.method, path, host)
+            return PlainTextResponse(
+                "this proxy answers only its own host names (--allowed-host adds one)\n", 403
+            )
         target = path.removeprefix(BASE) if path.startswith(BASE + "/") else path
         if request.method not in ("GET", "HEAD"):
             log.info("%s %s %s -> 405", who, request.method, path)
@@ -124,9 +151,17 @@ def add_parser(sub: Any) -> None:
         default="127.0.0.1:9003",
         help="host:port to listen on (default 127.0.0.1:9003, OpenCost's port)",
     )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        help="a Host header to answer besides the listen address (and the loopback names "
+        "when listening on loopback or every address): the name the UI is reached by, e.g. "
+        "opencost.example.com or opencost.example.com:443; repeatable",
+    )
 
 
-def check(args: argparse.Namespace) -> tuple[str, int, str, TokenFile]:
+def check(args: argparse.Namespace) -> tuple[str, int, str, TokenFile, frozenset[str]]:
     """The flags, checked (raises :class:`ProxyError` naming the bad one)."""
     host, _, port = str(args.listen_address).rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -134,20 +169,25 @@ def check(args: argparse.Namespace) -> tuple[str, int, str, TokenFile]:
     parts = urlsplit(str(args.upstream))
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ProxyError(f"--upstream: {args.upstream!r}: expected http(s)://host:port")
+    for given in args.allowed_host:
+        if not HOST.fullmatch(given.strip()):
+            raise ProxyError(f"--allowed-host: {given!r}: expected a host name, or host:port")
     token = TokenFile(args.token_file)
     token.value()  # read now: a bad file stops the start
-    return host.strip("[]"), int(port), str(args.upstream).rstrip("/"), token
+    listen = host.strip("[]").lower()
+    hosts = own_hosts(listen, int(port), list(args.allowed_host))
+    return listen, int(port), str(args.upstream).rstrip("/"), token, hosts
 
 
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    host, port, upstream, token = check(args)
+    host, port, upstream, token, hosts = check(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     log.info("forwarding /allocation on %s:%d to %s", host, port, upstream)
     from costsvc.api.server import config
     from costsvc.kit.settings import Settings
 
     # as `serve` runs the API: the same time-outs on slow or stalled clients
-    uvicorn.Server(config(build_app(upstream, token), Settings(), host, port)).run()
+    uvicorn.Server(config(build_app(upstream, token, hosts), Settings(), host, port)).run()
     return 0

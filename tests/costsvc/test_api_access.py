@@ -318,17 +318,15 @@ def proxy(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
 
     import uvicorn
 
-    from costsvc.opencost.proxy import TokenFile, build_app
+    from costsvc.opencost.proxy import TokenFile, build_app, own_hosts
     from tests.prom import free_port
 
     token_file = tmp_path_factory.mktemp("proxy") / "token"
     token_file.write_text(api.tokens["team:a"] + "\n")
     port = free_port()
-    server = uvicorn.Server(
-        uvicorn.Config(
-            build_app(api.base, TokenFile(token_file)), "127.0.0.1", port, log_level="warning"
-        )
-    )
+    hosts = own_hosts("127.0.0.1", port, ["opencost.example.com"])
+    app = build_app(api.base, TokenFile(token_file), hosts)
+    server = uvicorn.Server(uvicorn.Config(app, "127.0.0.1", port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -358,6 +356,22 @@ def test_the_opencost_proxy_lends_its_token_for_allocations_only(
         assert client.get("/v1/teams/a/summary").status_code == 404
         assert client.get("/metrics").status_code == 404
         assert client.post("/allocation", params=query).status_code == 405
+        # a page of another site whose name resolves to 127.0.0.1 (DNS rebinding) sends its
+        # own name as Host: refused, unless it is one the proxy was given
+        port = base.rsplit(":", 1)[1]
+        for host, status in (
+            ("evil.example", 403),
+            (f"evil.example:{port}", 403),
+            (f"127.0.0.1.evil.example:{port}", 403),
+            (f"localhost:{port}", 200),
+            (f"LOCALHOST:{port}", 200),
+            (f"[::1]:{port}", 200),
+            (f"opencost.example.com:{port}", 200),
+        ):
+            r = client.get("/model/allocation", params=query, headers={"Host": host})
+            assert r.status_code == status, (host, r.text)
+            assert (status == 403) == ("--allowed-host" in r.text)
+        assert client.get("/healthz", headers={"Host": "10.0.0.7:9003"}).status_code == 200
         assert client.get("/healthz").text == "ok\n"
         # a rotated token is read again; a revoked one is the API's 401, passed on
         token_file.write_text(api.tokens["team:b"])
@@ -386,3 +400,29 @@ def test_the_opencost_proxy_refuses_bad_flags(
         assert main(["opencost-proxy", *argv]) == 2, argv
         err = capsys.readouterr().err
         assert says in err and "secret" not in err, err
+
+
+def test_a_bad_allowed_host_stops_the_proxy_naming_the_flag(tmp_path: Path) -> None:
+    import argparse
+
+    from costsvc.opencost.proxy import ProxyError, check
+
+    token = tmp_path / "token"
+    token.write_text("gfo_" + "a" * 40 + "\n")
+    args = argparse.Namespace(
+        listen_address="0.0.0.0:9003",
+        upstream="http://127.0.0.1:8080",
+        token_file=token,
+        allowed_host=["ui.example:443", "bad host\r\nX: y"],
+    )
+    with pytest.raises(ProxyError, match="--allowed-host: 'bad host"):
+        check(args)
+    args.allowed_host = ["UI.example:443", "[fd00::1]"]
+    *_, hosts = check(args)  # every address: the loopback names too
+    assert hosts == {
+        "ui.example:443",
+        "[fd00::1]:9003",
+        "127.0.0.1:9003",
+        "localhost:9003",
+        "[::1]:9003",
+    }
