@@ -90,8 +90,9 @@ def test_a_month_keeps_its_total_for_every_grouping(api: Api) -> None:
             r = api.get("/v1/costs", group_by=group_by, window="lastmonth", idle=idle, step="day")
             assert r.status_code == 200, r.text
             rows = r.json()["rows"]
-            totals[idle] = sum(micro(x["total_cost"]) for x in rows), sum(
-                micro(x["gpu_hours"]) for x in rows
+            totals[idle] = (
+                sum(micro(x["total_cost"]) for x in rows),
+                sum(micro(x["gpu_hours"]) for x in rows),
             )
         assert totals["weighted"] == totals["even"] == totals["separate"], group_by
 
