@@ -46,6 +46,8 @@ from costsvc.opencost.shape import (
     response_json,
     to_json,
 )
+from costsvc.opencost.suggest import columns as suggest_columns
+from costsvc.opencost.suggest import parse_ask, suggestions
 from costsvc.rules.cost_model_source import label_keys
 from kube.label_names import sanitize_label
 
@@ -300,3 +302,46 @@ def allocation(
         return compute()
     answer: Response = answers.get(db, key, compute)  # the app's, bounded in bytes
     return answer
+
+
+@router.get(
+    "/allocation/autocomplete",
+    summary="OpenCost's filter suggestions: the values a field takes in a window",
+    description="OpenCost's `/allocation/autocomplete` (docs/api.md): `window`, `field`, "
+    '`search`, `limit` (≤ 1000), `filter`; answer `{"code": 200, "data": {"data": [...]}}`.',
+    response_model=None,
+)
+def allocation_autocomplete(
+    request: Request,
+    who: Caller,
+    db: Db,
+    now: Now,
+    window: Text = None,
+    field: Text = None,
+    search: Text = None,
+    limit: Text = None,
+    filter_text: Annotated[str | None, Query(alias="filter")] = None,
+) -> Response:
+    """The distinct values of ``field`` in the window's allocations the caller may see
+    (costsvc/opencost/suggest.py); every refusal plain text, as OpenCost's ``http.Error``."""
+    given = [window, field, search, limit, filter_text]
+    if _too_long(given, None):
+        return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters", True))
+    labels = label_columns(request, db)
+    try:
+        span = parse_window(window or "", now)
+        ask = parse_ask(field, search, limit)
+        keep, filtered = _filter(filter_text, labels)
+    except BadParameter as exc:
+        exc.plain = True
+        return _error(exc, given)
+    columns, from_history = _columns(suggest_columns(ask, labels) | filtered, Options([]))
+    with db.connect() as conn:
+        rows, _ = allocation_rows(
+            conn, span.start, span.end, span.duration, columns, check_team(who)
+        )
+        if from_history:
+            history = label_history(conn, span.start, span.end)
+            rows = with_labels(rows, [span], from_history, history)
+    body = {"code": 200, "data": {"data": suggestions(rows, ask, keep, labels)}}
+    return Response(to_json(body), media_type="application/json")
