@@ -124,6 +124,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="create: register the token held in this file (e.g. a mounted Secret) instead of "
         "a new one; nothing is done when it is a live token already",
     )
+    token.add_argument(
+        "--ensure",
+        action="store_true",
+        help="create --from-file: exit 0 when --name is that token already (or register it), "
+        "and refuse with exit status 4 when --name holds another token (a changed Secret)",
+    )
+    token.add_argument(
+        "--on-conflict",
+        dest="on_conflict",
+        choices=["fail", "warn"],
+        default="fail",
+        help="create --ensure: on another token of that name, fail (exit 4; the default) or "
+        "warn and exit 0, the registered token staying in force (a pod's init container)",
+    )
     from costsvc.opencost.proxy import add_parser as add_proxy_parser
 
     add_proxy_parser(sub)

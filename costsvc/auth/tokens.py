@@ -118,6 +118,46 @@ def register_given(engine: Engine, name: str, role: str, token: str, actor: str)
     return True
 
 
+class TokenConflict(Exception):
+    """The name holds another token than the one given (``token create --ensure``)."""
+
+
+def ensure_given(engine: Engine, name: str, role: str, token: str, actor: str) -> bool:
+    """Make sure ``name`` is the live ``role`` token ``token``: True when registered now,
+    False when it is already (so a pod's every start may run it). Raises
+    :class:`TokenConflict` when the name holds another token (live or revoked) or the token
+    is live under another name or role; :class:`ValueError` for a bad name or token."""
+
+    def conflict() -> TokenConflict | None:
+        """None when ``name`` is this token; the conflict otherwise (None too, with nothing
+        of that name or token: see ``absent``)."""
+        held = principal_of(engine, digest(token))
+        if held is not None:
+            if (held.name, held.role) == (name, role):
+                return None
+            return TokenConflict(f"the given token is live as {held.name!r} ({held.role} role)")
+        found = tokens(engine, name)
+        if not found:
+            return None
+        state = "a revoked token" if found[0].revoked_at else f"another live {found[0].role} token"
+        return TokenConflict(f"the name {name!r} holds {state}, not the given one")
+
+    def absent() -> bool:
+        return principal_of(engine, digest(token)) is None and not tokens(engine, name)
+
+    if absent():
+        try:
+            create_token(engine, name, role, None, actor, token=token)
+            return True
+        except (IntegrityError, ValueError):
+            if absent():  # a bad name or token: not a replica that registered it first
+                raise
+    found = conflict()
+    if found is not None:
+        raise found
+    return False
+
+
 def revoke_token(engine: Engine, name: str, actor: str) -> bool:
     """Revoke the live token ``name``; False when there is none. Raises :class:`LastAdmin`
     rather than revoke the last live admin token (nobody could manage tokens any more)."""

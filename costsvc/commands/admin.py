@@ -166,6 +166,8 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
 
     if args.action in ("create", "revoke") and not args.name:
         raise UsageError(f"token {args.action} needs --name")
+    if args.ensure and not (args.action == "create" and args.from_file):
+        raise UsageError("--ensure is for token create --from-file")
     engine = make_engine(settings.database_url)
     try:
         if args.action == "create" and args.from_file:
@@ -202,10 +204,15 @@ def token_command(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+TOKEN_CONFLICT = 4  # token create --ensure: the name holds another token
+
+
 def token_from_file(engine: Engine, args: argparse.Namespace) -> int:
     """``token create --from-file``: the token of a file (an admin token from a Kubernetes
-    Secret, deploy/helm), registered once; its hash only is stored."""
-    from costsvc.auth.tokens import register_given
+    Secret, deploy/helm), registered once; its hash only is stored. With ``--ensure``: exit 0
+    when ``--name`` is that token already, 4 when it holds another (``--on-conflict warn``:
+    a warning and 0, so that a pod's init container does not crash-loop)."""
+    from costsvc.auth.tokens import TokenConflict, ensure_given, register_given
 
     if args.output or args.team:
         raise UsageError("--from-file takes neither --output nor --team")
@@ -214,9 +221,23 @@ def token_from_file(engine: Engine, args: argparse.Namespace) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--from-file {args.from_file}: {exc}") from None
     try:
-        added = register_given(engine, args.name, args.role, token, "cli")
+        if args.ensure:
+            added = ensure_given(engine, args.name, args.role, token, "cli")
+        else:
+            added = register_given(engine, args.name, args.role, token, "cli")
     except ValueError as exc:
         raise UsageError(f"--from-file {args.from_file}: {exc}") from None
+    except TokenConflict as exc:
+        warn = args.on_conflict == "warn"
+        print(
+            f"{PROG}: {'warning' if warn else 'error'}: --from-file {args.from_file}: {exc}. "
+            f"The file's token is not the one registered as {args.name!r} (was its Secret "
+            "made anew, e.g. by `helm template` or a rotation?): put the registered token back "
+            "in the file, or register the new one under another --name"
+            + ("; the registered token stays in force" if warn else ""),
+            file=sys.stderr,
+        )
+        return 0 if warn else TOKEN_CONFLICT
     state = "registered" if added else "is a live token already"
     print(f"{PROG}: the token of {args.from_file} {state} ({args.name})", file=sys.stderr)
     return 0

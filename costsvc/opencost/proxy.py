@@ -40,7 +40,8 @@ from starlette.routing import Route
 from costsvc.auth.tokens import PREFIX
 
 log = logging.getLogger("gpu-costsvc.opencost-proxy")
-PATHS = ("/allocation", "/allocation/compute", "/allocation/autocomplete")  # the UI's suggestions
+# the allocations, the UI's filter suggestions, kubectl-cost's currency (/model/getConfigs)
+PATHS = ("/allocation", "/allocation/compute", "/allocation/autocomplete", "/getConfigs")
 BASE = "/model"  # the UI's BASE_URL, and kubectl-cost's default path, live under it
 TOKEN = re.compile(rf"^{re.escape(PREFIX)}[A-Za-z0-9_-]{{20,200}}$")
 PASSED_HEADERS = ("content-type", "x-content-type-options", "www-authenticate")

@@ -224,9 +224,9 @@ def _normalised(docs: Any, hashed: dict[str, str]) -> dict[tuple[str, str], Any]
 
 def test_chart_defaults_render_what_deploy_kubernetes_renders() -> None:
     """Release gpu-finops in namespace gpu-finops, default values, against
-    `kubectl kustomize deploy/kubernetes`. The only differences allowed: the Namespace
-    (kustomize makes it, Helm installs into one) and the admin token's Secret (the chart
-    makes one; with kustomize you create it, like the database's)."""
+    `kubectl kustomize deploy/kubernetes`. The only difference allowed: the Namespace
+    (kustomize makes it, Helm installs into one); the admin token's Secret is yours in both
+    (like the database's)."""
     base = kustomize(K8S)
     hashed = {
         d["metadata"]["name"]: re.sub(r"-[a-z0-9]{10}$", "", d["metadata"]["name"])
@@ -237,7 +237,6 @@ def test_chart_defaults_render_what_deploy_kubernetes_renders() -> None:
     kust = _normalised(base, hashed)
     chart = _normalised(rendered("defaults"), {})
     assert kust.pop(("Namespace", "gpu-finops"))["metadata"]["labels"]
-    assert chart.pop(("Secret", "gpu-costsvc-admin-token"))["type"] == "Opaque"
     assert sorted(chart) == sorted(kust)
     for key, obj in kust.items():
         assert chart[key] == obj, f"{key}: the chart and deploy/kubernetes differ"
@@ -401,15 +400,15 @@ def test_tls_without_basic_auth_keeps_the_health_probes_over_https() -> None:
 
 
 def test_the_admin_token_secret_is_random_and_kept_on_uninstall() -> None:
-    first, second = (
-        one("defaults", "Secret", "gpu-costsvc-admin-token"),
-        documents(helm_template().stdout),
-    )
+    """costsvc.adminToken.create: the chart's Secret, random (kept by lookup on upgrades)."""
+    values = {"costsvc": {"adminToken": {"create": True, "existingSecret": ""}}}
+    first, second = (documents(helm_template(values).stdout) for _ in range(2))
+    (made,) = [d for d in first if d["kind"] == "Secret"]
     (again,) = [d for d in second if d["kind"] == "Secret"]
-    token = base64.b64decode(first["data"]["token"]).decode()
+    token = base64.b64decode(made["data"]["token"]).decode()
     assert re.fullmatch(r"gfo_[A-Za-z0-9]{43}", token)
-    assert again["data"] != first["data"]  # new on a fresh install (kept by lookup after)
-    assert first["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    assert again["data"] != made["data"]  # new on a fresh install (kept by lookup after)
+    assert made["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
 def test_notes_say_how_to_get_the_token_and_open_the_pages() -> None:

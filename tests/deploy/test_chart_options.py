@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.tools import CHART, documents, run, tool
+from tests.deploy.tools import CHART, documents, helm_template, run, tool
 
 
 def _umbrella(tmp_path: Path) -> Path:
@@ -64,3 +64,41 @@ def test_the_chart_renders_as_a_subchart(values: dict[str, Any], tmp_path: Path)
     assert done.returncode == 0, done.stderr
     kinds = {(d["kind"], d["metadata"]["name"]) for d in documents(done.stdout)}
     assert {("DaemonSet", "gpu-exporter"), ("Deployment", "gpu-costsvc")} <= kinds
+
+
+def _admin_token_objects(values: dict[str, Any]) -> list[Any]:
+    """What the admin token is made of: Secrets, and the cost service's pod's init
+    containers and volumes."""
+    docs = documents(helm_template(values).stdout)
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    spec = deploy["spec"]["template"]["spec"]
+    return [
+        [d for d in docs if d["kind"] == "Secret"],
+        spec.get("initContainers"),
+        spec["volumes"],
+    ]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [{}, {"costsvc": {"adminToken": {"existingSecret": "vault-admin-token", "secretKey": "t"}}}],
+    ids=["defaults", "existing-secret"],
+)
+def test_the_admin_token_is_the_same_on_every_render(values: dict[str, Any]) -> None:
+    """GitOps (Argo CD runs `helm template`): nothing random, the user's Secret; the init
+    container registers it with --ensure and warns, rather than crash-loops, on a change."""
+    first, second = _admin_token_objects(values), _admin_token_objects(values)
+    assert first == second
+    secrets, inits, volumes = first
+    assert secrets == []
+    (init,) = [c for c in inits if c["name"] == "admin-token"]
+    assert init["args"][-3:] == ["--ensure", "--on-conflict", "warn"]
+    want = values.get("costsvc", {}).get("adminToken", {}).get("existingSecret")
+    (volume,) = [v for v in volumes if v["name"] == "admin-token"]
+    assert volume["secret"]["secretName"] == (want or "gpu-costsvc-admin-token")
+
+
+def test_the_chart_makes_no_admin_token_while_one_is_given() -> None:
+    done = helm_template({"costsvc": {"adminToken": {"create": True}}}, check=False)
+    assert done.returncode != 0
+    assert "/costsvc/adminToken/existingSecret" in done.stderr, done.stderr
