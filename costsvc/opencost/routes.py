@@ -48,7 +48,8 @@ from costsvc.opencost.shape import (
 )
 from costsvc.opencost.suggest import columns as suggest_columns
 from costsvc.opencost.suggest import parse_ask, suggestions
-from costsvc.rules.cost_model_source import label_keys
+from costsvc.rules.cost_model import CostModelError
+from costsvc.rules.cost_model_source import in_force, label_keys
 from kube.label_names import sanitize_label
 
 router = APIRouter(tags=["opencost"])
@@ -344,4 +345,28 @@ def allocation_autocomplete(
             history = label_history(conn, span.start, span.end)
             rows = with_labels(rows, [span], from_history, history)
     body = {"code": 200, "data": {"data": suggestions(rows, ask, keep, labels)}}
+    return Response(to_json(body), media_type="application/json")
+
+
+@router.get(
+    "/getConfigs",
+    summary="OpenCost's cost-model settings: the currency (kubectl-cost reads it)",
+    description='`{"code": 200, "status": "success", "data": {"currencyCode": …}}`: the '
+    "currency of the cost model in force; 503 without one (docs/api.md).",
+    response_model=None,
+)
+def get_configs(request: Request, who: Caller, db: Db) -> Response:
+    """The currency of the cost model in force (costsvc/rules/cost_model_source.py), as
+    OpenCost's ``GetConfigs`` writes its ``CustomPricing`` (opencost/opencost
+    ``pkg/costmodel/router.go`` ``WrapData``; ``pkg/cloud/models/models.go`` ``currencyCode``):
+    kubectl-cost asks ``/model/getConfigs`` and reads ``data.currencyCode``, "" as USD
+    (kubecost/kubectl-cost ``pkg/query/configapi.go``). Only the currency: gpu-costsvc has no
+    other of OpenCost's settings. Without a usable cost model there is no currency to tell (not
+    a guessed USD): 503."""
+    try:
+        currency = in_force(request.app.state.settings.cost_model, db).model.currency
+    except CostModelError as exc:
+        body = {"code": 503, "status": "error", "data": None, "message": str(exc)[:500]}
+        return Response(to_json(body), 503, media_type="application/json")
+    body = {"code": 200, "status": "success", "data": {"currencyCode": currency}}
     return Response(to_json(body), media_type="application/json")
