@@ -28,6 +28,7 @@ from dashboards.selectors import (
     EFFICIENCY_LINES,
     PER_LINE,
     POD_COSTS,
+    TEAM_MONEY,
     TEAMS_ONLY,
 )
 
@@ -36,8 +37,8 @@ RATE = f"costsvc_cost_rate_per_hour{{{COST_LINES}}}"
 WASTE = f"costsvc_waste_month_to_date{{{COST_LINES}}}"
 EFFICIENCY = f"costsvc_efficiency_ratio{{{EFFICIENCY_LINES}}}"
 TEAM_EFFICIENCY = f"costsvc_efficiency_ratio{{{EFFICIENCY_LINES}, {TEAMS_ONLY}}}"
-# hours left in the current (UTC) month
-HOURS_LEFT = "scalar((days_in_month() - day_of_month()) * 24 + 24 - hour() - minute() / 60)"
+# the cost service's month-end forecast per team (costsvc/costs/queries.py forecast)
+FORECAST = f"costsvc_cost_forecast_month_end{{{TEAM_MONEY}}}"
 LINE_LEGEND = "{{team}} / {{project}} / {{stage}}"
 PROJECT_LEGEND = "{{team}} / {{project}}"
 
@@ -94,8 +95,11 @@ def month_to_date(money: str) -> list[Panel]:
         .height(4),
         stat_panel(
             "Projected month end",
-            "Month to date plus the last hour's rate for every hour left in the (UTC) month.",
-            target(f"sum({COST}) + sum({RATE}) * {HOURS_LEFT}"),
+            "costsvc_cost_forecast_month_end of the selected teams: the cost service's forecast, "
+            "the rule of its API and pages (month to date + the mean hourly cost over the last 7 "
+            "days of ingested hours x the hours left in the UTC month). Per team: the project "
+            "and stage selections do not narrow it.",
+            target(f"sum({FORECAST})"),
         )
         .unit(money)
         .decimals(0)

@@ -37,6 +37,8 @@ PER_HOLDING = "cluster, Hostname, gpu, GPU_I_ID, namespace, pod, container"
 COST_LINES = (
     f'{CLUSTER}, team=~"$team", project=~"$project", stage=~"$stage", currency=~"$currency"'
 )
+# per-team money (no project or stage label) in the selected currency
+TEAM_MONEY = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
 # efficiency ratios of the selected lines (no currency label)
 EFFICIENCY_LINES = f'{CLUSTER}, team=~"$team", project=~"$project", stage=~"$stage"'
 # per-pod cost series (no stage label)

@@ -123,6 +123,12 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     ),
     ("costsvc_cost_rate_per_hour", "Cost of the last ingested hour", [*OWNER, "currency"]),
     (
+        "costsvc_cost_forecast_month_end",
+        "The team's month-end cost forecast: month to date + the mean hourly cost over the last "
+        "7 days of ingested hours x the hours left (the API's and pages' rule)",
+        ["team", "currency"],
+    ),
+    (
         "costsvc_idle_cost_month_to_date",
         "Cost of GPUs (or slices) nobody held, this month",
         ["currency"],
@@ -270,7 +276,7 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
     )
     with engine.connect() as conn:
         last = last_hour(conn)
-        currencies = _month(g, conn, start, end)
+        currencies = _month(g, conn, now, start, end)
         if last is not None:
             _last_hour(g, conn, last)
         all_budgets = budgets(engine, by_name=False)
@@ -298,12 +304,19 @@ def collect(engine: Engine, now: datetime) -> list[Metric]:
 
 
 def _month(
-    g: dict[str, GaugeMetricFamily], conn: Connection, start: datetime, end: datetime
+    g: dict[str, GaugeMetricFamily],
+    conn: Connection,
+    now: datetime,
+    start: datetime,
+    end: datetime,
 ) -> list[str]:
-    """The month so far: each owner's cost, waste, efficiency, energy and carbon, the idle
-    cost and energy, each GPU model's energy and carbon; answers the currencies of its money."""
+    """The month so far: each owner's cost, waste, efficiency, energy and carbon, each team's
+    month-end forecast, the idle cost and energy, each GPU model's energy and carbon; answers
+    the currencies of its money."""
     idle_energy = 0
+    team_currencies: dict[str, set[str]] = {}
     for r in owner_money(conn, start, end):
+        team_currencies.setdefault(r.team, set()).add(r.currency)
         labels = [r.team, r.project, r.stage]
         g["costsvc_cost_month_to_date"].add_metric(
             [*labels, r.currency], _units(r.allocated + r.idle)
@@ -316,6 +329,12 @@ def _month(
         g["costsvc_waste_month_to_date"].add_metric([*labels, r.currency], _units(r.waste))
         if (eff := efficiency(r.used, r.waste)) is not None:  # unknown: no series, not 0
             g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
+    for team, in_currencies in sorted(team_currencies.items()):
+        if len(in_currencies) == 1:  # never a sum of money in two currencies
+            f = forecast(conn, now, team)
+            g["costsvc_cost_forecast_month_end"].add_metric(
+                [team, *in_currencies], _units(f.forecast)
+            )
     money_in = idle_by_currency(conn, start, end)
     for currency, idle, lost in money_in:
         g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))

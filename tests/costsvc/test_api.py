@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import re
+import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,6 +25,7 @@ from costsvc.kit.ratios import ratio_text as shown
 from costsvc.metrics.series import collect
 from costsvc.reports.monthly import chargeback_csv
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
+from tests.conftest import require_binary
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import (
@@ -39,6 +42,7 @@ from tests.costsvc.history_checks import as_utc, by_team
 from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT
 from tests.costsvc.test_focus import _junit as junit_status
 from tests.costsvc.test_focus import _run_validator as run_validator
+from tests.dashboards.test_dashboards import expr_of
 from tests.prom import Prometheus
 
 HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
@@ -366,6 +370,67 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         assert metric(text, "costsvc_idle_cost_month_to_date", currency="USD") > 0
     finally:
         assert api.http.delete(f"/v1/budgets/{budget}", headers=admin).status_code == 204
+
+
+def test_the_dashboards_projected_month_end_is_the_apis_forecast(api: Api, tmp_path: Path) -> None:
+    """One forecast rule (costsvc/costs/queries.py ``forecast``): the FinOps dashboard's
+    *Projected month end*, evaluated by Prometheus's engine (promtool) on the series /metrics
+    exposes, equals /v1/teams/{team}/summary's forecast, per team and for two teams together.
+    Hand-computed for team a (test_budget_status_forecast_and_metrics): 1.071429 month to date
+    + 0.008371 an hour x 371 hours left = 4.177070."""
+    promtool = require_binary("promtool")
+    teams = ["a", "b", "nlp"]
+    summaries = {t: api.get(f"/v1/teams/{t}/summary").json() for t in teams}
+    assert summaries["a"]["forecast"] == dec(1_071_429 + 8371 * 371) == "4.177070"
+    [currency] = {s["currency"] for s in summaries.values()}
+    exposed = [
+        s
+        for fam in text_string_to_metric_families(api.get("/metrics", "metrics").text)
+        for s in fam.samples
+        if s.name == "costsvc_cost_forecast_month_end" and s.labels["team"] in teams
+    ]
+    assert {s.labels["team"] for s in exposed} == set(teams)
+    series = [
+        {
+            "series": "costsvc_cost_forecast_month_end{"
+            + ", ".join(f"{k}={json.dumps(v)}" for k, v in sorted(s.labels.items()))
+            + "}",
+            "values": f"{s.value!r}x2",
+        }
+        for s in exposed
+    ]
+    # compared in micro-units, the money's precision (a float sum need not be exact)
+    picks = [*([t] for t in teams), ["a", "nlp"]]
+    cases = [
+        {
+            "expr": "round(("
+            + expr_of(
+                "gpu-finops.json",
+                "Projected month end",
+                values={"team": "|".join(pick), "currency": currency},
+            )
+            + ") * 1000000)",
+            "eval_time": "1m",
+            "exp_samples": [
+                {
+                    "labels": "{}",
+                    "value": int(sum(Decimal(summaries[t]["forecast"]) for t in pick) * 1_000_000),
+                }
+            ],
+        }
+        for pick in picks
+    ]
+    path = tmp_path / "forecast.test.yml"
+    tests = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
+    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
+    proc = subprocess.run(
+        [promtool, "test", "rules", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.timeout(VALIDATOR_TIMEOUT + 60)

@@ -90,6 +90,7 @@ COSTSVC_METRICS = frozenset(
         "costsvc_budget_amount",
         "costsvc_budget_used_ratio",
         "costsvc_budget_forecast_ratio",
+        "costsvc_cost_forecast_month_end",
         "costsvc_pod_cost_month_to_date",
         "costsvc_pod_waste_month_to_date",
         "costsvc_ingest_lag_seconds",
