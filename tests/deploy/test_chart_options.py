@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.helpers import JOBS
 from tests.deploy.tools import CHART, documents, helm_template, run, tool
 
 
@@ -102,3 +103,92 @@ def test_the_chart_makes_no_admin_token_while_one_is_given() -> None:
     done = helm_template({"costsvc": {"adminToken": {"create": True}}}, check=False)
     assert done.returncode != 0
     assert "/costsvc/adminToken/existingSecret" in done.stderr, done.stderr
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+OPTIONS: dict[str, Any] = {
+    "image": {"repository": "registry.example/gpu-finops", "tag": "1.2.3", "digest": DIGEST},
+    "fullnameOverride": "fin",
+    "namespaceOverride": "gpu-system",
+    "exporter": {
+        "podAnnotations": {"example.com/scraped": "no"},
+        "serviceAccount": {"annotations": {"example.com/role": "exporter"}},
+        "monitor": {
+            "honorLabels": True,
+            "relabelings": [{"targetLabel": "cluster", "replacement": "east"}],
+            "metricRelabelings": [{"action": "drop", "regex": "DCGM_FI_PROF_.*"}],
+        },
+    },
+    "costsvc": {
+        "podAnnotations": {"example.com/team": "finops"},
+        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/c"}},
+        "priorityClassName": "high",
+        "nodeSelector": {"pool": "system"},
+        "tolerations": [{"key": "system", "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {"podAntiAffinity": {}},
+        "monitor": {
+            "honorLabels": True,
+            "relabelings": [{"targetLabel": "cluster", "replacement": "east"}],
+            "metricRelabelings": [{"action": "drop", "regex": "costsvc_http_.*"}],
+        },
+    },
+}
+
+
+def test_the_common_options_render_where_expected() -> None:
+    docs = documents(helm_template(OPTIONS).stdout)
+    by = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    images = {
+        c["image"]
+        for d in docs
+        if d["kind"] in ("DaemonSet", "Deployment")
+        for c in [
+            *d["spec"]["template"]["spec"].get("initContainers", []),
+            *d["spec"]["template"]["spec"]["containers"],
+        ]
+    }
+    assert images == {f"registry.example/gpu-finops@{DIGEST}"}  # never @sha256:...:tag
+    namespaced = [d for d in docs if not d["kind"].startswith("Cluster")]
+    assert {d["metadata"]["namespace"] for d in namespaced} - {"gpu-system"} == set()
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    assert {s["namespace"] for b in bindings for s in b["subjects"]} == {"gpu-system"}
+    assert {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"} == {
+        "fin-exporter",
+        "fin-costsvc",
+    }
+    ds, deploy = by[("DaemonSet", "gpu-exporter")], by[("Deployment", "gpu-costsvc")]
+    assert ds["spec"]["template"]["metadata"]["annotations"] == {"example.com/scraped": "no"}
+    notes = deploy["spec"]["template"]["metadata"]["annotations"]
+    assert notes["example.com/team"] == "finops" and "checksum/cost-model" in notes
+    sa = {k: by[("ServiceAccount", k)]["metadata"]["annotations"] for k in JOBS}
+    assert sa["gpu-exporter"] == {"example.com/role": "exporter"}
+    assert "eks.amazonaws.com/role-arn" in sa["gpu-costsvc"]
+    spec = deploy["spec"]["template"]["spec"]
+    assert spec["priorityClassName"] == "high" and spec["nodeSelector"] == {"pool": "system"}
+    assert spec["tolerations"][0]["key"] == "system" and "podAntiAffinity" in spec["affinity"]
+    for name, dropped in (("gpu-exporter", "DCGM_FI_PROF_.*"), ("gpu-costsvc", "costsvc_http_.*")):
+        (endpoint,) = by[("ServiceMonitor", name)]["spec"]["endpoints"]
+        assert endpoint["honorLabels"] is True
+        assert endpoint["relabelings"][0]["action"] == "labeldrop"  # the chart's own first
+        assert endpoint["relabelings"][-1] == {"targetLabel": "cluster", "replacement": "east"}
+        assert endpoint["metricRelabelings"] == [{"action": "drop", "regex": dropped}]
+
+
+def test_name_override_prefixes_the_cluster_scoped_objects() -> None:
+    docs = documents(helm_template({"nameOverride": "gpu"}, release="team-a").stdout)
+    roles = {d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"}
+    assert roles == {"team-a-gpu-exporter", "team-a-gpu-costsvc"}
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        ({"image": {"digest": "sha256:abc"}}, "/image/digest"),
+        ({"image": {"repository": "r@sha256:" + "0" * 64}}, "/image/repository"),
+        ({"namespaceOverride": "Gpu_System"}, "/namespaceOverride"),
+    ],
+)
+def test_a_bad_option_is_refused_naming_the_field(values: dict[str, Any], named: str) -> None:
+    done = helm_template(values, check=False)
+    assert done.returncode != 0, f"{values} was accepted"
+    assert named in done.stderr, done.stderr

@@ -4,15 +4,28 @@ the Services' names are the Prometheus jobs the alert rules assume. Cluster-scop
 prefixed with the release's full name, so two releases in two namespaces do not collide.
 */}}
 {{- define "gpu-finops.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- $name := .Values.nameOverride | default .Chart.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 
+{{/* The namespace of every namespaced object: namespaceOverride, else the release's. */}}
+{{- define "gpu-finops.namespace" -}}
+{{- .Values.namespaceOverride | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* repository@digest (the tag left out: a digest names the image alone), else :tag. */}}
 {{- define "gpu-finops.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* What Helm adds to every object's labels (and the release to the pods'). */}}
@@ -80,7 +93,7 @@ tlsConfig:
     secret:
       name: {{ .Values.exporter.webConfig.tls.existingSecret }}
       key: ca.crt
-  serverName: gpu-exporter.{{ .Release.Namespace }}.svc
+  serverName: gpu-exporter.{{ include "gpu-finops.namespace" . }}.svc
   {{- end }}
 {{- end }}
 {{- with $m.basicAuth.secretName }}
@@ -92,6 +105,9 @@ basicAuth:
     name: {{ . }}
     key: {{ $m.basicAuth.passwordKey }}
 {{- end }}
+{{- if $m.honorLabels }}
+honorLabels: true
+{{- end }}
 relabelings:
   # The exporter's namespace/pod/container labels name the GPU's holder. Drop the
   # operator's target labels of the same names (the exporter pod's own), so they are
@@ -100,6 +116,13 @@ relabelings:
     regex: (namespace|pod|container|service|endpoint)
   - sourceLabels: [__meta_kubernetes_pod_node_name]
     targetLabel: node
+  {{- with $m.relabelings }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
+{{- with $m.metricRelabelings }}
+metricRelabelings:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/* The admin token's Secret: the user's, or the one this chart creates; empty for none. */}}
