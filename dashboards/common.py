@@ -31,6 +31,28 @@ MONEY = "money"
 MONEY_UNIT = "short"
 MONEY_TITLE = " (${currency})"
 
+# The cost service's pages (/ui): their base URL is the dashboards' `costsvc_url` variable (a
+# text box, its default the address docker-compose publishes; set it in the URL,
+# `var-costsvc_url=...`, or in the dashboard JSON). The range's month or days go along.
+COSTSVC_URL = "http://localhost:8080"
+MONTH = "${__from:date:YYYY-MM}"
+DAYS = "from=${__from:date:YYYY-MM-DD}&to=${__to:date:YYYY-MM-DD}"
+PAGE_LINKS = (
+    ("Cost service: overview", "${costsvc_url}/ui/overview?month=" + MONTH),
+    ("Cost service: explore", "${costsvc_url}/ui/explore?" + DAYS + "&group_by=team"),
+)
+# a data link on series with a `team` label: the team's page and its costs in the explorer
+TEAM_LINKS = (
+    (
+        "${__field.labels.team}: team page",
+        "${costsvc_url}/ui/teams/${__field.labels.team}?month=" + MONTH,
+    ),
+    (
+        "${__field.labels.team}: explore",
+        "${costsvc_url}/ui/explore?" + DAYS + "&team=${__field.labels.team}&group_by=project",
+    ),
+)
+
 Steps = tuple[tuple[float, str], ...]
 Panel = cog.Builder[models.Panel]
 
@@ -78,7 +100,7 @@ def board(
             .type(models.DashboardLinkType.DASHBOARDS)
             .as_dropdown(True)
             .icon("external link")
-            .include_vars(False)
+            .include_vars(True)
             .keep_time(True)
             .tags([TAG])
             .target_blank(False)
@@ -98,7 +120,39 @@ def board(
     )
     for variable in variables:
         dashboard.with_variable(variable)
+    dashboard.with_variable(
+        builders.TextBoxVariable("costsvc_url")
+        .label("Cost service URL")
+        .description("Base URL of gpu-costsvc, for the links to its pages (/ui)")
+        .default_value(COSTSVC_URL)
+        .current(models.VariableOption(selected=True, text=COSTSVC_URL, value=COSTSVC_URL))
+        .hide(models.VariableHide.DONT_HIDE)
+    )
+    for name, url in PAGE_LINKS:
+        dashboard.link(page_link(name, url))
     return dashboard
+
+
+def page_link(title: str, url: str) -> builders.DashboardLink:
+    """A link to a page of the cost service, in a new tab (the page takes no Grafana
+    variables: `url` carries what it needs)."""
+    return (
+        builders.DashboardLink(title)
+        .type(models.DashboardLinkType.LINK)
+        .url(url)
+        .icon("external link")
+        .tooltip("Opens gpu-costsvc's page in a new tab")
+        .include_vars(False)
+        .keep_time(False)
+        .as_dropdown(False)
+        .tags([])
+        .target_blank(True)
+    )
+
+
+def team_links() -> list[cog.Builder[models.DashboardLink]]:
+    """Data links from a series with a `team` label to the team's page and explorer view."""
+    return [page_link(title, url) for title, url in TEAM_LINKS]
 
 
 def finish(dashboard: builders.Dashboard) -> models.Dashboard:

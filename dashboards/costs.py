@@ -18,6 +18,7 @@ from dashboards.common import (
     stat_panel,
     table_panel,
     target,
+    team_links,
     thresholds,
     timeseries_panel,
     value_columns,
@@ -116,14 +117,18 @@ def cost_breakdown(money: str) -> list[Panel]:
                 "costsvc_cost_month_to_date per team (resets at the start of a month).",
                 target(f"sum by (team) ({COST})", "{{team}}"),
             )
-        ).unit(money),
+        )
+        .unit(money)
+        .data_links(team_links()),
         stacked(
             timeseries_panel(
                 "Hourly cost by team",
                 "costsvc_cost_rate_per_hour per team: cost of the last ingested hour (per hour).",
                 target(f"sum by (team) ({RATE})", "{{team}}"),
             )
-        ).unit(money),
+        )
+        .unit(money)
+        .data_links(team_links()),
         basic_bars(
             bargauge_panel(
                 "Cost by project",
@@ -132,6 +137,7 @@ def cost_breakdown(money: str) -> list[Panel]:
             )
         )
         .unit(money)
+        .data_links(team_links())
         .decimals(0),
         basic_bars(
             bargauge_panel(
@@ -180,6 +186,7 @@ def idle_and_waste(money: str) -> list[Panel]:
             )
         )
         .unit(money)
+        .data_links(team_links())
         .span(16),
         bargauge_panel(
             "Top wasting pods",
@@ -193,6 +200,7 @@ def idle_and_waste(money: str) -> list[Panel]:
             ),
         )
         .unit(money)
+        .data_links(team_links())
         .decimals(0)
         .thresholds(thresholds((100, "orange"), (1000, "red"))),
         bargauge_panel(
@@ -201,6 +209,7 @@ def idle_and_waste(money: str) -> list[Panel]:
             target(f"topk(10, sum by (team, project) ({WASTE}))", PROJECT_LEGEND, instant=True),
         )
         .unit(money)
+        .data_links(team_links())
         .decimals(0)
         .thresholds(thresholds((100, "orange"), (1000, "red"))),
         table_panel(

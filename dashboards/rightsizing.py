@@ -18,6 +18,7 @@ from dashboards.common import (
     stat_panel,
     table_panel,
     target,
+    team_links,
     thresholds,
     timeseries_panel,
     value_columns,
@@ -105,6 +106,7 @@ def savings(money: str) -> list[Panel]:
             )
         )
         .unit(money)
+        .data_links(team_links())
         .decimals(0)
         .span(9)
         .height(6),
@@ -114,6 +116,7 @@ def savings(money: str) -> list[Panel]:
             target(f"sum by (team) ({TEAM_SAVINGS})", "{{team}}"),
         )
         .unit(money)
+        .data_links(team_links())
         .span(9)
         .height(6),
         table_panel(

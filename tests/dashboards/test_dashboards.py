@@ -213,8 +213,8 @@ def test_variables_defined_before_use_and_used_as_regex(name: str) -> None:
     builtins = {n for n in used if n.startswith("__")}
     assert builtins <= BUILTINS.keys()
     assert used - builtins <= defined, used - builtins - defined
-    unused = defined - used - {"datasource"}
-    # a variable only feeds others (e.g. modelName narrows Hostname) or is used by panels
+    unused = defined - used - {"datasource"} - variables_used(json.dumps(links_of(d)))
+    # a variable only feeds others (e.g. modelName narrows Hostname), links or is used by panels
     feeding = set().union(*(variables_used(variable_query(v)) for v in variables(d)))
     assert unused <= feeding, f"variables nobody uses: {unused - feeding}"
 
@@ -232,6 +232,68 @@ def test_variable_queries_use_known_series(name: str) -> None:
         if v["type"] == "query":
             selector = substitute(label_values_selector(variable_query(v)))
             assert metric_names(selector) <= ALLOWED_METRICS, (v["name"], selector)
+
+
+# ------------------------------------------------------------------ links
+
+
+def links_of(dashboard: dict[str, Any]) -> list[dict[str, Any]]:
+    """The dashboard's links and every panel's data links."""
+    return [
+        *dashboard["links"],
+        *(
+            link
+            for p in data_panels(dashboard)
+            for link in p["fieldConfig"]["defaults"].get("links") or []
+        ),
+    ]
+
+
+def page_paths() -> set[str]:
+    """The cost service's page routes (/ui/...)."""
+    from costsvc.pages import explore, overview, team
+
+    return {r.path for m in (explore, overview, team) for r in m.router.routes}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_links_keep_the_variables_and_reach_the_cost_service_pages(name: str) -> None:
+    """The other dashboards with this one's variables and time range; the cost service's
+    overview and explorer at the `costsvc_url` variable's address for the range's month or
+    days; from series of a team, that team's page and explorer view."""
+    d = load(name)
+    [others] = [link for link in d["links"] if link["type"] == "dashboards"]
+    assert others["tags"] == ["gpu-finops"]
+    assert others["includeVars"] is True and others["keepTime"] is True
+    url_var = {v["name"]: v for v in variables(d)}["costsvc_url"]
+    assert url_var["type"] == "textbox" and url_var["query"].startswith("http")
+    pages = [link for link in links_of(d) if link["type"] == "link"]
+    assert {link["title"] for link in d["links"]} >= {
+        "Cost service: overview",
+        "Cost service: explore",
+    }
+    routes = page_paths()
+    for link in pages:
+        url = link["url"]
+        assert url.startswith("${costsvc_url}/ui/") and link["targetBlank"] is True, url
+        path = url.removeprefix("${costsvc_url}").split("?")[0]
+        assert path.replace("${__field.labels.team}", "{team}") in routes, url
+        assert "${__from:date:" in url, url  # the range goes along
+    for p in data_panels(d):
+        urls = json.dumps(p["fieldConfig"]["defaults"].get("links") or [])
+        if "__field.labels.team" in urls:
+            assert all(re.search(r"\bby \([^)]*\bteam\b", t["expr"]) for t in p["targets"])
+
+
+def test_team_links_on_the_money_dashboards() -> None:
+    for name, least in (("gpu-finops.json", 6), ("gpu-rightsizing.json", 2)):
+        linked = [
+            p["title"]
+            for p in data_panels(load(name))
+            if "/ui/teams/${__field.labels.team}"
+            in json.dumps(p["fieldConfig"]["defaults"].get("links") or [])
+        ]
+        assert len(linked) >= least, (name, linked)
 
 
 # ------------------------------------------------------------------ the cluster, everywhere
