@@ -335,7 +335,10 @@ def main(argv: list[str] | None = None) -> int:
             + (f".\n  Cost model: examples/cost-model.yaml, {moved}" if moved else "")
             + ".\n\n"
             f"ready in {took:.0f} s. Look at:\n"
-            f"  pages:       {api_url}/\n"
+            f"  pages:       {api_url}/  (sign in with the admin token below)\n"
+            f"               {api_url}/ui/explore  (any window, grouping, filter, idle choice)\n"
+            f"               {api_url}/ui/fleet  (money by model and node, lost GPUs and "
+            "their XIDs, the alerts firing now)\n"
             f"  cost API:    {api_url}/docs\n"
             f"  Prometheus:  {graph}   (alerts: {alerts})\n"
             f"  exporters:   "
