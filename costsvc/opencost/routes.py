@@ -311,6 +311,11 @@ def allocation(
     description="OpenCost's `/allocation/autocomplete` (docs/api.md): `window`, `field`, "
     '`search`, `limit` (≤ 1000), `filter`; answer `{"code": 200, "data": {"data": [...]}}`.',
     response_model=None,
+    responses={
+        400: {"description": "a bad parameter, as text (Go's http.Error)"},
+        401: ERRORS[401],
+        403: ERRORS[403],
+    },
 )
 def allocation_autocomplete(
     request: Request,
@@ -354,6 +359,11 @@ def allocation_autocomplete(
     description='`{"code": 200, "status": "success", "data": {"currencyCode": …}}`: the '
     "currency of the cost model in force; 503 without one (docs/api.md).",
     response_model=None,
+    responses={
+        401: ERRORS[401],
+        403: ERRORS[403],
+        503: {"description": "no usable cost model: no currency to tell"},
+    },
 )
 def get_configs(request: Request, who: Caller, db: Db) -> Response:
     """The currency of the cost model in force (costsvc/rules/cost_model_source.py), as
