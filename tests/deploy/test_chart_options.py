@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from tests.deploy.helpers import JOBS
-from tests.deploy.tools import CHART, documents, helm_template, run, tool
+from tests.deploy.tools import BCRYPT, CHART, documents, helm_template, run, tool
 
 
 def _umbrella(tmp_path: Path) -> Path:
@@ -192,3 +192,58 @@ def test_a_bad_option_is_refused_naming_the_field(values: dict[str, Any], named:
     done = helm_template(values, check=False)
     assert done.returncode != 0, f"{values} was accepted"
     assert named in done.stderr, done.stderr
+
+
+def _pdb(replicas: int, **budget: Any) -> dict[str, Any]:
+    return {"costsvc": {"replicas": replicas, "podDisruptionBudget": budget}}
+
+
+@pytest.mark.parametrize(
+    ("values", "named"),
+    [
+        # basic auth over plain HTTP: the password in clear text
+        (
+            {"exporter": {"webConfig": {"basicAuth": {"users": {"p": BCRYPT}}}}},
+            "/exporter/webConfig/tls/enabled",
+        ),
+        (
+            {"exporter": {"monitor": {"basicAuth": {"secretName": "scrape"}}}},
+            "/exporter/webConfig/tls/enabled",
+        ),
+        # a PodDisruptionBudget that no drain gets through
+        (_pdb(1, maxUnavailable=0), "/costsvc/podDisruptionBudget/maxUnavailable"),
+        (_pdb(3, maxUnavailable="0%"), "/costsvc/podDisruptionBudget/maxUnavailable"),
+        (_pdb(3, minAvailable="100%"), "/costsvc/podDisruptionBudget/minAvailable"),
+        (_pdb(1, minAvailable=1), "costsvc.podDisruptionBudget.minAvailable: 1 of 1 replicas"),
+        (_pdb(3, minAvailable=3), "costsvc.podDisruptionBudget.minAvailable: 3 of 3 replicas"),
+        (_pdb(1, minAvailable="50%"), "minAvailable: 50% of 1 replicas keeps them all"),
+    ],
+)
+def test_values_that_leak_or_block_are_refused(
+    values: dict[str, Any], named: str, tmp_path: Path
+) -> None:
+    done = helm_template(values, check=False)
+    assert done.returncode != 0, f"{values} was accepted"
+    assert named in done.stderr, done.stderr
+    if not named.startswith("/"):
+        return  # the template's own check (`fail`): helm lint only logs those
+    given = tmp_path / "values.yaml"
+    given.write_text(yaml.safe_dump(values))
+    linted = run(
+        [tool("helm"), "lint", "--strict", str(CHART), "--values", str(given)], check=False
+    )
+    assert linted.returncode != 0 and named in linted.stdout + linted.stderr
+
+
+@pytest.mark.parametrize(
+    ("values", "spec"),
+    [
+        (_pdb(3, minAvailable=2), {"minAvailable": 2}),
+        (_pdb(3, minAvailable="50%"), {"minAvailable": "50%"}),
+        (_pdb(1, maxUnavailable="100%"), {"maxUnavailable": "100%"}),
+    ],
+)
+def test_a_budget_that_lets_drains_through(values: dict[str, Any], spec: dict[str, Any]) -> None:
+    docs = documents(helm_template(values).stdout)
+    (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+    assert {k: v for k, v in pdb["spec"].items() if k != "selector"} == spec
