@@ -314,8 +314,9 @@ def test_postgresql_with_three_replicas() -> None:
     deploy = one(name, "Deployment")
     assert deploy["spec"]["replicas"] == 3 and deploy["spec"]["strategy"]["type"] == "RollingUpdate"
     spec = pod(deploy)
-    (admin,) = spec["initContainers"]  # the schema is the hook Job's
-    run_costsvc(admin["args"], container_env(admin))
+    admin, metrics = spec["initContainers"]  # the schema is the hook Job's
+    for registers in (admin, metrics):
+        run_costsvc(registers["args"], container_env(registers))
     (volume,) = [v for v in spec["volumes"] if v["name"] == "admin-token"]
     assert volume["secret"]["secretName"] == "my-admin-token"
     assert not objects(name, "Secret")  # the user's token, not one of the chart's

@@ -247,3 +247,27 @@ def test_a_budget_that_lets_drains_through(values: dict[str, Any], spec: dict[st
     docs = documents(helm_template(values).stdout)
     (pdb,) = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
     assert {k: v for k, v in pdb["spec"].items() if k != "selector"} == spec
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_metrics_token_is_registered_from_the_secret_the_monitor_reads(enabled: bool) -> None:
+    """The cost service's ServiceMonitor sends the token of costsvc.monitor.tokenSecret, which
+    an init container registers (role metrics); without the monitor, neither."""
+    monitor = {"enabled": enabled, "tokenSecret": "prom-token", "tokenKey": "t", "tokenName": "p"}
+    docs = documents(helm_template({"costsvc": {"monitor": monitor}}).stdout)
+    (deploy,) = [d for d in docs if d["kind"] == "Deployment"]
+    spec = deploy["spec"]["template"]["spec"]
+    inits = {c["name"]: c for c in spec["initContainers"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    monitors = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    if not enabled:
+        assert "metrics-token" not in inits and "metrics-token" not in volumes
+        assert [m["metadata"]["name"] for m in monitors] == ["gpu-exporter"]
+        return
+    args = inits["metrics-token"]["args"]
+    assert args[:6] == ["token", "create", "--name", "p", "--role", "metrics"]
+    assert args[args.index("--from-file") + 1] == "/etc/gpu-costsvc/metrics-token/t"
+    assert volumes["metrics-token"]["secret"]["secretName"] == "prom-token"
+    (costsvc,) = [m for m in monitors if m["metadata"]["name"] == "gpu-costsvc"]
+    (endpoint,) = costsvc["spec"]["endpoints"]
+    assert endpoint["authorization"]["credentials"] == {"name": "prom-token", "key": "t"}

@@ -367,17 +367,27 @@ def test_kubernetes_commands_parse_and_ports_match() -> None:
     assert costsvc["spec"]["replicas"] == 1
     spec = pod_spec(costsvc)
     assert not spec.get("enableServiceLinks", True)
-    init, admin = spec["initContainers"]
+    init, admin, metrics = spec["initContainers"]
     assert [*init["command"], *init["args"]] == ["gpu-costsvc", "db", "upgrade"]
     run_costsvc(init["args"], container_env(init))
-    # the admin token of a Secret, registered once (tests/costsvc/test_replica_start.py)
-    assert admin["command"] == ["gpu-costsvc"] and admin["args"][:2] == ["token", "create"]
-    run_costsvc(admin["args"], container_env(admin))
-    token_file = PurePosixPath(admin["args"][admin["args"].index("--from-file") + 1])
-    (mount,) = [m for m in admin["volumeMounts"] if m["name"] == "admin-token"]
-    assert token_file.parent == PurePosixPath(mount["mountPath"]) and mount["readOnly"]
-    (volume,) = [v for v in spec["volumes"] if v["name"] == "admin-token"]
-    assert volume["secret"]["secretName"] == "gpu-costsvc-admin-token"
+    # the admin token and Prometheus's of Secrets, registered once, a changed one not taken
+    # (tests/costsvc/test_replica_start.py, test_cli_ensure_token.py)
+    (monitor,) = one("ServiceMonitor", "gpu-costsvc")["spec"]["endpoints"]
+    scraped = monitor["authorization"]["credentials"]
+    for container, role, secret in (
+        (admin, "admin", "gpu-costsvc-admin-token"),
+        (metrics, "metrics", scraped["name"]),
+    ):
+        args = container["args"]
+        assert container["command"] == ["gpu-costsvc"] and args[:2] == ["token", "create"]
+        assert args[args.index("--role") + 1] == role and "--ensure" in args
+        run_costsvc(args, container_env(container))
+        token_file = PurePosixPath(args[args.index("--from-file") + 1])
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == container["name"]]
+        assert token_file.parent == PurePosixPath(mount["mountPath"]) and mount["readOnly"]
+        (volume,) = [v for v in spec["volumes"] if v["name"] == container["name"]]
+        assert volume["secret"]["secretName"] == secret
+    assert token_file.name == scraped["key"]
     (main,) = spec["containers"]
     assert main["command"] == ["gpu-costsvc"] and main["args"][0] == "serve"
     settings = run_costsvc(main["args"], container_env(main))
