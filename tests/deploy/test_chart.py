@@ -93,6 +93,14 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "monitoring": {"labels": {"release": "kps"}},
     },
+    # the driver and container toolkit without the GPU Operator (docs/deploy.md)
+    "no-gpu-operator": {
+        "exporter": {
+            "runtimeClassName": "",
+            "affinity": None,
+            "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+        },
+    },
     "sqlite": {
         "costsvc": {"database": {"sqlite": {"enabled": True, "storageClassName": "standard"}}},
         "networkPolicy": {"enabled": False},

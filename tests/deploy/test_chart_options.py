@@ -271,3 +271,26 @@ def test_the_metrics_token_is_registered_from_the_secret_the_monitor_reads(enabl
     (costsvc,) = [m for m in monitors if m["metadata"]["name"] == "gpu-costsvc"]
     (endpoint,) = costsvc["spec"]["endpoints"]
     assert endpoint["authorization"]["credentials"] == {"name": "prom-token", "key": "t"}
+
+
+def _notes(values: dict[str, Any], tmp_path: Path) -> str:
+    given = tmp_path / "values.yaml"
+    given.write_text(yaml.safe_dump(values))
+    args = [tool("helm"), "install", "gpu-finops", str(CHART), "-n", "gpu-finops"]
+    done = run([*args, "--dry-run=client", "--values", str(given)])
+    return done.stdout.split("NOTES:", 1)[1]
+
+
+def test_without_the_gpu_operator(tmp_path: Path) -> None:
+    """The defaults' GPU Operator assumptions are values, and the notes name them; the
+    no-gpu-operator value set (test_chart.py: linted, validated) has none of them."""
+    from tests.deploy.test_chart import VALUE_SETS
+
+    values = VALUE_SETS["no-gpu-operator"]
+    (ds,) = [d for d in documents(helm_template(values).stdout) if d["kind"] == "DaemonSet"]
+    spec = ds["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in spec and "affinity" not in spec
+    assert spec["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-l4"}
+    said = "It assumes the NVIDIA GPU Operator: the RuntimeClass nvidia and GPU nodes labelled"
+    assert said in _notes({}, tmp_path)
+    assert "GPU Operator" not in _notes(values, tmp_path)
