@@ -45,6 +45,45 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _token_parser(sub: Any) -> None:
+    """``gpu-costsvc token``: create, revoke and list API tokens."""
+    token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
+    token.add_argument("action", choices=["create", "revoke", "list"])
+    token.add_argument("--name", help="a unique name (create, revoke)")
+    token.add_argument("--role", choices=ROLES, default="team")
+    token.add_argument("--team", help="the team a team token may see")
+    token.add_argument(
+        "--output",
+        help="create: write the token to this file (mode 0600) instead of standard output, "
+        "and do nothing when the file already holds a live token (for a scraper's token file)",
+    )
+    token.add_argument(
+        "--owner",
+        help="create --output: UID:GID to own the file (the user that reads it, e.g. a "
+        "Prometheus running as 65534:65534); needs the right to chown",
+    )
+    token.add_argument(
+        "--from-file",
+        dest="from_file",
+        help="create: register the token held in this file (e.g. a mounted Secret) instead of "
+        "a new one; nothing is done when it is a live token already",
+    )
+    token.add_argument(
+        "--ensure",
+        action="store_true",
+        help="create --from-file: exit 0 when --name is that token already (or register it), "
+        "and refuse with exit status 4 when --name holds another token (a changed Secret)",
+    )
+    token.add_argument(
+        "--on-conflict",
+        dest="on_conflict",
+        choices=["fail", "warn"],
+        default="fail",
+        help="create --ensure: on another token of that name, fail (exit 4; the default) or "
+        "warn and exit 0, the registered token staying in force (a pod's init container)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog=PROG, description="GPU chargeback: hourly cost per team from Prometheus.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -103,41 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--end", help="end of the window (ISO 8601, UTC); default: now")
     rec.add_argument("--top", type=int, default=20, help="rows to print (default 20)")
     rec.add_argument("--team", help="only this team's recommendations")
-    token = sub.add_parser("token", help="API bearer tokens (stored hashed)")
-    token.add_argument("action", choices=["create", "revoke", "list"])
-    token.add_argument("--name", help="a unique name (create, revoke)")
-    token.add_argument("--role", choices=ROLES, default="team")
-    token.add_argument("--team", help="the team a team token may see")
-    token.add_argument(
-        "--output",
-        help="create: write the token to this file (mode 0600) instead of standard output, "
-        "and do nothing when the file already holds a live token (for a scraper's token file)",
-    )
-    token.add_argument(
-        "--owner",
-        help="create --output: UID:GID to own the file (the user that reads it, e.g. a "
-        "Prometheus running as 65534:65534); needs the right to chown",
-    )
-    token.add_argument(
-        "--from-file",
-        dest="from_file",
-        help="create: register the token held in this file (e.g. a mounted Secret) instead of "
-        "a new one; nothing is done when it is a live token already",
-    )
-    token.add_argument(
-        "--ensure",
-        action="store_true",
-        help="create --from-file: exit 0 when --name is that token already (or register it), "
-        "and refuse with exit status 4 when --name holds another token (a changed Secret)",
-    )
-    token.add_argument(
-        "--on-conflict",
-        dest="on_conflict",
-        choices=["fail", "warn"],
-        default="fail",
-        help="create --ensure: on another token of that name, fail (exit 4; the default) or "
-        "warn and exit 0, the registered token staying in force (a pod's init container)",
-    )
+    _token_parser(sub)
     from costsvc.opencost.proxy import add_parser as add_proxy_parser
 
     add_proxy_parser(sub)

@@ -128,11 +128,7 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         "7 days of ingested hours x the hours left (the API's and pages' rule)",
         ["team", "currency"],
     ),
-    (
-        "costsvc_idle_cost_month_to_date",
-        "Cost of GPUs (or slices) nobody held, this month",
-        ["currency"],
-    ),
+    ("costsvc_idle_cost_month_to_date", "Cost of GPUs (or slices) nobody held", ["currency"]),
     (
         "costsvc_unavailable_cost_month_to_date",
         "Of the idle cost: GPU time lost to broken hardware (gpu_device_up 0), this month",
