@@ -372,6 +372,15 @@ def test_the_opencost_proxy_lends_its_token_for_allocations_only(
             assert r.status_code == status, (host, r.text)
             assert (status == 403) == ("--allowed-host" in r.text)
         assert client.get("/healthz", headers={"Host": "10.0.0.7:9003"}).status_code == 200
+        # kubectl-cost's /model/getConfigs and the UI's report builder's autocomplete: the
+        # API's answers with the proxy's token (team a's suggestions: its own team only)
+        configs = client.get("/model/getConfigs")
+        assert configs.json() == api.get("/getConfigs", "team:a").json()
+        suggest = {"window": "30d", "field": "namespace", "limit": "10"}
+        got = client.get("/model/allocation/autocomplete", params=suggest)
+        assert got.status_code == 200, got.text
+        assert got.json() == api.get("/allocation/autocomplete", "team:a", **suggest).json()
+        assert got.json() != api.get("/allocation/autocomplete", "finance", **suggest).json()
         assert client.get("/healthz").text == "ok\n"
         # a rotated token is read again; a revoked one is the API's 401, passed on
         token_file.write_text(api.tokens["team:b"])
