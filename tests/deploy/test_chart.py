@@ -36,6 +36,7 @@ from tests.deploy.helpers import (
     run_exporter,
     validator_module,
 )
+from tests.deploy.options import OPTIONS
 from tests.deploy.tools import BCRYPT, CHART, documents, helm_template, kustomize, run, tool
 from tests.tlscerts import CA
 
@@ -93,6 +94,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
         },
         "monitoring": {"labels": {"release": "kps"}},
     },
+    # an image by digest, and the common options (test_chart_options.py)
+    "digest-and-options": OPTIONS,
     # the driver and container toolkit without the GPU Operator (docs/deploy.md)
     "no-gpu-operator": {
         "exporter": {
@@ -291,10 +294,11 @@ def test_cost_service_only_on_dcgm_exporter() -> None:
     for kind in ("ServiceMonitor", "PrometheusRule"):
         for obj in objects(name, kind):
             assert obj["metadata"]["labels"]["release"] == "kube-prometheus-stack"
-    # every alert but those about our exporter's job (GPUExporterDown would fire: no target)
+    # every alert but those about our exporter (GPUExporterDown would fire: no target)
     every = [r for p in RULES for g in load_yaml(p)["groups"] for r in g["rules"]]
     kept = [r for g in one(name, "PrometheusRule")["spec"]["groups"] for r in g["rules"]]
-    assert kept == [r for r in every if 'job="gpu-exporter"' not in r["expr"]]
+    ours = ('job="gpu-exporter"', "gpu_exporter_")
+    assert kept == [r for r in every if not any(s in r["expr"] for s in ours)]
     assert len(kept) < len(every)
     (policy,) = objects(name, "NetworkPolicy")
     assert policy["metadata"]["name"] == "gpu-costsvc"

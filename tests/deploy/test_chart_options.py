@@ -13,7 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.helpers import JOBS
+from tests.deploy.helpers import (
+    CRD_GROUP,
+    JOBS,
+    K8S_VERSIONS,
+    ROOT,
+    RULES,
+    load_yaml,
+    validator_module,
+)
+from tests.deploy.options import DIGEST, OPTIONS
 from tests.deploy.tools import BCRYPT, CHART, documents, helm_template, run, tool
 
 
@@ -103,36 +112,6 @@ def test_the_chart_makes_no_admin_token_while_one_is_given() -> None:
     done = helm_template({"costsvc": {"adminToken": {"create": True}}}, check=False)
     assert done.returncode != 0
     assert "/costsvc/adminToken/existingSecret" in done.stderr, done.stderr
-
-
-DIGEST = "sha256:" + "0123456789abcdef" * 4
-OPTIONS: dict[str, Any] = {
-    "image": {"repository": "registry.example/gpu-finops", "tag": "1.2.3", "digest": DIGEST},
-    "fullnameOverride": "fin",
-    "namespaceOverride": "gpu-system",
-    "exporter": {
-        "podAnnotations": {"example.com/scraped": "no"},
-        "serviceAccount": {"annotations": {"example.com/role": "exporter"}},
-        "monitor": {
-            "honorLabels": True,
-            "relabelings": [{"targetLabel": "cluster", "replacement": "east"}],
-            "metricRelabelings": [{"action": "drop", "regex": "DCGM_FI_PROF_.*"}],
-        },
-    },
-    "costsvc": {
-        "podAnnotations": {"example.com/team": "finops"},
-        "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/c"}},
-        "priorityClassName": "high",
-        "nodeSelector": {"pool": "system"},
-        "tolerations": [{"key": "system", "operator": "Exists", "effect": "NoSchedule"}],
-        "affinity": {"podAntiAffinity": {}},
-        "monitor": {
-            "honorLabels": True,
-            "relabelings": [{"targetLabel": "cluster", "replacement": "east"}],
-            "metricRelabelings": [{"action": "drop", "regex": "costsvc_http_.*"}],
-        },
-    },
-}
 
 
 def test_the_common_options_render_where_expected() -> None:
@@ -294,3 +273,67 @@ def test_without_the_gpu_operator(tmp_path: Path) -> None:
     said = "It assumes the NVIDIA GPU Operator: the RuntimeClass nvidia and GPU nodes labelled"
     assert said in _notes({}, tmp_path)
     assert "GPU Operator" not in _notes(values, tmp_path)
+
+
+SPLIT: dict[str, dict[str, Any]] = {  # two releases, one namespace (docs/deploy.md)
+    "gpu-exporter": {"costsvc": {"enabled": False}},
+    "gpu-costs": {"exporter": {"enabled": False}, "monitoring": {"fleet": False}},
+}
+
+
+def test_a_split_install_ships_everything_once() -> None:
+    """The exporter and the cost service as two releases in one namespace: no object of one
+    collides with one of the other, every alert and every dashboard is loaded exactly once,
+    and every object is valid for Kubernetes 1.30 and 1.34."""
+    kv = validator_module()
+    rendered = {r: documents(helm_template(v, release=r).stdout) for r, v in SPLIT.items()}
+    keys = [
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"])
+        for docs in rendered.values()
+        for d in docs
+    ]
+    assert len(keys) == len(set(keys)), sorted(k for k in keys if keys.count(k) > 1)
+    every = [r for p in RULES for g in load_yaml(p)["groups"] for r in g["rules"]]
+    shipped = [
+        r
+        for docs in rendered.values()
+        for d in docs
+        if d["kind"] == "PrometheusRule"
+        for g in d["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    assert sorted(r["alert"] for r in shipped) == sorted(r["alert"] for r in every)
+    exporter_rules = [
+        r["alert"]
+        for d in rendered["gpu-exporter"]
+        if d["kind"] == "PrometheusRule"
+        for g in d["spec"]["groups"]
+        for r in g["rules"]
+    ]
+    assert "CostServiceDown" not in exporter_rules and "GPUBudgetExceeded" not in exporter_rules
+    boards = sorted(p.name for p in (ROOT / "dashboards").glob("*.json"))
+    maps = [
+        key
+        for docs in rendered.values()
+        for d in docs
+        if d["kind"] == "ConfigMap" and "grafana_dashboard" in d["metadata"]["labels"]
+        for key in d["data"]
+    ]
+    assert sorted(maps) == boards
+    exporter_boards = [
+        k for d in rendered["gpu-exporter"] if d["kind"] == "ConfigMap" for k in d["data"]
+    ]
+    assert "gpu-finops.json" not in exporter_boards  # the money: the cost service's
+    problems = []
+    for docs in rendered.values():
+        for obj in docs:
+            if obj["apiVersion"] == CRD_GROUP:
+                continue
+            for version in K8S_VERSIONS:
+                try:
+                    kv.validate(obj, version, strict=True)
+                except kv.ValidationError as exc:
+                    problems.append(
+                        f"{version} {obj['kind']}/{obj['metadata']['name']}: {exc.message}"
+                    )
+    assert not problems, "\n".join(problems)
