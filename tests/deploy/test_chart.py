@@ -1,6 +1,6 @@
 """deploy/helm/gpu-finops with the real helm (and kustomize, in the real kubectl):
 
-- `helm lint --strict`, and `helm template` of the defaults and of five value sets, every
+- `helm lint --strict`, and `helm template` of the defaults and of the value sets below, every
   object validated offline for Kubernetes 1.30 and 1.34 (kubernetes-validate, strict) and the
   Prometheus Operator's objects against its CRDs' schemas (tests/deploy/crds);
 - the chart's default objects equal deploy/kubernetes's (one source of truth);
