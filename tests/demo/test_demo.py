@@ -347,3 +347,22 @@ def test_a_port_that_stays_busy_is_named_and_the_demo_exits() -> None:
     ) in done.stdout
     assert "simulated GPU nodes" not in done.stdout  # found before the simulation
     assert Path(ROOT / "Makefile").read_text().count("python -m demo $(ARGS)") == 1
+
+
+def test_the_opencost_ui_drills_down_by_controller_to_pods(demo: Demo) -> None:
+    """The demo's kube-state-metrics publishes kube_pod_owner and its ReplicaSets' and Jobs'
+    owners (demo/cluster.py): the ingested hours know each pod's controller, and the OpenCost
+    UI's drill-down (aggregate=controller, then a controller's pods) reaches the pods."""
+    first, end, _ = _window(demo)
+    window = f"{_iso(first)},{_iso(end)}"
+    sets = demo.get("/allocation", window=window, aggregate="controller", accumulate="true")
+    names = set(sets["data"][0])
+    assert {"deployment:chat", "statefulset:ranker", "job:embed-batch"} <= names, names
+    pods = demo.get(
+        "/allocation",
+        window=window,
+        aggregate="pod",
+        accumulate="true",
+        filter='controllerKind:"deployment"+controllerName:"chat"',
+    )
+    assert {k for k in pods["data"][0] if not k.startswith("__")} == {"chat-a", "chat-b"}
