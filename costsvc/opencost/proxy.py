@@ -41,7 +41,13 @@ from costsvc.auth.tokens import PREFIX
 
 log = logging.getLogger("gpu-costsvc.opencost-proxy")
 # the allocations, the UI's filter suggestions, kubectl-cost's currency (/model/getConfigs)
-PATHS = ("/allocation", "/allocation/compute", "/allocation/autocomplete", "/getConfigs")
+PATHS = (
+    "/allocation",
+    "/allocation/compute",
+    "/allocation/autocomplete",
+    "/getConfigs",
+    "/assets",
+)
 BASE = "/model"  # the UI's BASE_URL, and kubectl-cost's default path, live under it
 TOKEN = re.compile(rf"^{re.escape(PREFIX)}[A-Za-z0-9_-]{{20,200}}$")
 PASSED_HEADERS = ("content-type", "x-content-type-options", "www-authenticate")
@@ -113,7 +119,7 @@ def build_app(
             return PlainTextResponse("method not allowed\n", 405, headers={"Allow": "GET, HEAD"})
         if target not in PATHS:
             log.info("%s %s %s -> 404", who, request.method, path)
-            return PlainTextResponse("not found: this proxy serves /allocation only\n", 404)
+            return PlainTextResponse("not found: this proxy serves OpenCost's API only\n", 404)
         try:
             bearer = token.value()
         except ProxyError as exc:

@@ -1,6 +1,7 @@
 """The rows OpenCost's ``/allocation`` is made of (costsvc/opencost/routes.py): the chargeback
 summed per allocation set and per the columns asked for, which of them held a shared GPU, and
-the pod and namespace label sets in force over the window."""
+the pod and namespace label sets in force over the window; and ``/assets``' (:func:`gpu_rows`):
+each GPU of the fleet over the window, with what the chargeback charged for it."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 from sqlalchemy import Connection, DateTime, and_, func, literal_column, select, true, type_coerce
 
 from costsvc.costs.queries import source
-from costsvc.db.models import Chargeback, NamespaceLabels, PodLabels, UsageFact
+from costsvc.db.models import Chargeback, GpuPresence, NamespaceLabels, PodLabels, UsageFact
 from costsvc.kit.sql_times import step_index
 from costsvc.kit.times import as_utc
 from costsvc.labels.history import in_force_during
+from costsvc.opencost.assets import GpuRow
 from costsvc.opencost.podlabels import Labelled
 from costsvc.opencost.shape import Row
 
@@ -119,3 +121,30 @@ def label_history(conn: Connection, start: datetime, end: datetime) -> list[Labe
         Labelled(r[0], r[1], None, r[2], as_utc(r[3]), aware(r[4])) for r in conn.execute(spaces)
     ]
     return out
+
+
+def gpu_rows(conn: Connection, start: datetime, end: datetime) -> list[GpuRow]:
+    """Each GPU present in [start, end): its node, model, time present and what it was charged
+    (``gpu_hours.cost``: its price x the time present, what the chargeback splits among its
+    holders and idle capacity), and its first and last hour."""
+    g = GpuPresence
+    q = (
+        select(
+            g.cluster,
+            g.node,
+            g.gpu_uuid,
+            func.max(g.model),
+            func.sum(g.present_us),
+            func.sum(g.cost),
+            type_coerce(func.min(g.hour), DateTime(timezone=True)),
+            type_coerce(func.max(g.hour), DateTime(timezone=True)),
+        )
+        .where(g.hour >= start, g.hour < end)
+        .group_by(g.cluster, g.node, g.gpu_uuid)
+    )
+    return [
+        GpuRow(
+            r[0], r[1], r[2], r[3] or "", int(r[4] or 0), int(r[5] or 0), as_utc(r[6]), as_utc(r[7])
+        )
+        for r in conn.execute(q)
+    ]

@@ -22,7 +22,7 @@ from pydantic import BaseModel, create_model
 from costsvc.api.cache import Answers
 from costsvc.api.deps import Db, Now
 from costsvc.api.errors import ERRORS
-from costsvc.auth.principal import Caller, check_team
+from costsvc.auth.principal import Caller, Finance, check_team
 from costsvc.kit.lists import comma_list
 from costsvc.kit.quoting import clip
 from costsvc.kit.windows import BadParameter, parse_window
@@ -32,10 +32,11 @@ from costsvc.opencost.aggregates import (
     Aggregate,
     parse_aggregates,
 )
+from costsvc.opencost.assets import assets
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import Plan, parse_accumulate, parse_bool, parse_step, plan
 from costsvc.opencost.podlabels import with_labels
-from costsvc.opencost.queries import allocation_rows, label_history
+from costsvc.opencost.queries import allocation_rows, gpu_rows, label_history
 from costsvc.opencost.shape import (
     NULL_FIELDS,
     NULL_MAPS,
@@ -380,3 +381,47 @@ def get_configs(request: Request, who: Caller, db: Db) -> Response:
         return Response(to_json(body), 503, media_type="application/json")
     body = {"code": 200, "status": "success", "data": {"currencyCode": currency}}
     return Response(to_json(body), media_type="application/json")
+
+
+@router.get(
+    "/assets",
+    summary="OpenCost's assets API: the GPU nodes and what their GPUs cost",
+    description="OpenCost's `/assets` answer (docs/api.md): one `Node` asset per GPU node, its "
+    "`gpuCost` what the chargeback charged for its GPUs; CPU and RAM 0. Finance and admin "
+    "tokens only: a node's cost is every team's.",
+    response_model=None,
+    responses={
+        400: {"description": "a bad window, or a filter (plain text, Go's http.Error)"},
+        401: ERRORS[401],
+        403: ERRORS[403],
+    },
+)
+def assets_route(
+    who: Finance,
+    db: Db,
+    now: Now,
+    window: Text = None,
+    aggregate: Text = None,
+    accumulate: Text = None,
+    include_idle: Annotated[str | None, Query(alias="includeIdle")] = None,
+    step: Text = None,
+    filter_text: Annotated[str | None, Query(alias="filter")] = None,
+) -> Response:
+    """The window's GPU nodes as OpenCost's asset set (costsvc/opencost/assets.py). As
+    OpenCost's ``ComputeAssetsHandler`` (opencost/opencost ``pkg/costmodel/handlers.go``), only
+    ``window`` and ``filter`` are read: ``aggregate``, ``accumulate``, ``includeIdle`` and
+    ``step``, which the OpenCost UI sends, are accepted and change nothing. A team token is
+    refused (403): a node's GPUs are shared by teams, and their cost is the fleet's."""
+    given = [window, aggregate, accumulate, include_idle, step, filter_text]
+    if _too_long(given, None):
+        return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters", True))
+    try:
+        span = parse_window(window or "", now)
+    except BadParameter as exc:
+        exc.plain = True
+        return _error(exc, given)
+    if (filter_text or "").strip():
+        return _error(BadParameter("gpu-costsvc's /assets takes no filter", True))
+    with db.connect() as conn:
+        rows = gpu_rows(conn, span.start, span.end)
+    return Response(to_json(assets(rows, span)), media_type="application/json")

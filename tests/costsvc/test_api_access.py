@@ -382,6 +382,13 @@ def test_the_opencost_proxy_lends_its_token_for_allocations_only(
         assert got.json() == api.get("/allocation/autocomplete", "team:a", **suggest).json()
         assert got.json() != api.get("/allocation/autocomplete", "finance", **suggest).json()
         assert client.get("/healthz").text == "ok\n"
+        # the UI's Infra Assets page: /assets, forwarded; a team token's 403 passed on, a
+        # finance token's answer the API's
+        assert client.get("/model/assets", params={"window": "30d"}).status_code == 403
+        token_file.write_text(api.tokens["finance"])
+        assets = client.get("/model/assets", params={"window": "30d", "aggregate": "assetType"})
+        assert assets.status_code == 200, assets.text
+        assert assets.json() == api.get("/assets", "finance", window="30d").json()
         # a rotated token is read again; a revoked one is the API's 401, passed on
         token_file.write_text(api.tokens["team:b"])
         r = client.get("/allocation", params=query)

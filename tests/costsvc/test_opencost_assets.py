@@ -1,0 +1,133 @@
+"""The OpenCost UI's "Infra Assets" page against gpu-costsvc, over real HTTP, on SQLite and
+PostgreSQL, with a finance and a team token. The UI's request (opencost/opencost-ui at 5babf86
+``app/services/assets.ts`` ``_doFetch``: ``GET ${BASE_URL}/assets`` with ``window``,
+``aggregate``, ``includeIdle``, ``accumulate``, ``step``, in that order, axios' encoding; the
+page's defaults ``app/components/scoped-views.tsx`` ``DEFAULT_ASSETS_FILTERS``: ``7d``,
+``assetType``, accumulate and includeIdle true; ``step`` ``1d``) and what it reads of the answer
+(``app/lib/assets-api.ts`` ``parseAssetsResponse``: ``data`` one map, each asset's ``type``,
+``totalCost``, ``properties``, ``end``). OpenCost's answer: ``pkg/costmodel/handlers.go``
+``ComputeAssetsHandler`` (``WrapData`` of one ``AssetSet``), ``core/pkg/opencost/asset_json.go``
+``Node.MarshalJSON`` (the fields and their order)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, select
+
+from costsvc.db.models import GpuPresence
+from tests.costsvc.allocation_checks import allocation_api, decimals
+from tests.costsvc.apiserver import Api
+from tests.costsvc.opencost_clients import axios_query
+
+api = pytest.fixture(allocation_api, scope="module", params=["sqlite", "postgresql"], name="api")
+WINDOW = "14d"  # the clock is 2026-11-20 12:00: every hour of history.py
+NODE_FIELDS = [
+    "type",
+    "properties",
+    "labels",
+    "window",
+    "start",
+    "end",
+    "minutes",
+    "nodeType",
+    "cpuCores",
+    "ramBytes",
+    "cpuCoreHours",
+    "ramByteHours",
+    "GPUHours",
+    "cpuBreakdown",
+    "ramBreakdown",
+    "preemptible",
+    "discount",
+    "cpuCost",
+    "gpuCost",
+    "gpuCount",
+    "ramCost",
+    "adjustment",
+    "totalCost",
+]
+
+
+def ui_assets(api: Api, who: str, window: str = WINDOW) -> Any:
+    """The UI's request, its parameters in _doFetch's order."""
+    params = {
+        "window": window,
+        "aggregate": "assetType",
+        "includeIdle": True,
+        "accumulate": True,
+        "step": "1d",
+    }
+    return api.http.get(f"/assets?{axios_query(params)}", headers=api.auth(who))
+
+
+def gpus_by_hand(api: Api) -> dict[tuple[str, str], list[tuple[int, int, int]]]:
+    """(cluster, node) -> each GPU-hour's (price, µs present, cost) as the ingest kept it."""
+    engine = create_engine(api.db_url)
+    g = GpuPresence
+    out: dict[tuple[str, str], list[tuple[int, int, int]]] = {}
+    with engine.connect() as conn:
+        for r in conn.execute(select(g.cluster, g.node, g.price, g.present_us, g.cost)):
+            out.setdefault((r[0], r[1]), []).append((r[2], r[3], r[4]))
+    engine.dispose()
+    return out
+
+
+def test_the_infra_assets_page_gets_the_gpu_nodes_at_the_chargeback_s_cost(api: Api) -> None:
+    r = ui_assets(api, "finance")
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/json"
+    answer = decimals(r.text)
+    assert list(answer) == ["code", "status", "data"] and answer["code"] == 200
+    assets: dict[str, Any] = answer["data"]
+    by_hand = gpus_by_hand(api)
+    assert by_hand and len(assets) == len(by_hand)
+    for key, asset in assets.items():
+        assert list(asset) == NODE_FIELDS
+        props = asset["properties"]
+        cluster, node = props["cluster"], props["name"]
+        # asset.go key: provider/account/project/category/cluster/type/service/providerID/name
+        parts = ["", "", "", "Compute", cluster, "Node", "Kubernetes", "", node]
+        assert key == "/".join(p or "__undefined__" for p in parts)
+        assert asset["type"] == "Node" and props["category"] == "Compute"
+        hours = by_hand[(cluster, node)]
+        # each GPU-hour's charge is its price x the time present (to the micro-unit), and the
+        # node's gpuCost is their sum
+        for price, present_us, cost in hours:
+            assert abs(Decimal(price) * present_us / 3_600_000_000 - cost) <= 1
+        assert asset["gpuCost"] == asset["totalCost"] == Decimal(sum(c for *_, c in hours)) / 10**6
+        gpu_hours = Decimal(sum(us for _, us, _ in hours)) / 3_600_000_000
+        assert asset["GPUHours"] == gpu_hours.quantize(Decimal("0.000001"))
+        assert asset["gpuCount"] > 0 and asset["minutes"] > 0
+        assert asset["cpuCost"] == asset["ramCost"] == asset["cpuCores"] == 0
+        assert asset["cpuBreakdown"] is None  # unknown: the UI shows no utilisation
+        datetime.fromisoformat(asset["end"])  # the UI's lastModified
+    # the fleet's total, as /v1/costs has it, by hand: Σ over the GPUs = every team's + idle
+    rows = api.get("/v1/costs", window=WINDOW, group_by="team").json()["rows"]
+    fleet = sum(Decimal(row["total_cost"]) for row in rows)
+    assert fleet > 0
+    assert sum(a["totalCost"] for a in assets.values()) == fleet
+
+
+def test_a_window_with_no_gpu_is_an_empty_set(api: Api) -> None:
+    r = ui_assets(api, "finance", "2026-01-01T00:00:00Z,2026-01-02T00:00:00Z")
+    assert r.status_code == 200, r.text
+    assert r.json() == {"code": 200, "status": "success", "data": {}}
+
+
+@pytest.mark.parametrize("who", ["team:nlp", "metrics"])
+def test_a_team_token_is_refused_a_node_s_cost_is_every_team_s(api: Api, who: str) -> None:
+    r = ui_assets(api, who)
+    assert r.status_code == 403, r.text
+    assert api.http.get("/assets", params={"window": WINDOW}).status_code == 401
+
+
+def test_a_bad_window_or_a_filter_is_a_plain_400(api: Api) -> None:
+    r = api.get("/assets", window="nonsense")
+    assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
+    assert r.text.startswith("Invalid 'window' parameter")
+    r = api.get("/assets", window=WINDOW, filter='assetType:"node"')
+    assert r.status_code == 400 and "filter" in r.text
