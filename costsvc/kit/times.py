@@ -11,7 +11,7 @@ keeps it so; their SQL twins: costsvc/kit/sql_times.py). Pure."""
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from costsvc.kit.quoting import shown
 
@@ -120,6 +120,16 @@ def parse_month(text: str) -> tuple[datetime, datetime]:
         raise ValueError(f"month {shown(text)}: expected YYYY-MM, e.g. 2026-11")
     start = datetime(int(m[1]), int(m[2]), 1, tzinfo=UTC)
     return start, months_after(start)
+
+
+DAY_TEXT = re.compile(r"^(19[7-9]\d|2\d{3})-\d\d-\d\d$")  # as MONTH: 1970 .. 2999
+
+
+def parse_day(text: str) -> date:
+    """``YYYY-MM-DD`` (1970 .. 2999) -> that day (a UTC calendar day); ValueError otherwise."""
+    if not DAY_TEXT.match(text):
+        raise ValueError(f"day {shown(text)}: expected YYYY-MM-DD, e.g. 2026-11-30")
+    return date.fromisoformat(text)
 
 
 def next_month(month: str) -> str:

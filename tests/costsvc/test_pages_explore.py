@@ -178,3 +178,38 @@ def test_the_explorer_tenancy_check_fails_without_the_scope_rule(
     enter(chrome, site, "team:b")
     with pytest.raises(AssertionError):
         assert_team_only(site, chrome, "b")
+
+
+def test_the_widest_view_answers(site: Site) -> None:
+    """The longest span the API answers (800 days) by the hour: its rows, and no chart (too
+    many steps to draw); a day more is the API's 400."""
+    cookie = {"Cookie": f"gfo_session={site.session('finance')}"}
+    view = {"from": "2025-10-01", "to": "2027-12-09", "step": "hour", "group_by": "team"}
+    r = site.api.http.get("/ui/explore", params=view, headers=cookie)
+    assert r.status_code == 200 and "Too many steps to draw" in r.text
+    assert 'data-group="{&#34;team&#34;: &#34;a&#34;}"' in r.text
+    r = site.api.http.get("/ui/explore", params={**view, "to": "2027-12-10"}, headers=cookie)
+    assert r.status_code == 400 and "800" in r.text
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"from": "2026-11-01"}, "give both days"),
+        ({"from": "20261101", "to": "2026-11-30"}, "from: expected a day"),
+        ({"from": "2026-02-30", "to": "2026-03-01"}, "from: expected a day"),
+        ({"from": "2026-11-01", "to": "9999-12-31"}, "to: expected a day"),
+        ({"step": "fortnight"}, "step: use any of"),
+        ({"idle": "shared"}, "idle: use any of"),
+        ({"group_by": "team,team"}, "twice"),
+        ({"group_by": "label:app"}, "group_by"),
+        ({"add": "controller", "value": "x"}, "not a dimension"),
+        ({"team": "a\x00b"}, ""),
+    ],
+)
+def test_a_bad_view_is_a_short_400(site: Site, params: dict[str, str], says: str) -> None:
+    cookie = {"Cookie": f"gfo_session={site.session('finance')}"}
+    for path in ("/ui/explore", "/ui/explore/costs.json")[: 1 if "add" in params else 2]:
+        r = site.api.http.get(path, params=params, headers=cookie)
+        assert r.status_code == 400, (path, params, r.status_code)
+        assert says in r.text and len(r.content) < 20_000
