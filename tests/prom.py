@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -11,6 +12,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import require_binary
 from tests.procs import Process
 
 
@@ -100,3 +102,18 @@ class Prometheus:
 
     def stop(self) -> None:
         self.process.stop()
+
+
+def promtool_test(tmp_path: Path, tests: dict[str, Any]) -> None:
+    """Run one promtool unit test (``input_series``, ``promql_expr_test``…, no rule files)
+    with the real ``promtool test rules``; fails with promtool's own words."""
+    path = tmp_path / "promql.test.yml"
+    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
+    proc = subprocess.run(
+        [require_binary("promtool"), "test", "rules", str(path)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import re
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -25,7 +24,6 @@ from costsvc.kit.ratios import ratio_text as shown
 from costsvc.metrics.series import collect
 from costsvc.reports.monthly import chargeback_csv
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
-from tests.conftest import require_binary
 from tests.costsvc.apiserver import NOV20, Api, Clock, serve
 from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import (
@@ -43,7 +41,7 @@ from tests.costsvc.test_focus import OR_BRANCHES, VALIDATOR_TIMEOUT
 from tests.costsvc.test_focus import _junit as junit_status
 from tests.costsvc.test_focus import _run_validator as run_validator
 from tests.dashboards.test_dashboards import expr_of
-from tests.prom import Prometheus
+from tests.prom import Prometheus, promtool_test
 
 HOURS = [HOUR, HOUR2, HOUR3, ELEVENTH, FIFTEENTH, FIFTEENTH + timedelta(hours=1)]
 TEAMS = ["a", "b", "nlp"]
@@ -378,7 +376,6 @@ def test_the_dashboards_projected_month_end_is_the_apis_forecast(api: Api, tmp_p
     exposes, equals /v1/teams/{team}/summary's forecast, per team and for two teams together.
     Hand-computed for team a (test_budget_status_forecast_and_metrics): 1.071429 month to date
     + 0.008371 an hour x 371 hours left = 4.177070."""
-    promtool = require_binary("promtool")
     teams = ["a", "b", "nlp"]
     summaries = {t: api.get(f"/v1/teams/{t}/summary").json() for t in teams}
     assert summaries["a"]["forecast"] == dec(1_071_429 + 8371 * 371) == "4.177070"
@@ -420,17 +417,7 @@ def test_the_dashboards_projected_month_end_is_the_apis_forecast(api: Api, tmp_p
         }
         for pick in picks
     ]
-    path = tmp_path / "forecast.test.yml"
-    tests = {"interval": "1m", "input_series": series, "promql_expr_test": cases}
-    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
-    proc = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    promtool_test(tmp_path, {"interval": "1m", "input_series": series, "promql_expr_test": cases})
 
 
 @pytest.mark.timeout(VALIDATOR_TIMEOUT + 60)

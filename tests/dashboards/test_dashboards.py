@@ -31,6 +31,7 @@ from tests.dashboards.series import (
     NVLINK_COUNTERS,
     metric_names,
 )
+from tests.prom import promtool_test
 
 REPO = DASHBOARDS_DIR.parent
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
@@ -363,7 +364,6 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
     """promtool evaluates the trickiest expressions on a small fleet: a whole GPU at 25 %
     utilisation, a MIG 3g instance with no process (fully idle), a half time-slice GPU at 50 %;
     teams from kube_pod_labels, a pod without the label is __unallocated__."""
-    promtool = require_binary("promtool")
     gpu = 'Hostname="n1", modelName="H100", UUID="GPU-{g}", gpu="{g}"'
     mig3g = 'GPU_I_PROFILE="3g.40gb"'
     holder = gpu + ', namespace="{ns}", pod="{pod}", container="main"'
@@ -436,23 +436,13 @@ def test_joins_evaluate_as_intended(tmp_path: Path) -> None:
             for expr, want in cases
         ],
     }
-    path = tmp_path / "test.yml"
-    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
-    proc = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    promtool_test(tmp_path, tests)
 
 
 def test_xid_panels_count_a_codes_first_xid(tmp_path: Path) -> None:
     """A code's first XID makes its counter series, at 1: increase() alone never sees it
     (the GPUCriticalXID alert's rule). Counted the minute it appears, and in the range's
     total; a later XID of the same code by its increase, not twice."""
-    promtool = require_binary("promtool")
     gpu = 'Hostname="n1", modelName="H100", UUID="GPU-0", gpu="0"'
     f = "gpu-fleet.json"
     by_code = expr_of(f, "XID errors by code").replace("[1m]", "[2m]").replace(" 1m", " 2m")
@@ -483,13 +473,4 @@ def test_xid_panels_count_a_codes_first_xid(tmp_path: Path) -> None:
             },
         ],
     }
-    path = tmp_path / "test.yml"
-    path.write_text(json.dumps({"rule_files": [], "tests": [tests]}, indent=1))
-    proc = subprocess.run(
-        [promtool, "test", "rules", str(path)],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    promtool_test(tmp_path, tests)
