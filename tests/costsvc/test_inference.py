@@ -245,6 +245,11 @@ def test_cost_per_million_tokens_by_model(api: Api) -> None:
     r = api.get("/v1/inference", **WINDOW, model=LLAMA, step="hour")
     starts = [row["start"] for row in r.json()["rows"]]
     assert starts == ["2026-11-20T14:00:00Z", "2026-11-20T15:00:00Z"]
+    # a week's row (2026-11-20 is a Friday: its week began on Monday the 16th) is the two hours'
+    weekly = api.get("/v1/inference", **WINDOW, model=LLAMA, step="week").json()["rows"]
+    assert [(w["start"], w["allocation_cost"]) for w in weekly] == [
+        ("2026-11-16T00:00:00Z", two["allocation_cost"])
+    ]
 
 
 def test_checked_against_v1_costs_for_the_same_pods(api: Api) -> None:
@@ -300,7 +305,7 @@ def test_team_tokens_see_their_own_team(api: Api) -> None:
     assert set(body["data"]["inferenceCosts"]) == {f"{MISTRAL}:search"}
     csv_text = api.get("/v1/inference.csv", "team:search", **WINDOW).text
     assert LLAMA not in csv_text and MISTRAL in csv_text
-    for bad in ({"group_by": "gpu"}, {"step": "week"}, {"start": "2026-11-20T14:30:00Z"}):
+    for bad in ({"group_by": "gpu"}, {"step": "fortnight"}, {"start": "2026-11-20T14:30:00Z"}):
         assert api.get("/v1/inference", **{**WINDOW, **bad}).status_code in (400, 422), bad
 
 

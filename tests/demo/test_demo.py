@@ -82,13 +82,19 @@ def test_every_printed_link_answers(demo: Demo) -> None:
     pages = f"{demo.api}/"
     assert pages in urls  # fetched by test_the_pages_answer
     checked = 0
-    for url in urls:
-        if url == pages:
-            continue
-        auth = {"Authorization": f"Bearer {demo.token}"} if "/v1/" in url else {}
-        answer = httpx.get(url, headers=auth, timeout=60)
-        assert answer.status_code == 200, (url, answer.status_code, version)
-        checked += 1
+    with httpx.Client(timeout=60) as signed_in:  # the pages: a session of the printed token
+        r = signed_in.post(
+            f"{demo.api}/ui/signin", data={"token": demo.token}, headers={"Origin": demo.api}
+        )
+        assert r.status_code == 303, r.text
+        for url in urls:
+            if url == pages:
+                continue
+            auth = {"Authorization": f"Bearer {demo.token}"} if "/v1/" in url else {}
+            client = signed_in if url.startswith(f"{demo.api}/ui/") else httpx
+            answer = client.get(url, headers=auth, timeout=60)
+            assert answer.status_code == 200, (url, answer.status_code, version)
+            checked += 1
     assert checked == len(urls) - 1 >= 10
     graph, alerts = demo.printed("Prometheus"), re.search(r"alerts: (\S+)\)", demo.out)
     assert alerts and "Prometheus" in httpx.get(graph, timeout=30).text
