@@ -147,8 +147,7 @@ def costs(
         return [_answer_row(key, t, group_by, step) for key, t in found]
     extra = [d for d in ("cluster", *filters) if d not in group_by]
     dims = [*dict.fromkeys([*group_by, *extra])]
-    flag = IDLE_FLAG
-    rows = _grouped(conn, start, end, [*dims, flag], step, {})
+    rows = _grouped(conn, start, end, [*dims, IDLE_FLAG], step, {})
     n = 1 if step else 0  # the key: [start], dims..., flag, currency
     at = {d: n + i for i, d in enumerate(dims)}
     held = [

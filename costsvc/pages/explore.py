@@ -27,6 +27,7 @@ from costsvc.costs.queries import costs
 from costsvc.kit.money import MICRO, money, money_rounded, to_micro
 from costsvc.kit.times import DAY, STEP_LENGTHS, iso_z, parse_day, step_starts
 from costsvc.pages.charts import Chart, stacked_bars, stacked_columns
+from costsvc.pages.figures import Sums
 from costsvc.pages.render import PREFIX, PageError, page, step_name
 from costsvc.pages.session import SignedIn
 from costsvc.rules.chargeback import DIMENSIONS, parse_group_by
@@ -218,14 +219,15 @@ def charts(rows: list[dict[str, Any]], view: View, lo: datetime, hi: datetime) -
 
 
 def totals(rows: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """Every money column of ``rows`` summed per currency (micro-units, written exact)."""
-    fields = TOTALS
-    sums: dict[str, dict[str, int]] = {}
+    """Every money column of ``rows`` summed per currency (figures.py ``Sums``: micro-units,
+    written exact)."""
+    sums = Sums()
     for r in rows:
-        mine = sums.setdefault(r["currency"], dict.fromkeys(fields, 0))
-        for f in fields:
-            mine[f] += to_micro(r[f])
-    return [{"currency": c, **{f: money(v) for f, v in s.items()}} for c, s in sorted(sums.items())]
+        sums.add(r, *TOTALS)
+    return [
+        {"currency": c, **{f: money(s[f]) for f in TOTALS}}
+        for c, s in sorted(sums.by_currency.items())
+    ]
 
 
 @router.get("/explore")

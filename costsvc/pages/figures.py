@@ -25,6 +25,7 @@ from costsvc.kit.times import (
     month_of,
     parse_month,
     same_span_before,
+    step_starts,
 )
 from costsvc.months.billing import MonthState, billed, corrections
 from costsvc.pages.charts import Chart, stacked_columns
@@ -123,12 +124,7 @@ def _per_day(
 ) -> tuple[list[str], dict[str, list[int]]]:
     """The days of [start, end) up to today (their first instant, ISO) and, per value of
     ``dimension``, its cost on each of them in micro-units (its rows' ``total_cost``)."""
-    last = min(end, day_floor(now) + DAY)
-    days = []
-    day = start
-    while day < last:
-        days.append(iso_z(day))
-        day += DAY
+    days = [iso_z(day) for day in step_starts(start, min(end, day_floor(now) + DAY), "day")]
     index = {d: i for i, d in enumerate(days)}
     per: dict[str, list[int]] = {}
     for r in rows:
