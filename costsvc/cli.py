@@ -114,9 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers", type=int, default=1, help="API worker processes (ingest stays in this one)"
     )
-    report = sub.add_parser("report", help="a month's chargeback as CSV or FOCUS 1.2")
+    report = sub.add_parser("report", help="a month's chargeback as CSV or FOCUS (1.2, 1.3)")
     report.add_argument("--month", required=True, help="YYYY-MM")
     report.add_argument("--format", choices=["csv", "focus"], default="csv")
+    report.add_argument(
+        "--focus-version",
+        choices=["1.2", "1.3"],
+        default="1.2",
+        help="focus only: 1.3 adds split cost allocation (docs/focus.md)",
+    )
     report.add_argument("-o", "--output", help="file to write (default: standard output)")
     report.add_argument("--group-by", help="csv only: comma-separated dimensions")
     close = sub.add_parser("close", help="freeze a month: later data becomes corrections")
@@ -303,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
             return _serve(settings, args.delay, not args.no_ingest, args.workers)
         if args.command == "report":
             return admin.report_command(
-                settings, args.month, args.format, args.output, args.group_by
+                settings, args.month, args.format, args.output, args.group_by, args.focus_version
             )
         if args.command == "close":
             return admin.close_command(settings, args.month, args.actor, args.force, args.reason)

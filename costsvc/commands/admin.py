@@ -30,11 +30,17 @@ def db_command(settings: Settings, action: str, revision: str | None) -> int:
 
 
 def report_command(
-    settings: Settings, month: str, fmt: str, out: str | None, group_by: str | None
+    settings: Settings,
+    month: str,
+    fmt: str,
+    out: str | None,
+    group_by: str | None,
+    focus_version: str = "1.2",
 ) -> int:
     from costsvc.db.engine import make_engine
     from costsvc.kit.lists import comma_list
     from costsvc.kit.times import parse_month
+    from costsvc.reports.focus13_reads import focus13_csv
     from costsvc.reports.monthly import chargeback_csv, focus_csv
 
     try:
@@ -46,7 +52,12 @@ def report_command(
         raise UsageError("--group-by applies to --format csv only")
     engine = make_engine(settings.database_url)
     try:
-        pieces = chargeback_csv(engine, month, groups) if fmt == "csv" else focus_csv(engine, month)
+        if fmt == "csv":
+            pieces = chargeback_csv(engine, month, groups)
+        elif focus_version == "1.3":
+            pieces = focus13_csv(engine, month)
+        else:
+            pieces = focus_csv(engine, month)
         try:
             first = next(pieces)
         except ValueError as exc:

@@ -148,6 +148,7 @@ def replace_hour(
                 h.memory_slices,
                 h.mig_profile,
                 None if h.memory_share_seconds is None else int(h.memory_share_seconds * US),
+                h.claim,
             )
             for h in facts.holdings
         ]
@@ -196,6 +197,7 @@ FACT_COLUMNS = (
     "memory_slices",
     "mig_profile",
     "memory_share_us",
+    "claim",
 )
 # busy_share_us of a holding with no utilisation series (its efficiency is unknown)
 UNMEASURED = -1
@@ -289,6 +291,7 @@ def _load_holdings(conn: Connection, facts: HourFacts) -> None:
             u.gi_id,
             u.mig_profile,
             u.memory_share_us,
+            u.claim,
         ).where(u.hour == facts.start)
     )
     for f in fact_rows:
@@ -307,6 +310,7 @@ def _load_holdings(conn: Connection, facts: HourFacts) -> None:
                 None if f.gi_id < 0 else f.gi_id,
                 f.mig_profile,
                 None if f.memory_share_us is None else Decimal(f.memory_share_us) / US,
+                f.claim,
                 cluster=f.cluster,
             )
         )

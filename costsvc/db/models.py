@@ -159,6 +159,8 @@ class UsageFact(Hourly, Base):
     mig_profile: Mapped[str] = mapped_column(String(32), server_default="")
     # ∫ gpu_allocation_memory_share dt, micro-GPU-seconds; NULL: not published
     memory_share_us: Mapped[int | None] = mapped_column(BigInteger)
+    # the DRA claim the holding is through, ``<namespace>/<name>`` ("" none, or not kept)
+    claim: Mapped[str] = mapped_column(String(507), server_default="")
 
 
 class Chargeback(Hourly, Owned, Charged, Lost, Base):

@@ -57,7 +57,7 @@ def holding_of(
 ) -> Holding:
     """A holding's facts (``key``: :func:`holding_key`'s; ``labels``: one of its series'):
     on a MIG instance, the instance's slices, id and profile (both reads, gauges and
-    integrals)."""
+    integrals); through a DRA claim, the claim (``claim_namespace``/``claim``)."""
     cluster, uuid, gi, ns, pod, container = key
     compute, memory = slices.get((cluster, uuid, gi), (0, 0)) if gi else (0, 0)
     return Holding(
@@ -74,8 +74,16 @@ def holding_of(
         int(gi) if gi else None,
         labels.get("GPU_I_PROFILE", "") if gi else "",
         memory_share,
+        claim_of(labels),
         cluster=cluster,
     )
+
+
+def claim_of(labels: dict[str, str]) -> str:
+    """The DRA claim a holding's series names (exporter/render/families.py ``_claim_pairs``),
+    ``<namespace>/<name>``; "" for none."""
+    name = labels.get("claim", "")
+    return f"{labels.get('claim_namespace', '')}/{name}" if name else ""
 
 
 Published = dict[tuple[str, str], Geometry | None]  # per GPU with MIG instances: its geometry

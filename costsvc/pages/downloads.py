@@ -1,4 +1,5 @@
-"""One-click downloads for a signed-in browser: the chargeback CSV and FOCUS of a month,
+"""One-click downloads for a signed-in browser: the chargeback CSV and FOCUS (1.2, or 1.3 with
+``version=1.3``) of a month,
 answered by the API's own report routes (costsvc/reports/routes.py) with the session's
 principal — the same bytes, the same scope (a team session: its own team's rows), the same
 ``X-Content-SHA256`` of a closed month, the same spool and export slots
@@ -30,5 +31,9 @@ def chargeback(request: Request, v: SignedIn, db: Db, month: str = "") -> Respon
 
 
 @router.get("/focus.csv")
-def focus(request: Request, v: SignedIn, db: Db, month: str = "") -> Response:
-    return reports.focus(request, v.principal, db, _month(month))
+def focus(request: Request, v: SignedIn, db: Db, month: str = "", version: str = "1.2") -> Response:
+    if version not in ("1.2", "1.3"):
+        raise PageError(400, "version: expected 1.2 or 1.3")
+    return reports.focus(
+        request, v.principal, db, _month(month), "1.3" if version == "1.3" else "1.2"
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
@@ -17,6 +17,7 @@ from costsvc.auth.principal import Caller, check_team
 from costsvc.auth.tokens import Principal
 from costsvc.kit.times import MONTH
 from costsvc.months.repository import month_close
+from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import chargeback_csv, focus_csv
 
 router = APIRouter(tags=["reports"], responses=ERRORS)
@@ -25,6 +26,11 @@ EXPORT_ANSWERS: dict[int | str, dict[str, object]] = {200: {"content": CSV}, **E
 # a CSV download route's answer: spooled (costsvc/api/exports.py), described as CSV
 CSV_DOWNLOAD: dict[str, Any] = {"response_class": SpooledResponse, "responses": EXPORT_ANSWERS}
 MonthParam = Annotated[str, Query(description="YYYY-MM", pattern=MONTH.pattern)]
+FocusVersion = Literal["1.2", "1.3"]
+VersionParam = Annotated[
+    FocusVersion,
+    Query(description="FOCUS version: 1.2, or 1.3 with split cost allocation (docs/focus.md)"),
+]
 
 
 def attachment(name: str) -> str:
@@ -64,10 +70,16 @@ def chargeback(
 @router.get(
     "/reports/focus.csv",
     **CSV_DOWNLOAD,
-    summary="A month's chargeback in FinOps FOCUS 1.2 (docs/focus.md)",
+    summary="A month's chargeback in FinOps FOCUS 1.2, or 1.3 with split cost allocation "
+    "(docs/focus.md)",
 )
-def focus(request: Request, who: Caller, db: Db, month: MonthParam) -> SpooledResponse:
+def focus(
+    request: Request, who: Caller, db: Db, month: MonthParam, version: VersionParam = "1.2"
+) -> SpooledResponse:
     team = check_team(who)
+    if version == "1.3":  # no digest: a close records the 1.2 file's
+        pieces = focus13_csv(db, month, team)
+        return _export(request, who, pieces, f"focus-1.3-{month}.csv", None)
     closed = month_close(db, month)
     digest = closed.focus_sha256 if closed and team is None else None
     return _export(request, who, focus_csv(db, month, team), f"focus-{month}.csv", digest)

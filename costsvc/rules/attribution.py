@@ -117,6 +117,7 @@ class Holding:
     # ∫ gpu_allocation_memory_share dt; None where the exporter publishes none (dcgm-exporter,
     # older exporters): the memory basis then falls back to the compute share
     memory_share_seconds: Decimal | None = None
+    claim: str = ""  # the DRA claim it is through, ``<namespace>/<name>``; "" none
     cluster: str = field(kw_only=True)  # the GPU's cluster
 
     @property
