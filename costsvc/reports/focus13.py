@@ -63,12 +63,14 @@ def _text(value: Decimal) -> str:
 
 def method_details(ratio: int, part: Part) -> str:
     """AllocatedMethodDetails: ``{"Elements": [{AllocatedRatio, UsageQuantity, UsageUnit}]}``
-    (allocatedmethoddetails.md, the object schema), numbers written exactly."""
+    (allocatedmethoddetails.md, the object schema), numbers written exactly; a DRA claim's
+    share names its claim in the custom key ``x_Claim`` (custom keys: ``x_`` + PascalCase)."""
     m = part.method
     unit = json.dumps(m.unit, ensure_ascii=False)
+    claim = f',"x_Claim":{json.dumps(m.claim, ensure_ascii=False)}' if m.claim else ""
     return (
         f'{{"Elements":[{{"AllocatedRatio":{money(ratio)},'
-        f'"UsageQuantity":{_text(m.quantity)},"UsageUnit":{unit}}}]}}'
+        f'"UsageQuantity":{_text(m.quantity)},"UsageUnit":{unit}{claim}}}]}}'
     )
 
 
@@ -111,26 +113,31 @@ def origin_id(row: ChargeRow) -> str:
 
 
 def _allocated(part: Part) -> dict[str, str]:
-    """AllocatedResourceId / Name and AllocatedTags of an allocated charge."""
+    """AllocatedResourceId / Name and AllocatedTags of an allocated charge: the holder (its
+    pod and container) and its owner's tags; null on the unallocated portion of the origin
+    (idle, lost: allocatedresourceid.md "MUST be null when a charge represents the
+    unallocated portion of the origin charge")."""
     row = part.row
-    owner = {"project": row.project, "stage": row.stage, "team": row.team}
-    if row.pod:
-        resource_id = f"{row.cluster}/{row.namespace}/{row.pod}"
-        resource_id += f"/{row.container}" if row.container else ""
-        name = row.pod + (f" (MIG {row.mig_profile})" if row.mig_profile else "")
-        tags = {f"{TAG_PREFIX}namespace": row.namespace, f"{TAG_PREFIX}pod": row.pod}
-        if row.container:
-            tags[f"{TAG_PREFIX}container"] = row.container
-        if row.controller:
-            tags[f"{TAG_PREFIX}workload"] = f"{row.controller_kind}/{row.controller}"
-    else:  # idle, or lost: the capacity itself
-        resource_id = f"{_origin_cells(row)['ResourceId']}/{part.method.id}"
-        name = f"{row.node or row.cluster} {part.method.id}"
-        tags = {}
+    if not row.pod:
+        return {}
+    resource_id = f"{row.cluster}/{row.namespace}/{row.pod}"
+    resource_id += f"/{row.container}" if row.container else ""
+    name = row.pod + (f" (MIG {row.mig_profile})" if row.mig_profile else "")
+    tags = {
+        "project": row.project,
+        "stage": row.stage,
+        "team": row.team,
+        f"{TAG_PREFIX}namespace": row.namespace,
+        f"{TAG_PREFIX}pod": row.pod,
+    }
+    if row.container:
+        tags[f"{TAG_PREFIX}container"] = row.container
+    if row.controller:
+        tags[f"{TAG_PREFIX}workload"] = f"{row.controller_kind}/{row.controller}"
     return {
         "AllocatedResourceId": resource_id,
         "AllocatedResourceName": name,
-        "AllocatedTags": _json({**owner, **tags}),
+        "AllocatedTags": _json(tags),
     }
 
 

@@ -146,7 +146,7 @@ class _Policies:
             .order_by(r.id)
         )
         self.by_cluster = {}
-        for cluster, model_id in self.conn.execute(q).tuples():  # the hour's last run wins
+        for cluster, model_id in self.conn.execute(q):  # the hour's last run wins
             self.by_cluster[cluster] = self._policies(model_id or 0)
 
     def _policies(self, model_id: int) -> Policies:

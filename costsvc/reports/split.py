@@ -85,6 +85,7 @@ class Method:
     id: str
     unit: str
     quantity: Decimal
+    claim: str = ""  # a DRA claim's share: the claim, ``<namespace>/<name>``
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +130,7 @@ def holder_method(row: ChargeRow, held: Held, policies: Policies) -> Method:
         return Method(MIG_COMPUTE, "MIG compute slices", Decimal(held.compute_slices))
     gpu_hours = Method(WHOLE_GPU, GPU_HOURS_UNIT, _hours(row.gpu_hours))
     if held.claim:
-        return replace(gpu_hours, id=DRA_CLAIM)
+        return replace(gpu_hours, id=DRA_CLAIM, claim=held.claim)
     if held.fraction:
         basis = policies.fractional_share_basis
         if basis == "memory":
