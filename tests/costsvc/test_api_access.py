@@ -66,6 +66,13 @@ def test_a_team_token_sees_only_its_team(api: Api, me: str) -> None:
     assert focus.status_code == 200
     for x in csv.DictReader(io.StringIO(focus.text)):
         assert json.loads(x["Tags"])["team"] == me
+    # FOCUS 1.3: my allocated charges only (never another holder's, nor idle or lost)
+    focus13 = api.get("/v1/reports/focus.csv", who, month="2026-11", version="1.3")
+    assert focus13.status_code == 200
+    rows13 = list(csv.DictReader(io.StringIO(focus13.text)))
+    assert rows13 and {x["x_Team"] for x in rows13} == {me}
+    assert all(json.loads(x["AllocatedTags"])["team"] == me for x in rows13)
+    assert api.get("/v1/reports/focus.csv", who, month="2026-11", version="1.4").status_code == 422
     # budgets: mine only
     ids = budget_ids(api)
     assert [b["team"] for b in api.get("/v1/budgets", who).json()] == [me]

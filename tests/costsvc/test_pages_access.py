@@ -68,6 +68,12 @@ def test_pages_and_downloads_answer_each_role_as_the_api(api: Api, who: str) -> 
                 assert page.status_code == direct.status_code == 200
                 assert page.content == direct.content, (kind, month)
                 assert page.headers["content-disposition"] == direct.headers["content-disposition"]
+        page13 = client.get("/ui/reports/focus.csv", params={"month": "2026-11", "version": "1.3"})
+        direct13 = api.get("/v1/reports/focus.csv", who, month="2026-11", version="1.3")
+        assert page13.status_code == direct13.status_code == 200
+        assert page13.content == direct13.content
+        bad = client.get("/ui/reports/focus.csv", params={"month": "2026-11", "version": "9"})
+        assert bad.status_code == 400
         if me is None:  # pod labels are text on a page, never markup (history.py HOSTILE)
             page = client.get("/ui/overview", params={"month": "2026-11"}).text
             assert "=HYPERLINK(&#34;x&#34;)" in page and 'HYPERLINK("x")' not in page
