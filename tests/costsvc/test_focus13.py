@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 from collections import defaultdict
 from datetime import datetime
 from decimal import Decimal
@@ -242,3 +245,21 @@ def test_a_team_sees_its_own_allocated_charges(
         ("h30", "0.300000", "0.750000")
     ]
     assert export(db_url, team="nobody") == []
+
+
+def test_the_cli_writes_the_same_file(
+    prometheus: Prometheus, prometheus14: Prometheus, db_url: str
+) -> None:
+    """``gpu-costsvc report --format focus --focus-version 1.3``: the rows of the export."""
+    _ingest(prometheus, prometheus14, db_url, "max-weighted")
+    argv = ["report", "--month", "2026-11", "--format", "focus", "--focus-version", "1.3"]
+    out = subprocess.run(
+        [sys.executable, "-m", "costsvc.cli", *argv],
+        env={**os.environ, "COSTSVC_DATABASE_URL": db_url},
+        capture_output=True,
+        check=True,
+        text=True,
+        timeout=60,
+    )
+    assert _csv([out.stdout]) == export(db_url)
+    assert {r["AllocatedMethodId"] for r in export(db_url)} >= {"hami-max", "idle-weighted"}
