@@ -25,7 +25,7 @@ from costsvc.auth.tokens import Principal
 from costsvc.costs import routes as api
 from costsvc.costs.queries import costs
 from costsvc.kit.money import MICRO, money, money_rounded, to_micro
-from costsvc.kit.times import DAY, STEP_LENGTHS, iso_z, parse_day, step_starts
+from costsvc.kit.times import DAY, STEP_LENGTHS, iso_z, month_of, parse_day, step_starts
 from costsvc.pages.charts import Chart, stacked_bars, stacked_columns
 from costsvc.pages.figures import Sums
 from costsvc.pages.render import PREFIX, PageError, page, step_name
@@ -251,6 +251,7 @@ def explore(request: Request, v: SignedIn, db: Db, now: Now) -> Response:
         "view": view,
         "start": iso_z(lo),
         "end": iso_z(hi),
+        "month": month_of(lo),  # the FOCUS downloads: the billing month the view starts in
         "api_query": urlencode(api_pairs(view, lo, hi), safe=":,"),
         "rows": rows[:MAX_ROWS],
         "more": max(0, len(rows) - MAX_ROWS),

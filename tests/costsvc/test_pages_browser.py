@@ -194,13 +194,19 @@ def test_the_fleet_counts_each_gpus_hours(site: Site, chrome: Browser) -> None:
 def test_downloads_are_the_api_bytes(site: Site, chrome: Browser) -> None:
     enter(chrome, site, "finance")
     assert_clean(chrome.visit(f"{site.base}/ui/finance"), site.base)
-    for kind, name in (("chargeback", "chargeback-2026-11.csv"), ("focus", "focus-2026-11.csv")):
+    for kind, name, version in (
+        ("chargeback", "chargeback-2026-11.csv", ""),
+        ("focus", "focus-2026-11.csv", ""),
+        ("focus", "focus-1.3-2026-11.csv", "1.3"),
+    ):
+        more = f"&version={version}" if version else ""
         with chrome.acting() as visit:
-            got = chrome.download(f'a[href="/ui/reports/{kind}.csv?month=2026-11"]', name)
+            got = chrome.download(f'a[href="/ui/reports/{kind}.csv?month=2026-11{more}"]', name)
         assert_clean(visit, site.base)
-        api = site.api.get(f"/v1/reports/{kind}.csv", "finance", month="2026-11")
+        params = {"month": "2026-11"} | ({"version": version} if version else {})
+        api = site.api.get(f"/v1/reports/{kind}.csv", "finance", **params)
         assert api.status_code == 200 and len(api.content) > 1000
-        assert got == api.content, kind
+        assert got == api.content, (kind, version)
     # a team session downloads its own team's rows: the API's bytes for that team's token
     enter(chrome, site, "team:a")
     chrome.visit(f"{site.base}/ui/teams/a")

@@ -213,3 +213,20 @@ def test_a_bad_view_is_a_short_400(site: Site, params: dict[str, str], says: str
         r = site.api.http.get(path, params=params, headers=cookie)
         assert r.status_code == 400, (path, params, r.status_code)
         assert says in r.text and len(r.content) < 20_000
+
+
+def test_the_explorer_offers_the_months_focus_files(site: Site) -> None:
+    """Beside the JSON: the FOCUS 1.2 and 1.3 files of the billing month the view starts in,
+    the API's bytes."""
+    cookie = {"Cookie": f"gfo_session={site.session('finance')}"}
+    r = site.api.http.get(
+        "/ui/explore", params={"from": "2026-11-05", "to": "2026-12-02"}, headers=cookie
+    )
+    assert r.status_code == 200
+    assert 'href="/ui/reports/focus.csv?month=2026-11" download>FOCUS 1.2' in r.text
+    link = "/ui/reports/focus.csv?month=2026-11&amp;version=1.3"
+    assert f'href="{link}" download>FOCUS 1.3' in r.text
+    page = site.api.http.get(link.replace("&amp;", "&"), headers=cookie)
+    direct = site.api.get("/v1/reports/focus.csv", "finance", month="2026-11", version="1.3")
+    assert page.status_code == 200 and page.content == direct.content
+    assert page.text.startswith("AllocatedMethodDetails,AllocatedMethodId,")
