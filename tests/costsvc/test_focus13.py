@@ -16,12 +16,13 @@ import os
 import subprocess
 import sys
 from collections import defaultdict
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 from sqlalchemy import create_engine
 
+from costsvc.months.close import close_month
 from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import focus_csv
 from costsvc.reports.split import METHODS
@@ -263,3 +264,37 @@ def test_the_cli_writes_the_same_file(
     )
     assert _csv([out.stdout]) == export(db_url)
     assert {r["AllocatedMethodId"] for r in export(db_url)} >= {"hami-max", "idle-weighted"}
+
+
+def test_a_correction_in_a_later_month_is_split_the_same_way(
+    prometheus: Prometheus, db_url: str
+) -> None:
+    """November closed, then 2026-11-16 10:00 repriced at 3.10 (was 2.50): the differences
+    are December's corrections, split by the same origins and methods. Hand figures, 0.60 more
+    per GPU-hour: HAMi 30 % +0.180000 (ratio 0.3), 50 % +0.300000 (0.5), idle +0.120000
+    (0.2); the claim's three pods 3100000 / 3 -> 1033334, 1033333, 1033333, less 833334,
+    833333, 833333: +0.200000 each, ratios 333333.33 -> the unit to the first."""
+    ingest_with(prometheus.url, db_url, model(), [SIXTEENTH])
+    engine = create_engine(db_url)
+    close_month(engine, "2026-11", "test", datetime(2026, 12, 2, tzinfo=UTC), force=True)
+    engine.dispose()
+    ingest_with(prometheus.url, db_url, model("3.10"), [SIXTEENTH])
+    engine = create_engine(db_url)
+    rows = _csv(focus13_csv(engine, "2026-12"))
+    engine.dispose()
+    got = {
+        (_node(r), r["x_Pod"], r["AllocatedMethodId"]): (_ratio(r), r["BilledCost"]) for r in rows
+    }
+    assert {k: v for k, v in got.items() if k[0] in ("node-HAMI", "node-DRA3")} == {
+        ("node-HAMI", "h30", "hami-compute"): ("0.300000", "0.180000"),
+        ("node-HAMI", "h50", "hami-compute"): ("0.500000", "0.300000"),
+        ("node-HAMI", "", "idle-separate"): ("0.200000", "0.120000"),
+        ("node-DRA3", "s0", "dra-claim-share"): ("0.333334", "0.200000"),
+        ("node-DRA3", "s1", "dra-claim-share"): ("0.333333", "0.200000"),
+        ("node-DRA3", "s2", "dra-claim-share"): ("0.333333", "0.200000"),
+    }
+    assert {r["ChargeClass"] for r in rows} == {"Correction"}
+    assert {r["ListUnitPrice"] for r in rows} == {""}
+    assert violations(rows) == []
+    for total in sums(rows).values():  # 0.60 more for each GPU-hour of each node
+        assert total["BilledCost"] == Decimal("0.6") and total["PricingQuantity"] == 0
