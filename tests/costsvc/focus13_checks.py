@@ -1,7 +1,8 @@
 """The FOCUS 1.3 requirements for the columns the 1.3 export writes, as checks of a parsed CSV
 (each names the spec file and requirement it encodes). The FinOps Foundation's
-focus-validator has no 1.3 rules in a snapshot reachable here (finopsfoundation/
-focus-spec-validator holds 0.5 rule sets only), so the requirements are read from the spec
+focus-validator has no 1.3 rules to run offline (its release 2.2.1 ships
+focus_validator/rules/model-1.2.0.1.json only; the finopsfoundation/focus-spec-validator
+snapshot holds 0.5 rule sets), so the requirements are read from the spec
 itself: FinOps-Open-Cost-and-Usage-Spec/FOCUS_Spec, under specification/.
 
 :func:`violations` returns one line per broken requirement (empty: none broken)."""
