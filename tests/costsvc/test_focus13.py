@@ -189,6 +189,8 @@ def test_every_method_by_hand(
     }
     expected = POLICIES[name][1]
     assert {k: got.get(k) for k in expected} == expected
+    if name == "default":  # every allocated charge of the fleet is in the table, once
+        assert got == expected and len(rows) == len(expected)
     assert violations(rows) == []
     # each origin: its node's GPU-hours at 2.50 (with the idle spread onto its holders under
     # weighted / even); its allocated charges add up to it exactly, on every summable column
