@@ -153,7 +153,7 @@ def dashboard() -> list[Step]:
         ui_allocation(drill, "14d", "pod", "day", DRILL, clicks="deployment:gen-server"),
         ui_allocation(drill, "14d", "container", "day", (*DRILL, ("pod", "g")), clicks="g"),
     ]
-    top = "components/cost-allocation-table.tsx:284-290"
+    top = "components/cost-allocation-table.tsx:285-291"
     steps.append(ui_allocation(top, "14d", "namespace", "day"))
     steps.append(ui_allocation(table, "14d", "namespace", "day", include_idle=False))
     steps += [ui_allocation(table, "14d", "namespace", a) for a in ("hour", "week", "all")]
@@ -196,7 +196,7 @@ def reports(now: datetime) -> list[Step]:
     """The report builder (``routes/report-builder.tsx:53`` ``runReport``): a new allocation
     report (``types/report.ts:214-222``: yesterday, accumulate ``day``, idle, total cost by
     namespace; ``services/report-query.ts:380-394``, ``metrics`` the measures), the "Last 14
-    days" preset (``lib/report-window-range.ts:75``), a namespace filter typed with the
+    days" preset (``lib/report-window-range.ts:78``), a namespace filter typed with the
     suggestions (``components/report-filter-value-input.tsx:66-83``: on focus, then per word
     typed, 400 ms apart), run; GPU and total cost by controller with the suggestions for a
     controller filter (``controller`` asked as ``controllerName``,
