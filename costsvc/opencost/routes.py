@@ -32,7 +32,7 @@ from costsvc.opencost.aggregates import (
     Aggregate,
     parse_aggregates,
 )
-from costsvc.opencost.assets import assets
+from costsvc.opencost.assets import asset_filter, assets
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import Plan, parse_accumulate, parse_bool, parse_step, plan
 from costsvc.opencost.podlabels import with_labels
@@ -391,7 +391,10 @@ def get_configs(request: Request, who: Caller, db: Db) -> Response:
     "tokens only: a node's cost is every team's.",
     response_model=None,
     responses={
-        400: {"description": "a bad window, or a filter (plain text, Go's http.Error)"},
+        400: {
+            "description": "a bad window or filter, or a filter field that does not apply to "
+            "these assets (plain text, Go's http.Error)"
+        },
         401: ERRORS[401],
         403: ERRORS[403],
     },
@@ -420,8 +423,10 @@ def assets_route(
     except BadParameter as exc:
         exc.plain = True
         return _error(exc, given)
-    if (filter_text or "").strip():
-        return _error(BadParameter("gpu-costsvc's /assets takes no filter", True))
+    try:
+        keep = asset_filter(filter_text or "")
+    except FilterError as exc:
+        return _error(BadParameter(f"Invalid filter: {exc}", True), given)
     with db.connect() as conn:
         rows = gpu_rows(conn, span.start, span.end)
-    return Response(to_json(assets(rows, span)), media_type="application/json")
+    return Response(to_json(assets(rows, span, keep)), media_type="application/json")

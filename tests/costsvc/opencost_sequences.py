@@ -76,12 +76,16 @@ def ui_allocation(
     return Step(source, path, axios_query(params), "allocation", filters, clicks=clicks)
 
 
-def ui_assets(source: str, window: str, aggregate: str = "assetType") -> Step:
+def ui_assets(
+    source: str, window: str, aggregate: str = "assetType", filters: Filters = ()
+) -> Step:
     """``services/assets.ts:64-88``: window, aggregate, includeIdle, accumulate, step (defaults
-    true, true, ``1d``)."""
-    params = {"window": window, "aggregate": aggregate, "includeIdle": True}
+    true, true, ``1d``), filter (when the report has one, ``parseFilters``)."""
+    params: dict[str, object] = {"window": window, "aggregate": aggregate, "includeIdle": True}
     params |= {"accumulate": True, "step": "1d"}
-    return Step(source, "/model/assets", axios_query(params), "assets")
+    if filters:
+        params["filter"] = "+".join(f'{p}:"{v}"' for p, v in filters)
+    return Step(source, "/model/assets", axios_query(params), "assets", filters)
 
 
 def ui_suggest(
@@ -201,7 +205,8 @@ def reports(now: datetime) -> list[Step]:
     typed, 400 ms apart), run; GPU and total cost by controller with the suggestions for a
     controller filter (``controller`` asked as ``controllerName``,
     ``report-filter-autocomplete.ts:12-18``); then an Infra Assets report
-    (``types/report.ts:242-248``, ``report-query.ts:492-500``)."""
+    (``types/report.ts:242-248``, ``report-query.ts:492-500``), then filtered on a cluster
+    (its filter menu: ``types/report.ts`` ``ASSETS_GROUPING_OPTIONS``)."""
     yesterday, last14 = day_range(now, 1, 1), day_range(now, 0, 14)
     run = "services/report-query.ts:389-394"
     typed = "components/report-filter-value-input.tsx:76-83"
@@ -215,6 +220,7 @@ def reports(now: datetime) -> list[Step]:
         ui_allocation(run, last14, "controller", "all", ml, metrics="gpuCost,totalCost"),
         ui_suggest(typed, last14, "controllerName", "", ml),
         ui_assets("services/report-query.ts:496-500", last14),
+        ui_assets("services/report-query.ts:496-500", last14, filters=(("cluster", "c2"),)),
     ]
 
 

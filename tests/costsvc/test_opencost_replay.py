@@ -193,7 +193,9 @@ def read_assets(api: Api, who: str, step: Step, body: Any) -> set[str]:
             assert breakdown is None or isinstance(breakdown.get("idle"), Decimal)
         datetime.fromisoformat(asset["end"])
         total += asset["totalCost"]
-    if data:
+    for field, value in step.filters:  # the report's filter: the nodes it keeps, some
+        assert data and all(a["properties"][field] == value for a in data.values()), (field, value)
+    if data and not step.filters:
         window = next(iter(data.values()))["window"]
         rows = v1_hours(api, who, window["start"], window["end"])
         assert micro(total) == sum(micro(Decimal(r["total_cost"])) for r in rows)
