@@ -146,6 +146,38 @@ def _fields_of(asset: dict[str, Any]) -> Lookup:
     return get
 
 
+# the UI's report builder asks these (opencost-ui app/services/report-filter-autocomplete.ts
+# ALLOWED.infraAssets, ``assetType`` asked as ``type``): the filter field each suggests
+SUGGESTED = {"type": "assetType", "assettype": "assetType", "cluster": "cluster"}
+SUGGESTED |= {"category": "category", "name": "name", "service": "service"}
+NO_VALUES = ("account", "provider", "providerid", "project")  # not known: nothing to suggest
+
+
+def suggested_field(field: str) -> str | None:
+    """The filter field the asked ``field`` suggests values of (case-insensitive); None for
+    one these assets do not have (nothing to suggest). Raises :class:`FilterError` for an
+    unknown or missing field."""
+    name = field.lower()
+    if name in NO_VALUES:
+        return None
+    if name not in SUGGESTED:
+        raise FilterError(f"unrecognized field: {field[:64]}" if name else "field is required")
+    return SUGGESTED[name]
+
+
+def asset_suggestions(
+    assets_of: dict[str, Any], field: str | None, search: str, limit: int
+) -> list[str]:
+    """The values of the filter field ``field`` (:func:`suggested_field`) among the assets, as
+    the filter reads them (so a suggestion picked matches: ``node`` for the type), containing
+    ``search`` (case-insensitive), distinct, sorted as Go sorts strings, at most ``limit``."""
+    if field is None:
+        return []
+    found = {_fields_of(a)(field, None) for a in assets_of.values()}
+    hits = {v for v in found if v and search.lower() in v.lower()}
+    return sorted(hits, key=lambda v: v.encode())[:limit]
+
+
 def assets(rows: Iterable[GpuRow], window: Window, keep: Node | None = None) -> dict[str, Any]:
     """OpenCost's ``WrapData`` of the window's asset set: the GPU nodes the filter ``keep``
     matches, keys sorted."""

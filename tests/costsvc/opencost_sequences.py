@@ -89,16 +89,23 @@ def ui_assets(
 
 
 def ui_suggest(
-    source: str, window: str, field: str, search: str = "", filters: Filters = ()
+    source: str,
+    window: str,
+    field: str,
+    search: str = "",
+    filters: Filters = (),
+    layer: str = "allocation",
 ) -> Step:
     """``services/report-filter-autocomplete.ts:99-110``: window, field (its alias resolved),
-    limit 25, search (when typed), filter (the report's other filters)."""
+    limit 25, search (when typed), filter (the report's other filters), to the layer's
+    endpoint (``:5-9``: ``/allocation/autocomplete``, ``/assets/autocomplete``)."""
     params: dict[str, object] = {"window": window, "field": field, "limit": 25}
     if search:
         params["search"] = search
     if filters:
         params["filter"] = "+".join(f'{p}:"{v}"' for p, v in filters)
-    return Step(source, "/model/allocation/autocomplete", axios_query(params), "suggest", filters)
+    path = f"/model/{layer}/autocomplete"
+    return Step(source, path, axios_query(params), "suggest", filters)
 
 
 def summary_cards_other_halves(window: str) -> list[Step]:
@@ -206,7 +213,7 @@ def reports(now: datetime) -> list[Step]:
     controller filter (``controller`` asked as ``controllerName``,
     ``report-filter-autocomplete.ts:12-18``); then an Infra Assets report
     (``types/report.ts:242-248``, ``report-query.ts:492-500``), then filtered on a cluster
-    (its filter menu: ``types/report.ts`` ``ASSETS_GROUPING_OPTIONS``)."""
+    with the suggestions (its filter menu: ``types/report.ts`` ``ASSETS_GROUPING_OPTIONS``)."""
     yesterday, last14 = day_range(now, 1, 1), day_range(now, 0, 14)
     run = "services/report-query.ts:389-394"
     typed = "components/report-filter-value-input.tsx:76-83"
@@ -220,6 +227,7 @@ def reports(now: datetime) -> list[Step]:
         ui_allocation(run, last14, "controller", "all", ml, metrics="gpuCost,totalCost"),
         ui_suggest(typed, last14, "controllerName", "", ml),
         ui_assets("services/report-query.ts:496-500", last14),
+        ui_suggest(typed, last14, "cluster", layer="assets"),
         ui_assets("services/report-query.ts:496-500", last14, filters=(("cluster", "c2"),)),
     ]
 

@@ -190,3 +190,60 @@ def test_an_asset_filter_field_that_does_not_apply_is_a_400_naming_it(
     r = api.get("/assets", window=WINDOW, filter=text)
     assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
     assert r.text.startswith("Invalid filter:") and says in r.text, r.text
+
+
+def suggest(api: Api, who: str = "finance", **params: str) -> Any:
+    """The report builder's request (opencost-ui report-filter-autocomplete.ts:99-110)."""
+    return api.get("/assets/autocomplete", who, window=WINDOW, limit="25", **params)
+
+
+def test_the_report_builder_s_asset_suggestions(api: Api) -> None:
+    """What a filter on each field would match, as the filter reads it: the clusters and
+    nodes of gpus_by_hand, ``node`` for the type (``type`` is how the UI asks ``assetType``),
+    nothing for the fields these assets lack; ``search``, ``filter`` and ``limit`` narrow it."""
+    nodes = set(gpus_by_hand(api))
+    clusters = sorted({c for c, _ in nodes})
+
+    def values(**params: str) -> list[str]:
+        r = suggest(api, **params)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert list(body) == ["code", "data"] and body["code"] == 200
+        got: list[str] = body["data"]["data"]  # parseSuggestionList's data.data
+        return got
+
+    assert values(field="cluster") == clusters
+    assert values(field="type") == values(field="assetType") == ["node"]
+    assert values(field="category") == ["Compute"]
+    assert values(field="name") == sorted({n for _, n in nodes}, key=str.encode)
+    assert values(field="provider") == values(field="providerID") == values(field="account") == []
+    assert values(field="cluster", search=clusters[1].upper()) == [clusters[1]]
+    assert values(field="cluster", filter=f'cluster!:"{clusters[0]}"') == clusters[1:]
+    assert values(field="name", filter=f'cluster:"{clusters[0]}"') == sorted(
+        {n for c, n in nodes if c == clusters[0]}, key=str.encode
+    )
+    r = api.get("/assets/autocomplete", window=WINDOW, field="name", limit="1")
+    assert len(r.json()["data"]["data"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"field": "namespace"}, "invalid field: unrecognized field: namespace"),
+        ({}, "invalid field: field is required"),
+        ({"field": "cluster", "limit": "1001"}, "limit of 1000"),
+        ({"field": "cluster", "filter": 'provider:"x"'}, "field 'provider' does not apply"),
+        ({"field": "cluster", "window": "soon"}, "Invalid 'window' parameter"),
+    ],
+)
+def test_a_bad_suggestion_request_is_a_plain_400(
+    api: Api, params: dict[str, str], says: str
+) -> None:
+    r = api.get("/assets/autocomplete", **{"window": WINDOW, **params})
+    assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
+    assert says in r.text, r.text
+
+
+def test_a_team_token_gets_no_asset_suggestions(api: Api) -> None:
+    assert suggest(api, "team:nlp", field="cluster").status_code == 403
+    assert api.http.get("/assets/autocomplete", params={"field": "cluster"}).status_code == 401

@@ -210,6 +210,10 @@ def read_suggest(api: Api, who: str, step: Step, body: Any) -> set[str]:
     assert values and all(isinstance(v, str) for v in values), body
     query = dict(part.split("=", 1) for part in step.query.split("&"))
     field, search = query["field"], query.get("search", "")
+    if step.path.endswith("/assets/autocomplete"):  # the Infra Assets report's: its nodes'
+        nodes = api.get("/assets", who, window=query["window"]).json()["data"].values()
+        assert set(values) == {a["properties"][field] for a in nodes}, values
+        return set(values)
     aggregate = {"controllerName": "controller"}.get(field, field)
     params = {"window": query["window"], "aggregate": aggregate, "accumulate": "true"}
     if "filter" in query:
@@ -250,7 +254,7 @@ def replay(client: httpx.Client, api: Api, who: str, steps: list[Step]) -> tuple
             assert r.status_code in (200, 404), (where, r.status_code)
             continue
         checked += 1
-        if step.reads == "assets" and who != "finance":
+        if step.path.startswith("/model/assets") and who != "finance":
             assert r.status_code == 403, (where, r.text)  # a node's cost is every team's
             continue
         assert r.status_code == 200, (where, r.status_code, r.text[:300])
@@ -281,17 +285,36 @@ def test_a_team_sees_less_than_finance(api: Api) -> None:
     assert team_namespaces(api, "team:nlp") < team_namespaces(api, "finance")
 
 
+@pytest.mark.parametrize(
+    ("removed", "view", "stops_at"),
+    [
+        (
+            "/allocation/autocomplete",
+            "reports",
+            "report-filter-value-input.tsx:76-83: /model/allocation/autocomplete",
+        ),
+        (
+            "/assets/autocomplete",
+            "reports",
+            "report-filter-value-input.tsx:76-83: /model/assets/autocomplete",
+        ),
+        ("/assets", "assets", "assets-visualization.tsx:66-73: /model/assets"),
+        ("/getConfigs", "kubectl-cost", "aggregatedcommandbuilder.go:64-71: /model/getConfigs"),
+        ("/allocation/compute", "dashboard", "cost-summary-cards.tsx:101-105: /model/allocation"),
+    ],
+)
 def test_a_missing_endpoint_fails_the_replay(
-    api: Api, token_file: Path, monkeypatch: pytest.MonkeyPatch
+    api: Api,
+    token_file: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    removed: str,
+    view: str,
+    stops_at: str,
 ) -> None:
-    """A proxy without ``/allocation/autocomplete`` (planted): the report builder's sequence
-    stops at its first suggestion request, named by its source line."""
+    """A proxy without one of the paths a sequence needs (planted): the replay stops at the
+    first request for it, named by its source line, with the proxy's 404."""
     token_file.write_text(api.tokens["finance"] + "\n")
-    paths = tuple(p for p in proxy_module.PATHS if p != "/allocation/autocomplete")
-    monkeypatch.setattr(proxy_module, "PATHS", paths)
+    monkeypatch.setattr(proxy_module, "PATHS", tuple(p for p in proxy_module.PATHS if p != removed))
     with running_proxy(api, token_file) as client, pytest.raises(AssertionError) as failed:
-        replay(client, api, "finance", sequences(NOV20)["reports"])
-    assert "report-filter-value-input.tsx:76-83: /model/allocation/autocomplete" in str(
-        failed.value
-    )
-    assert "404" in str(failed.value)
+        replay(client, api, "finance", sequences(NOV20)[view])
+    assert stops_at in str(failed.value) and "404" in str(failed.value), str(failed.value)
