@@ -262,15 +262,18 @@ def kubectl_cost() -> list[Step]:
     includeIdle and idle from ``--idle``, default true, filterNamespaces; ``label.go:81-90``
     without filterNamespaces). OpenCost's handler reads ``filter`` only
     (opencost/opencost ``pkg/costmodel/handlers.go:31``; ``filterNamespaces`` is Kubecost's v1
-    form): ``-n ml`` changes nothing there, nor here, so its money is every namespace's."""
+    form): ``-n ml`` changes nothing there, nor here, so its money is every namespace's.
+    ``--opencost`` asks ``/allocation/compute`` instead (``options.go:22,64-68``); the
+    currency stays at ``model/getConfigs`` (``configapi.go:39``)."""
     steps = []
-    for command, aggregate, window, namespace in (
-        ("namespace", KUBECTL["namespace"], "1d", ""),
-        ("namespace", KUBECTL["namespace"], "14d", ""),
-        ("deployment", KUBECTL["deployment"], "14d", "ml"),
-        ("controller", KUBECTL["controller"], "7d", ""),
-        ("pod", KUBECTL["pod"], "14d", ""),
-        ("label", KUBECTL["label"], "14d", None),
+    for command, aggregate, window, namespace, path in (
+        ("namespace", KUBECTL["namespace"], "1d", "", "/model/allocation"),
+        ("namespace", KUBECTL["namespace"], "14d", "", "/model/allocation"),
+        ("namespace", KUBECTL["namespace"], "14d", "", "/allocation/compute"),  # --opencost
+        ("deployment", KUBECTL["deployment"], "14d", "ml", "/model/allocation"),
+        ("controller", KUBECTL["controller"], "7d", "", "/model/allocation"),
+        ("pod", KUBECTL["pod"], "14d", "", "/model/allocation"),
+        ("label", KUBECTL["label"], "14d", None, "/model/allocation"),
     ):
         src, currency, ask = SOURCES["label" if command == "label" else "aggregated"]
         steps.append(Step(f"{src}:{currency}", "/model/getConfigs", "", "configs"))
@@ -279,7 +282,7 @@ def kubectl_cost() -> list[Step]:
         if namespace is not None:
             params["filterNamespaces"] = namespace
         query = urlencode(sorted(params.items()))
-        steps.append(Step(f"{src}:{ask}", "/model/allocation", query, "allocation"))
+        steps.append(Step(f"{src}:{ask}", path, query, "allocation"))
     return steps
 
 
