@@ -67,5 +67,5 @@ PER_RECOMMENDATION = "cluster, team, namespace, workload_kind, workload, gpu_mod
 # served-model series (docs/inference.md) of the selected teams: money in the selected currency
 SERVED_MODELS = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
 SERVED_MODEL_TEAMS = f'{CLUSTER}, team=~"$team"'
-# one series per served model
-PER_SERVED_MODEL = "namespace, model"
+# one series per served model in a cluster (rates are not summed across clusters)
+PER_SERVED_MODEL = "cluster, namespace, model"

@@ -84,7 +84,7 @@ ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         [*_QUOTA, "currency"],
     ),
 )  # fmt: skip
-_MODEL = ["team", "namespace", "model"]
+_MODEL = ["cluster", "team", "namespace", "model"]
 INFERENCE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_inference_cost_per_million_tokens",
@@ -420,7 +420,7 @@ def _rates(t: Totals) -> list[tuple[str, str, int | None]]:
 def _inference(g: dict[str, GaugeMetricFamily], figures: list[ModelFigures]) -> None:
     """Cost per 10^6 tokens per served model: the last hour, and week over week."""
     for f in figures:
-        labels = [f.team, f.namespace, f.model]
+        labels = [f.cluster, f.team, f.namespace, f.model]
         if f.hour.input_tokens or f.hour.output_tokens or f.hour.cost:
             for direction, basis, rate in _rates(f.hour):
                 if rate is not None:

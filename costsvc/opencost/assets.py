@@ -38,6 +38,7 @@ from decimal import Decimal
 from typing import Any
 
 from costsvc.kit.money import MICRO, money
+from costsvc.kit.quoting import cut
 from costsvc.kit.times import iso_z
 from costsvc.kit.windows import Window
 from costsvc.opencost.filters import Everything, FilterError, Lookup, Node, comparisons, parse
@@ -161,7 +162,7 @@ def suggested_field(field: str) -> str | None:
     if name in NO_VALUES:
         return None
     if name not in SUGGESTED:
-        raise FilterError(f"unrecognized field: {field[:64]}" if name else "field is required")
+        raise FilterError(f"unrecognized field: {cut(field)}" if name else "field is required")
     return SUGGESTED[name]
 
 
