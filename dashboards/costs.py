@@ -40,7 +40,7 @@ EFFICIENCY = f"costsvc_efficiency_ratio{{{EFFICIENCY_LINES}}}"
 TEAM_EFFICIENCY = f"costsvc_efficiency_ratio{{{EFFICIENCY_LINES}, {TEAMS_ONLY}}}"
 # the cost service's month-end forecast per team (costsvc/costs/queries.py forecast)
 FORECAST = f"costsvc_cost_forecast_month_end{{{TEAM_MONEY}}}"
-LINE_LEGEND = "{{team}} / {{project}} / {{stage}}"
+LINE_LEGEND = "{{cluster}}: {{team}} / {{project}} / {{stage}}"  # PER_LINE
 PROJECT_LEGEND = "{{team}} / {{project}}"
 
 
@@ -149,9 +149,9 @@ def cost_breakdown(money: str) -> list[Panel]:
         .unit(money)
         .decimals(0),
         table_panel(
-            "Cost by team, project and stage",
+            "Cost by cluster, team, project and stage",
             "Month to date: cost, waste (allocated but idle), last hour's cost and efficiency "
-            "(used / allocated).",
+            "(used / allocated), per cluster the line ran in.",
             target(f"sum by ({PER_LINE}) ({COST})", table=True),
             target(f"sum by ({PER_LINE}) ({WASTE})", table=True),
             target(f"sum by ({PER_LINE}) ({RATE})", table=True),
@@ -193,9 +193,9 @@ def idle_and_waste(money: str) -> list[Panel]:
             "The ten pods with the most allocated-but-idle cost this month "
             "(costsvc_pod_waste_month_to_date).",
             target(
-                "topk(10, sum by (team, namespace, pod) "
+                "topk(10, sum by (cluster, team, namespace, pod) "
                 f"(costsvc_pod_waste_month_to_date{{{POD_COSTS}}}))",
-                "{{team}}: {{namespace}}/{{pod}}",
+                "{{team}}: {{cluster}}/{{namespace}}/{{pod}}",
                 instant=True,
             ),
         )
@@ -217,12 +217,12 @@ def idle_and_waste(money: str) -> list[Panel]:
             "The twenty most expensive pods this month (costsvc_pod_cost_month_to_date), with "
             "their waste.",
             target(
-                "topk(20, sum by (team, project, namespace, pod) "
+                "topk(20, sum by (cluster, team, project, namespace, pod) "
                 f"(costsvc_pod_cost_month_to_date{{{POD_COSTS}}}))",
                 table=True,
             ),
             target(
-                "sum by (team, project, namespace, pod) "
+                "sum by (cluster, team, project, namespace, pod) "
                 f"(costsvc_pod_waste_month_to_date{{{POD_COSTS}}})",
                 table=True,
             ),

@@ -8,7 +8,7 @@ from dashboards.common import Panel, target, timeseries_panel
 from dashboards.selectors import PER_SERVED_MODEL, SERVED_MODEL_TEAMS, SERVED_MODELS
 
 RATE = "costsvc_inference_cost_per_million_tokens"
-MODEL_LEGEND = "{{namespace}} / {{model}}"
+MODEL_LEGEND = "{{cluster}}/{{namespace}} / {{model}}"  # PER_SERVED_MODEL
 
 
 def _rate(direction: str, basis: str) -> str:

@@ -158,8 +158,8 @@ def quotas(money: str) -> list[Panel]:
                     "costsvc_quota_used_ratio: ResourceQuota used / hard per namespace and "
                     "resource (alert at 90 %).",
                     target(
-                        f"max by (namespace, resource) ({USED_RATIO})",
-                        "{{namespace}} {{resource}}",
+                        f"max by (cluster, namespace, resource) ({USED_RATIO})",
+                        "{{cluster}}/{{namespace}} {{resource}}",
                         instant=True,
                     ),
                 )

@@ -51,8 +51,9 @@ BUDGETS = f'{CLUSTER}, team=~"$team", project=~"$project"'
 CURRENCY = f'{CLUSTER}, currency=~"$currency"'
 # lines of real teams: not unallocated idle (__idle__) nor pods without a team (__unallocated__)
 TEAMS_ONLY = 'team!~"__idle__|__unallocated__"'
-# one series per cost line
-PER_LINE = "team, project, stage"
+# one series per cost line in a cluster (the cost service's money series carry the cluster
+# each line ran in: docs/costsvc-metrics.md)
+PER_LINE = "cluster, team, project, stage"
 
 # rightsizing series of the selected teams in the selected currency
 SAVINGS = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
@@ -61,10 +62,10 @@ QUOTAS = f'{CLUSTER}, team=~"$team", namespace=~"$namespace"'
 # one series per team and GPU resource
 PER_TEAM_RESOURCE = "team, resource"
 # one recommendation: a workload on one GPU model
-PER_RECOMMENDATION = "team, namespace, workload_kind, workload, gpu_model, action, target"
+PER_RECOMMENDATION = "cluster, team, namespace, workload_kind, workload, gpu_model, action, target"
 
 # served-model series (docs/inference.md) of the selected teams: money in the selected currency
 SERVED_MODELS = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
 SERVED_MODEL_TEAMS = f'{CLUSTER}, team=~"$team"'
-# one series per served model
-PER_SERVED_MODEL = "namespace, model"
+# one series per served model in a cluster (rates are not summed across clusters)
+PER_SERVED_MODEL = "cluster, namespace, model"

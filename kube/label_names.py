@@ -7,10 +7,18 @@ import re
 _NOT_A_NAME_CHAR = re.compile(r"[^a-zA-Z0-9_]")
 
 
+def prometheus_name(key: str) -> str:
+    """A label key as a Prometheus label name: each character outside ``[a-zA-Z0-9_]`` an
+    ``_`` (OpenCost's ``PrometheusKeySanitizePass``, opencost/opencost
+    ``core/pkg/filter/transform/promlabels.go``): ``nvidia.com/gpu.product`` ->
+    ``nvidia_com_gpu_product``."""
+    return _NOT_A_NAME_CHAR.sub("_", key)
+
+
 def sanitize_label(key: str) -> str:
     """A label key as kube-state-metrics writes it in ``kube_pod_labels``:
     ``app.kubernetes.io/team`` -> ``label_app_kubernetes_io_team``."""
-    return "label_" + _NOT_A_NAME_CHAR.sub("_", key)
+    return "label_" + prometheus_name(key)
 
 
 def ksm_labels(labels: dict[str, str]) -> dict[str, str]:

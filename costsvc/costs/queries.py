@@ -27,7 +27,7 @@ from costsvc.db.models import (
     GpuPresence,
 )
 from costsvc.db.rollup import owner_rows, pod_rows
-from costsvc.kit.money import kg, money, round_micro
+from costsvc.kit.money import kg, money, round_micro, split
 from costsvc.kit.ratios import ratio_text
 from costsvc.kit.sql_times import bucket
 from costsvc.kit.times import as_utc, month_of, parse_month, whole_hours
@@ -252,21 +252,31 @@ class Forecast:
     co2e_forecast: int = 0
 
 
-def forecast(conn: Connection, now: datetime, team: str, project: str | None = None) -> Forecast:
-    month = month_of(now)
-    start, end = parse_month(month)
-    mtd = team_total(conn, start, end, team, project)
+def _trend(conn: Connection, start: datetime, end: datetime) -> tuple[datetime, datetime] | None:
+    """The forecast's trend hours [since, upto) for the month [start, end): the last 7 days
+    of ingested hours (fewer when the data is younger); None without recent data."""
     last = last_hour(conn)
     if last is None or last < start - FORECAST_WINDOW:
-        hours = whole_hours(end - start)
-        return Forecast(
-            month, mtd.total, 0, mtd.total, hours, *(2 * [mtd.energy]), *(2 * [mtd.co2e])
-        )
+        return None
     upto = min(last + timedelta(hours=1), end)
     since = upto - FORECAST_WINDOW
     first = conn.execute(select(func.min(CostHour.hour))).scalar()
     if first is not None:
         since = max(since, as_utc(first))
+    return since, upto
+
+
+def forecast(conn: Connection, now: datetime, team: str, project: str | None = None) -> Forecast:
+    month = month_of(now)
+    start, end = parse_month(month)
+    mtd = team_total(conn, start, end, team, project)
+    trend = _trend(conn, start, end)
+    if trend is None:
+        hours = whole_hours(end - start)
+        return Forecast(
+            month, mtd.total, 0, mtd.total, hours, *(2 * [mtd.energy]), *(2 * [mtd.co2e])
+        )
+    since, upto = trend
     hours = max(1, whole_hours(upto - since))
     spent = team_total(conn, since, upto, team, project)
     left = max(0, whole_hours(end - upto))
@@ -287,6 +297,28 @@ def forecast(conn: Connection, now: datetime, team: str, project: str | None = N
         mtd.co2e,
         ahead(mtd.co2e, spent.co2e)[1],
     )
+
+
+def _team_by_cluster(conn: Connection, start: datetime, end: datetime, team: str) -> dict[str, int]:
+    t = owner_rows(start, end).c
+    q = select(t.cluster, func.sum(t.allocated + t.idle)).where(t.team == team)
+    return {c: int(v or 0) for c, v in conn.execute(q.group_by(t.cluster))}
+
+
+def forecast_by_cluster(conn: Connection, now: datetime, team: str) -> dict[str, int]:
+    """The team's month-end forecast (:func:`forecast`, the one rule) in parts per cluster:
+    each cluster's month to date, plus the forecast's remainder (burn rate x hours left) split
+    in proportion to each cluster's cost over the trend hours (largest remainder,
+    costsvc/kit/money.py ``split``). The parts sum to the team's forecast exactly."""
+    f = forecast(conn, now, team)
+    start, end = parse_month(f.month)
+    parts = _team_by_cluster(conn, start, end, team)
+    trend = _trend(conn, start, end)
+    recent = _team_by_cluster(conn, *trend, team) if trend else {}
+    clusters = sorted(set(parts) | set(recent))
+    weights = [max(0, recent.get(c, 0)) for c in clusters]
+    ahead = split(f.forecast - f.month_to_date, weights) if clusters else []
+    return {c: parts.get(c, 0) + a for c, a in zip(clusters, ahead, strict=True)}
 
 
 def top_wasters(
@@ -321,6 +353,7 @@ def top_wasters(
 
 @dataclass(frozen=True, slots=True)
 class OwnerMoney:
+    cluster: str
     team: str
     project: str
     stage: str
@@ -335,10 +368,10 @@ class OwnerMoney:
 
 
 def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list[OwnerMoney]:
-    """Money (and energy, CO2e) per owner and currency over the hours in [start, end), or of
-    the hour ``start`` when ``end`` is None."""
+    """Money (and energy, CO2e) per cluster, owner and currency over the hours in
+    [start, end), or of the hour ``start`` when ``end`` is None."""
     o: Any = CostHour if end is None else owner_rows(start, end).c
-    owners = (o.team, o.project, o.stage, o.currency)
+    owners = (o.cluster, o.team, o.project, o.stage, o.currency)
     money_sums = (
         func.sum(o.allocated),
         func.sum(o.used),
@@ -350,16 +383,17 @@ def owner_money(conn: Connection, start: datetime, end: datetime | None) -> list
     )
     hours = (o.hour == start,) if end is None else ()
     query = select(*owners, *money_sums).where(*hours).group_by(*owners)
-    return [OwnerMoney(*r[:4], *(int(v or 0) for v in r[4:])) for r in conn.execute(query)]
+    return [OwnerMoney(*r[:5], *(int(v or 0) for v in r[5:])) for r in conn.execute(query)]
 
 
 def idle_by_currency(
     conn: Connection, start: datetime, end: datetime
-) -> list[tuple[str, int, int]]:
-    """(currency, idle, of it unavailable: lost GPU time) over [start, end)."""
+) -> list[tuple[str, str, int, int]]:
+    """(cluster, currency, idle, of it unavailable: lost GPU time) over [start, end)."""
     o = owner_rows(start, end).c
-    query = select(o.currency, func.sum(o.idle), func.sum(o.unavailable)).group_by(o.currency)
-    return [(cur, int(idle or 0), int(lost or 0)) for cur, idle, lost in conn.execute(query)]
+    by = (o.cluster, o.currency)
+    query = select(*by, func.sum(o.idle), func.sum(o.unavailable)).group_by(*by)
+    return [(c, cur, int(idle or 0), int(lost or 0)) for c, cur, idle, lost in conn.execute(query)]
 
 
 def currencies(conn: Connection, start: datetime, end: datetime) -> set[str]:
@@ -381,6 +415,7 @@ def model_energy(conn: Connection, start: datetime, end: datetime) -> list[tuple
 
 @dataclass(frozen=True, slots=True)
 class PodMoney:
+    cluster: str
     team: str
     project: str
     namespace: str
@@ -391,15 +426,15 @@ class PodMoney:
 
 
 def pod_money(conn: Connection, start: datetime, end: datetime) -> list[PodMoney]:
-    """Cost and waste per pod (of a team, not idle capacity) over [start, end)."""
+    """Cost and waste per cluster and pod (of a team, not idle capacity) over [start, end)."""
     c = pod_rows(start, end).c  # whole days from cost_pod_days
-    pods = (c.team, c.project, c.namespace, c.pod, c.currency)
+    pods = (c.cluster, c.team, c.project, c.namespace, c.pod, c.currency)
     query = (
         select(*pods, func.sum(c.allocated + c.idle), func.sum(c.waste))
         .where(c.team != IDLE, c.pod != "")
         .group_by(*pods)
     )
-    return [PodMoney(*r[:5], int(r[5] or 0), int(r[6] or 0)) for r in conn.execute(query)]
+    return [PodMoney(*r[:6], int(r[6] or 0), int(r[7] or 0)) for r in conn.execute(query)]
 
 
 def team_known(conn: Connection, team: str) -> bool:

@@ -82,9 +82,10 @@ def answer_rows(groups: Iterable[Group]) -> list[dict[str, Any]]:
 
 @dataclass(frozen=True, slots=True)
 class ModelFigures:
-    """One model of a team and namespace, for ``/metrics``: the last ingested hour's totals,
-    and the last 7 days' and the 7 days before's (the week-over-week alert)."""
+    """One model of a team and namespace in a cluster, for ``/metrics``: the last ingested
+    hour's totals, and the last 7 days' and the 7 days before's (the week-over-week alert)."""
 
+    cluster: str
     team: str
     namespace: str
     model: str
@@ -95,19 +96,20 @@ class ModelFigures:
 
 
 def model_figures(conn: Connection, last_hour: datetime) -> list[ModelFigures]:
-    """Per (team, namespace, model): the hour starting ``last_hour``, the 7 days ending with
-    it, and the 7 days before those."""
+    """Per (cluster, team, namespace, model): the hour starting ``last_hour``, the 7 days
+    ending with it, and the 7 days before those."""
     end = last_hour + timedelta(hours=1)
-    dims = ["team", "namespace", "model"]
+    dims = ["cluster", "team", "namespace", "model"]
     spans = {
         "hour": (last_hour, end),
         "week": (end - WEEK, end),
         "previous_week": (end - 2 * WEEK, end - WEEK),
     }
-    by_key: dict[tuple[str, str, str, str], dict[str, Totals]] = {}
+    by_key: dict[tuple[str, str, str, str, str], dict[str, Totals]] = {}
     for name, (lo, hi) in spans.items():
         for g in served_totals(conn, lo, hi, dims, None, {}):
-            key = (g.group["team"], g.group["namespace"], g.group["model"], g.currency)
+            cluster, team, namespace, model = (g.group[d] for d in dims)
+            key = (cluster, team, namespace, model, g.currency)
             by_key.setdefault(key, {})[name] = g.totals
     return [
         ModelFigures(

@@ -1,6 +1,6 @@
 """The cost service's own series (budget alerts, the FinOps dashboard), from the database.
 Documented in docs/costsvc-metrics.md. Money is in units of the billing currency (a
-``currency`` label); exposition values are floats by nature, the tables stay integers.
+``currency`` label), per ``cluster`` ingested; exposition values are floats by nature.
 
 **Who sees which series** (:func:`scoped`, applied to everything :func:`collect` returns —
 a family added here later is covered without more code; docs/security.md):
@@ -12,9 +12,7 @@ a family added here later is covered without more code; docs/security.md):
   token sees the samples whose ``team`` label is its team, and nothing of a private family
   without a ``team`` label; without a token, nothing.
 
-So a new per-team series needs a ``team`` label and nothing else; a new fleet-level one is
-added to :data:`FLEET` on purpose.
-"""
+So a new per-team series needs a ``team`` label; a fleet-level one is put in :data:`FLEET`."""
 
 from __future__ import annotations
 
@@ -32,6 +30,7 @@ from costsvc.costs.queries import (
     PodMoney,
     efficiency,
     forecast,
+    forecast_by_cluster,
     idle_by_currency,
     last_hour,
     model_energy,
@@ -46,24 +45,25 @@ from costsvc.rules.chargeback import IDLE, OWNER
 
 TOP_PODS = 10  # per team: the pods with the highest month-to-date cost (and waste)
 TOP_WORKLOADS = 10  # per team: the recommendations with the biggest saving
-_POD = ["team", "project", "namespace", "pod"]
-_QUOTA = ["team", "namespace", "resource"]
+_POD = ["cluster", "team", "project", "namespace", "pod"]
+_LINE = ["cluster", *OWNER]  # a cost line in the cluster it ran in (docs/costsvc-metrics.md)
+_QUOTA = ["cluster", "team", "namespace", "resource"]
 ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_recommendation_savings_monthly",
         "Monthly saving of all the team's GPU rightsizing recommendations (docs/rightsizing.md)",
-        ["team", "currency"],
+        ["cluster", "team", "currency"],
     ),
     (
         "costsvc_recommendations",
         "GPU rightsizing recommendations of the team, by action",
-        ["team", "action"],
+        ["cluster", "team", "action"],
     ),
     (
         "costsvc_workload_savings_monthly",
         f"Monthly saving of each team's top {TOP_WORKLOADS} recommendations",
-        ["team", "namespace", "workload_kind", "workload", "gpu_model", "action", "target",
-         "currency"],
+        ["cluster", "team", "namespace", "workload_kind", "workload", "gpu_model", "action",
+         "target", "currency"],
     ),
     ("costsvc_quota_hard_units", "ResourceQuota hard limit of a GPU resource", _QUOTA),
     ("costsvc_quota_used_units", "ResourceQuota use of a GPU resource (the API's count)", _QUOTA),
@@ -84,7 +84,7 @@ ADVICE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
         [*_QUOTA, "currency"],
     ),
 )  # fmt: skip
-_MODEL = ["team", "namespace", "model"]
+_MODEL = ["cluster", "team", "namespace", "model"]
 INFERENCE_FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_inference_cost_per_million_tokens",
@@ -114,31 +114,31 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_cost_month_to_date",
         "Cost this month so far (allocated + idle spread onto the line)",
-        [*OWNER, "currency"],
+        [*_LINE, "currency"],
     ),
     (
         "costsvc_waste_month_to_date",
         "Allocated-but-idle cost this month so far",
-        [*OWNER, "currency"],
+        [*_LINE, "currency"],
     ),
-    ("costsvc_cost_rate_per_hour", "Cost of the last ingested hour", [*OWNER, "currency"]),
+    ("costsvc_cost_rate_per_hour", "Cost of the last ingested hour", [*_LINE, "currency"]),
     (
         "costsvc_cost_forecast_month_end",
-        "The team's month-end cost forecast: month to date + the mean hourly cost over the last "
-        "7 days of ingested hours x the hours left (the API's and pages' rule)",
-        ["team", "currency"],
+        "The team's month-end cost forecast (the API's and pages' rule: month to date + the mean "
+        "hourly cost of the last 7 days x the hours left), in parts per cluster summing to it",
+        ["cluster", "team", "currency"],
     ),
-    ("costsvc_idle_cost_month_to_date", "Cost of GPUs (or slices) nobody held", ["currency"]),
+    ("costsvc_idle_cost_month_to_date", "Cost of GPUs nobody held", ["cluster", "currency"]),
     (
         "costsvc_unavailable_cost_month_to_date",
         "Of the idle cost: GPU time lost to broken hardware (gpu_device_up 0), this month",
-        ["currency"],
+        ["cluster", "currency"],
     ),
-    ("costsvc_efficiency_ratio", "Used / allocated cost, this month", list(OWNER)),
+    ("costsvc_efficiency_ratio", "Used / allocated cost, this month", _LINE),
     (
         "costsvc_hourly_efficiency_ratio",
         "Used / allocated cost of the last ingested hour",
-        list(OWNER),
+        _LINE,
     ),
     ("costsvc_budget_amount", "Monthly budget", ["team", "project", "currency"]),
     ("costsvc_budget_used_ratio", "Month to date / budget", ["team", "project"]),
@@ -162,12 +162,12 @@ FAMILIES: tuple[tuple[str, str, list[str]], ...] = (
     (
         "costsvc_energy_month_to_date_joules",
         "Energy the team's GPUs drew this month so far (attributed + idle spread onto it)",
-        list(OWNER),
+        _LINE,
     ),
     (
         "costsvc_carbon_month_to_date_grams",
         "CO2e of that energy this month (x PUE x the grid intensity in force)",
-        list(OWNER),
+        _LINE,
     ),
     (
         "costsvc_idle_energy_month_to_date_joules",
@@ -247,12 +247,11 @@ def _units(micro: int) -> float:
     return float(Decimal(micro).scaleb(-6))
 
 
-def _joules(mj: int) -> float:
+def _joules(mj: int) -> float:  # (mJ -> J; mg -> g for _grams)
     return float(Decimal(mj).scaleb(-3))
 
 
-def _grams(mg: int) -> float:
-    return float(Decimal(mg).scaleb(-3))
+_grams = _joules
 
 
 def _ratio(a: int, b: int) -> float:
@@ -313,7 +312,7 @@ def _month(
     team_currencies: dict[str, set[str]] = {}
     for r in owner_money(conn, start, end):
         team_currencies.setdefault(r.team, set()).add(r.currency)
-        labels = [r.team, r.project, r.stage]
+        labels = [r.cluster, r.team, r.project, r.stage]
         g["costsvc_cost_month_to_date"].add_metric(
             [*labels, r.currency], _units(r.allocated + r.idle)
         )
@@ -327,25 +326,25 @@ def _month(
             g["costsvc_efficiency_ratio"].add_metric(labels, float(eff))
     for team, in_currencies in sorted(team_currencies.items()):
         if len(in_currencies) == 1:  # never a sum of money in two currencies
-            f = forecast(conn, now, team)
-            g["costsvc_cost_forecast_month_end"].add_metric(
-                [team, *in_currencies], _units(f.forecast)
-            )
+            for cluster, part in forecast_by_cluster(conn, now, team).items():
+                g["costsvc_cost_forecast_month_end"].add_metric(
+                    [cluster, team, *in_currencies], _units(part)
+                )
     money_in = idle_by_currency(conn, start, end)
-    for currency, idle, lost in money_in:
-        g["costsvc_idle_cost_month_to_date"].add_metric([currency], _units(idle))
-        g["costsvc_unavailable_cost_month_to_date"].add_metric([currency], _units(lost))
+    for cluster, currency, idle, lost in money_in:
+        g["costsvc_idle_cost_month_to_date"].add_metric([cluster, currency], _units(idle))
+        g["costsvc_unavailable_cost_month_to_date"].add_metric([cluster, currency], _units(lost))
     g["costsvc_idle_energy_month_to_date_joules"].add_metric([], _joules(idle_energy))
     for gpu_model, mj, mg in model_energy(conn, start, end):
         g["costsvc_gpu_model_energy_month_to_date_joules"].add_metric([gpu_model], _joules(mj))
         g["costsvc_gpu_model_carbon_month_to_date_grams"].add_metric([gpu_model], _grams(mg))
-    return [c for c, _, _ in money_in]
+    return sorted({c for _, c, _, _ in money_in})
 
 
 def _last_hour(g: dict[str, GaugeMetricFamily], conn: Connection, last: datetime) -> None:
     """The last ingested hour: each owner's cost and efficiency."""
     for r in owner_money(conn, last, None):
-        labels = [r.team, r.project, r.stage]
+        labels = [r.cluster, r.team, r.project, r.stage]
         g["costsvc_cost_rate_per_hour"].add_metric(
             [*labels, r.currency], _units(r.allocated + r.idle)
         )
@@ -391,18 +390,18 @@ def _top_pods(
     for r in per_pod:
         by_team.setdefault(r.team, []).append(r)
     for team, rows in sorted(by_team.items()):
-        npods = len({(r.namespace, r.pod) for r in rows})
-        for r in sorted(rows, key=lambda r: (-r.cost, r.namespace, r.pod))[:TOP_PODS]:
-            labels = [r.team, r.project, r.namespace, r.pod]
+        npods = len({(r.cluster, r.namespace, r.pod) for r in rows})
+        for r in sorted(rows, key=lambda r: (-r.cost, r.cluster, r.namespace, r.pod))[:TOP_PODS]:
+            labels = [r.cluster, r.team, r.project, r.namespace, r.pod]
             g["costsvc_pod_cost_month_to_date"].add_metric([*labels, r.currency], _units(r.cost))
             if team in team_budget:
                 share = Decimal(team_budget[team]) / npods
                 g["costsvc_pod_budget_share_ratio"].add_metric(
                     labels, float(Decimal(r.cost) / share)
                 )
-        for r in sorted(rows, key=lambda r: (-r.waste, r.namespace, r.pod))[:TOP_PODS]:
+        for r in sorted(rows, key=lambda r: (-r.waste, r.cluster, r.namespace, r.pod))[:TOP_PODS]:
             g["costsvc_pod_waste_month_to_date"].add_metric(
-                [r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
+                [r.cluster, r.team, r.project, r.namespace, r.pod, r.currency], _units(r.waste)
             )
 
 
@@ -421,7 +420,7 @@ def _rates(t: Totals) -> list[tuple[str, str, int | None]]:
 def _inference(g: dict[str, GaugeMetricFamily], figures: list[ModelFigures]) -> None:
     """Cost per 10^6 tokens per served model: the last hour, and week over week."""
     for f in figures:
-        labels = [f.team, f.namespace, f.model]
+        labels = [f.cluster, f.team, f.namespace, f.model]
         if f.hour.input_tokens or f.hour.output_tokens or f.hour.cost:
             for direction, basis, rate in _rates(f.hour):
                 if rate is not None:
@@ -452,26 +451,27 @@ def _advice(g: dict[str, GaugeMetricFamily], engine: Engine) -> None:
     """Rightsizing savings and quota figures of the last advice run (costsvc/advice/run.py)."""
     from costsvc.advice.rightsizing import ACTIONABLE
 
-    savings: dict[tuple[str, str], int] = {}
-    counts: dict[tuple[str, str], int] = {}
+    savings: dict[tuple[str, str, str], int] = {}
+    counts: dict[tuple[str, str, str], int] = {}
     shown: dict[str, int] = {}
     for r in recommendations(engine, actions=ACTIONABLE):  # biggest saving first
-        key = (r["team"], r["currency"])
+        key = (r["cluster"], r["team"], r["currency"])
         savings[key] = savings.get(key, 0) + r["saving_monthly"]
-        counts[(r["team"], r["action"])] = counts.get((r["team"], r["action"]), 0) + 1
+        action = (r["cluster"], r["team"], r["action"])
+        counts[action] = counts.get(action, 0) + 1
         if shown.get(r["team"], 0) < TOP_WORKLOADS:
             shown[r["team"]] = shown.get(r["team"], 0) + 1
-            labels = [r["team"], r["namespace"], r["workload_kind"], r["workload"]]
+            labels = [r["cluster"], r["team"], r["namespace"], r["workload_kind"], r["workload"]]
             g["costsvc_workload_savings_monthly"].add_metric(
                 [*labels, r["gpu_model"], r["action"], r["target"], r["currency"]],
                 _units(r["saving_monthly"]),
             )
-    for (team, currency), micro in sorted(savings.items()):
-        g["costsvc_recommendation_savings_monthly"].add_metric([team, currency], _units(micro))
-    for (team, action), n in sorted(counts.items()):
-        g["costsvc_recommendations"].add_metric([team, action], float(n))
+    for who, micro in sorted(savings.items()):
+        g["costsvc_recommendation_savings_monthly"].add_metric(list(who), _units(micro))
+    for what, n in sorted(counts.items()):
+        g["costsvc_recommendations"].add_metric(list(what), float(n))
     for q in quota_usage(engine):
-        labels = [q["team"], q["namespace"], q["resource"]]
+        labels = [q["cluster"], q["team"], q["namespace"], q["resource"]]
         held = float(Decimal(q["held_milli"]) / 1000)
         g["costsvc_quota_held_units"].add_metric(labels, held)
         g["costsvc_quota_active_units"].add_metric(labels, float(Decimal(q["active_milli"]) / 1000))

@@ -116,6 +116,8 @@ Node = Comparison | Group | Everything
 @dataclass(slots=True)
 class _Tokens:
     items: list[tuple[str, str]]  # (kind, text)
+    fields: tuple[str, ...] = FIELDS  # the fields a comparison may name
+    maps: tuple[str, ...] = MAP_FIELDS  # those of them with a [<key>]
     at: int = 0
     depth: int = 0
 
@@ -161,11 +163,13 @@ def _lex(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def parse(text: str) -> Node:
-    """The filter as a tree; raises :class:`FilterError` (OpenCost: 400 "Invalid filter")."""
+def parse(text: str, fields: tuple[str, ...] = FIELDS, maps: tuple[str, ...] = MAP_FIELDS) -> Node:
+    """The filter as a tree; raises :class:`FilterError` (OpenCost: 400 "Invalid filter").
+    ``fields`` and ``maps``: the fields of the filter's kind (an allocation's by default;
+    an asset's: costsvc/opencost/assets.py)."""
     if len(text) > MAX_LENGTH:
         raise FilterError(f"longer than {MAX_LENGTH} characters")
-    tokens = _Tokens(_lex(text))
+    tokens = _Tokens(_lex(text), fields, maps)
     if tokens.peek()[0] == "eof":
         return Everything()
     node = _filter(tokens)
@@ -207,10 +211,10 @@ def _filter(tokens: _Tokens) -> Node:
 def _comparison(tokens: _Tokens) -> Comparison:
     name = tokens.take("ident", "expect filter field")
     key: str | None = None
-    if name in MAP_FIELDS:
+    if name in tokens.maps:
         if tokens.peek()[0] == "key":
             key = tokens.take("key", "expect key")
-    elif name not in FIELDS:
+    elif name not in tokens.fields:
         raise FilterError(f"at '{name}': expect filter field")
     op = tokens.take("op", "expect filter op")
     values = [tokens.take("str", "expect string value")]

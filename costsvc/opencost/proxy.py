@@ -4,9 +4,10 @@ The OpenCost UI and kubectl-cost send no ``Authorization`` header (opencost-ui
 ``app/services/allocation.ts``; kubectl-cost ``pkg/query/allocation.go``), and gpu-costsvc
 answers no money without a token. This proxy holds one token (read from ``--token-file`` at each
 request: a rotated Kubernetes Secret is used at once) and adds it to the requests it
-forwards to ``--upstream``. It forwards only OpenCost's allocation paths, ``GET`` and
-``HEAD``: ``/allocation``, ``/allocation/compute`` and ``/allocation/autocomplete`` (the UI's
-filter suggestions), also under ``/model`` (the UI's
+forwards to ``--upstream``. It forwards only OpenCost's paths gpu-costsvc serves, ``GET`` and
+``HEAD``: ``/allocation``, ``/allocation/compute``, ``/allocation/autocomplete`` (the UI's
+filter suggestions), ``/getConfigs``, ``/assets`` and ``/assets/autocomplete``, also under
+``/model`` (the UI's
 ``BASE_URL``, kubectl-cost's default ``--allocation-path /model/allocation``); ``/healthz``
 answers itself; any other path is a 404 and any other method a 405 — it lends the token's
 right to read allocations, nothing else. Each request is logged (method, path, status, the
@@ -40,13 +41,15 @@ from starlette.routing import Route
 from costsvc.auth.tokens import PREFIX
 
 log = logging.getLogger("gpu-costsvc.opencost-proxy")
-# the allocations, the UI's filter suggestions, kubectl-cost's currency (/model/getConfigs)
+# the allocations, the UI's filter suggestions, kubectl-cost's currency (/model/getConfigs),
+# the Infra Assets page and its report's suggestions
 PATHS = (
     "/allocation",
     "/allocation/compute",
     "/allocation/autocomplete",
     "/getConfigs",
     "/assets",
+    "/assets/autocomplete",
 )
 BASE = "/model"  # the UI's BASE_URL, and kubectl-cost's default path, live under it
 TOKEN = re.compile(rf"^{re.escape(PREFIX)}[A-Za-z0-9_-]{{20,200}}$")

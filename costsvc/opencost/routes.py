@@ -32,7 +32,7 @@ from costsvc.opencost.aggregates import (
     Aggregate,
     parse_aggregates,
 )
-from costsvc.opencost.assets import assets
+from costsvc.opencost.assets import asset_filter, asset_suggestions, assets, suggested_field
 from costsvc.opencost.filters import FilterError, Node, parse
 from costsvc.opencost.params import Plan, parse_accumulate, parse_bool, parse_step, plan
 from costsvc.opencost.podlabels import with_labels
@@ -48,7 +48,7 @@ from costsvc.opencost.shape import (
     to_json,
 )
 from costsvc.opencost.suggest import columns as suggest_columns
-from costsvc.opencost.suggest import parse_ask, suggestions
+from costsvc.opencost.suggest import parse_ask, parse_limit, suggestions
 from costsvc.rules.cost_model import CostModelError
 from costsvc.rules.cost_model_source import in_force, label_keys
 from kube.label_names import sanitize_label
@@ -391,7 +391,10 @@ def get_configs(request: Request, who: Caller, db: Db) -> Response:
     "tokens only: a node's cost is every team's.",
     response_model=None,
     responses={
-        400: {"description": "a bad window, or a filter (plain text, Go's http.Error)"},
+        400: {
+            "description": "a bad window or filter, or a filter field that does not apply to "
+            "these assets (plain text, Go's http.Error)"
+        },
         401: ERRORS[401],
         403: ERRORS[403],
     },
@@ -420,8 +423,60 @@ def assets_route(
     except BadParameter as exc:
         exc.plain = True
         return _error(exc, given)
-    if (filter_text or "").strip():
-        return _error(BadParameter("gpu-costsvc's /assets takes no filter", True))
+    try:
+        keep = asset_filter(filter_text or "")
+    except FilterError as exc:
+        return _error(BadParameter(f"Invalid filter: {exc}", True), given)
     with db.connect() as conn:
         rows = gpu_rows(conn, span.start, span.end)
-    return Response(to_json(assets(rows, span)), media_type="application/json")
+    return Response(to_json(assets(rows, span, keep)), media_type="application/json")
+
+
+@router.get(
+    "/assets/autocomplete",
+    summary="Filter suggestions for the assets: the values an asset field takes in a window",
+    description="The OpenCost UI's report builder's suggestions for an Infra Assets filter "
+    "(docs/api.md): `window`, `field`, `search`, `limit` (≤ 1000), `filter`; answer "
+    '`{"code": 200, "data": {"data": [...]}}`. Finance and admin tokens only, as `/assets`.',
+    response_model=None,
+    responses={
+        400: {"description": "a bad parameter, as text (Go's http.Error)"},
+        401: ERRORS[401],
+        403: ERRORS[403],
+    },
+)
+def assets_autocomplete(
+    who: Finance,
+    db: Db,
+    now: Now,
+    window: Text = None,
+    field: Text = None,
+    search: Text = None,
+    limit: Text = None,
+    filter_text: Annotated[str | None, Query(alias="filter")] = None,
+) -> Response:
+    """The distinct values of ``field`` among the window's GPU node assets the filter keeps
+    (costsvc/opencost/assets.py ``asset_suggestions``)."""
+    given = [window, field, search, limit, filter_text]
+    if _too_long(given, None):
+        return _error(BadParameter(f"a parameter is longer than {MAX_PARAMETER} characters", True))
+    try:
+        span = parse_window(window or "", now)
+        count = parse_limit(limit, "asset")
+        asked = suggested_field(field or "")
+    except FilterError as exc:
+        message = (
+            f"Error getting asset autocomplete: autocomplete bad request: invalid field: {exc}"
+        )
+        return _error(BadParameter(message, True), given)
+    except BadParameter as exc:
+        exc.plain = True
+        return _error(exc, given)
+    try:
+        keep = asset_filter(filter_text or "")
+    except FilterError as exc:
+        return _error(BadParameter(f"Invalid filter: {exc}", True), given)
+    with db.connect() as conn:
+        data = assets(gpu_rows(conn, span.start, span.end), span, keep)["data"]
+    values = asset_suggestions(data, asked, search or "", count)
+    return Response(to_json({"code": 200, "data": {"data": values}}), media_type="application/json")

@@ -63,18 +63,24 @@ def parse_ask(field: str | None, search: str | None, limit: str | None) -> Ask:
         raise _bad(f"invalid field: gpu-costsvc keeps no {name.split(':')[0]} set per allocation")
     else:
         raise _bad(f"invalid field: unrecognized field: {field}")
+    return Ask(chosen, key, (search or "").lower(), parse_limit(limit))
+
+
+def parse_limit(limit: str | None, what: str = "allocation") -> int:
+    """``limit``: OpenCost's ``GetInt`` (0 when unreadable), 0 the default, above
+    :data:`MAX_LIMIT` a 400 (``what``: the autocomplete it is, for the message)."""
     try:
-        count = int(limit) if limit else 0  # OpenCost's GetInt: 0 when unreadable
+        count = int(limit) if limit else 0
     except ValueError:
         count = 0
     if count > MAX_LIMIT:
-        raise _bad(f"exceeded maximum autocomplete result limit of {MAX_LIMIT}")
-    return Ask(chosen, key, (search or "").lower(), count if count > 0 else DEFAULT_LIMIT)
+        raise _bad(f"exceeded maximum autocomplete result limit of {MAX_LIMIT}", what)
+    return count if count > 0 else DEFAULT_LIMIT
 
 
-def _bad(message: str) -> BadParameter:
+def _bad(message: str, what: str = "allocation") -> BadParameter:
     return BadParameter(
-        f"Error getting allocation autocomplete: autocomplete bad request: {message}", plain=True
+        f"Error getting {what} autocomplete: autocomplete bad request: {message}", plain=True
     )
 
 

@@ -365,7 +365,7 @@ def test_budget_status_forecast_and_metrics(api: Api) -> None:
         lag = (NOV20 - datetime(2026, 11, 15, 13, tzinfo=UTC)).total_seconds()
         assert metric(text, "costsvc_ingest_lag_seconds", cluster="c1") == lag
         assert metric(text, "costsvc_ingest_errors_total", cluster="c1") == 0
-        assert metric(text, "costsvc_idle_cost_month_to_date", currency="USD") > 0
+        assert metric(text, "costsvc_idle_cost_month_to_date", cluster="c1", currency="USD") > 0
     finally:
         assert api.http.delete(f"/v1/budgets/{budget}", headers=admin).status_code == 204
 

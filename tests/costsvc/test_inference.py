@@ -424,7 +424,7 @@ def test_metrics_per_served_model(api: Api) -> None:
         for s in fam.samples
         if s.name.startswith("costsvc_inference")
     }
-    base = {"team": "chat", "namespace": "llm", "model": LLAMA}
+    base = {"cluster": "c1", "team": "chat", "namespace": "llm", "model": LLAMA}
 
     def value(name: str, **labels: str) -> float | None:
         return samples.get((name, tuple(sorted({**base, **labels}.items()))))

@@ -21,6 +21,7 @@ from sqlalchemy import create_engine, select
 from costsvc.db.models import GpuPresence
 from tests.costsvc.allocation_checks import allocation_api, decimals
 from tests.costsvc.apiserver import Api
+from tests.costsvc.history import H100
 from tests.costsvc.opencost_clients import axios_query
 
 api = pytest.fixture(allocation_api, scope="module", params=["sqlite", "postgresql"], name="api")
@@ -125,9 +126,124 @@ def test_a_team_token_is_refused_a_node_s_cost_is_every_team_s(api: Api, who: st
     assert api.http.get("/assets", params={"window": WINDOW}).status_code == 401
 
 
-def test_a_bad_window_or_a_filter_is_a_plain_400(api: Api) -> None:
+def test_a_bad_window_is_a_plain_400(api: Api) -> None:
     r = api.get("/assets", window="nonsense")
     assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
     assert r.text.startswith("Invalid 'window' parameter")
-    r = api.get("/assets", window=WINDOW, filter='assetType:"node"')
-    assert r.status_code == 400 and "filter" in r.text
+
+
+def filtered(api: Api, text: str) -> dict[str, Any]:
+    r = api.get("/assets", window=WINDOW, filter=text)
+    assert r.status_code == 200, (text, r.text)
+    data: dict[str, Any] = decimals(r.text)["data"]
+    return data
+
+
+def test_the_asset_filter_keeps_the_nodes_it_matches(api: Api) -> None:
+    """OpenCost's asset filter fields that apply (costsvc/opencost/assets.py): each answer the
+    nodes of gpus_by_hand whose field matches, and a cluster's nodes cost what /v1/costs
+    says that cluster cost."""
+    nodes = set(gpus_by_hand(api))  # (cluster, node)
+    clusters = {c for c, _ in nodes}
+    assert len(clusters) == 2 and len(nodes) > 2  # c1 and c2: the filters can tell them apart
+    everything = filtered(api, "")
+    assert filtered(api, 'assetType:"node"') == everything  # the type in lower case
+    assert filtered(api, 'assetType:"Node"') == {}  # compared as OpenCost compares it
+    assert filtered(api, 'category!:"Compute"') == {} and filtered(api, 'service:"Kubernetes"')
+    assert filtered(api, 'cluster:"__unallocated__"') == {}  # every node has its cluster
+    rows = api.get("/v1/costs", window=WINDOW, group_by="cluster").json()["rows"]
+    for cluster in clusters:
+        got = filtered(api, f'cluster:"{cluster}"')
+        assert {(a["properties"]["cluster"], a["properties"]["name"]) for a in got.values()} == {
+            n for n in nodes if n[0] == cluster
+        }
+        [row] = [r for r in rows if r["group"]["cluster"] == cluster]
+        assert sum(a["totalCost"] for a in got.values()) == Decimal(row["total_cost"])
+    cluster, node = sorted(nodes)[0]
+    one = filtered(api, f'cluster:"{cluster}"+name:"{node}"')
+    assert [a["properties"]["name"] for a in one.values()] == [node]
+    # label[<key>], the key sanitised as OpenCost's PrometheusKeySanitizePass
+    h100 = filtered(api, f'label[nvidia.com/gpu.product]~:"{H100[:11]}"')
+    assert h100 and set(h100) == {
+        k for k, a in everything.items() if H100 in a["labels"].get("nvidia_com_gpu_product", "")
+    }
+    either = filtered(api, f'name:"{node}"|cluster!:"{cluster}"')
+    assert set(either) == set(one) | {
+        k for k, a in everything.items() if a["properties"]["cluster"] != cluster
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('provider:"AWS"', "field 'provider' does not apply"),
+        ('team:"nlp"', "field 'team' does not apply"),
+        ('account:"1"+cluster:"c1"', "field 'account' does not apply"),
+        ('label:"x"', "label without a key"),
+        ('namespace:"ml"', "expect filter field"),
+        ('cluster:"c1', "unterminated string"),
+    ],
+)
+def test_an_asset_filter_field_that_does_not_apply_is_a_400_naming_it(
+    api: Api, text: str, says: str
+) -> None:
+    r = api.get("/assets", window=WINDOW, filter=text)
+    assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
+    assert r.text.startswith("Invalid filter:") and says in r.text, r.text
+
+
+def suggest(api: Api, who: str = "finance", **params: str) -> Any:
+    """The report builder's request (opencost-ui report-filter-autocomplete.ts:99-110)."""
+    return api.get("/assets/autocomplete", who, window=WINDOW, limit="25", **params)
+
+
+def test_the_report_builder_s_asset_suggestions(api: Api) -> None:
+    """What a filter on each field would match, as the filter reads it: the clusters and
+    nodes of gpus_by_hand, ``node`` for the type (``type`` is how the UI asks ``assetType``),
+    nothing for the fields these assets lack; ``search``, ``filter`` and ``limit`` narrow it."""
+    nodes = set(gpus_by_hand(api))
+    clusters = sorted({c for c, _ in nodes})
+
+    def values(**params: str) -> list[str]:
+        r = suggest(api, **params)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert list(body) == ["code", "data"] and body["code"] == 200
+        got: list[str] = body["data"]["data"]  # parseSuggestionList's data.data
+        return got
+
+    assert values(field="cluster") == clusters
+    assert values(field="type") == values(field="assetType") == ["node"]
+    assert values(field="category") == ["Compute"]
+    assert values(field="name") == sorted({n for _, n in nodes}, key=str.encode)
+    assert values(field="provider") == values(field="providerID") == values(field="account") == []
+    assert values(field="cluster", search=clusters[1].upper()) == [clusters[1]]
+    assert values(field="cluster", filter=f'cluster!:"{clusters[0]}"') == clusters[1:]
+    assert values(field="name", filter=f'cluster:"{clusters[0]}"') == sorted(
+        {n for c, n in nodes if c == clusters[0]}, key=str.encode
+    )
+    r = api.get("/assets/autocomplete", window=WINDOW, field="name", limit="1")
+    assert len(r.json()["data"]["data"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("params", "says"),
+    [
+        ({"field": "namespace"}, "invalid field: unrecognized field: namespace"),
+        ({}, "invalid field: field is required"),
+        ({"field": "cluster", "limit": "1001"}, "limit of 1000"),
+        ({"field": "cluster", "filter": 'provider:"x"'}, "field 'provider' does not apply"),
+        ({"field": "cluster", "window": "soon"}, "Invalid 'window' parameter"),
+    ],
+)
+def test_a_bad_suggestion_request_is_a_plain_400(
+    api: Api, params: dict[str, str], says: str
+) -> None:
+    r = api.get("/assets/autocomplete", **{"window": WINDOW, **params})
+    assert r.status_code == 400 and r.headers["content-type"].startswith("text/plain")
+    assert says in r.text, r.text
+
+
+def test_a_team_token_gets_no_asset_suggestions(api: Api) -> None:
+    assert suggest(api, "team:nlp", field="cluster").status_code == 403
+    assert api.http.get("/assets/autocomplete", params={"field": "cluster"}).status_code == 401

@@ -190,3 +190,51 @@ def test_the_money_check_fails_on_a_hard_coded_currency() -> None:
         "Spend rate: money shown as 'short' without the currency",
         'Spend rate: costsvc_cost_rate_per_hour{cluster=~"$cluster"}',
     ]
+
+
+# ------------------------------------------------------------------ joins within a cluster
+
+# the cost service's series per cluster (docs/costsvc-metrics.md, "The `cluster` label")
+PER_CLUSTER = frozenset(
+    name
+    for name, _, labels in (*FAMILIES, *ADVICE_FAMILIES, *INFERENCE_FAMILIES)
+    if "cluster" in labels
+)
+JOIN = re.compile(r"\b(on|ignoring)\s*\(([^)]*)\)")
+
+
+def join_gaps(dashboard: dict[str, Any]) -> tuple[int, list[str]]:
+    """(how many joins the queries of per-cluster series make, those that match across
+    clusters): an ``on (...)`` without ``cluster``, an ``ignoring (...)`` with it. Such a join
+    pairs one cluster's line with another's (or fails many-to-one) once two are selected."""
+    joins, gaps = 0, []
+    for p in data_panels(dashboard):
+        for t in p["targets"]:
+            names = metric_names(t["expr"])
+            if not names or not names <= PER_CLUSTER:
+                continue
+            for kind, labels in JOIN.findall(t["expr"]):
+                joins += 1
+                has = "cluster" in {x.strip() for x in labels.split(",")}
+                if has != (kind == "on"):
+                    gaps.append(f"{p['title']}: {kind} ({labels})")
+    return joins, gaps
+
+
+@pytest.mark.parametrize("name", ["gpu-finops.json", "gpu-rightsizing.json"])
+def test_joins_of_the_money_series_stay_within_a_cluster(name: str) -> None:
+    joins, gaps = join_gaps(load(name))
+    assert gaps == []
+    assert joins > 0 or name == "gpu-rightsizing.json"  # FinOps' cost-weighted efficiency
+
+
+def test_the_join_check_fails_on_a_join_across_clusters() -> None:
+    d = json.loads(json.dumps(load("gpu-finops.json")))
+    panel = data_panels(d)[0]
+    panel["targets"] = [
+        {
+            "expr": 'sum(costsvc_efficiency_ratio{cluster=~"$cluster"} * on (team, project, '
+            'stage) costsvc_cost_month_to_date{cluster=~"$cluster"})'
+        }
+    ]
+    assert join_gaps(d)[1] == [f"{panel['title']}: on (team, project, stage)"]
