@@ -137,3 +137,22 @@ class Advised:
     window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True), sort_order=LEAD)
     team: Mapped[str] = mapped_column(String(253), sort_order=LEAD)
     namespace: Mapped[str] = mapped_column(String(253), sort_order=LEAD)
+
+
+class QuotaSeconds:
+    """A ClusterQueue's flavor and resource (in its cohort, owned by a team) and its quota
+    against use in resource-seconds of an hour (costsvc/rules/queues.py): nominal, used, used
+    within the quota, borrowed, lent to others, left idle."""
+
+    cohort: Mapped[str] = mapped_column(String(253))
+    cluster_queue: Mapped[str] = mapped_column(String(253))
+    flavor: Mapped[str] = mapped_column(String(253))
+    resource: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+
+    nominal_s: Mapped[int] = mapped_column(BigInteger)
+    used_s: Mapped[int] = mapped_column(BigInteger)
+    within_s: Mapped[int] = mapped_column(BigInteger)
+    borrowed_s: Mapped[int] = mapped_column(BigInteger)
+    lent_s: Mapped[int] = mapped_column(BigInteger)
+    idle_s: Mapped[int] = mapped_column(BigInteger)

@@ -35,6 +35,7 @@ from costsvc.db.columns import (
     Money,
     Owned,
     PodVersion,
+    QuotaSeconds,
     Reported,
     Summed,
     Valid,
@@ -479,3 +480,19 @@ class InferenceHour(Hourly, Money, Base):
     output_cost: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     input_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     output_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+
+
+class QueueHourRow(Hourly, QuotaSeconds, Base):
+    """A Kueue ClusterQueue's flavor and GPU resource in an hour, its owning team and the
+    borrowing policy's money (docs/queues.md; costsvc/rules/queues.py)."""
+
+    __tablename__ = "queue_hours"
+    __table_args__ = (
+        UniqueConstraint("hour", "cluster", "cohort", "cluster_queue", "flavor", "resource"),
+        Index("ix_queue_hours_team_hour", "team", "hour"),
+        Index("ix_queue_hours_hour", "hour"),
+    )
+    policy: Mapped[str] = mapped_column(String(16), sort_order=AFTER)  # none | credit_lenders
+    currency: Mapped[str] = mapped_column(String(3), sort_order=AFTER)
+    charge: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a borrower
+    credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a lender

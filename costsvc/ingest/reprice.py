@@ -13,6 +13,7 @@ ingestion.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -29,9 +30,11 @@ from costsvc.inference.repository import charged_weights
 from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
 from costsvc.kit.money import to_micro
+from costsvc.queues.repository import QueueRows, all_queues
 from costsvc.rules.attribution import HourFacts, attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.lines import HourResult
+from costsvc.rules.queues import QueueHour, price_queues
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +60,21 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
         # an output:input weight now given differently (it splits the served tokens' cost)
         if to_micro(model.output_weight_at(hour, served_model)) != weight_ppm:
             stale.add(hour)
+    for hour, clusters in all_queues(engine).items():
+        # a borrowing policy, premium or flavor price now given differently
+        for rows in clusters.values():
+            try:
+                repriced = price_queues(rows, model, hour)
+            except MissingPrices:
+                stale.add(hour)
+                continue
+            if _money(repriced) != _money(rows):
+                stale.add(hour)
     return sorted(stale)
+
+
+def _money(rows: Sequence[QueueHour]) -> set[tuple[object, ...]]:
+    return {(r.use, r.policy, r.charge, r.credit) for r in rows}
 
 
 def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime]) -> Report:
@@ -81,8 +98,12 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
 
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "reprice", model_id)
+
+        def requeue(stored: dict[str, list[QueueHour]], at: datetime = hour) -> QueueRows:
+            return {c: price_queues(rows, model, at) for c, rows in stored.items()}
+
         try:
-            restore_hour(engine, cluster, hour, run_id, price, model.currency, infer)
+            restore_hour(engine, cluster, hour, run_id, price, model.currency, infer, requeue)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             continue

@@ -1,0 +1,112 @@
+"""``queue_hours``: an hour's Kueue quota against use and the borrowing policy's money,
+written in the hour's transaction (costsvc/db/hour_facts.py) and read back for a reprice.
+
+The rows keep the facts (resource-seconds) next to the money, so a reprice recomputes the money
+from them with the policy and prices in force (costsvc/rules/queues.py), no Prometheus
+needed; the team owning each ClusterQueue stays as it was at that hour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from sqlalchemy import Connection, Engine, delete, select
+
+from costsvc.db.bulk import insert_tuples
+from costsvc.db.models import QueueHourRow
+from costsvc.kit.times import as_utc
+from costsvc.rules.queues import QueueHour, QueueUse
+
+COLUMNS = (
+    "hour",
+    "cluster",
+    "cohort",
+    "cluster_queue",
+    "flavor",
+    "resource",
+    "team",
+    "nominal_s",
+    "used_s",
+    "within_s",
+    "borrowed_s",
+    "lent_s",
+    "idle_s",
+    "policy",
+    "currency",
+    "charge",
+    "credit",
+)
+QueueRows = Mapping[str, Sequence[QueueHour]]  # cluster -> its rows of the hour
+
+
+def write_queues(
+    conn: Connection, hour: datetime, clusters: set[str], rows: QueueRows, currency: str
+) -> None:
+    """Make the hour's ``queue_hours`` rows (for these clusters and those of ``rows``) equal
+    ``rows``."""
+    t = QueueHourRow
+    conn.execute(delete(t).where(t.hour == hour, t.cluster.in_(clusters | set(rows))))
+    tuples = [
+        (
+            hour,
+            cluster,
+            r.use.cohort,
+            r.use.cluster_queue,
+            r.use.flavor,
+            r.use.resource,
+            r.use.team,
+            r.use.nominal,
+            r.use.used,
+            r.within,
+            r.borrowed,
+            r.lent,
+            r.idle,
+            r.policy,
+            currency,
+            r.charge,
+            r.credit,
+        )
+        for cluster, found in sorted(rows.items())
+        for r in found
+    ]
+    insert_tuples(conn, t, COLUMNS, tuples)
+
+
+def load_queues(conn: Connection, hour: datetime | None = None) -> dict[str, list[QueueHour]]:
+    """An ingested hour's rows per cluster, as stored (their money included)."""
+    return stored_queues(conn, hour).get(hour, {}) if hour is not None else {}
+
+
+def stored_queues(
+    conn: Connection, hour: datetime | None = None
+) -> dict[datetime, dict[str, list[QueueHour]]]:
+    """The stored rows per hour and cluster (``hour``: that hour's only)."""
+    t = QueueHourRow
+    query = select(*t.__table__.c).order_by(t.hour, t.id)
+    if hour is not None:
+        query = query.where(t.hour == hour)
+    out: dict[datetime, dict[str, list[QueueHour]]] = {}
+    for r in conn.execute(query):
+        use = QueueUse(
+            r.cohort, r.cluster_queue, r.flavor, r.resource, int(r.nominal_s), int(r.used_s), r.team
+        )
+        row = QueueHour(
+            use,
+            int(r.within_s),
+            int(r.borrowed_s),
+            int(r.lent_s),
+            int(r.idle_s),
+            int(r.charge),
+            int(r.credit),
+            r.policy,
+        )
+        at = hour if hour is not None else as_utc(r.hour)
+        out.setdefault(at, {}).setdefault(r.cluster, []).append(row)
+    return out
+
+
+def all_queues(engine: Engine) -> dict[datetime, dict[str, list[QueueHour]]]:
+    """Every stored hour's rows (a reprice looks at each for money now given differently)."""
+    with engine.connect() as conn:
+        return stored_queues(conn)
