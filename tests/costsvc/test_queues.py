@@ -1,0 +1,188 @@
+"""Kueue's queues as tenants, through a real Prometheus on SQLite and PostgreSQL: the 8/4/4
+cohort, a MIG flavor, a queue relabelled mid-day, a pod without the queue label, both borrowing
+policies and a back-dated one (hand-computed figures: queue_history.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, func, select
+
+from costsvc.db.models import Chargeback, GpuPresence, QueueHourRow
+from costsvc.ingest.reprice import reprice, stale_hours
+from tests.costsvc.conftest import fresh_database, prometheus_over
+from tests.costsvc.history import ingest_with
+from tests.costsvc.history_checks import as_utc
+from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, NONE, T, history, model
+from tests.costsvc.scraped import as_scraped
+from tests.prom import Prometheus
+
+H10, H11, H12 = HOURS
+GPU = ("h100", "nvidia.com/gpu")
+MIG = ("h100-mig", "nvidia.com/mig-1g.10gb")
+# (hour, ClusterQueue) -> team, nominal, used, within, borrowed, lent, idle (s), charge, credit
+EXPECTED: dict[tuple[datetime, str], tuple[str, int, int, int, int, int, int, int, int]] = {}
+for _h, _a, _b, _c in (
+    # cq-a 8 GPUs, cq-b 4, cq-c 4 (resource-seconds: GPUs x 3600)
+    (H10, (28800, 28800, 0, 0, 0, 0), (25200, 14400, 10800, 0, 0, 9_000_000), (3600, 0, 10800, 0)),
+    (
+        H11,
+        (21600, 21600, 0, 3600, 3600, 3_000_000),
+        (25200, 14400, 10800, 0, 0, 9_000_000),
+        (0, 0, 7200, 7200),
+    ),
+    (H12, (28800, 28800, 0, 0, 0, 0), (14400, 14400, 0, 0, 0, 0), (7200, 0, 0, 7200)),
+):
+    used_a, within_a, borrowed_a, lent_a, idle_a, credit_a = _a
+    EXPECTED[(_h, "cq-a")] = (
+        "alpha",
+        28800,
+        used_a,
+        within_a,
+        borrowed_a,
+        lent_a,
+        idle_a,
+        0,
+        credit_a,
+    )
+    used_b, within_b, borrowed_b, lent_b, idle_b, charge_b = _b
+    team_b = "beta" if _h == H10 else "beta2"  # relabelled at 11:00
+    EXPECTED[(_h, "cq-b")] = (
+        team_b,
+        14400,
+        used_b,
+        within_b,
+        borrowed_b,
+        lent_b,
+        idle_b,
+        charge_b,
+        0,
+    )
+    within_c, borrowed_c, lent_c, idle_c = _c
+    credit_c = {H10: 9_000_000, H11: 6_000_000, H12: 0}[_h]  # 9.000000 x 2/3 at 11:00
+    EXPECTED[(_h, "cq-c")] = (
+        "gamma",
+        14400,
+        within_c,
+        within_c,
+        borrowed_c,
+        lent_c,
+        idle_c,
+        0,
+        credit_c,
+    )
+    # MIG: 7 instances nominal each; d uses 10 (borrows 3), e 2 (lends 3, 2 idle);
+    # 3 x 2.50 / 7 x 1.2 = 1.285714
+    EXPECTED[(_h, "cq-d")] = ("delta", 25200, 36000, 25200, 10800, 0, 0, 1_285_714, 0)
+    EXPECTED[(_h, "cq-e")] = ("eps", 25200, 7200, 7200, 0, 10800, 7200, 0, 1_285_714)
+
+
+@pytest.fixture(scope="module")
+def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    work = tmp_path_factory.mktemp("queues")
+    (work / "history.om").write_text(as_scraped(history()))
+    yield from prometheus_over(work, T)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_database(request.param, request, tmp_path) as url:
+        yield url
+
+
+def queue_rows(url: str) -> dict[tuple[datetime, str], tuple[Any, ...]]:
+    engine = create_engine(url)
+    t = QueueHourRow
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(select(*t.__table__.c)).all()
+            return {
+                (as_utc(r.hour), r.cluster_queue): (
+                    r.team,
+                    r.nominal_s,
+                    r.used_s,
+                    r.within_s,
+                    r.borrowed_s,
+                    r.lent_s,
+                    r.idle_s,
+                    r.charge,
+                    r.credit,
+                )
+                for r in rows
+            }
+    finally:
+        engine.dispose()
+
+
+def pod_teams(url: str) -> dict[tuple[datetime, str], str]:
+    engine = create_engine(url)
+    c = Chargeback
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(select(c.hour, c.pod, c.team).where(c.pod != "")).all()
+            return {(as_utc(h), pod): team for h, pod, team in found}
+    finally:
+        engine.dispose()
+
+
+def assert_sums_are_the_fleet_cost(url: str) -> None:
+    """Every hour: Σ charges = Σ credits, so Σ chargeback + charges - credits = Σ GPU cost."""
+    engine = create_engine(url)
+    c, g, q = Chargeback, GpuPresence, QueueHourRow
+    try:
+        with engine.connect() as conn:
+            fleet = dict(conn.execute(select(g.hour, func.sum(g.cost)).group_by(g.hour)).all())
+            charged = conn.execute(
+                select(c.hour, func.sum(c.allocated + c.idle)).group_by(c.hour)
+            ).all()
+            moved = dict(
+                conn.execute(select(q.hour, func.sum(q.charge - q.credit)).group_by(q.hour)).all()
+            )
+    finally:
+        engine.dispose()
+    assert len(charged) == 3
+    for hour, total in charged:
+        assert moved[hour] == 0
+        assert total + moved[hour] == fleet[hour] == 7_500_000  # 3 GPUs x 2.50
+
+
+def test_credit_lenders_through_prometheus(queue_prom: Prometheus, db: str) -> None:
+    ingest_with(queue_prom.url, db, MODEL, HOURS)
+    assert queue_rows(db) == EXPECTED
+    assert_sums_are_the_fleet_cost(db)
+    teams = pod_teams(db)
+    # p1 submits to lq-b: its LocalQueue's team, relabelled at 11:00; p2 has no queue label:
+    # its namespace's; p3 has its own team label, which comes first (pod_first)
+    assert [teams[(h, "p1")] for h in HOURS] == ["beta", "beta2", "beta2"]
+    assert {teams[(h, "p2")] for h in HOURS} == {"ns-team"}
+    assert {teams[(h, "p3")] for h in HOURS} == {"own"}
+
+
+def test_policy_none_and_a_back_dated_credit_lenders(queue_prom: Prometheus, db: str) -> None:
+    ingest_with(queue_prom.url, db, model(precedence="queue_first"), HOURS)
+    rows = queue_rows(db)
+    # the same figures, no money moved
+    assert {k: v[:7] for k, v in rows.items()} == {k: v[:7] for k, v in EXPECTED.items()}
+    assert {v[7:] for v in rows.values()} == {(0, 0)}
+    assert_sums_are_the_fleet_cost(db)
+    # queue_first: p3's queue (beta, then beta2) wins over its own label
+    assert [pod_teams(db)[(h, "p3")] for h in HOURS] == ["beta", "beta2", "beta2"]
+    # credit_lenders back-dated to 11:00: the hours it covers are repriced from the stored
+    # rows, 10:00 stays as it was
+    later = model({**CREDIT, "effective_from": "2026-11-18T11:00:00Z"}, precedence="queue_first")
+    engine = create_engine(db)
+    try:
+        assert stale_hours(engine, later) == [H11, H12]
+        assert reprice(engine, later, "c1", [H11, H12]).done == [H11, H12]
+        assert stale_hours(engine, later) == []
+    finally:
+        engine.dispose()
+    rows = queue_rows(db)
+    for key, want in EXPECTED.items():
+        assert rows[key] == (want if key[0] != H10 else (*want[:7], 0, 0)), key
+    assert_sums_are_the_fleet_cost(db)
+    assert NONE.queues.borrowing_at(H10 + timedelta(days=365)).policy == "none"
