@@ -496,3 +496,4 @@ class QueueHourRow(Hourly, QuotaSeconds, Base):
     currency: Mapped[str] = mapped_column(String(3), sort_order=AFTER)
     charge: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a borrower
     credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a lender
+    price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)  # per resource-hour

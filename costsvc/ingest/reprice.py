@@ -74,7 +74,7 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
 
 
 def _money(rows: Sequence[QueueHour]) -> set[tuple[object, ...]]:
-    return {(r.use, r.policy, r.charge, r.credit) for r in rows}
+    return {(r.use, r.policy, r.charge, r.credit, r.price) for r in rows}
 
 
 def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime]) -> Report:

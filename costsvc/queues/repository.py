@@ -36,6 +36,7 @@ COLUMNS = (
     "currency",
     "charge",
     "credit",
+    "price",
 )
 QueueRows = Mapping[str, Sequence[QueueHour]]  # cluster -> its rows of the hour
 
@@ -66,6 +67,7 @@ def write_queues(
             currency,
             r.charge,
             r.credit,
+            r.price,
         )
         for cluster, found in sorted(rows.items())
         for r in found
@@ -100,6 +102,7 @@ def stored_queues(
             int(r.charge),
             int(r.credit),
             r.policy,
+            None if r.price is None else int(r.price),
         )
         at = hour if hour is not None else as_utc(r.hour)
         out.setdefault(at, {}).setdefault(r.cluster, []).append(row)

@@ -74,6 +74,7 @@ class QueueHour:
     charge: int = 0
     credit: int = 0
     policy: str = "none"
+    price: int | None = None  # micro-units per resource-hour in force (None: no price)
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -155,18 +156,19 @@ def by_group(rows: Sequence[QueueHour]) -> dict[tuple[str, str, str], list[Queue
 
 
 def price_queues(rows: Sequence[QueueHour], model: CostModel, at: datetime) -> list[QueueHour]:
-    """``rows`` of the hour ``at`` with the money of the borrowing policy in force at it (the cost
-    model's ``queues.borrowing``). Raises :class:`MissingPrices` naming each flavor with
-    borrowing whose price ``credit_lenders`` needs and the cost model does not give."""
+    """``rows`` of the hour ``at`` with the money of the borrowing policy in force at it (the
+    cost model's ``queues.borrowing``) and each row's ``price`` per resource-hour (rounded to
+    the micro-unit; None where the flavor has none: what the pages show idle quota at).
+    Raises :class:`MissingPrices` naming each flavor with borrowing whose price
+    ``credit_lenders`` needs and the cost model does not give."""
     policy = model.queues.borrowing_at(at)
-    if policy.policy == "none":
-        return [replace(r, charge=0, credit=0, policy="none") for r in rows]
     out: list[QueueHour] = []
     missing = []
     for (_, flavor, resource), found in by_group(rows).items():
-        group = [replace(r, charge=0, credit=0, policy=policy.policy) for r in found]
-        if any(r.lent for r in group):
-            price = resource_price(model, at, flavor, resource)
+        price = resource_price(model, at, flavor, resource)
+        unit = None if price is None else round_micro(_exact(price))
+        group = [replace(r, charge=0, credit=0, policy=policy.policy, price=unit) for r in found]
+        if policy.policy == "credit_lenders" and any(r.lent for r in group):
             if price is None:
                 missing.append(f"flavor {flavor} ({resource})")
                 continue

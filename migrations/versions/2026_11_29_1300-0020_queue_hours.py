@@ -40,6 +40,7 @@ def upgrade() -> None:
         sa.Column("currency", sa.String(3), nullable=False),
         sa.Column("charge", sa.BigInteger(), nullable=False),
         sa.Column("credit", sa.BigInteger(), nullable=False),
+        sa.Column("price", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_queue_hours")),
         sa.UniqueConstraint(
             "hour",

@@ -5,7 +5,7 @@ policies and a back-dated one (hand-computed figures: queue_history.py)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.db.models import Chargeback, GpuPresence, QueueHourRow
 from costsvc.ingest.reprice import reprice, stale_hours
+from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.history import ingest_with
 from tests.costsvc.history_checks import as_utc
@@ -186,3 +187,74 @@ def test_policy_none_and_a_back_dated_credit_lenders(queue_prom: Prometheus, db:
         assert rows[key] == (want if key[0] != H10 else (*want[:7], 0, 0)), key
     assert_sums_are_the_fleet_cost(db)
     assert NONE.queues.borrowing_at(H10 + timedelta(days=365)).policy == "none"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, queue_prom: Prometheus
+) -> Iterator[Api]:
+    with fresh_database(request.param, request, tmp_path_factory.mktemp("qapi")) as url:
+        ingest_with(queue_prom.url, url, MODEL, HOURS)
+        with serve(url, Clock(datetime(2026, 11, 21, tzinfo=UTC)), ["beta", "gamma"]) as running:
+            yield running
+
+
+WINDOW = {"start": "2026-11-18T10:00:00Z", "end": "2026-11-18T13:00:00Z"}
+
+
+def test_v1_queues_by_team_and_cohort(api: Api) -> None:
+    rows = {
+        r["group"]["team"]: r
+        for r in api.get("/v1/queues", **WINDOW, group_by="team").json()["rows"]
+    }
+    assert set(rows) == {"alpha", "beta", "beta2", "gamma", "delta", "eps"}
+    gamma = rows["gamma"]
+    # 4 GPUs x 3 h nominal; used 1 + 0 + 2; lent 3 + 2; idle 0 + 2 + 2; at 2.50 a GPU-hour
+    assert (gamma["nominal_hours"], gamma["used_hours"], gamma["lent_hours"]) == (
+        "12.000000",
+        "3.000000",
+        "5.000000",
+    )
+    assert (gamma["idle_hours"], gamma["idle_cost"]) == ("4.000000", "10.000000")
+    assert (gamma["lending_credit"], gamma["borrowing_net"]) == ("15.000000", "-15.000000")  # 9 + 6
+    beta = rows["beta"]  # cq-b at 10:00 only (beta2 from 11:00)
+    assert (beta["used_hours"], beta["borrowed_hours"], beta["borrowing_charge"]) == (
+        "7.000000",
+        "3.000000",
+        "9.000000",
+    )
+    cohorts = {
+        r["group"]["cohort"]: r
+        for r in api.get("/v1/queues", **WINDOW, group_by="cohort").json()["rows"]
+    }
+    # 16 GPUs x 3 h; 9.000000 charged twice, as much credited: the fleet total unchanged
+    research = cohorts["research"]
+    assert (
+        research["nominal_hours"],
+        research["borrowing_charge"],
+        research["lending_credit"],
+    ) == ("48.000000", "18.000000", "18.000000")
+    assert research["borrowing_net"] == "0.000000"
+    mig = cohorts["mig"]  # 3 x 1.285714 each way; 14 instances x 3 h
+    assert (mig["nominal_hours"], mig["borrowing_charge"], mig["borrowing_net"]) == (
+        "42.000000",
+        "3.857142",
+        "0.000000",
+    )
+
+
+def test_v1_queues_is_team_scoped_and_refuses_bad_input(api: Api) -> None:
+    mine = api.get("/v1/queues", "team:gamma", **WINDOW, group_by="team,cluster_queue").json()[
+        "rows"
+    ]
+    assert [(r["group"]["team"], r["group"]["cluster_queue"]) for r in mine] == [("gamma", "cq-c")]
+    assert api.get("/v1/queues", "team:gamma", **WINDOW, team="beta").status_code == 403
+    assert api.get("/v1/queues", "team:beta", **WINDOW, team="beta").json()["rows"][0]["group"] == {
+        "cluster_queue": "cq-b",
+        "flavor": "h100",
+        "resource": "nvidia.com/gpu",
+    }
+    for bad in ({"group_by": "pod"}, {"group_by": "team,team"}, {"start": "x"}, {"window": "\x00"}):
+        r = api.get("/v1/queues", **{**WINDOW, **bad})
+        assert r.status_code in (400, 422) and len(r.text) < 500, (bad, r.text)
+    assert api.get("/v1/queues", None, **WINDOW).status_code == 401
