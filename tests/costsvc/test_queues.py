@@ -4,6 +4,7 @@ policies and a back-dated one (hand-computed figures: queue_history.py)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +21,7 @@ from tests.costsvc.history import ingest_with
 from tests.costsvc.history_checks import as_utc
 from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, NONE, T, history, model
 from tests.costsvc.scraped import as_scraped
+from tests.costsvc.test_pages_access import signed_in
 from tests.prom import Prometheus
 
 H10, H11, H12 = HOURS
@@ -258,3 +260,16 @@ def test_v1_queues_is_team_scoped_and_refuses_bad_input(api: Api) -> None:
         r = api.get("/v1/queues", **{**WINDOW, **bad})
         assert r.status_code in (400, 422) and len(r.text) < 500, (bad, r.text)
     assert api.get("/v1/queues", None, **WINDOW).status_code == 401
+
+
+def test_the_team_page_shows_its_queues(api: Api) -> None:
+    with signed_in(api, "team:gamma") as client:
+        page = client.get("/ui/teams/gamma", params={"month": "2026-11"})
+        assert page.status_code == 200
+        row = re.search(r'<tr><th scope="row">cq-c</th>(.*?)</tr>', page.text)
+        assert row is not None, page.text
+        # quota 12 GPU-hours x 2.50 = 30.00; used within 3 h = 7.50; lent 5 h = 12.50;
+        # idle 4 h = 10.00; credited 15.00
+        cells = re.findall(r'<td class="n">([^<]*)</td>', row[1])
+        assert cells == ["30.00", "7.50", "0.00", "12.50", "10.00", "-15.00"]
+        assert client.get("/ui/teams/beta").status_code == 404  # another team's page
