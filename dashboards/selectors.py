@@ -68,3 +68,10 @@ SERVED_MODELS = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
 SERVED_MODEL_TEAMS = f'{CLUSTER}, team=~"$team"'
 # one series per served model
 PER_SERVED_MODEL = "namespace, model"
+
+# --------------------------------------------------------------------------- Kueue's series
+
+# Kueue's ClusterQueue series (docs/queues.md), a follower replica's copies left out
+KUEUE_QUEUES = f'{CLUSTER}, replica_role!="follower"'
+# one series per ClusterQueue, flavor and resource
+PER_KUEUE_QUEUE = "cohort, cluster_queue, flavor, resource"
