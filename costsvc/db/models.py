@@ -497,3 +497,4 @@ class QueueHourRow(Hourly, QuotaSeconds, Base):
     charge: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a borrower
     credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # to a lender
     price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)  # per resource-hour
+    premium_ppm: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)  # millionths

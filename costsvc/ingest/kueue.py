@@ -17,9 +17,10 @@ ClusterQueue by default):
 (``pkg/util/roletracker/tracker.go``): a follower's series are left out (the leader's count).
 Both API versions (``kueue.x-k8s.io/v1beta1``, ``v1beta2``) publish the same series. Only
 GPU resources are read: ``nvidia.com/gpu``, ``nvidia.com/mig-<profile>`` and ``amd.com/gpu``.
-A series is a step function over the hour by the one sampled rule
-(:func:`costsvc.ingest.gauges.sampled.pieces`: a scrape gap is not held); its integral, in
-resource-seconds, is rounded half to even to a whole one.
+Label values are untrusted text: stored without NUL and cut to the columns' 253 characters
+(:func:`costsvc.ingest.tokens.stored_text`). A series is a step function over the hour by
+the one sampled rule (:func:`costsvc.ingest.gauges.sampled.pieces`: a scrape gap is not
+held); its integral, in resource-seconds, is rounded half to even to a whole one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from decimal import Decimal
 from costsvc.ingest.gauges.sampled import max_gap_for, pieces
 from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, cluster_label
 from costsvc.ingest.prom import PrometheusReader, Series
+from costsvc.ingest.tokens import stored_text
 from costsvc.kit.money import round_micro
 from costsvc.rules.chargeback import UNALLOCATED
 from costsvc.rules.cost_model import QueueOwners
@@ -70,19 +72,19 @@ def collect_kueue(
     teams: dict[QueueKey, dict[str, Decimal]] = {}
     for s in _leaders(prom.raw(selector, at, 3600 + int(MAX_GAP))):
         lab = s.labels
-        key = (
+        key: QueueKey = (
             cluster_label(lab, default_cluster),
-            lab.get("cohort", ""),
-            lab.get("cluster_queue", ""),
-            lab.get("flavor", ""),
-            lab.get("resource", ""),
+            stored_text(lab.get("cohort", "")),
+            stored_text(lab.get("cluster_queue", "")),
+            stored_text(lab.get("flavor", "")),
+            stored_text(lab.get("resource", "")),
         )
         held, integral = _held(s, t0)
         name = lab["__name__"]
         seconds[(name, key)] = seconds.get((name, key), Decimal(0)) + integral
         if name == NOMINAL and lab.get(team_label):
-            found = teams.setdefault(key, {})
-            found[lab[team_label]] = found.get(lab[team_label], Decimal(0)) + held
+            found, team = teams.setdefault(key, {}), stored_text(lab[team_label])
+            found[team] = found.get(team, Decimal(0)) + held
     out = KueueHour()
     if owners.team_from == "local_queue_label":
         out.local_queue_teams = _local_queue_teams(prom, at, t0, default_cluster, team_label)
@@ -110,8 +112,8 @@ def _local_queue_teams(
     for s in _leaders(prom.raw(selector, at, 3600 + int(MAX_GAP))):
         lab = s.labels
         key = (cluster_label(lab, default_cluster), lab.get("namespace", ""), lab.get("name", ""))
-        found = held.setdefault(key, {})
-        found[lab[team_label]] = found.get(lab[team_label], Decimal(0)) + _held(s, t0)[0]
+        found, team = held.setdefault(key, {}), stored_text(lab[team_label])
+        found[team] = found.get(team, Decimal(0)) + _held(s, t0)[0]
     return {k: team for k, v in held.items() if (team := _longest(v))}
 
 

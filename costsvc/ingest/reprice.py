@@ -13,7 +13,6 @@ ingestion.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import Engine
@@ -30,11 +29,11 @@ from costsvc.inference.repository import charged_weights
 from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
 from costsvc.kit.money import to_micro
-from costsvc.queues.repository import QueueRows, all_queues
+from costsvc.queues.repository import QueueRows, charged_terms
 from costsvc.rules.attribution import HourFacts, attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.lines import HourResult
-from costsvc.rules.queues import QueueHour, price_queues
+from costsvc.rules.queues import QueueHour, price_queues, terms
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +59,11 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
         # an output:input weight now given differently (it splits the served tokens' cost)
         if to_micro(model.output_weight_at(hour, served_model)) != weight_ppm:
             stale.add(hour)
-    for hour, clusters in all_queues(engine).items():
+    for hour, flavor, resource, policy, premium, unit in charged_terms(engine):
         # a borrowing policy, premium or flavor price now given differently
-        for rows in clusters.values():
-            try:
-                repriced = price_queues(rows, model, hour)
-            except MissingPrices:
-                stale.add(hour)
-                continue
-            if _money(repriced) != _money(rows):
-                stale.add(hour)
+        if terms(model, hour, flavor, resource) != (policy, premium, unit):
+            stale.add(hour)
     return sorted(stale)
-
-
-def _money(rows: Sequence[QueueHour]) -> set[tuple[object, ...]]:
-    return {(r.use, r.policy, r.charge, r.credit, r.price) for r in rows}
 
 
 def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime]) -> Report:

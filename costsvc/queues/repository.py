@@ -37,6 +37,7 @@ COLUMNS = (
     "charge",
     "credit",
     "price",
+    "premium_ppm",
 )
 QueueRows = Mapping[str, Sequence[QueueHour]]  # cluster -> its rows of the hour
 
@@ -68,6 +69,7 @@ def write_queues(
             r.charge,
             r.credit,
             r.price,
+            r.premium_ppm,
         )
         for cluster, found in sorted(rows.items())
         for r in found
@@ -103,13 +105,20 @@ def stored_queues(
             int(r.credit),
             r.policy,
             None if r.price is None else int(r.price),
+            int(r.premium_ppm),
         )
         at = hour if hour is not None else as_utc(r.hour)
         out.setdefault(at, {}).setdefault(r.cluster, []).append(row)
     return out
 
 
-def all_queues(engine: Engine) -> dict[datetime, dict[str, list[QueueHour]]]:
-    """Every stored hour's rows (a reprice looks at each for money now given differently)."""
+def charged_terms(engine: Engine) -> list[tuple[datetime, str, str, str, int, int | None]]:
+    """Each stored hour's (flavor, resource) with the terms its rows were priced on: policy,
+    premium (millionths), price per resource-hour (costsvc/rules/queues.py ``terms``)."""
+    t = QueueHourRow
+    cols = (t.hour, t.flavor, t.resource, t.policy, t.premium_ppm, t.price)
     with engine.connect() as conn:
-        return stored_queues(conn)
+        found = conn.execute(select(*cols).distinct()).all()
+    return [
+        (as_utc(h), f, r, p, int(m), None if c is None else int(c)) for h, f, r, p, m, c in found
+    ]

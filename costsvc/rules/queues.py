@@ -35,7 +35,7 @@ from datetime import datetime
 from decimal import Decimal
 from fractions import Fraction
 
-from costsvc.kit.money import round_micro, split
+from costsvc.kit.money import round_micro, split, to_micro
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.mig import billed_share, geometry, profile_slices
 
@@ -75,6 +75,7 @@ class QueueHour:
     credit: int = 0
     policy: str = "none"
     price: int | None = None  # micro-units per resource-hour in force (None: no price)
+    premium_ppm: int = 0  # credit_lenders' premium in millionths (0 under none)
 
     @property
     def group(self) -> tuple[str, str, str]:
@@ -157,8 +158,7 @@ def by_group(rows: Sequence[QueueHour]) -> dict[tuple[str, str, str], list[Queue
 
 def price_queues(rows: Sequence[QueueHour], model: CostModel, at: datetime) -> list[QueueHour]:
     """``rows`` of the hour ``at`` with the money of the borrowing policy in force at it (the
-    cost model's ``queues.borrowing``) and each row's ``price`` per resource-hour (rounded to
-    the micro-unit; None where the flavor has none: what the pages show idle quota at).
+    cost model's ``queues.borrowing``) and the terms it was priced on (:func:`terms`).
     Raises :class:`MissingPrices` naming each flavor with borrowing whose price
     ``credit_lenders`` needs and the cost model does not give."""
     policy = model.queues.borrowing_at(at)
@@ -166,9 +166,12 @@ def price_queues(rows: Sequence[QueueHour], model: CostModel, at: datetime) -> l
     missing = []
     for (_, flavor, resource), found in by_group(rows).items():
         price = resource_price(model, at, flavor, resource)
-        unit = None if price is None else round_micro(_exact(price))
-        group = [replace(r, charge=0, credit=0, policy=policy.policy, price=unit) for r in found]
-        if policy.policy == "credit_lenders" and any(r.lent for r in group):
+        name, premium, unit = terms(model, at, flavor, resource)
+        group = [
+            replace(r, charge=0, credit=0, policy=name, price=unit, premium_ppm=premium)
+            for r in found
+        ]
+        if name == "credit_lenders" and any(r.lent for r in group):
             if price is None:
                 missing.append(f"flavor {flavor} ({resource})")
                 continue
@@ -177,6 +180,20 @@ def price_queues(rows: Sequence[QueueHour], model: CostModel, at: datetime) -> l
     if missing:
         raise MissingPrices(missing)
     return out
+
+
+def terms(
+    model: CostModel, at: datetime, flavor: str, resource: str
+) -> tuple[str, int, int | None]:
+    """What an hour's rows of ``flavor`` and ``resource`` are priced on, as stored with them:
+    the policy in force, its premium in millionths (0 under ``none``) and the price per
+    resource-hour rounded to the micro-unit (None: none; :func:`resource_price`). A reprice
+    compares them with the cost model's now (costsvc/ingest/reprice.py)."""
+    policy = model.queues.borrowing_at(at)
+    price = resource_price(model, at, flavor, resource)
+    unit = None if price is None else round_micro(_exact(price))
+    premium = to_micro(policy.premium) if policy.policy == "credit_lenders" else 0
+    return policy.policy, premium, unit
 
 
 def resource_price(model: CostModel, at: datetime, flavor: str, resource: str) -> Fraction | None:

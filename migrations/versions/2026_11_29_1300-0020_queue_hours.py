@@ -41,6 +41,7 @@ def upgrade() -> None:
         sa.Column("charge", sa.BigInteger(), nullable=False),
         sa.Column("credit", sa.BigInteger(), nullable=False),
         sa.Column("price", sa.BigInteger(), nullable=True),
+        sa.Column("premium_ppm", sa.BigInteger(), nullable=False),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_queue_hours")),
         sa.UniqueConstraint(
             "hour",

@@ -17,6 +17,7 @@ from costsvc.rules.queues import (
     price_queues,
     quota_hour,
     resource_price,
+    terms,
     unlent,
 )
 
@@ -145,3 +146,16 @@ def test_the_policy_in_force_and_a_flavor_without_a_price() -> None:
     assert [r.charge - r.credit for r in priced] == [-2_500_000, 7_500_000, -5_000_000]
     with pytest.raises(MissingPrices, match="flavor h100"):
         price_queues(rows, model(borrowing=[later]), at11)
+
+
+def test_the_terms_a_reprice_compares() -> None:
+    # what an hour's rows are priced on: the policy, its premium in millionths (0 under none),
+    # the price per resource-hour to the micro-unit (a 1g.10gb: 2.50 / 7 = 0.357142857… ->
+    # 357143)
+    credit = {"effective_from": "2026-11-18T10:00:00Z", "policy": "credit_lenders"}
+    m = model(flavors={"h100": H100}, borrowing=[{**credit, "premium": "1.25"}])
+    assert terms(m, AT, "h100", "nvidia.com/gpu") == ("credit_lenders", 1_250_000, 2_500_000)
+    assert terms(m, AT, "h100", "nvidia.com/mig-1g.10gb") == ("credit_lenders", 1_250_000, 357_143)
+    before = datetime(2026, 11, 18, 9, tzinfo=UTC)
+    assert terms(m, before, "h100", "nvidia.com/gpu") == ("none", 0, 2_500_000)
+    assert terms(m, AT, "unmapped", "nvidia.com/gpu") == ("credit_lenders", 1_250_000, None)
