@@ -483,8 +483,7 @@ class InferenceHour(Hourly, Money, Base):
 
 
 class QueueHourRow(Hourly, QuotaSeconds, Base):
-    """A Kueue ClusterQueue's flavor and GPU resource in an hour, its owning team and the
-    borrowing policy's money (docs/queues.md; costsvc/rules/queues.py)."""
+    """A Kueue ClusterQueue's flavor and resource in an hour, and its money (docs/queues.md)."""
 
     __tablename__ = "queue_hours"
     __table_args__ = (

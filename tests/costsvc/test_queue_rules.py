@@ -9,7 +9,9 @@ from fractions import Fraction
 
 import pytest
 
+from costsvc.rules.attribution import HourFacts
 from costsvc.rules.cost_model import CostModel, MissingPrices, parse
+from costsvc.rules.owners import QUEUE_LABEL, OwnerLookup
 from costsvc.rules.queues import (
     QueueHour,
     QueueUse,
@@ -159,3 +161,42 @@ def test_the_terms_a_reprice_compares() -> None:
     before = datetime(2026, 11, 18, 9, tzinfo=UTC)
     assert terms(m, before, "h100", "nvidia.com/gpu") == ("none", 0, 2_500_000)
     assert terms(m, AT, "unmapped", "nvidia.com/gpu") == ("credit_lenders", 1_250_000, None)
+
+
+@pytest.mark.parametrize(
+    ("owners", "teams"),
+    [
+        # off: the pod's own label, else its namespace's
+        ({}, {"own": "own-team", "plain": "ns-team", "queued": "ns-team"}),
+        # the LocalQueue's label; pod_first: the pod's own label first
+        (
+            {"team_from": "local_queue_label"},
+            {"own": "own-team", "plain": "ns-team", "queued": "lq-team"},
+        ),
+        # queue_first: the queue's team over the pod's own label; no queue label: unchanged
+        (
+            {"team_from": "local_queue_label", "precedence": "queue_first"},
+            {"own": "lq-team", "plain": "ns-team", "queued": "lq-team"},
+        ),
+        # the LocalQueue's namespace's team label, over the pod's own with queue_first
+        (
+            {"team_from": "local_queue_namespace", "precedence": "queue_first"},
+            {"own": "ns-team", "plain": "ns-team", "queued": "ns-team"},
+        ),
+    ],
+)
+def test_the_owner_rules_queue_step(owners: dict[str, str], teams: dict[str, str]) -> None:
+    queue = {QUEUE_LABEL: "lq"}
+    facts = HourFacts(
+        AT,
+        pod_labels={
+            ("c1", "ns", "own"): {**queue, "label_team": "own-team"},
+            ("c1", "ns", "plain"): {},
+            ("c1", "ns", "queued"): queue,
+        },
+        namespace_labels={("c1", "ns"): {"label_team": "ns-team"}},
+    )
+    m = model(owners=owners)
+    lookup = OwnerLookup(facts, m.labels, m.queues.owners, {("c1", "ns", "lq"): "lq-team"})
+    found = {pod: lookup("c1", "ns", pod) for pod in teams}
+    assert {pod: o.team for pod, o in found.items() if o is not None} == teams
