@@ -122,12 +122,12 @@ def _leaders(series: list[Series]) -> list[Series]:
 
 
 def _held(s: Series, t0: Decimal) -> tuple[Decimal, Decimal]:
-    """How long the series held in the hour from ``t0``, and its integral (value-seconds)."""
+    """How long the series held in the hour from ``t0``, and its integral (value-seconds; a
+    negative value, which no quota or use can be, counts as 0)."""
     gap = max_gap_for(s.samples, SCRAPE_GAP, MAX_GAP)
     ps = pieces(s.samples, t0, t0 + 3600, gap)
-    return sum((b - a for a, b, _ in ps), Decimal(0)), sum(
-        ((b - a) * v for a, b, v in ps), Decimal(0)
-    )
+    held = sum((b - a for a, b, _ in ps), Decimal(0))
+    return held, sum(((b - a) * max(v, Decimal(0)) for a, b, v in ps), Decimal(0))
 
 
 def _longest(values: Mapping[str, Decimal]) -> str:

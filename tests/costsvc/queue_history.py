@@ -22,6 +22,9 @@ cq-d (delta) uses 10: borrows 3 instances (10800 s); cq-e (eps) uses 2: 5 unused
 idle 7200. A 1g.10gb is 1 of an H100's 7 compute slices: 3 x 2.50 / 7 x 1.2 = 1.2857142…
 -> 1.285714 charged to delta and credited to eps.
 
+Cohort ``odd``: a ClusterQueue named with 300 x's (stored cut to 253), no team label
+(``__unallocated__``), 2 GPUs of quota and a use of -5 (no use can be negative: 0): 7200 s idle.
+
 Left out by the reader: a follower replica's copy of cq-a's use (``replica_role="follower"``,
 value 99) and cq-a's ``cpu`` quota.
 
@@ -104,6 +107,12 @@ def history() -> str:
         before,
         end,
     )
+    # hostile: a ClusterQueue name past the columns' 253 characters (cut), no team label
+    # (__unallocated__), a negative use (counted as 0): 2 GPUs of quota idle every hour
+    odd = {"cohort": "odd", "cluster_queue": "x" * 300, "flavor": "h100"}
+    odd |= {"resource": "nvidia.com/gpu", "replica_role": "leader"}
+    h.add("kueue_cluster_queue_nominal_quota", odd, 2, before, end)
+    h.add("kueue_cluster_queue_resource_usage", odd, -5, before, end)
     lq = {"name": "lq-b", "namespace": "train", "status": "True", "replica_role": "leader"}
     h.add("kueue_local_queue_status", {**lq, "custom_team": "beta"}, 1, before, T + 3600)
     h.add("kueue_local_queue_status", {**lq, "custom_team": "beta2"}, 1, T + 3600, end)

@@ -82,6 +82,7 @@ for _h, _a, _b, _c in (
     # 3 x 2.50 / 7 x 1.2 = 1.285714
     EXPECTED[(_h, "cq-d")] = ("delta", 25200, 36000, 25200, 10800, 0, 0, 1_285_714, 0)
     EXPECTED[(_h, "cq-e")] = ("eps", 25200, 7200, 7200, 0, 10800, 7200, 0, 1_285_714)
+    EXPECTED[(_h, "x" * 253)] = ("__unallocated__", 7200, 0, 0, 0, 0, 7200, 0, 0)
 
 
 @pytest.fixture(scope="module")
@@ -209,7 +210,7 @@ def test_v1_queues_by_team_and_cohort(api: Api) -> None:
         r["group"]["team"]: r
         for r in api.get("/v1/queues", **WINDOW, group_by="team").json()["rows"]
     }
-    assert set(rows) == {"alpha", "beta", "beta2", "gamma", "delta", "eps"}
+    assert set(rows) == {"alpha", "beta", "beta2", "gamma", "delta", "eps", "__unallocated__"}
     gamma = rows["gamma"]
     # 4 GPUs x 3 h nominal; used 1 + 0 + 2; lent 3 + 2; idle 0 + 2 + 2; at 2.50 a GPU-hour
     assert (gamma["nominal_hours"], gamma["used_hours"], gamma["lent_hours"]) == (
