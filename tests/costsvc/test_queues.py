@@ -274,3 +274,6 @@ def test_the_team_page_shows_its_queues(api: Api) -> None:
         cells = re.findall(r'<td class="n">([^<]*)</td>', row[1])
         assert cells == ["30.00", "7.50", "0.00", "12.50", "10.00", "-15.00"]
         assert client.get("/ui/teams/beta").status_code == 404  # another team's page
+    with signed_in(api, "finance") as client:  # team own has costs (p3) and no ClusterQueue
+        page = client.get("/ui/teams/own", params={"month": "2026-11"})
+        assert page.status_code == 200 and 'id="queues"' not in page.text
