@@ -25,64 +25,38 @@ from tests.costsvc.test_pages_access import signed_in
 from tests.prom import Prometheus
 
 H10, H11, H12 = HOURS
-GPU = ("h100", "nvidia.com/gpu")
-MIG = ("h100-mig", "nvidia.com/mig-1g.10gb")
+G = 3600  # one GPU (or MIG instance) for the whole hour, in resource-seconds
 # (hour, ClusterQueue) -> team, nominal, used, within, borrowed, lent, idle (s), charge, credit
-EXPECTED: dict[tuple[datetime, str], tuple[str, int, int, int, int, int, int, int, int]] = {}
-for _h, _a, _b, _c in (
-    # cq-a 8 GPUs, cq-b 4, cq-c 4 (resource-seconds: GPUs x 3600)
-    (H10, (28800, 28800, 0, 0, 0, 0), (25200, 14400, 10800, 0, 0, 9_000_000), (3600, 0, 10800, 0)),
-    (
-        H11,
-        (21600, 21600, 0, 3600, 3600, 3_000_000),
-        (25200, 14400, 10800, 0, 0, 9_000_000),
-        (0, 0, 7200, 7200),
-    ),
-    (H12, (28800, 28800, 0, 0, 0, 0), (14400, 14400, 0, 0, 0, 0), (7200, 0, 0, 7200)),
-):
-    used_a, within_a, borrowed_a, lent_a, idle_a, credit_a = _a
-    EXPECTED[(_h, "cq-a")] = (
-        "alpha",
-        28800,
-        used_a,
-        within_a,
-        borrowed_a,
-        lent_a,
-        idle_a,
-        0,
-        credit_a,
-    )
-    used_b, within_b, borrowed_b, lent_b, idle_b, charge_b = _b
-    team_b = "beta" if _h == H10 else "beta2"  # relabelled at 11:00
-    EXPECTED[(_h, "cq-b")] = (
-        team_b,
-        14400,
-        used_b,
-        within_b,
-        borrowed_b,
-        lent_b,
-        idle_b,
-        charge_b,
-        0,
-    )
-    within_c, borrowed_c, lent_c, idle_c = _c
-    credit_c = {H10: 9_000_000, H11: 6_000_000, H12: 0}[_h]  # 9.000000 x 2/3 at 11:00
-    EXPECTED[(_h, "cq-c")] = (
-        "gamma",
-        14400,
-        within_c,
-        within_c,
-        borrowed_c,
-        lent_c,
-        idle_c,
-        0,
-        credit_c,
-    )
-    # MIG: 7 instances nominal each; d uses 10 (borrows 3), e 2 (lends 3, 2 idle);
-    # 3 x 2.50 / 7 x 1.2 = 1.285714
-    EXPECTED[(_h, "cq-d")] = ("delta", 25200, 36000, 25200, 10800, 0, 0, 1_285_714, 0)
-    EXPECTED[(_h, "cq-e")] = ("eps", 25200, 7200, 7200, 0, 10800, 7200, 0, 1_285_714)
-    EXPECTED[(_h, "x" * 253)] = ("__unallocated__", 7200, 0, 0, 0, 0, 7200, 0, 0)
+# (micro-units), by hand from queue_history.py:
+# 10:00 cq-b borrows 3 GPUs, cq-c (1 of 4 used) lends all 3: 3 x 2.50 x 1.2 = 9.000000 each way
+# 11:00 cq-b borrows 3; unused a 2, c 4 -> a lends 1 (idle 1), c 2 (idle 2); 9.000000 charged,
+#       credited 1:2 -> 3.000000 and 6.000000
+# 12:00 nothing borrowed; cq-c leaves 2 idle
+# every hour, MIG: cq-d borrows 3 1g.10gb of cq-e (2 of 7 used: idle 2): 3 x 2.50 / 7 x 1.2
+#       = 1.2857142… -> 1.285714 each way; odd: 2 GPUs idle, its use -5 read as 0
+ROWS = {
+    H10: {
+        "cq-a": ("alpha", 8 * G, 8 * G, 8 * G, 0, 0, 0, 0, 0),
+        "cq-b": ("beta", 4 * G, 7 * G, 4 * G, 3 * G, 0, 0, 9_000_000, 0),
+        "cq-c": ("gamma", 4 * G, 1 * G, 1 * G, 0, 3 * G, 0, 0, 9_000_000),
+    },
+    H11: {
+        "cq-a": ("alpha", 8 * G, 6 * G, 6 * G, 0, 1 * G, 1 * G, 0, 3_000_000),
+        "cq-b": ("beta2", 4 * G, 7 * G, 4 * G, 3 * G, 0, 0, 9_000_000, 0),  # relabelled
+        "cq-c": ("gamma", 4 * G, 0, 0, 0, 2 * G, 2 * G, 0, 6_000_000),
+    },
+    H12: {
+        "cq-a": ("alpha", 8 * G, 8 * G, 8 * G, 0, 0, 0, 0, 0),
+        "cq-b": ("beta2", 4 * G, 4 * G, 4 * G, 0, 0, 0, 0, 0),
+        "cq-c": ("gamma", 4 * G, 2 * G, 2 * G, 0, 0, 2 * G, 0, 0),
+    },
+}
+EVERY_HOUR = {
+    "cq-d": ("delta", 7 * G, 10 * G, 7 * G, 3 * G, 0, 0, 1_285_714, 0),
+    "cq-e": ("eps", 7 * G, 2 * G, 2 * G, 0, 3 * G, 2 * G, 0, 1_285_714),
+    "x" * 253: ("__unallocated__", 2 * G, 0, 0, 0, 0, 2 * G, 0, 0),  # the name cut to 253
+}
+EXPECTED = {(h, q): v for h in HOURS for q, v in {**ROWS[h], **EVERY_HOUR}.items()}
 
 
 @pytest.fixture(scope="module")
