@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select
 
 from costsvc.db.models import QueueHourRow
 from costsvc.kit.money import money, round_micro
+from costsvc.kit.sql_times import bucket
 
 # what ``group_by`` and the filters may name, in the order the API documents them
 DIMENSIONS = ("cluster", "team", "cohort", "cluster_queue", "flavor", "resource")
@@ -28,11 +29,15 @@ def queue_totals(
     end: datetime,
     group_by: Sequence[str],
     filters: Mapping[str, Sequence[str]],
+    step: str | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per group and currency over [start, end): each figure in resource-hours and
-    its value at the prices in force, the borrowing charges and credits, and their net."""
+    """One row per group and currency (and ``step``: hour, day, week, month) over [start,
+    end): each figure in resource-hours and its value at the prices in force, the borrowing
+    charges and credits, and their net."""
     t = QueueHourRow
-    dims = [getattr(t, g) for g in group_by]
+    dims: list[Any] = [getattr(t, g) for g in group_by]
+    if step:
+        dims.insert(0, bucket(conn, step, t.hour).label("start"))
     seconds = [func.sum(getattr(t, f"{f}_s")) for f in FIGURES]
     query = (
         select(*dims, t.currency, t.price, *seconds, func.sum(t.charge), func.sum(t.credit))
@@ -54,15 +59,17 @@ def queue_totals(
                 found[f"{f}_cost"] += round_micro(Decimal(s) * int(price) / SECONDS_PER_HOUR)
         found["charge"] += int(r[n + 8] or 0)
         found["credit"] += int(r[n + 9] or 0)
-    return [_row(group_by, key, found) for key, found in sorted(sums.items(), key=str)]
+    names = ["start", *group_by] if step else list(group_by)
+    return [_row(names, key, found) for key, found in sorted(sums.items(), key=str)]
 
 
 def _money_names() -> tuple[str, ...]:
     return (*(f"{f}_cost" for f in FIGURES), "charge", "credit")
 
 
-def _row(group_by: Sequence[str], key: tuple[Any, ...], found: dict[str, int]) -> dict[str, Any]:
-    out: dict[str, Any] = {"group": dict(zip(group_by, key[:-1], strict=True))}
+def _row(names: Sequence[str], key: tuple[Any, ...], found: dict[str, int]) -> dict[str, Any]:
+    group = dict(zip(names, key[:-1], strict=True))
+    out: dict[str, Any] = {"start": group.pop("start", None), "group": group}
     out["currency"] = key[-1]
     for f in FIGURES:
         out[f"{f}_hours"] = money(round_micro(Decimal(found[f]) * 1_000_000 / SECONDS_PER_HOUR))

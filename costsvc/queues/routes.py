@@ -13,7 +13,7 @@ from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Given, Now, filter_params, scope_key, team_filters
 from costsvc.api.errors import ERRORS
 from costsvc.auth.principal import Caller
-from costsvc.costs.routes import hours_asked
+from costsvc.costs.routes import Step, hours_asked
 from costsvc.kit.times import iso_z
 from costsvc.queues.queries import DEFAULT_GROUP_BY, DIMENSIONS, queue_totals
 from costsvc.rules.chargeback import parse_group_by
@@ -40,6 +40,7 @@ QueueFilters = Annotated[Given, filter_params(*DIMENSIONS)]
 
 
 class QueueRow(BaseModel):
+    start: str | None = None  # the step's first hour (with ``step``)
     group: dict[str, str]
     currency: str
     nominal_hours: str  # resource-hours of nominal quota
@@ -63,6 +64,7 @@ class QueueAnswer(BaseModel):
     start: str
     end: str
     group_by: list[str]
+    step: str | None
     rows: list[QueueRow]
 
 
@@ -80,6 +82,7 @@ async def get_queues(
     start: Start = None,
     end: End = None,
     window: WindowText = None,
+    step: Step | None = None,
     group_by: GroupByParam = None,
 ) -> Response:
     lo, hi = hours_asked(now, start, end, window)
@@ -88,14 +91,14 @@ async def get_queues(
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
     filters = team_filters(who, given)
+    by = step.value if step else None
 
     def compute() -> Response:
         with db.connect() as conn:
-            rows = queue_totals(conn, lo, hi, groups, filters)
-        return json_response(
-            {"start": iso_z(lo), "end": iso_z(hi), "group_by": groups, "rows": rows}
-        )
+            rows = queue_totals(conn, lo, hi, groups, filters, by)
+        answer = {"start": iso_z(lo), "end": iso_z(hi), "group_by": groups, "step": by}
+        return json_response({**answer, "rows": rows})
 
-    key = ("queues", lo, hi, tuple(groups), scope_key(filters))
+    key = ("queues", lo, hi, tuple(groups), by, scope_key(filters))
     found: Response = await answers.aget(db, key, compute)
     return found

@@ -251,3 +251,21 @@ def test_the_team_page_shows_its_queues(api: Api) -> None:
     with signed_in(api, "finance") as client:  # team own has costs (p3) and no ClusterQueue
         page = client.get("/ui/teams/own", params={"month": "2026-11"})
         assert page.status_code == 200 and 'id="queues"' not in page.text
+
+
+def test_v1_queues_per_hour(api: Api) -> None:
+    # cq-b hour by hour: 3 GPUs borrowed at 10:00 and 11:00 (9.000000 each), none at 12:00
+    asked = {**WINDOW, "group_by": "cluster_queue", "cluster_queue": "cq-b", "step": "hour"}
+    answer = api.get("/v1/queues", **asked).json()
+    assert answer["step"] == "hour"
+    found = [(r["start"], r["borrowed_hours"], r["borrowing_charge"]) for r in answer["rows"]]
+    assert found == [
+        ("2026-11-18T10:00:00Z", "3.000000", "9.000000"),
+        ("2026-11-18T11:00:00Z", "3.000000", "9.000000"),
+        ("2026-11-18T12:00:00Z", "0.000000", "0.000000"),
+    ]
+    days = api.get("/v1/queues", **{**asked, "step": "day"}).json()["rows"]
+    assert [(r["start"], r["borrowed_hours"]) for r in days] == [
+        ("2026-11-18T00:00:00Z", "6.000000")
+    ]
+    assert api.get("/v1/queues", **{**asked, "step": "fortnight"}).status_code == 422
