@@ -3,19 +3,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from pydantic import BaseModel
+from starlette.requests import Request as HttpRequest
 
 from costsvc.api.cache import Answers, json_response
 from costsvc.api.deps import Db, Given, Now, filter_params, scope_key, team_filters
 from costsvc.api.errors import ERRORS
+from costsvc.api.exports import SpooledResponse, export
 from costsvc.auth.principal import Caller
 from costsvc.costs.routes import Step, hours_asked
+from costsvc.kit.csv_cells import CsvLines, safe_cell
 from costsvc.kit.times import iso_z
 from costsvc.queues.queries import DEFAULT_GROUP_BY, DIMENSIONS, queue_totals
+from costsvc.reports.routes import CSV_DOWNLOAD, attachment
 from costsvc.rules.chargeback import parse_group_by
 
 router = APIRouter(tags=["queues"], responses=ERRORS)
@@ -68,37 +74,78 @@ class QueueAnswer(BaseModel):
     rows: list[QueueRow]
 
 
-@router.get(
-    "/queues",
-    response_model=QueueAnswer,
-    summary="Kueue ClusterQueues: quota, used, borrowed, lent and idle quota, and its money",
-)
-async def get_queues(
+@dataclass(frozen=True)
+class _Query:
+    """The parameters both ``/v1/queues`` answers share, checked once (:func:`_asked`)."""
+
+    lo: datetime
+    hi: datetime
+    groups: list[str]
+    step: str | None
+    filters: dict[str, list[str]]
+
+    def rows(self, db: Any) -> list[dict[str, Any]]:
+        with db.connect() as conn:
+            return queue_totals(conn, self.lo, self.hi, self.groups, self.filters, self.step)
+
+
+async def _asked(
     who: Caller,
-    db: Db,
     now: Now,
-    answers: Answers,
     given: QueueFilters,
     start: Start = None,
     end: End = None,
     window: WindowText = None,
     step: Step | None = None,
     group_by: GroupByParam = None,
-) -> Response:
+) -> _Query:
     lo, hi = hours_asked(now, start, end, window)
     try:
         groups = parse_group_by(group_by, DIMENSIONS, DEFAULT_GROUP_BY)
     except ValueError as exc:
         raise HTTPException(400, str(exc)) from None
-    filters = team_filters(who, given)
-    by = step.value if step else None
+    return _Query(lo, hi, groups, step.value if step else None, team_filters(who, given))
 
+
+Asked = Annotated[_Query, Depends(_asked)]
+
+
+@router.get(
+    "/queues",
+    response_model=QueueAnswer,
+    summary="Kueue ClusterQueues: quota, used, borrowed, lent and idle quota, and its money",
+)
+async def get_queues(db: Db, answers: Answers, q: Asked) -> Response:
     def compute() -> Response:
-        with db.connect() as conn:
-            rows = queue_totals(conn, lo, hi, groups, filters, by)
-        answer = {"start": iso_z(lo), "end": iso_z(hi), "group_by": groups, "step": by}
-        return json_response({**answer, "rows": rows})
+        answer = {"start": iso_z(q.lo), "end": iso_z(q.hi), "group_by": q.groups, "step": q.step}
+        return json_response({**answer, "rows": q.rows(db)})
 
-    key = ("queues", lo, hi, tuple(groups), by, scope_key(filters))
+    key = ("queues", q.lo, q.hi, tuple(q.groups), q.step, scope_key(q.filters))
     found: Response = await answers.aget(db, key, compute)
     return found
+
+
+CSV_FIGURES = [f for f in QueueRow.model_fields if f not in ("start", "group")]
+
+
+@router.get(
+    "/queues.csv",
+    **CSV_DOWNLOAD,
+    summary="The same as CSV: one line per group (and step), the borrowing charges and credits",
+)
+def get_queues_csv(request: HttpRequest, who: Caller, db: Db, q: Asked) -> SpooledResponse:
+    def body() -> Iterator[str]:
+        found = q.rows(db)
+        out = CsvLines()
+        out.row(["start", *q.groups, *CSV_FIGURES])
+        for r in found:
+            cells: list[object] = [r["start"] or iso_z(q.lo)]
+            cells += [safe_cell(r["group"][d]) for d in q.groups]
+            cells += [r[f] for f in CSV_FIGURES]
+            out.row(cells)
+        yield out.take()
+
+    name = f"queues-{q.lo:%Y%m%dT%H}-{q.hi:%Y%m%dT%H}.csv"
+    headers = {"Content-Disposition": attachment(name)}
+    # as every download: spooled, sent from the file, one of the token's export slots
+    return export(request, who.name, body(), "text/csv; charset=utf-8", headers)

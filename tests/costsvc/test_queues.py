@@ -4,6 +4,8 @@ policies and a back-dated one (hand-computed figures: queue_history.py)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -269,3 +271,19 @@ def test_v1_queues_per_hour(api: Api) -> None:
         ("2026-11-18T00:00:00Z", "6.000000")
     ]
     assert api.get("/v1/queues", **{**asked, "step": "fortnight"}).status_code == 422
+
+
+def test_v1_queues_csv_is_the_same_rows(api: Api) -> None:
+    asked = {**WINDOW, "group_by": "team,cluster_queue", "step": "hour"}
+    r = api.get("/v1/queues.csv", "team:gamma", **asked)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    lines = list(csv.DictReader(io.StringIO(r.text)))
+    # gamma's cq-c credited 9.000000 at 10:00 and 6.000000 at 11:00, nothing at 12:00
+    assert [(x["start"], x["team"], x["cluster_queue"], x["lending_credit"]) for x in lines] == [
+        ("2026-11-18T10:00:00Z", "gamma", "cq-c", "9.000000"),
+        ("2026-11-18T11:00:00Z", "gamma", "cq-c", "6.000000"),
+        ("2026-11-18T12:00:00Z", "gamma", "cq-c", "0.000000"),
+    ]
+    as_json = api.get("/v1/queues", "team:gamma", **asked).json()["rows"]
+    assert [x["idle_cost"] for x in lines] == [x["idle_cost"] for x in as_json]
+    assert api.get("/v1/queues.csv", "team:gamma", **WINDOW, team="alpha").status_code == 403
