@@ -251,7 +251,7 @@ class Borrowing(_Model):
 
     effective_from: datetime
     policy: Literal["none", "credit_lenders"] = "none"
-    premium: Annotated[Decimal, Field(ge=0, le=100, decimal_places=6)] = Decimal(1)
+    premium: Annotated[Decimal, Field(ge=0, le=10, decimal_places=6)] = Decimal(1)
 
     @model_validator(mode="after")
     def _on_the_hour(self) -> Borrowing:

@@ -3,6 +3,7 @@ hand-computed tables (docs/queues.md)."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
@@ -10,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from costsvc.rules.attribution import HourFacts
-from costsvc.rules.cost_model import CostModel, MissingPrices, parse
+from costsvc.rules.cost_model import CostModel, CostModelError, MissingPrices, parse
 from costsvc.rules.owners import QUEUE_LABEL, OwnerLookup
 from costsvc.rules.queues import (
     QueueHour,
@@ -200,3 +201,18 @@ def test_the_owner_rules_queue_step(owners: dict[str, str], teams: dict[str, str
     lookup = OwnerLookup(facts, m.labels, m.queues.owners, {("c1", "ns", "lq"): "lq-team"})
     found = {pod: lookup("c1", "ns", pod) for pod in teams}
     assert {pod: o.team for pod, o in found.items() if o is not None} == teams
+
+
+@pytest.mark.parametrize(
+    ("queues", "where"),
+    [
+        ({"borrowing": [{"effective_from": "2026-11-18T10:00:00Z", "premium": "10.5"}]}, "premium"),
+        ({"borrowing": [{"effective_from": "2026-11-18T10:30:00Z"}]}, "borrowing[0]"),
+        ({"borrowing": [{"effective_from": "2026-11-18T10:00:00Z", "policy": "x"}]}, "policy"),
+        ({"owners": {"label": "team"}}, "owners.label"),  # Kueue's custom labels are custom_*
+        ({"owners": {"team_from": "cluster"}}, "owners.team_from"),
+    ],
+)
+def test_bad_queue_settings_are_refused_naming_them(queues: dict[str, object], where: str) -> None:
+    with pytest.raises(CostModelError, match=re.escape(where)):
+        model(**queues)
