@@ -77,21 +77,11 @@ def write_queues(
     insert_tuples(conn, t, COLUMNS, tuples)
 
 
-def load_queues(conn: Connection, hour: datetime | None = None) -> dict[str, list[QueueHour]]:
+def load_queues(conn: Connection, hour: datetime) -> dict[str, list[QueueHour]]:
     """An ingested hour's rows per cluster, as stored (their money included)."""
-    return stored_queues(conn, hour).get(hour, {}) if hour is not None else {}
-
-
-def stored_queues(
-    conn: Connection, hour: datetime | None = None
-) -> dict[datetime, dict[str, list[QueueHour]]]:
-    """The stored rows per hour and cluster (``hour``: that hour's only)."""
     t = QueueHourRow
-    query = select(*t.__table__.c).order_by(t.hour, t.id)
-    if hour is not None:
-        query = query.where(t.hour == hour)
-    out: dict[datetime, dict[str, list[QueueHour]]] = {}
-    for r in conn.execute(query):
+    out: dict[str, list[QueueHour]] = {}
+    for r in conn.execute(select(*t.__table__.c).where(t.hour == hour).order_by(t.id)):
         use = QueueUse(
             r.cohort, r.cluster_queue, r.flavor, r.resource, int(r.nominal_s), int(r.used_s), r.team
         )
@@ -107,8 +97,7 @@ def stored_queues(
             None if r.price is None else int(r.price),
             int(r.premium_ppm),
         )
-        at = hour if hour is not None else as_utc(r.hour)
-        out.setdefault(at, {}).setdefault(r.cluster, []).append(row)
+        out.setdefault(r.cluster, []).append(row)
     return out
 
 
