@@ -32,6 +32,7 @@ from dashboards.costs import (
     month_to_date,
 )
 from dashboards.inference import inference
+from dashboards.queues import queues
 from dashboards.selectors import BUDGETS, CLUSTER, CURRENCY, ENERGY_LINES
 
 
@@ -90,6 +91,7 @@ def finops() -> models.Dashboard:
     add_row(b, "Budgets", budgets(money))
     add_row(b, "Energy and carbon", energy())
     add_row(b, "Inference: cost per million tokens", inference(money))
+    add_row(b, "Kueue queues: quota, borrowing, idle quota", queues())
     b.with_row(collapsed_row("Cost service health", health()))
     return finish(b)
 

@@ -69,3 +69,10 @@ SERVED_MODELS = f'{CLUSTER}, team=~"$team", currency=~"$currency"'
 SERVED_MODEL_TEAMS = f'{CLUSTER}, team=~"$team"'
 # one series per served model in a cluster (rates are not summed across clusters)
 PER_SERVED_MODEL = "cluster, namespace, model"
+
+# --------------------------------------------------------------------------- Kueue's series
+
+# Kueue's ClusterQueue series (docs/queues.md), a follower replica's copies left out
+KUEUE_QUEUES = f'{CLUSTER}, replica_role!="follower"'
+# one series per ClusterQueue, flavor and resource
+PER_KUEUE_QUEUE = "cohort, cluster_queue, flavor, resource"

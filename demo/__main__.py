@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
             workdir / "kube-state-metrics",
             stamps(first, handover, args.step),
             target_labels("kube-state-metrics", labels_port),
-            lambda stamp: cluster.exposition(fleets, stamp - t0),
+            lambda stamp: cluster.scrape(fleets, stamp - t0),
         )
         served_history = record_targets(
             workdir / "vllm",

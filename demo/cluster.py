@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from demo import kueue
 from demo.stack import MetricsServer
 from exporter.simulate.spec import FleetSpec, load
 from kube.label_names import sanitize_label
@@ -192,15 +193,22 @@ def exposition(fleets: list[FleetSpec], t: float) -> str:
     return "\n".join(out) + "\n"
 
 
+def scrape(fleets: list[FleetSpec], t: float) -> str:
+    """What the stand-in's target answers at ``t``: kube-state-metrics' :func:`exposition`
+    and the Kueue stand-in's series (demo/kueue.py)."""
+    return exposition(fleets, t) + kueue.exposition()
+
+
 class KubeStateMetrics(MetricsServer):
-    """A stand-in for kube-state-metrics while the demo runs: ``/metrics`` answers
-    :func:`exposition` for the live specs at the present (t since ``epoch``)."""
+    """A stand-in for kube-state-metrics (and Kueue's controller) while the demo runs:
+    ``/metrics`` answers :func:`scrape` for the live specs at the present (t since
+    ``epoch``)."""
 
     def __init__(self, specs: list[Path], epoch: datetime, port: int) -> None:
         fleets = [load(p) for p in specs]
         start = epoch.timestamp()
 
         def answer(at: str) -> str | None:
-            return exposition(fleets, time.time() - start) if at == "/metrics" else None
+            return scrape(fleets, time.time() - start) if at == "/metrics" else None
 
         super().__init__(port, answer)

@@ -371,7 +371,7 @@ def history_blocks(
             workdir / "kube-state-metrics",
             stamps(first, end, step),
             target_labels("kube-state-metrics", 9408),
-            lambda stamp: cluster.exposition(fleets, stamp - t0),
+            lambda stamp: cluster.scrape(fleets, stamp - t0),
         )
     )
     return [folder for folder, _ in made], sum(n for _, n in made)

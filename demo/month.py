@@ -93,7 +93,7 @@ class PastMonth:
                 self.dir / "kube-state-metrics",
                 times,
                 node_target_labels("kube-state-metrics", labels_port),
-                lambda stamp: cluster.exposition(fleets, stamp - t0),
+                lambda stamp: cluster.scrape(fleets, stamp - t0),
                 MAX_BLOCK,
             ),
             record_targets(

@@ -37,6 +37,7 @@ from costsvc.metrics import routes as metrics
 from costsvc.months import routes as months
 from costsvc.opencost import routes as allocation
 from costsvc.pages.site import install as install_pages
+from costsvc.queues import routes as queues
 from costsvc.reports import routes as reports
 
 Clock = Callable[[], datetime]
@@ -97,6 +98,7 @@ def create_app(
     for module in (costs, reports, months, budgets, tokens, cost_model, ingest, advice):
         app.include_router(module.router, prefix="/v1")
     app.include_router(inference.router, prefix="/v1")
+    app.include_router(queues.router, prefix="/v1")
     app.include_router(metrics.router)
     app.include_router(allocation.router)  # OpenCost's path, not under /v1
     app.include_router(inference.opencost_router)  # OpenCost's /inferenceCost/total

@@ -137,3 +137,35 @@ class Advised:
     window_end: Mapped[datetime] = mapped_column(DateTime(timezone=True), sort_order=LEAD)
     team: Mapped[str] = mapped_column(String(253), sort_order=LEAD)
     namespace: Mapped[str] = mapped_column(String(253), sort_order=LEAD)
+
+
+class QuotaSeconds:
+    """A ClusterQueue's flavor and resource (in its cohort, owned by a team) and its quota
+    against use in resource-seconds of an hour (costsvc/rules/queues.py): nominal, used, used
+    within the quota, borrowed, lent to others, left idle."""
+
+    cohort: Mapped[str] = mapped_column(String(253))
+    cluster_queue: Mapped[str] = mapped_column(String(253))
+    flavor: Mapped[str] = mapped_column(String(253))
+    resource: Mapped[str] = mapped_column(String(253))
+    team: Mapped[str] = mapped_column(String(253))
+
+    nominal_s: Mapped[int] = mapped_column(BigInteger)
+    used_s: Mapped[int] = mapped_column(BigInteger)
+    within_s: Mapped[int] = mapped_column(BigInteger)
+    borrowed_s: Mapped[int] = mapped_column(BigInteger)
+    lent_s: Mapped[int] = mapped_column(BigInteger)
+    idle_s: Mapped[int] = mapped_column(BigInteger)
+
+
+class QueueMoney:
+    """After :class:`QuotaSeconds`, the borrowing policy's money of the row (docs/queues.md): the
+    policy it was priced on, the currency, the charge to a borrower, the credit to a lender, the
+    price per resource-hour and the premium (millionths)."""
+
+    policy: Mapped[str] = mapped_column(String(16), sort_order=AFTER)  # none | credit_lenders
+    currency: Mapped[str] = mapped_column(String(3), sort_order=AFTER)
+    charge: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+    credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+    price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)
+    premium_ppm: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)

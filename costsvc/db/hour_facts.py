@@ -21,15 +21,19 @@ from costsvc.db.runs import advance_watermark, lock_clusters, mark_done
 from costsvc.inference.repository import load_served, write_served
 from costsvc.inference.split import Priced, Served
 from costsvc.kit.times import as_utc
+from costsvc.queues.repository import QueueRows, load_queues, write_queues
 from costsvc.rules.attribution import Controller, GpuHour, Holding, HourFacts, Owner
 from costsvc.rules.chargeback import IDLE
 from costsvc.rules.lines import HourResult
 from costsvc.rules.mig import Geometry, geometry
+from costsvc.rules.queues import QueueHour
 
 US = 1_000_000
 Owners = dict[tuple[str, str, str], Owner]  # (cluster, namespace, pod) -> owner charged
 # a repriced hour's served tokens priced against its new money (costsvc/inference/split.py)
 Infer = Callable[[HourResult, list[Served], Owners], list[Priced]]
+# a repriced hour's Kueue rows with the money of the policy now in force
+Requeue = Callable[[dict[str, list[QueueHour]]], QueueRows]
 Controllers = dict[tuple[str, str, str], Controller]  # ... -> its controller, as charged
 
 
@@ -43,16 +47,19 @@ def store_hour(
     watermark: bool = True,
     served: Sequence[Priced] = (),
     defer: bool = False,
+    queues: QueueRows | None = None,
 ) -> None:
-    """An ingested hour: its facts and money (and its ``served`` tokens, priced) replace what
-    the hour had, the watermark moves up to it (unless not ``watermark``: a worker of a
-    parallel ingest, whose parent moves it, costsvc/ingest/parallel.py) and its run is done
+    """An ingested hour: its facts and money (and its ``served`` tokens, priced, and its
+    Kueue ``queues`` rows) replace what the hour had, the watermark moves up to it (unless
+    not ``watermark``: a worker of a parallel ingest, whose parent moves it,
+    costsvc/ingest/parallel.py) and its run is done
     — all or nothing. ``defer``: its day's per-pod rollup is left pending, for
     :func:`flush_pod_days` (costsvc/db/rollup.py)."""
     clusters = {cluster} | {g.cluster for g in facts.gpus} | {p.served.cluster for p in served}
+    clusters |= set(queues or {})
     with engine.begin() as conn:
         lock_clusters(conn, clusters)
-        replace_hour(conn, clusters, facts, result, currency, True, served, defer)
+        replace_hour(conn, clusters, facts, result, currency, True, served, defer, queues)
         if watermark:
             advance_watermark(conn, cluster, facts.start)
         mark_done(conn, run_id)
@@ -66,20 +73,25 @@ def restore_hour(
     price: Callable[[HourFacts, Owners, Controllers], HourResult],
     currency: str,
     infer: Infer,
+    requeue: Requeue | None = None,
 ) -> None:
     """A repriced hour: its stored facts, owners and controllers go through ``price`` and the
-    money replaces the hour's, its served tokens priced again by ``infer``, in one transaction
+    money replaces the hour's, its served tokens priced again by ``infer`` (its Kueue rows by
+    ``requeue``), in one transaction
     under the lock (the facts cannot change underneath)."""
     with engine.begin() as conn:
         found = select(GpuPresence.cluster).where(GpuPresence.hour == hour).distinct()
         clusters = {cluster} | set(conn.execute(found).scalars())
         served, served_owners = load_served(conn, hour)
         clusters |= {s.cluster for s in served}
+        stored = load_queues(conn, hour)
+        clusters |= set(stored)
         lock_clusters(conn, clusters)
         facts, owners, controllers = load_hour(conn, hour)
         result = price(facts, owners, controllers)
         priced = infer(result, served, served_owners)
-        replace_hour(conn, clusters, facts, result, currency, usage=False, served=priced)
+        queues = requeue(stored) if requeue is not None else None
+        replace_hour(conn, clusters, facts, result, currency, False, priced, queues=queues)
         mark_done(conn, run_id)
 
 
@@ -92,9 +104,10 @@ def replace_hour(
     usage: bool,
     served: Sequence[Priced] = (),
     defer: bool = False,
+    queues: QueueRows | None = None,
 ) -> None:
     """Replace the hour's GPU rows, chargeback and served tokens (and its usage facts, when
-    ``usage``); ``defer``: as :func:`store_hour`."""
+    ``usage``; its Kueue rows, when ``queues`` is given); ``defer``: as :func:`store_hour`."""
     hour = facts.start
     tables = (UsageFact, GpuPresence) if usage else (GpuPresence,)
     for table in tables:
@@ -155,6 +168,8 @@ def replace_hour(
         insert_tuples(conn, UsageFact, FACT_COLUMNS, fact_rows)
     write_lines(conn, hour, clusters, result.lines, currency, defer)
     write_served(conn, hour, clusters, served, currency)
+    if queues is not None:
+        write_queues(conn, hour, clusters, queues, currency)
 
 
 # the columns of a gpu_hours row, and of a usage_facts row, as replace_hour builds them

@@ -35,6 +35,8 @@ from costsvc.db.columns import (
     Money,
     Owned,
     PodVersion,
+    QueueMoney,
+    QuotaSeconds,
     Reported,
     Summed,
     Valid,
@@ -481,3 +483,14 @@ class InferenceHour(Hourly, Money, Base):
     output_cost: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     input_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     output_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+
+
+class QueueHourRow(Hourly, QuotaSeconds, QueueMoney, Base):
+    """A Kueue ClusterQueue's flavor and resource in an hour, and its money (docs/queues.md)."""
+
+    __tablename__ = "queue_hours"
+    __table_args__ = (
+        UniqueConstraint("hour", "cluster", "cohort", "cluster_queue", "flavor", "resource"),
+        Index("ix_queue_hours_team_hour", "team", "hour"),
+        Index("ix_queue_hours_hour", "hour"),
+    )

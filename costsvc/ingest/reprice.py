@@ -29,9 +29,11 @@ from costsvc.inference.repository import charged_weights
 from costsvc.inference.split import Priced, Served, price_hour
 from costsvc.ingest.serial import RETRYABLE, Report, record_failure
 from costsvc.kit.money import to_micro
+from costsvc.queues.repository import QueueRows, charged_terms
 from costsvc.rules.attribution import HourFacts, attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.lines import HourResult
+from costsvc.rules.queues import QueueHour, price_queues, terms
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,10 @@ def stale_hours(engine: Engine, model: CostModel) -> list[datetime]:
         # an output:input weight now given differently (it splits the served tokens' cost)
         if to_micro(model.output_weight_at(hour, served_model)) != weight_ppm:
             stale.add(hour)
+    for hour, flavor, resource, policy, premium, unit in charged_terms(engine):
+        # a borrowing policy, premium or flavor price now given differently
+        if terms(model, hour, flavor, resource) != (policy, premium, unit):
+            stale.add(hour)
     return sorted(stale)
 
 
@@ -81,8 +87,12 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
 
     for hour in hours:
         run_id = runs.start_run(engine, cluster, hour, "reprice", model_id)
+
+        def requeue(stored: dict[str, list[QueueHour]], at: datetime = hour) -> QueueRows:
+            return {c: price_queues(rows, model, at) for c, rows in stored.items()}
+
         try:
-            restore_hour(engine, cluster, hour, run_id, price, model.currency, infer)
+            restore_hour(engine, cluster, hour, run_id, price, model.currency, infer, requeue)
         except RETRYABLE as exc:
             record_failure(engine, run_id, hour, exc, report)
             continue

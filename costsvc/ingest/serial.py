@@ -29,6 +29,7 @@ from costsvc.db.engine import trouble
 from costsvc.db.hour_facts import flush_pod_days, store_hour
 from costsvc.inference.split import price_hour
 from costsvc.ingest.collect import collect_hour
+from costsvc.ingest.kueue import collect_kueue
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.reader import Counts, RunReader
 from costsvc.ingest.tokens import collect_served
@@ -38,6 +39,7 @@ from costsvc.rules.attribution import attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.mig import UnknownMigGeometry
 from costsvc.rules.owners import OwnerLookup, merge_history
+from costsvc.rules.queues import price_queues, quota_hour
 from costsvc.rules.workloads import controllers_of
 
 log = logging.getLogger(__name__)
@@ -169,7 +171,9 @@ def _hour(
     pods, parents = owner_history.owners_during(hour, end)
     found = controllers_of(pods, parents.items(), pod_labels)
     facts.controllers.update({(cluster, *pod): c for pod, c in found.items()})
-    owners = OwnerLookup(facts, model.labels)
+    queue_owners = model.queues.owners
+    kueue = collect_kueue(reader.prom, hour, cluster, queue_owners)
+    owners = OwnerLookup(facts, model.labels, queue_owners, kueue.local_queue_teams)
     result = attribute_hour(
         hour,
         facts.gpus,
@@ -180,7 +184,9 @@ def _hour(
     )
     served = collect_served(reader.prom, hour, cluster, facts.pod_labels, model.labels.role)
     priced = price_hour(served, result, model, owners)
-    store_hour(engine, cluster, facts, result, model.currency, run_id, watermark, priced, defer)
+    queues = {c: price_queues(quota_hour(u), model, hour) for c, u in kueue.uses.items()}
+    where = (run_id, watermark, priced, defer, queues)
+    store_hour(engine, cluster, facts, result, model.currency, *where)
 
 
 def _stop_if_database_failed(engine: Engine, exc: DBAPIError, run_id: int | None = None) -> None:

@@ -84,8 +84,8 @@ def collect_served(
     for s in prom.raw(SELECTOR, at, 3600 + int(MAX_GAP)):
         lab = s.labels
         engine, what = WHAT[lab["__name__"]]
-        namespace, pod = _text(lab.get("namespace", "")), _text(lab.get("pod", ""))
-        model = _text(lab.get("model_name", ""))
+        namespace, pod = stored_text(lab.get("namespace", "")), stored_text(lab.get("pod", ""))
+        model = stored_text(lab.get("model_name", ""))
         if not namespace or not pod or not model:
             unjoined += 1
             continue
@@ -110,7 +110,7 @@ def collect_served(
         cluster, namespace, pod, model, engine = key
         labels = pod_labels.get((cluster, namespace, pod), {})
         role = next((labels[k] for k in keys if labels.get(k)), engine_type.get(key, ""))
-        role = _text(role, 64)
+        role = stored_text(role, 64)
         out.append(
             Served(
                 cluster,
@@ -129,7 +129,7 @@ def collect_served(
     return out
 
 
-def _text(value: str, limit: int = 253) -> str:
+def stored_text(value: str, limit: int = 253) -> str:
     """A label value as stored: untrusted text, so no NUL (PostgreSQL text cannot hold it)
     and at most ``limit`` characters (the columns' size)."""
     return value.replace("\x00", "\N{REPLACEMENT CHARACTER}")[:limit]

@@ -29,6 +29,8 @@ from costsvc.kit.times import (
 )
 from costsvc.months.billing import MonthState, billed, corrections
 from costsvc.pages.charts import Chart, stacked_columns
+from costsvc.queues.queries import DEFAULT_GROUP_BY as QUEUE_GROUPS
+from costsvc.queues.queries import queue_totals
 from costsvc.rules.chargeback import IDLE, UNALLOCATED
 from costsvc.rules.energy import kwh
 
@@ -188,6 +190,14 @@ def served(
     filters = {} if team is None else {"team": [team]}
     with db.connect() as conn:
         return answer_rows(served_totals(conn, start, end, group_by, None, filters))
+
+
+def queue_lines(db: Db, start: datetime, end: datetime, team: str) -> list[dict[str, Any]]:
+    """``/v1/queues?team=…`` over [start, end) per ClusterQueue, flavor and resource, as the
+    API answers it: the same query function, the same rows."""
+    with db.connect() as conn:
+        groups = list(QUEUE_GROUPS)
+        return queue_totals(conn, start, end, groups, {"team": [team]})
 
 
 def picker_months(months: list[str], chosen: str) -> list[str]:

@@ -1,7 +1,7 @@
 """A team's page (a team session: its own team only, as the API's ``check_team``; finance
 and admin: any): projects and stages, the daily trend, efficiency and idle waste, budgets
 with burn and forecast, quota against use, rightsizing savings, energy and CO2e, cost per 1M
-inference tokens by served model."""
+inference tokens by served model, its Kueue ClusterQueues' quota against use (docs/queues.md)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from costsvc.pages.figures import (
     day_table,
     month_range,
     picker_months,
+    queue_lines,
     quotas,
     savings,
     served,
@@ -80,5 +81,6 @@ def team_page(
         "quotas": per_namespace,
         "quota_teams": per_resource,
         "savings": savings(db, team) if current else [],  # today's advice: this month only
+        "queues": queue_lines(db, start, end, team),
     }
     return page(request, "team.html", context, viewer=v)

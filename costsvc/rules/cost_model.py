@@ -232,6 +232,52 @@ class LabelKeys(_Model):
     role: list[str] = ["llm-d.ai/role"]
 
 
+class QueueOwners(_Model):
+    """Where the owner rule takes a Kueue-submitted pod's team from (docs/queues.md):
+    ``off``; ``local_queue_label``: the ``label`` Kueue puts on its LocalQueue series (a
+    custom metric label, ``custom_<name>``); ``local_queue_namespace``: the team labels of the
+    LocalQueue's namespace. ``precedence``: ``pod_first`` (the pod's own team label, then the
+    queue's, then the namespace's) or ``queue_first`` (the queue's over the pod's own)."""
+
+    team_from: Literal["off", "local_queue_label", "local_queue_namespace"] = "off"
+    precedence: Literal["pod_first", "queue_first"] = "pod_first"
+    # Kueue's ControllerMetricsCustomLabel: "custom_" + its name (kubernetes-sigs/kueue
+    # apis/config/v1beta2/configuration_types.go, pkg/metrics/custom_labels.go)
+    label: Annotated[str, Field(pattern=r"^custom_[a-zA-Z][a-zA-Z0-9_]{0,62}$")] = "custom_team"
+
+
+class Borrowing(_Model):
+    """The borrowing policy in force from ``effective_from`` (costsvc/rules/queues.py)."""
+
+    effective_from: datetime
+    policy: Literal["none", "credit_lenders"] = "none"
+    premium: Annotated[Decimal, Field(ge=0, le=10, decimal_places=6)] = Decimal(1)
+
+    @model_validator(mode="after")
+    def _on_the_hour(self) -> Borrowing:
+        _check_hour(self.effective_from)
+        return self
+
+
+NO_BORROWING = Borrowing(effective_from=datetime(1970, 1, 1, tzinfo=UTC))
+
+
+class Queues(_Model):
+    """Kueue's queues as tenants (docs/queues.md): the owner rule's queue step, each
+    ResourceFlavor's GPU model (its price), the borrowing policy over time."""
+
+    owners: QueueOwners = QueueOwners()
+    flavors: Annotated[dict[Name, Name], Field(max_length=1000)] = {}
+    borrowing: list[Borrowing] = []
+
+    def borrowing_at(self, at: datetime) -> Borrowing:
+        """The policy in force at ``at`` (the latest entry from at or before it); ``none``
+        when no entry is in force."""
+        found = [b for b in self.borrowing if b.effective_from <= at]
+        best = max(found, key=lambda b: b.effective_from, default=None)
+        return best if best is not None else NO_BORROWING
+
+
 class CostModel(_Model):
     currency: Annotated[str, Field(pattern=r"^[A-Z]{3}$")] = "USD"
     policies: Policies = Policies()
@@ -239,6 +285,7 @@ class CostModel(_Model):
     versions: Annotated[list[Version], Field(min_length=1)]
     carbon: list[Carbon] = []
     inference: list[InferenceWeight] = []
+    queues: Queues = Queues()
 
     @model_validator(mode="after")
     def _distinct_dates(self) -> CostModel:

@@ -12,6 +12,15 @@ none, from the same keys on the pod's namespace (when ``namespace_fallback`` is 
 from kube-state-metrics (whose label keys are sanitised: ``label_app_kubernetes_io_team``).
 Label values are untrusted text: they are kept verbatim here and made safe where they are
 written out (exposition, JSON, CSV).
+
+The queue step (the cost model's ``queues.owners``, docs/queues.md): a pod submitted through
+Kueue carries its LocalQueue's name in the label ``kueue.x-k8s.io/queue-name``
+(kubernetes-sigs/kueue ``pkg/controller/constants/constants.go`` ``QueueLabel``); its team can
+be that LocalQueue's (Kueue's custom label on its LocalQueue series, or the team labels of the
+LocalQueue's namespace). With ``pod_first`` the team is the pod's own label, else the
+queue's, else the namespace's; with ``queue_first`` the queue's, else the pod's, else the
+namespace's. A pod without the queue label, or whose queue has no team, falls back to the
+rule above. Project and stage never come from the queue.
 """
 
 from __future__ import annotations
@@ -21,12 +30,15 @@ from typing import TypeVar
 
 from costsvc.rules.attribution import HourFacts, Owner
 from costsvc.rules.chargeback import UNALLOCATED
-from costsvc.rules.cost_model import LabelKeys
+from costsvc.rules.cost_model import LabelKeys, QueueOwners
 from kube.label_names import sanitize_label
 
 PodLabels = dict[tuple[str, str], dict[str, str]]  # (namespace, pod) -> labels
 NamespaceLabels = dict[str, dict[str, str]]  # namespace -> labels
 K = TypeVar("K")
+# the queue label as kept (kube-state-metrics' form: label_kueue_x_k8s_io_queue_name)
+QUEUE_LABEL = sanitize_label("kueue.x-k8s.io/queue-name")
+LocalQueueTeams = Mapping[tuple[str, str, str], str]  # (cluster, namespace, LocalQueue) -> team
 
 
 def _first(labels: Mapping[str, str], keys: Sequence[str]) -> str | None:
@@ -99,12 +111,39 @@ def merge_history(facts: HourFacts, cluster: str, pods: PodLabels, spaces: Names
 class OwnerLookup:
     """``(cluster, namespace, pod) -> Owner`` over one hour's labels."""
 
-    def __init__(self, facts: HourFacts, keys: LabelKeys) -> None:
+    def __init__(
+        self,
+        facts: HourFacts,
+        keys: LabelKeys,
+        queues: QueueOwners | None = None,
+        local_queue_teams: LocalQueueTeams | None = None,
+    ) -> None:
         self._facts = facts
         # the labels are kept sanitised (kube-state-metrics' form): look the keys up that way
         self._keys = sanitised_keys(keys)
+        self._queues = queues if queues is not None and queues.team_from != "off" else None
+        self._lq_teams = local_queue_teams or {}
 
     def __call__(self, cluster: str, namespace: str, pod: str) -> Owner | None:
         pod_labels = self._facts.pod_labels.get((cluster, namespace, pod), {})
         ns_labels = self._facts.namespace_labels.get((cluster, namespace), {})
-        return resolve_owner(pod_labels, ns_labels, self._keys)
+        owner = resolve_owner(pod_labels, ns_labels, self._keys)
+        if self._queues is None:
+            return owner
+        team = self._queue_team(cluster, namespace, pod_labels, ns_labels)
+        if not team:
+            return owner
+        if self._queues.precedence == "pod_first" and _first(pod_labels, self._keys.team):
+            return owner
+        return Owner(team, owner.project, owner.stage)
+
+    def _queue_team(
+        self, cluster: str, namespace: str, pod_labels: Mapping[str, str], ns: Mapping[str, str]
+    ) -> str | None:
+        """The team of the pod's LocalQueue (in the pod's namespace, as Kueue requires)."""
+        queue = pod_labels.get(QUEUE_LABEL)
+        if not queue or self._queues is None:
+            return None
+        if self._queues.team_from == "local_queue_namespace":
+            return _first(ns, self._keys.team)
+        return self._lq_teams.get((cluster, namespace, queue))

@@ -105,8 +105,17 @@ KUBE_STATE_METRICS = frozenset(
     }
 )
 PROMETHEUS_METRICS = frozenset({"up"})
+# Kueue's own (kubernetes-sigs/kueue pkg/metrics/metrics.go; docs/queues.md)
+KUEUE_METRICS = frozenset(
+    {
+        "kueue_cluster_queue_nominal_quota",
+        "kueue_cluster_queue_resource_usage",
+        "kueue_pending_workloads",
+    }
+)
 ALLOWED_METRICS = (
-    EXPORTER_METRICS
+    KUEUE_METRICS
+    | EXPORTER_METRICS
     | COSTSVC_METRICS
     | KUBE_STATE_METRICS
     | PROMETHEUS_METRICS

@@ -33,6 +33,7 @@ TABLES = {
     "namespace_labels",
     "pod_labels",
     "pod_owners",
+    "queue_hours",
     "quota_usage",
     "recommendations",
     "resource_quotas",
@@ -136,4 +137,4 @@ def test_a_downgrade_past_0017_waits_for_the_pending_days(db_url: str) -> None:
     finally:
         engine.dispose()
     downgrade(db_url, "0016")
-    assert tables(db_url) == TABLES - {"cost_pod_days_pending"}
+    assert tables(db_url) == TABLES - {"cost_pod_days_pending", "queue_hours"}

@@ -122,8 +122,21 @@ KUBE_STATE_METRICS = frozenset(
         "kube_node_labels",
     }
 )
+# Kueue's own (kubernetes-sigs/kueue pkg/metrics/metrics.go; docs/queues.md)
+KUEUE_METRICS = frozenset(
+    {
+        "kueue_cluster_queue_nominal_quota",
+        "kueue_cluster_queue_resource_usage",
+        "kueue_pending_workloads",
+    }
+)
 ALLOWED_METRICS = (
-    EXPORTER_METRICS | NVLINK_LINK_METRICS | COSTSVC_METRICS | KUBE_STATE_METRICS | {"up"}
+    EXPORTER_METRICS
+    | NVLINK_LINK_METRICS
+    | COSTSVC_METRICS
+    | KUBE_STATE_METRICS
+    | KUEUE_METRICS
+    | {"up"}
 )
 
 # Words in PromQL that are not series names when not followed by "(".
