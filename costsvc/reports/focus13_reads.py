@@ -13,9 +13,11 @@ from typing import Any
 from sqlalchemy import Connection, case, func, select
 
 from costsvc.db.models import Chargeback, CostModelVersion, IngestRun, UsageFact
+from costsvc.kit.csv_cells import CsvLines
 from costsvc.kit.times import as_utc, parse_month
+from costsvc.reports import queue_lines
 from costsvc.reports.focus import ChargeRow
-from costsvc.reports.focus13 import Held13, focus13_lines
+from costsvc.reports.focus13 import Held13, focus13_lines, focus13_row
 from costsvc.reports.monthly import Source, _connection
 from costsvc.reports.split import Held
 from costsvc.rules.chargeback import KEY
@@ -184,3 +186,8 @@ def focus13_csv(engine: Source, month: str, team: str | None = None) -> Iterator
     with _connection(engine) as conn:
         policies = _Policies(conn)
         yield from focus13_lines(_hours(conn, month, policies), policies, team)
+        out = CsvLines()  # the borrowing policy's lines: stand-alone charges, after the rows
+        rows = queue_lines.queue_lines(conn, month, team)
+        out.rows([focus13_row(queue_lines.focus13_cells(ln)) for ln in rows])
+        if text := out.take():
+            yield text

@@ -47,6 +47,7 @@ from costsvc.kit.csv_cells import CsvLines, csv_line, safe_cell, safe_cell_sql
 from costsvc.kit.money import kg, money, money_sql
 from costsvc.kit.sql_times import iso_z_sql
 from costsvc.kit.times import as_utc, iso_z, parse_month
+from costsvc.reports import queue_lines
 from costsvc.reports.focus import ChargeRow, focus_lines
 from costsvc.rules.chargeback import KEY, parse_group_by
 from costsvc.rules.energy import kwh, kwh_sql
@@ -106,7 +107,6 @@ def chargeback_csv(
     parse_month(month)  # raises ValueError for a bad month
     group_by = parse_group_by(group_by) or None
     yield csv_line(csv_columns(group_by))
-    out = CsvLines()
     c = Chargeback
     money_columns = (c.gpu_hours, c.allocated, c.used, c.waste, c.idle, *_energy_columns())
     if group_by:
@@ -126,7 +126,27 @@ def chargeback_csv(
         )
     if engine.dialect.name == "postgresql":
         yield from _copy_csv(engine, q, month, group_by)
-        return
+    else:
+        yield from _python_csv(engine, q, month, group_by)
+    if not group_by:  # the borrowing policy's lines after the month's rows
+        yield from _queue_csv(engine, month, team)
+
+
+def _queue_csv(engine: Source, month: str, team: str | None) -> Iterator[str]:
+    out = CsvLines()
+    with _connection(engine) as conn:
+        columns = csv_columns(None)
+        lines = queue_lines.queue_lines(conn, month, team)
+        out.rows([queue_lines.csv_row(ln, columns) for ln in lines])
+    if text := out.take():
+        yield text
+
+
+def _python_csv(
+    engine: Source, q: Select[Any], month: str, group_by: list[str] | None
+) -> Iterator[str]:
+    """The rows formatted by Python (SQLite): the same bytes as :func:`_copy_csv`."""
+    out = CsvLines()
     last_hour, bounds = None, ("", "")
     n_groups, n_place = len(group_by or []), len(KEY)
     with _connection(engine) as conn:
@@ -238,6 +258,11 @@ def focus_csv(engine: Source, month: str, team: str | None = None) -> Iterator[s
     """The month's FOCUS 1.2 CSV, piece by piece (``team``: that team's rows only)."""
     parse_month(month)
     yield from focus_lines(_charge_rows(engine, month, team), CHUNK)
+    out = CsvLines()  # the borrowing policy's lines after the month's rows
+    with _connection(engine) as conn:
+        out.rows([queue_lines.focus_row(ln) for ln in queue_lines.queue_lines(conn, month, team)])
+    if text := out.take():
+        yield text
 
 
 def _energy_columns() -> tuple[Any, ...]:

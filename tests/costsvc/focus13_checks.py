@@ -101,6 +101,18 @@ def _details(row: Row, out: list[str]) -> Decimal | None:
     return total
 
 
+def _standalone_checks(row: Row, out: list[str]) -> None:
+    """A charge related to no split (the borrowing policy's lines): allocatedmethodid.md
+    "MUST be null when the charge is not related to split cost allocation", and so the other
+    Allocated* columns (each "MUST be null when AllocatedMethodId is null")."""
+    for col in PRESENT[:5]:
+        if row[col]:
+            out.append(f"{ALLOCATED}{col.lower()}.md: {row[col]!r} on a charge with no split")
+    for col in ("ServiceProviderName", "HostProviderName"):
+        if not row[col]:
+            out.append(f"{ALLOCATED}{col.lower()}.md: null")
+
+
 def _row_checks(row: Row, out: list[str]) -> None:
     method = row["AllocatedMethodId"]
     if not method:  # allocatedmethodid.md: MUST NOT be null when related to a split
@@ -134,6 +146,9 @@ def violations(rows: list[Row], origin_of: Callable[[Row], str] | None = None) -
     origin_of = origin_of or (lambda r: r["x_OriginChargeId"])
     groups: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
+        if not row.get("x_OriginChargeId", "x"):  # a stand-alone charge: no origin
+            _standalone_checks(row, out)
+            continue
         groups[origin_of(row)].append(row)
         _row_checks(row, out)
     for origin, members in groups.items():

@@ -1,0 +1,210 @@
+"""The borrowing policy's money in the month's reports (costsvc/reports/queue_lines.py): the
+chargeback CSV, FOCUS 1.2 and FOCUS 1.3, through a real Prometheus on SQLite and PostgreSQL
+(the 8/4/4 cohort and the MIG cohort of queue_history.py, hand-computed figures there)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine
+
+from costsvc.months.close import close_month
+from costsvc.reports.focus import COLUMNS
+from costsvc.reports.focus13_reads import focus13_csv
+from costsvc.reports.monthly import chargeback_csv, csv_columns, focus_csv, sha256_of
+from costsvc.reports.queue_lines import CHARGE, QueueLine, csv_row, focus_row
+from tests.costsvc.apiserver import Api, Clock, serve
+from tests.costsvc.conftest import fresh_database, prometheus_over
+from tests.costsvc.focus13_checks import violations
+from tests.costsvc.history import ingest_with
+from tests.costsvc.queue_history import HOURS, MODEL, NONE, T, history
+from tests.costsvc.scraped import as_scraped
+from tests.prom import Prometheus
+
+MONTH = "2026-11"
+FLEET = Decimal("22.500000")  # 3 GPUs x 2.50 x 3 hours
+# the queue lines of the month, in order (hour, cluster, cohort, ClusterQueue), by hand from
+# queue_history.py: (start, team, workload, total_cost)
+# - every hour, cohort mig: cq-d borrows 3 1g.10gb of cq-e: 3 x 2.50 / 7 x 1.2 = 1.2857142…
+#   -> 1.285714 charged to delta, credited to eps
+# - 10:00 research: cq-b (beta) borrows 3 GPUs of cq-c (gamma): 3 x 2.50 x 1.2 = 9.000000
+# - 11:00 research: cq-b (beta2) borrows 3: 9.000000, credited 1:2 -> alpha 3.000000,
+#   gamma 6.000000
+MIG = [
+    ("delta", "kueue:borrowing-charge/mig/cq-d/h100-mig", "1.285714"),
+    ("eps", "kueue:lending-credit/mig/cq-e/h100-mig", "-1.285714"),
+]
+LINES = [
+    *((f"2026-11-18T{h}:00:00Z", *m) for h in ("10", "11", "12") for m in MIG),
+    ("2026-11-18T10:00:00Z", "beta", "kueue:borrowing-charge/research/cq-b/h100", "9.000000"),
+    ("2026-11-18T10:00:00Z", "gamma", "kueue:lending-credit/research/cq-c/h100", "-9.000000"),
+    ("2026-11-18T11:00:00Z", "alpha", "kueue:lending-credit/research/cq-a/h100", "-3.000000"),
+    ("2026-11-18T11:00:00Z", "beta2", "kueue:borrowing-charge/research/cq-b/h100", "9.000000"),
+    ("2026-11-18T11:00:00Z", "gamma", "kueue:lending-credit/research/cq-c/h100", "-6.000000"),
+]
+LINES.sort(key=lambda x: (x[0], "research" in x[2], x[2].split("/")[2]))
+
+
+@pytest.fixture(scope="module")
+def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    work = tmp_path_factory.mktemp("queue_reports")
+    (work / "history.om").write_text(as_scraped(history()))
+    yield from prometheus_over(work, T)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    with fresh_database(request.param, request, tmp_path) as url:
+        yield url
+
+
+def _rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _queue_lines(rows: list[dict[str, str]]) -> list[tuple[str, str, str, str]]:
+    return [
+        (r["charge_period_start"], r["team"], r["workload"], r["total_cost"])
+        for r in rows
+        if r["workload"].startswith("kueue:")
+    ]
+
+
+def _check_focus13(text: str) -> list[dict[str, str]]:
+    rows = _rows(text)
+    assert violations(rows) == []
+    return rows
+
+
+def test_credit_lenders_lines_in_csv_and_focus(queue_prom: Prometheus, db: str) -> None:
+    ingest_with(queue_prom.url, db, MODEL, HOURS)
+    engine = create_engine(db)
+    try:
+        rows = _rows("".join(chargeback_csv(engine, MONTH)))
+        f12 = _rows("".join(focus_csv(engine, MONTH)))
+        f13 = _check_focus13("".join(focus13_csv(engine, MONTH)))
+    finally:
+        engine.dispose()
+    assert _queue_lines(rows) == LINES
+    # each hour: the GPUs' 7.500000, the charges and credits cancel
+    for hour in ("10", "11", "12"):
+        start = f"2026-11-18T{hour}:00:00Z"
+        assert sum(Decimal(r["total_cost"]) for r in rows if r["charge_period_start"] == start) == (
+            Decimal("7.500000")
+        )
+    assert sum(Decimal(r["total_cost"]) for r in rows) == FLEET
+    for focus in (f12, f13):
+        assert sum(Decimal(r["BilledCost"]) for r in focus) == FLEET
+        queue = [r for r in focus if r["ChargeCategory"] == "Adjustment"]
+        assert [(r["ChargePeriodStart"], r["x_Team"], r["BilledCost"]) for r in queue] == [
+            (start, team, cost) for start, team, _, cost in LINES
+        ]
+        beta = queue[2]  # 10:00, cq-b: 3 GPU-hours borrowed from the cohort research
+        assert beta["ChargeDescription"] == (
+            "Kueue Borrowing charge: ClusterQueue cq-b, flavor h100, nvidia.com/gpu borrowed "
+            "from cohort research"
+        )
+        assert (beta["PricingQuantity"], beta["PricingUnit"]) == ("3.000000", "GPU-Hours")
+        assert (beta["ConsumedQuantity"], beta["ListUnitPrice"]) == ("", "")
+        mig = queue[0]  # 3 1g.10gb instance-hours
+        assert (mig["PricingQuantity"], mig["PricingUnit"], mig["x_MigProfile"]) == (
+            "3.000000",
+            "Hours",
+            "1g.10gb",
+        )
+    assert {r["AllocatedMethodId"] for r in f13 if r["ChargeCategory"] == "Adjustment"} == {""}
+
+
+def test_policy_none_has_no_queue_lines(queue_prom: Prometheus, db: str) -> None:
+    ingest_with(queue_prom.url, db, NONE, HOURS)
+    engine = create_engine(db)
+    try:
+        rows = _rows("".join(chargeback_csv(engine, MONTH)))
+        f12 = _rows("".join(focus_csv(engine, MONTH)))
+        f13 = _check_focus13("".join(focus13_csv(engine, MONTH)))
+    finally:
+        engine.dispose()
+    assert _queue_lines(rows) == []
+    assert sum(Decimal(r["total_cost"]) for r in rows) == FLEET
+    for focus in (f12, f13):
+        assert {r["ChargeCategory"] for r in focus} == {"Usage"}
+        assert sum(Decimal(r["BilledCost"]) for r in focus) == FLEET
+
+
+def test_the_close_digest_covers_the_queue_lines(queue_prom: Prometheus, db: str) -> None:
+    ingest_with(queue_prom.url, db, MODEL, HOURS)
+    engine = create_engine(db)
+    try:
+        text = "".join(chargeback_csv(engine, MONTH))
+        focus = "".join(focus_csv(engine, MONTH))
+        closed = close_month(engine, MONTH, "finance", datetime(2026, 12, 2, tzinfo=UTC), True)
+    finally:
+        engine.dispose()
+    assert closed.csv_sha256 == sha256_of(iter([text]))
+    assert closed.focus_sha256 == sha256_of(iter([focus]))
+    without = "".join(line for line in text.splitlines(True) if "kueue:" not in line)
+    assert without != text and closed.csv_sha256 != sha256_of(iter([without]))
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def api(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, queue_prom: Prometheus
+) -> Iterator[Api]:
+    with fresh_database(request.param, request, tmp_path_factory.mktemp("qrep")) as url:
+        ingest_with(queue_prom.url, url, MODEL, HOURS)
+        with serve(url, Clock(datetime(2026, 11, 21, tzinfo=UTC)), ["gamma"]) as running:
+            yield running
+
+
+def test_a_team_sees_its_own_queue_lines_only(api: Api) -> None:
+    r = api.get("/v1/reports/chargeback.csv", "team:gamma", month=MONTH)
+    assert r.status_code == 200
+    rows = _rows(r.text)
+    assert {x["team"] for x in rows} == {"gamma"}  # gamma holds no GPU: its credits only
+    assert _queue_lines(rows) == [x for x in LINES if x[1] == "gamma"]
+    for version in ("1.2", "1.3"):
+        focus = _rows(
+            api.get("/v1/reports/focus.csv", "team:gamma", month=MONTH, version=version).text
+        )
+        # credited 9.000000 at 10:00 and 6.000000 at 11:00
+        assert [(x["x_Team"], x["BilledCost"]) for x in focus] == [
+            ("gamma", "-9.000000"),
+            ("gamma", "-6.000000"),
+        ]
+    everyone = _rows(api.get("/v1/reports/chargeback.csv", month=MONTH).text)
+    assert _queue_lines(everyone) == LINES
+
+
+def test_queue_names_are_spreadsheet_safe() -> None:
+    hostile = '=HYPERLINK("http://x")'
+    line = QueueLine(
+        datetime(2026, 11, 18, 10, tzinfo=UTC),
+        MONTH,
+        "@c1",
+        "+co",
+        hostile,
+        "-fl",
+        "nvidia.com/gpu",
+        hostile,
+        "USD",
+        CHARGE,
+        -1_000_000,
+        3600,
+    )
+    cells = dict(zip(csv_columns(None), csv_row(line, csv_columns(None)), strict=True))
+    assert (cells["cluster"], cells["team"]) == ("'@c1", "'" + hostile)
+    assert cells["workload"].startswith("kueue:")
+    assert cells["total_cost"] == "-1.000000"  # a number stays a number
+    focus = dict(zip(COLUMNS, focus_row(line), strict=True))
+    assert (focus["ResourceName"], focus["x_Team"], focus["SubAccountId"]) == (
+        "'" + hostile,
+        "'" + hostile,
+        "'@c1",
+    )
+    assert focus["BilledCost"] == "-1.000000"
