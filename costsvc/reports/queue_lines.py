@@ -155,7 +155,8 @@ def focus_cells(
     """The line's FOCUS 1.2 cells by column (a column left out is null): ChargeCategory
     ``Adjustment``; Billed/Effective/List/Contracted cost the amount (+ charge, - credit); no
     unit prices and no consumed quantity (FOCUS 1.2: ConsumedQuantity is null unless the
-    category is Usage); PricingQuantity the resource-hours borrowed or lent."""
+    category is Usage); PricingQuantity the resource-hours borrowed or lent; no SKU (FOCUS 1.2:
+    SkuPriceDetails is null where SkuPriceId is)."""
     amount = money(line.amount)
     month_start, month_end = parse_month(line.billing_month)
     unit = HOURS if line.mig_profile else GPU_HOURS
@@ -188,7 +189,6 @@ def focus_cells(
         "ServiceCategory": SERVICE_CATEGORY,
         "ServiceName": SERVICE_NAME,
         "ServiceSubcategory": SERVICE_SUBCATEGORY,
-        "SkuPriceDetails": _details(line),
         "SubAccountId": line.cluster,
         "SubAccountName": line.cluster,
         "Tags": _json({"team": line.team}),
@@ -203,18 +203,6 @@ def focus_cells(
         "x_IdleEnergyKWh": kwh(0),
         "x_CarbonKgCO2e": kg(0),
     }
-
-
-def _details(line: QueueLine) -> str:
-    return _json(
-        {
-            "x_Kind": line.kind,
-            "x_Cohort": line.cohort,
-            "x_ClusterQueue": line.cluster_queue,
-            "x_Flavor": line.flavor,
-            "x_Resource": line.resource,
-        }
-    )
 
 
 def _json(obj: dict[str, str]) -> str:

@@ -14,17 +14,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
+from costsvc.kit.csv_cells import CsvLines
 from costsvc.months.close import close_month
-from costsvc.reports.focus import COLUMNS
+from costsvc.reports.focus import COLUMNS, focus_lines
 from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import chargeback_csv, csv_columns, focus_csv, sha256_of
-from costsvc.reports.queue_lines import CHARGE, QueueLine, csv_row, focus_row
+from costsvc.reports.queue_lines import CHARGE, CREDIT, QueueLine, csv_row, focus_row
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.focus13_checks import violations
 from tests.costsvc.history import ingest_with
 from tests.costsvc.queue_history import HOURS, MODEL, NONE, T, history
 from tests.costsvc.scraped import as_scraped
+from tests.costsvc.test_focus import OR_BRANCHES, ROWS, VALIDATOR_TIMEOUT, _junit, _run_validator
 from tests.prom import Prometheus
 
 MONTH = "2026-11"
@@ -208,3 +210,39 @@ def test_queue_names_are_spreadsheet_safe() -> None:
         "'@c1",
     )
     assert focus["BilledCost"] == "-1.000000"
+
+
+def _line(kind: str, team: str, resource: str, amount: int, seconds: int) -> QueueLine:
+    hour = datetime(2026, 11, 3, 5, tzinfo=UTC)
+    queue = f"cq-{team}"
+    return QueueLine(
+        hour, MONTH, "prod", "research", queue, "h100", resource, team, "USD", kind, amount, seconds
+    )
+
+
+@pytest.mark.timeout(VALIDATOR_TIMEOUT + 60)
+def test_focus_validator_passes_with_queue_lines(tmp_path: Path) -> None:
+    """The 1.2 file of test_focus.py with a charge and a credit of a GPU and a MIG flavor: the
+    FinOps Foundation's validator finds no failure (OR branches as test_focus.py counts them)."""
+    mig = "nvidia.com/mig-1g.10gb"
+    extra = [
+        _line(CHARGE, "beta", "nvidia.com/gpu", 9_000_000, 3 * 3600),
+        _line(CREDIT, "gamma", "nvidia.com/gpu", -9_000_000, 3 * 3600),
+        _line(CHARGE, "delta", mig, 1_285_714, 3 * 3600),
+        _line(CREDIT, "eps", mig, -1_285_714, 3 * 3600),
+    ]
+    path = tmp_path / "focus.csv"
+    out = CsvLines()
+    out.rows([focus_row(x) for x in extra])
+    path.write_text("".join(focus_lines(ROWS)) + out.take(), encoding="utf-8")
+    junit = tmp_path / "focus.xml"
+    proc = _run_validator(path, junit)
+    _, status = _junit(junit)
+    report = f"{proc.stdout}\n{proc.stderr}"
+    failed = {r for r, s in status.items() if s in ("failure", "error")}
+    for rule in failed:
+        assert rule in OR_BRANCHES, f"{rule} failed:\n{report}"
+        assert status[OR_BRANCHES[rule]] == "passed", f"{OR_BRANCHES[rule]}:\n{report}"
+    for rule in ("ChargeCategory-C-003-M", "ConsumedQuantity-C-004-C", "BilledCost-C-003-M"):
+        assert status.get(rule) == "passed", f"{rule}: {status.get(rule)}\n{report}"
+    assert proc.returncode == 0, report
