@@ -20,6 +20,9 @@ holding's, "" on idle rows and rows from before containers were kept), workload 
 controller as at that hour, ``<Kind>/<name>``: ``Deployment/trainer``; "" none or unknown).
 Text cells from labels are spreadsheet-safe: one starting with ``=``, ``+``, ``-``, ``@``, tab
 or CR gets a leading ``'``; the numeric columns are never altered.
+
+After the month's rows, in the ungrouped CSV and in FOCUS, the Kueue borrowing policy's charges
+and credits of the month's hours, a line each (costsvc/reports/queue_lines.py, docs/queues.md).
 """
 
 from __future__ import annotations
