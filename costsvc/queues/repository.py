@@ -14,8 +14,9 @@ from datetime import datetime
 from sqlalchemy import Connection, Engine, delete, select
 
 from costsvc.db.bulk import insert_tuples
+from costsvc.db.lines import closed_months
 from costsvc.db.models import QueueHourRow
-from costsvc.kit.times import as_utc
+from costsvc.kit.times import as_utc, month_of
 from costsvc.rules.queues import QueueHour, QueueUse
 
 COLUMNS = (
@@ -46,7 +47,10 @@ def write_queues(
     conn: Connection, hour: datetime, clusters: set[str], rows: QueueRows, currency: str
 ) -> None:
     """Make the hour's ``queue_hours`` rows (for these clusters and those of ``rows``) equal
-    ``rows``."""
+    ``rows``; an hour of a closed month is left as it was billed (its rows are lines of the
+    month's reports, whose SHA-256 the close recorded: docs/queues.md, "A closed month")."""
+    if month_of(hour) in closed_months(conn):
+        return
     t = QueueHourRow
     conn.execute(delete(t).where(t.hour == hour, t.cluster.in_(clusters | set(rows))))
     tuples = [
@@ -103,11 +107,15 @@ def load_queues(conn: Connection, hour: datetime) -> dict[str, list[QueueHour]]:
 
 def charged_terms(engine: Engine) -> list[tuple[datetime, str, str, str, int, int | None]]:
     """Each stored hour's (flavor, resource) with the terms its rows were priced on: policy,
-    premium (millionths), price per resource-hour (costsvc/rules/queues.py ``terms``)."""
+    premium (millionths), price per resource-hour (costsvc/rules/queues.py ``terms``); the
+    hours of closed months left out (they are not repriced: :func:`write_queues`)."""
     t = QueueHourRow
     cols = (t.hour, t.flavor, t.resource, t.policy, t.premium_ppm, t.price)
     with engine.connect() as conn:
         found = conn.execute(select(*cols).distinct()).all()
+        closed = closed_months(conn)
     return [
-        (as_utc(h), f, r, p, int(m), None if c is None else int(c)) for h, f, r, p, m, c in found
+        (as_utc(h), f, r, p, int(m), None if c is None else int(c))
+        for h, f, r, p, m, c in found
+        if month_of(as_utc(h)) not in closed  # billed as they are (write_queues)
     ]

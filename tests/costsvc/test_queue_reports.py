@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine
 
+from costsvc.ingest.reprice import reprice, stale_hours
 from costsvc.kit.csv_cells import CsvLines
 from costsvc.months.close import close_month
 from costsvc.reports.focus import COLUMNS, focus_lines
@@ -24,7 +25,8 @@ from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.focus13_checks import violations
 from tests.costsvc.history import ingest_with
-from tests.costsvc.queue_history import HOURS, MODEL, NONE, T, history
+from tests.costsvc.queue_history import CREDIT as CREDIT_LENDERS
+from tests.costsvc.queue_history import HOURS, MODEL, NONE, T, history, model
 from tests.costsvc.scraped import as_scraped
 from tests.costsvc.test_focus import OR_BRANCHES, ROWS, VALIDATOR_TIMEOUT, _junit, _run_validator
 from tests.prom import Prometheus
@@ -246,3 +248,22 @@ def test_focus_validator_passes_with_queue_lines(tmp_path: Path) -> None:
     for rule in ("ChargeCategory-C-003-M", "ConsumedQuantity-C-004-C", "BilledCost-C-003-M"):
         assert status.get(rule) == "passed", f"{rule}: {status.get(rule)}\n{report}"
     assert proc.returncode == 0, report
+
+
+def test_a_closed_month_keeps_its_queue_lines(queue_prom: Prometheus, db: str) -> None:
+    """credit_lenders back-dated over a month closed under none: the closed month's lines, and
+    so its files, stay as billed (no line), and its hours are not stale."""
+    ingest_with(queue_prom.url, db, NONE, HOURS)
+    later = model(CREDIT_LENDERS)  # credit_lenders from 10:00, given after the close
+    engine = create_engine(db)
+    try:
+        closed = close_month(engine, MONTH, "finance", datetime(2026, 12, 2, tzinfo=UTC), True)
+        assert stale_hours(engine, later) == []
+        assert reprice(engine, later, "c1", HOURS).done == HOURS  # even repriced by hand
+        text = "".join(chargeback_csv(engine, MONTH))
+        focus = "".join(focus_csv(engine, MONTH))
+    finally:
+        engine.dispose()
+    assert _queue_lines(_rows(text)) == []
+    assert sha256_of(iter([text])) == closed.csv_sha256
+    assert sha256_of(iter([focus])) == closed.focus_sha256
