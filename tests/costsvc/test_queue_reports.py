@@ -25,8 +25,9 @@ from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.focus13_checks import violations
 from tests.costsvc.history import ingest_with
+from tests.costsvc.inference_history import _History
 from tests.costsvc.queue_history import CREDIT as CREDIT_LENDERS
-from tests.costsvc.queue_history import HOURS, MODEL, NONE, T, history, model
+from tests.costsvc.queue_history import H100, HOURS, MODEL, NONE, T, history, model
 from tests.costsvc.scraped import as_scraped
 from tests.costsvc.test_focus import OR_BRANCHES, ROWS, VALIDATOR_TIMEOUT, _junit, _run_validator
 from tests.prom import Prometheus
@@ -267,3 +268,59 @@ def test_a_closed_month_keeps_its_queue_lines(queue_prom: Prometheus, db: str) -
     assert _queue_lines(_rows(text)) == []
     assert sha256_of(iter([text])) == closed.csv_sha256
     assert sha256_of(iter([focus])) == closed.focus_sha256
+
+
+def hostile_history() -> str:
+    """10:00-11:00: a cohort ``=evil,x`` of a borrower ``=HYPERLINK(1)`` (team ``+team``, 1
+    GPU of quota, 3 used: borrows 2) and a lender ``@lend`` (team ``-lender``, 4 of quota, 0
+    used); one H100 nobody holds (idle: 2.500000)."""
+    h = _History()
+    start, stop = T - 60, T + 3600
+    cohort = {"cohort": "=evil,x", "flavor": "h100", "resource": "nvidia.com/gpu"}
+    for queue, team, nominal, used in (
+        ("=HYPERLINK(1)", "+team", 1, 3),
+        ("@lend", "-lender", 4, 0),
+    ):
+        lab = {**cohort, "cluster_queue": queue, "replica_role": "leader", "custom_team": team}
+        h.add("kueue_cluster_queue_nominal_quota", lab, nominal, start, stop)
+        h.add("kueue_cluster_queue_resource_usage", lab, used, start, stop)
+    device = {"gpu": "0", "UUID": "GPU-Z", "modelName": H100, "Hostname": "node-z"}
+    h.add("gpu_device_up", device, 1, start, stop)
+    return h.text()
+
+
+def test_hostile_queue_names_through_prometheus(
+    tmp_path_factory: pytest.TempPathFactory, db: str
+) -> None:
+    work = tmp_path_factory.mktemp("hostile_queues")
+    (work / "history.om").write_text(as_scraped(hostile_history()))
+    for prom in prometheus_over(work, T):
+        ingest_with(prom.url, db, MODEL, HOURS[:1])
+    engine = create_engine(db)
+    try:
+        rows = _rows("".join(chargeback_csv(engine, MONTH)))
+        focus = _rows("".join(focus_csv(engine, MONTH)))
+    finally:
+        engine.dispose()
+    # 2 GPU-hours borrowed x 2.50 x 1.2 = 6.000000, charged and credited; with the idle H100
+    # the hour is 2.500000
+    assert _queue_lines(rows) == [
+        (
+            "2026-11-18T10:00:00Z",
+            "'+team",
+            "kueue:borrowing-charge/=evil,x/=HYPERLINK(1)/h100",
+            "6.000000",
+        ),
+        (
+            "2026-11-18T10:00:00Z",
+            "'-lender",
+            "kueue:lending-credit/=evil,x/@lend/h100",
+            "-6.000000",
+        ),
+    ]
+    assert sum(Decimal(r["total_cost"]) for r in rows) == Decimal("2.500000")
+    queue = [r for r in focus if r["ChargeCategory"] == "Adjustment"]
+    assert [(r["x_Team"], r["ResourceName"], r["BilledCost"]) for r in queue] == [
+        ("'+team", "'=HYPERLINK(1)", "6.000000"),
+        ("'-lender", "'@lend", "-6.000000"),
+    ]
