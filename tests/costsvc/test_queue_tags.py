@@ -171,13 +171,11 @@ def test_cluster_queue_label_without_and_with_the_watch(queue_prom: Prometheus, 
     }
     assert {k: v for k, v in line_tags(db).items() if k[1] == "p1"} == want
     # a reprice keeps the lines' queues and owners as charged
-    later = model(
-        {**CREDIT, "effective_from": "2026-11-18T11:00:00Z"}, team_from="local_queue_label"
-    )
+    later = model(team_from="cluster_queue_label")  # the policy none: every hour repriced
     engine = create_engine(db)
     try:
-        assert stale_hours(engine, later) == [H11, H12]
-        assert reprice(engine, later, "c1", [H11, H12]).done == [H11, H12]
+        assert stale_hours(engine, later) == HOURS
+        assert reprice(engine, later, "c1", HOURS).done == HOURS
     finally:
         engine.dispose()
     assert {k: v for k, v in line_tags(db).items() if k[1] == "p1"} == want
