@@ -241,3 +241,35 @@ def test_the_local_queue_watch_keeps_each_link_over_time(db: str, version: str) 
     assert [(r[0], r[2] is None) for r in rows] == [("cq-b", False), ("cq-c", True)]
     assert as_utc(rows[0][1]) == since
     assert as_utc(rows[0][2]) <= as_utc(rows[1][1])
+
+
+def test_serve_watches_local_queues_when_a_version_is_set(db: str) -> None:
+    """``serve``'s watches (costsvc/cli.py): the LocalQueues join the label watch with
+    ``COSTSVC_KUEUE_API_VERSION``; without it they are not listed."""
+    from costsvc.cli import _label_watcher
+    from costsvc.db.migrate import upgrade
+    from costsvc.kit.settings import Settings
+
+    upgrade(db)
+    kube = KubeApi()
+    path = "/apis/kueue.x-k8s.io/v1beta2/localqueues"
+    kube.put_object(path, _local_queue("train", "lq-b", "u1", "cq-b", "v1beta2"))
+    engine = create_engine(db)
+    since = datetime(2026, 11, 18, 9, tzinfo=UTC), datetime(2026, 11, 18, 10, tzinfo=UTC)
+    try:
+        plain = _label_watcher(Settings(database_url=db, kube_api_url=kube.url, cluster="c1"))
+        plain.stop()
+        assert "localqueues" not in plain.lists
+        asked = Settings(
+            database_url=db, kube_api_url=kube.url, cluster="c1", kueue_api_version="v1beta2"
+        )
+        watcher = _label_watcher(asked)
+        try:
+            history = LocalQueueHistory(engine, "c1")
+            wait_until(lambda: history.links_during(*since) == {("train", "lq-b"): "cq-b"})
+        finally:
+            watcher.stop()
+    finally:
+        kube.stop()
+        engine.dispose()
+    assert (path, "list") in kube.paths
