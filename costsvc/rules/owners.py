@@ -17,10 +17,17 @@ The queue step (the cost model's ``queues.owners``, docs/queues.md): a pod submi
 Kueue carries its LocalQueue's name in the label ``kueue.x-k8s.io/queue-name``
 (kubernetes-sigs/kueue ``pkg/controller/constants/constants.go`` ``QueueLabel``); its team can
 be that LocalQueue's (Kueue's custom label on its LocalQueue series, or the team labels of the
-LocalQueue's namespace). With ``pod_first`` the team is the pod's own label, else the
-queue's, else the namespace's; with ``queue_first`` the queue's, else the pod's, else the
-namespace's. A pod without the queue label, or whose queue has no team, falls back to the
-rule above. Project and stage never come from the queue.
+LocalQueue's namespace) or its ClusterQueue's. With ``pod_first`` the team is the pod's own
+label, else the queue's, else the namespace's; with ``queue_first`` the queue's, else the
+pod's, else the namespace's. A pod without the queue label, or whose queue has no team, falls back to the
+rule above. Project and stage never come from the queue. With ``cluster_queue_label`` the
+queue's team is the custom label of the LocalQueue's ClusterQueue (the link from the
+Kubernetes API, costsvc/queues/links.py), handed in as the LocalQueue's team.
+
+Beside the owner, the rule says which label decided it (:meth:`OwnerLookup.decided`, kept on
+the chargeback line as ``owner_from``): per dimension ``pod:<key>``, ``namespace:<key>`` (the
+key as configured), ``local_queue:<label>``, ``cluster_queue:<label>``,
+``local_queue_namespace:<key>``, or ``-`` (the fallback): ``team=pod:team;project=-;stage=-``.
 """
 
 from __future__ import annotations
