@@ -19,8 +19,9 @@ Kueue carries its LocalQueue's name in the label ``kueue.x-k8s.io/queue-name``
 be that LocalQueue's (Kueue's custom label on its LocalQueue series, or the team labels of the
 LocalQueue's namespace) or its ClusterQueue's. With ``pod_first`` the team is the pod's own
 label, else the queue's, else the namespace's; with ``queue_first`` the queue's, else the
-pod's, else the namespace's. A pod without the queue label, or whose queue has no team, falls back to the
-rule above. Project and stage never come from the queue. With ``cluster_queue_label`` the
+pod's, else the namespace's. A pod without the queue label, or whose queue has no team, falls
+back to the rule above. Project and stage never come from the queue. With
+``cluster_queue_label`` the
 queue's team is the custom label of the LocalQueue's ClusterQueue (the link from the
 Kubernetes API, costsvc/queues/links.py), handed in as the LocalQueue's team.
 
