@@ -269,7 +269,7 @@ def _label_watcher(settings: Settings) -> Any:
     engine = make_engine(settings.database_url)
     history = LabelHistory(engine, settings.cluster)
     # one list + watch of pods for both histories (kube/watch.py SharedWatches), not two
-    watcher = SharedWatches(
+    watches: list[Any] = [
         LabelWatcher(history, api, lambda kind: None),
         OwnerWatcher(
             OwnerHistory(engine, settings.cluster),
@@ -277,8 +277,16 @@ def _label_watcher(settings: Settings) -> Any:
             api,
             lambda kind: None,
         ),
-        name="costsvc",
-    )
+    ]
+    if settings.kueue_api_version:  # Kueue's LocalQueues: their ClusterQueue over time
+        from costsvc.queues.kube_watch import LocalQueueWatcher
+        from costsvc.queues.links import LocalQueueHistory
+        from kube.client import custom_api
+
+        links = LocalQueueHistory(engine, settings.cluster)
+        version = settings.kueue_api_version
+        watches.append(LocalQueueWatcher(links, custom_api(api), version, lambda kind: None))
+    watcher = SharedWatches(*watches, name="costsvc")
     watcher.start()
     return watcher
 

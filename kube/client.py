@@ -25,3 +25,10 @@ def resource_api(core: Any) -> Any:
     from kubernetes import client
 
     return client.ResourceV1Api(core.api_client)
+
+
+def custom_api(core: Any) -> Any:
+    """A CustomObjectsApi (custom resources: Kueue's LocalQueues) with ``core``'s connection."""
+    from kubernetes import client
+
+    return client.CustomObjectsApi(core.api_client)

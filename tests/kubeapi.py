@@ -256,6 +256,10 @@ OTHER_KINDS = {  # path -> (list kind, apiVersion)
     "/apis/apps/v1/replicasets": ("ReplicaSetList", "apps/v1"),
     "/apis/batch/v1/jobs": ("JobList", "batch/v1"),
     "/api/v1/resourcequotas": ("ResourceQuotaList", "v1"),
+    # Kueue's LocalQueues, both served versions (kubernetes-sigs/kueue apis/kueue/v1beta1,
+    # apis/kueue/v1beta2: localqueue_types.go)
+    "/apis/kueue.x-k8s.io/v1beta1/localqueues": ("LocalQueueList", "kueue.x-k8s.io/v1beta1"),
+    "/apis/kueue.x-k8s.io/v1beta2/localqueues": ("LocalQueueList", "kueue.x-k8s.io/v1beta2"),
 }
 
 

@@ -169,3 +169,16 @@ class QueueMoney:
     credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)
     premium_ppm: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+
+
+class QueueTags:
+    """After a chargeback line's own columns: its pod's Kueue queue at that hour — the
+    LocalQueue, its ClusterQueue and cohort, the ResourceFlavor of the line's GPUs ("" unknown,
+    docs/queues.md) — and which labels decided its owner (``owner_from``,
+    costsvc/rules/owners.py: ``team=pod:team;project=namespace:project;stage=-``)."""
+
+    queue: Mapped[str] = mapped_column(String(253), server_default="", sort_order=AFTER)
+    cluster_queue: Mapped[str] = mapped_column(String(253), server_default="", sort_order=AFTER)
+    cohort: Mapped[str] = mapped_column(String(253), server_default="", sort_order=AFTER)
+    flavor: Mapped[str] = mapped_column(String(253), server_default="", sort_order=AFTER)
+    owner_from: Mapped[str] = mapped_column(String(1000), server_default="", sort_order=AFTER)

@@ -23,7 +23,7 @@ from costsvc.inference.split import Priced, Served
 from costsvc.kit.times import as_utc
 from costsvc.queues.repository import QueueRows, load_queues, write_queues
 from costsvc.rules.attribution import Controller, GpuHour, Holding, HourFacts, Owner
-from costsvc.rules.chargeback import IDLE
+from costsvc.rules.chargeback import IDLE, OWNER_FROM, QUEUE
 from costsvc.rules.lines import HourResult
 from costsvc.rules.mig import Geometry, geometry
 from costsvc.rules.queues import QueueHour
@@ -223,7 +223,7 @@ def load_hour(conn: Connection, hour: datetime) -> tuple[HourFacts, Owners, Cont
     facts = HourFacts(hour)
     _load_gpus(conn, facts)
     _load_holdings(conn, facts)
-    owners, controllers = _load_charged(conn, hour)
+    owners, controllers = _load_charged(conn, hour, facts)
     return facts, owners, controllers
 
 
@@ -331,9 +331,9 @@ def _load_holdings(conn: Connection, facts: HourFacts) -> None:
         )
 
 
-def _load_charged(conn: Connection, hour: datetime) -> tuple[Owners, Controllers]:
+def _load_charged(conn: Connection, hour: datetime, facts: HourFacts) -> tuple[Owners, Controllers]:
     """The owner and the controller each pod of the hour was charged to (its lines but the
-    ``__idle__`` ones)."""
+    ``__idle__`` ones); each line's queue and owner provenance into ``facts.tags``."""
     c = Chargeback
     charged = conn.execute(
         select(
@@ -345,8 +345,14 @@ def _load_charged(conn: Connection, hour: datetime) -> tuple[Owners, Controllers
             c.stage,
             c.controller_kind,
             c.controller,
+            c.gpu_model,
+            c.mig_profile,
+            *(getattr(c, n) for n in (*QUEUE, OWNER_FROM)),
         ).where(c.hour == hour, c.team != IDLE)
     ).all()
+    for r in charged:
+        tags = (r.queue, r.cluster_queue, r.cohort, r.flavor, r.owner_from)
+        facts.tags[(r.cluster, r.namespace, r.pod, r.gpu_model, r.mig_profile)] = tags
     owners = {(r.cluster, r.namespace, r.pod): Owner(r.team, r.project, r.stage) for r in charged}
     controllers = {
         (r.cluster, r.namespace, r.pod): (r.controller_kind, r.controller) for r in charged

@@ -36,11 +36,13 @@ from costsvc.db.columns import (
     Owned,
     PodVersion,
     QueueMoney,
+    QueueTags,
     QuotaSeconds,
     Reported,
     Summed,
     Valid,
 )
+from costsvc.db.queue_links import LocalQueueLinks  # noqa: F401  (in Base.metadata)
 
 
 class CostModelVersion(Base):
@@ -165,7 +167,7 @@ class UsageFact(Hourly, Base):
     claim: Mapped[str] = mapped_column(String(507), server_default="")
 
 
-class Chargeback(Hourly, Owned, Charged, Lost, Base):
+class Chargeback(Hourly, Owned, Charged, Lost, QueueTags, Base):
     """Money per hour and owner (and node, GPU model, MIG profile), in micro-units of
     ``currency``. ``billing_month`` is the month the row is reported in: the hour's own month,
     or — for a correction of an hour in a month closed since (``correction``) — the next open

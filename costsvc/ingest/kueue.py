@@ -25,7 +25,7 @@ held); its integral, in resource-seconds, is rounded half to even to a whole one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -35,9 +35,11 @@ from costsvc.ingest.hour import MAX_GAP, SCRAPE_GAP, cluster_label
 from costsvc.ingest.prom import PrometheusReader, Series
 from costsvc.ingest.tokens import stored_text
 from costsvc.kit.money import round_micro
+from costsvc.rules.attribution import Tags, TagsOf
 from costsvc.rules.chargeback import UNALLOCATED
 from costsvc.rules.cost_model import QueueOwners
-from costsvc.rules.queues import QueueUse
+from costsvc.rules.owners import QUEUE_LABEL
+from costsvc.rules.queues import PodQueues, QueueUse
 
 NOMINAL = "kueue_cluster_queue_nominal_quota"
 USAGE = "kueue_cluster_queue_resource_usage"
@@ -134,3 +136,37 @@ def _longest(values: Mapping[str, Decimal]) -> str:
     """The value held longest (ties: the greater name, so the answer never depends on order)."""
     best = max(values.items(), key=lambda kv: (kv[1], kv[0]), default=None)
     return best[0] if best is not None and best[1] > 0 else ""
+
+
+def line_tags(
+    pod_labels: Mapping[tuple[str, str, str], Mapping[str, str]],
+    queues: PodQueues,
+    decided: Callable[[str, str, str], str],
+) -> TagsOf:
+    """A line's tags (costsvc/rules/attribution.py ``Tags``): its pod's LocalQueue (the queue
+    label in force that hour, kept form ``label_kueue_x_k8s_io_queue_name``), ClusterQueue,
+    cohort and flavor (``queues``), and which labels decided its owner (``decided``)."""
+
+    def tags_of(cluster: str, namespace: str, pod: str, model: str, mig: str) -> Tags:
+        queue = stored_text(pod_labels.get((cluster, namespace, pod), {}).get(QUEUE_LABEL, ""))
+        found = queues(cluster, namespace, queue, model, mig)
+        return (*found, stored_text(decided(cluster, namespace, pod), 1000))
+
+    return tags_of
+
+
+def queue_teams(
+    kueue: KueueHour, links: Mapping[LocalQueueKey, str], owners: QueueOwners
+) -> dict[LocalQueueKey, str]:
+    """The team of each LocalQueue for the owner rule's queue step: its own label's
+    (``local_queue_label``), or — ``cluster_queue_label`` — the team of the ClusterQueue it
+    points to (``links``) in the hour, from that ClusterQueue's label (none: no team)."""
+    if owners.team_from != "cluster_queue_label":
+        return kueue.local_queue_teams
+    teams = {
+        (cluster, u.cluster_queue): u.team
+        for cluster, uses in kueue.uses.items()
+        for u in uses
+        if u.team != UNALLOCATED
+    }
+    return {lq: t for lq, cq in links.items() if (t := teams.get((lq[0], cq)))}

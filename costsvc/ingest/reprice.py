@@ -80,6 +80,7 @@ def reprice(engine: Engine, model: CostModel, cluster: str, hours: list[datetime
             lambda *pod: owners.get(pod),
             model,
             lambda *pod: controllers.get(pod),
+            facts.tags_of,  # the queue and owner provenance as charged
         )
 
     def infer(result: HourResult, served: list[Served], owners: Owners) -> list[Priced]:

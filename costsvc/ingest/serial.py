@@ -29,17 +29,18 @@ from costsvc.db.engine import trouble
 from costsvc.db.hour_facts import flush_pod_days, store_hour
 from costsvc.inference.split import price_hour
 from costsvc.ingest.collect import collect_hour
-from costsvc.ingest.kueue import collect_kueue
+from costsvc.ingest.kueue import collect_kueue, line_tags, queue_teams
 from costsvc.ingest.prom import PrometheusError, PrometheusReader
 from costsvc.ingest.reader import Counts, RunReader
 from costsvc.ingest.tokens import collect_served
 from costsvc.kit.times import day_floor
 from costsvc.labels.history import LabelHistory
+from costsvc.queues.links import LocalQueueHistory
 from costsvc.rules.attribution import attribute_hour
 from costsvc.rules.cost_model import CostModel, MissingPrices
 from costsvc.rules.mig import UnknownMigGeometry
 from costsvc.rules.owners import OwnerLookup, merge_history
-from costsvc.rules.queues import price_queues, quota_hour
+from costsvc.rules.queues import PodQueues, price_queues, quota_hour
 from costsvc.rules.workloads import controllers_of
 
 log = logging.getLogger(__name__)
@@ -92,7 +93,11 @@ def ingest_hours(
     model_id = runs.record_cost_model(engine, model)
     per_day = Counter(day_floor(h) for h in hours)
     deferred = {day for day, n in per_day.items() if n >= DEFER_POD_DAYS_FROM}
-    labels = LabelHistory(engine, cluster), OwnerHistory(engine, cluster)
+    labels = (
+        LabelHistory(engine, cluster),
+        OwnerHistory(engine, cluster),
+        LocalQueueHistory(engine, cluster),
+    )
     reader = RunReader(prom)  # the run's reads, and the threads they run on
     report = Report(reads=reader.counts)
     try:
@@ -157,14 +162,14 @@ def _hour(
     source: str,
     run_id: int,
     watermark: bool,
-    labels: tuple[LabelHistory, OwnerHistory],
+    labels: tuple[LabelHistory, OwnerHistory, LocalQueueHistory],
     defer: bool = False,
 ) -> None:
     """One hour: collected, attributed, priced and stored in one transaction (``defer``: its
     day's per-pod rollup left pending)."""
     facts = collect_hour(reader, hour, cluster, source)
     end = hour + timedelta(hours=1)
-    history, owner_history = labels
+    history, owner_history, queue_history = labels
     pod_labels, spaces = history.labels_during(hour, end)
     merge_history(facts, cluster, pod_labels, spaces)
     # controllers: the Kubernetes-API history wins over kube-state-metrics'
@@ -173,14 +178,13 @@ def _hour(
     facts.controllers.update({(cluster, *pod): c for pod, c in found.items()})
     queue_owners = model.queues.owners
     kueue = collect_kueue(reader.prom, hour, cluster, queue_owners)
-    owners = OwnerLookup(facts, model.labels, queue_owners, kueue.local_queue_teams)
+    links = {(cluster, *k): cq for k, cq in queue_history.links_during(hour, end).items()}
+    pod_queues = PodQueues(kueue.uses, links, model.queues.flavors)
+    teams = queue_teams(kueue, links, queue_owners)
+    owners = OwnerLookup(facts, model.labels, queue_owners, teams)
+    tags = line_tags(facts.pod_labels, pod_queues, owners.decided)
     result = attribute_hour(
-        hour,
-        facts.gpus,
-        facts.holdings,
-        owners,
-        model,
-        facts.controller_of,
+        hour, facts.gpus, facts.holdings, owners, model, facts.controller_of, tags
     )
     served = collect_served(reader.prom, hour, cluster, facts.pod_labels, model.labels.role)
     priced = price_hour(served, result, model, owners)

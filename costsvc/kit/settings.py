@@ -83,6 +83,9 @@ class Settings(BaseSettings):
     kubeconfig: Path | None = None  # the label watcher of `serve`: a kubeconfig file,
     kube_api_url: str | None = None  # or an API URL without credentials (kubectl proxy);
     # in a pod, the in-cluster configuration is used when neither is set
+    # Kueue's LocalQueues watched too (their ClusterQueue over time, docs/queues.md): the
+    # kueue.x-k8s.io version the cluster serves; unset: not watched
+    kueue_api_version: Literal["v1beta1", "v1beta2"] | None = None
 
     @field_validator("prometheus_headers")
     @classmethod

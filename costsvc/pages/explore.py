@@ -65,6 +65,10 @@ DRILL = {
     "node": "gpu_model",
     "gpu_model": "mig_profile",
     "mig_profile": "pod",
+    "cohort": "cluster_queue",  # Kueue: a cohort's ClusterQueues, their LocalQueues, pods
+    "cluster_queue": "queue",
+    "queue": "pod",
+    "flavor": "cluster_queue",
 }
 Filters = tuple[tuple[str, tuple[str, ...]], ...]
 TOTALS = (  # the columns the table adds up

@@ -33,6 +33,7 @@ from costsvc.reports.focus import (
     _unit_price,
 )
 from costsvc.reports.split import Held, OriginKey, Part, origin_key, parts, ratios
+from costsvc.rules.chargeback import OWNER
 from costsvc.rules.cost_model import Policies
 
 ALLOCATED_COLUMNS: tuple[str, ...] = (
@@ -50,6 +51,7 @@ COLUMNS13: tuple[str, ...] = FOCUS13_COLUMNS + CUSTOM13_COLUMNS
 # the data generator's tag keys carry its prefix (allocatedtags.md: data generator-defined tag
 # keys MUST be prefixed); the owner's keys are the cost model's own names, as in 1.2's Tags
 TAG_PREFIX = "gpu-finops/"
+TAG_CUT = 317  # a label key's longest (253 prefix, "/", 63 name): keys and values cut there
 
 # (row, how it held its GPUs or None) of one hour
 Held13 = tuple[ChargeRow, Held | None]
@@ -134,11 +136,27 @@ def _allocated(part: Part) -> dict[str, str]:
         tags[f"{TAG_PREFIX}container"] = row.container
     if row.controller:
         tags[f"{TAG_PREFIX}workload"] = f"{row.controller_kind}/{row.controller}"
+    tags.update(owner_tags(row))
     return {
         "AllocatedResourceId": resource_id,
         "AllocatedResourceName": name,
         "AllocatedTags": _json(tags),
     }
+
+
+def owner_tags(row: ChargeRow) -> dict[str, str]:
+    """The labels that decided the row's owner (its ``owner_from``, costsvc/rules/owners.py):
+    ``gpu-finops/owner-label/<where>:<label key>`` -> the label's value (the owner it named),
+    ``<where>`` being ``pod``, ``namespace`` or the queue's source; a dimension no label
+    decided (the fallback ``__unallocated__``) has none. Untrusted text: each cut to
+    :data:`TAG_CUT` characters (JSON-escaped where written)."""
+    tags: dict[str, str] = {}
+    for part in row.owner_from.split(";"):
+        dimension, _, source = part.partition("=")
+        if dimension in OWNER and source and source != "-":
+            key = f"{TAG_PREFIX}owner-label/{source}"[: len(TAG_PREFIX) + 12 + TAG_CUT]
+            tags[key] = str(getattr(row, dimension))[:TAG_CUT]
+    return tags
 
 
 def _cells13(

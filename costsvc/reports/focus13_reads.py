@@ -55,6 +55,7 @@ def _rows(conn: Connection, month: str, hour: datetime) -> list[ChargeRow]:
             c.unavailable,
             c.unavailable_gpu_hours,
             c.unit_price,
+            c.owner_from,
         )
         .where(c.billing_month == month, c.hour == hour)
         .order_by(*key, c.container, c.correction)
@@ -85,6 +86,7 @@ def _rows(conn: Connection, month: str, hour: datetime) -> list[ChargeRow]:
                 unavailable=amounts[9],
                 unavailable_gpu_hours=amounts[10],
                 unit_price=None if r[n + 16] is None else int(r[n + 16]),
+                owner_from=r[n + 17],
             )
         )
     return out

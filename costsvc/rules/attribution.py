@@ -134,6 +134,10 @@ class Owner:
 
 Controller = tuple[str, str]  # a pod's controller: (kind as the API names it, name)
 NO: Controller = ("", "")
+# a line's queue and owner provenance: LocalQueue, ClusterQueue, cohort, flavor, owner_from
+Tags = tuple[str, str, str, str, str]
+TagsOf = Callable[[str, str, str, str, str], Tags]  # (cluster, namespace, pod, model, MIG)
+NO_TAGS: Tags = ("", "", "", "", "")
 
 
 @dataclass
@@ -148,9 +152,14 @@ class HourFacts:
     namespace_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     node_of: dict[GpuKey, str] = field(default_factory=dict)  # (cluster, GPU UUID) -> node
     controllers: dict[PodKey, Controller] = field(default_factory=dict)  # pods' controllers
+    # a repriced hour's lines' tags as charged: (cluster, namespace, pod, model, MIG) -> tags
+    tags: dict[tuple[str, str, str, str, str], Tags] = field(default_factory=dict)
 
     def controller_of(self, cluster: str, namespace: str, pod: str) -> Controller | None:
         return self.controllers.get((cluster, namespace, pod))
+
+    def tags_of(self, cluster: str, namespace: str, pod: str, model: str, mig: str) -> Tags:
+        return self.tags.get((cluster, namespace, pod, model, mig), NO_TAGS)
 
 
 def with_geometry(facts: HourFacts, geometry: dict[GpuKey, Geometry]) -> None:
@@ -193,16 +202,19 @@ def attribute_hour(
     owner_of: Callable[[str, str, str], Owner | None],
     model: CostModel,
     controller_of: Callable[[str, str, str], Controller | None] | None = None,
+    tags_of: TagsOf | None = None,
 ) -> HourResult:
     """Chargeback lines of one hour. ``owner_of(cluster, namespace, pod)`` gives a pod's
     owner (None: nobody, ``__unallocated__``), ``controller_of`` its controller (None: none
-    known). Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU
-    present (costsvc.ingest.gauges.exporter and costsvc.ingest.integrals do)."""
+    known), ``tags_of`` a line's queue and which labels decided its owner (None: "").
+    Holdings of GPUs not in ``gpus`` are ignored: the caller makes every held GPU present
+    (costsvc.ingest.gauges.exporter and costsvc.ingest.integrals do)."""
     gpus = list(gpus)
     by_gpu: dict[GpuKey, list[Holding]] = {}
     for h in sorted(holdings, key=_order):  # a canonical order: ties split the same way
         by_gpu.setdefault(h.gpu, []).append(h)
     charging = _Charging(hour, gpus, model, owner_of, controller_of)
+    charging.tags_of = tags_of
     for g in gpus:
         charging.gpu(g, by_gpu.get(g.key, []))
     result = charging.result
@@ -228,6 +240,7 @@ class _Charging:
         self.model = model
         self.owner_of = owner_of
         self.controller_of = controller_of
+        self.tags_of: TagsOf | None = None
         # raises MissingPrices naming every unpriced model
         self.prices = model.prices_for(
             hour, sorted({(g.model, g.node_pool) for g in gpus}, key=str)
@@ -329,6 +342,7 @@ class _Charging:
         lines = self.lines
         owner_of = self.owner_of
         controller_of = self.controller_of
+        tags_of = self.tags_of
         for h, allocated, gpu_hours, mj, mg in zip(
             held, parts, held_parts, energy, co2e, strict=True
         ):
@@ -343,6 +357,11 @@ class _Charging:
                 UNALLOCATED, UNALLOCATED, UNALLOCATED
             )
             kind, name = (controller_of and controller_of(g.cluster, h.namespace, h.pod)) or NO
+            tags = (
+                tags_of(g.cluster, h.namespace, h.pod, g.model, h.mig_profile)
+                if tags_of
+                else NO_TAGS
+            )
             key = (
                 g.cluster,
                 who.team,
@@ -356,6 +375,7 @@ class _Charging:
                 h.container,
                 kind,
                 name,
+                *tags,
             )
             line = lines.get(key)
             if line is None:

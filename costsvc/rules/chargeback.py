@@ -5,9 +5,11 @@ no I/O, no database.
 
 A line is keyed by :data:`LINE_KEY`: :data:`KEY` (who held the GPU, and where), and the
 holding's container and its pod's controller (:data:`WORKLOAD`, as at that hour: OpenCost's
-container, controller and controllerKind); it carries the :data:`MONEY` columns in integer
-micro-units (``gpu_hours`` in micro GPU-hours). ``__idle__`` is capacity
-nobody held; ``__unallocated__`` is a pod whose labels name no team (docs/cost-model.md).
+container, controller and controllerKind), the pod's Kueue queue (:data:`QUEUE`) and which
+labels decided its owner (:data:`OWNER_FROM`), each a function of the pod and hour; it
+carries the :data:`MONEY` columns in integer micro-units (``gpu_hours`` in micro GPU-hours).
+``__idle__`` is capacity nobody held; ``__unallocated__`` is a pod whose labels name no team
+(docs/cost-model.md).
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ KEY = ("cluster", *OWNER, "namespace", "pod", "node", "gpu_model", "mig_profile"
 # the container and the pod's controller (kind as the Kubernetes API names it, and name): ""
 # where unknown; columns after KEY in the tables, at the end of the CSV
 WORKLOAD = ("container", "controller_kind", "controller")
-LINE_KEY = (*KEY, *WORKLOAD)
+# the pod's Kueue queue at that hour (docs/queues.md, "The queue of a pod"): its LocalQueue,
+# that LocalQueue's ClusterQueue and cohort, the ResourceFlavor of the line's GPUs; "" unknown
+QUEUE = ("queue", "cluster_queue", "cohort", "flavor")
+# which label decided the owner (costsvc/rules/owners.py ``decided``): not a dimension
+OWNER_FROM = "owner_from"
+LINE_KEY = (*KEY, *WORKLOAD, *QUEUE, OWNER_FROM)
 MONEY = ("allocated", "used", "waste", "idle", "gpu_hours", "unavailable", "unavailable_gpu_hours")
 # energy (mJ) and carbon (mg CO2e) of a line, kept like allocated and idle (costsvc/rules/energy.py)
 ENERGY = ("energy_mj", "idle_energy_mj", "co2e_mg", "idle_co2e_mg")
@@ -44,6 +51,7 @@ DIMENSIONS = (
     "mig_profile",
     *WORKLOAD,
     "workload",
+    *QUEUE,
 )
 OWNER_DIMENSIONS = frozenset({*OWNER, "cluster"})  # what the per-owner rollup keeps
 
@@ -62,7 +70,7 @@ class Spent:
         return self.allocated - self.used - self.waste
 
 
-assert set(DIMENSIONS) == {*LINE_KEY, "workload"}
+assert set(DIMENSIONS) == {*LINE_KEY, "workload"} - {OWNER_FROM}
 
 
 def billing_month_for(month: str, closed: set[str]) -> str:

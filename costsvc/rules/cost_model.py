@@ -235,11 +235,15 @@ class LabelKeys(_Model):
 class QueueOwners(_Model):
     """Where the owner rule takes a Kueue-submitted pod's team from (docs/queues.md):
     ``off``; ``local_queue_label``: the ``label`` Kueue puts on its LocalQueue series (a
-    custom metric label, ``custom_<name>``); ``local_queue_namespace``: the team labels of the
-    LocalQueue's namespace. ``precedence``: ``pod_first`` (the pod's own team label, then the
-    queue's, then the namespace's) or ``queue_first`` (the queue's over the pod's own)."""
+    custom metric label, ``custom_<name>``); ``cluster_queue_label``: that label on the
+    LocalQueue's ClusterQueue (the link from the Kubernetes API); ``local_queue_namespace``:
+    the team labels of the LocalQueue's namespace. ``precedence``: ``pod_first`` (the pod's
+    own team label, then the queue's, then the namespace's) or ``queue_first`` (the queue's
+    over the pod's own)."""
 
-    team_from: Literal["off", "local_queue_label", "local_queue_namespace"] = "off"
+    team_from: Literal[
+        "off", "local_queue_label", "cluster_queue_label", "local_queue_namespace"
+    ] = "off"
     precedence: Literal["pod_first", "queue_first"] = "pod_first"
     # Kueue's ControllerMetricsCustomLabel: "custom_" + its name (kubernetes-sigs/kueue
     # apis/config/v1beta2/configuration_types.go, pkg/metrics/custom_labels.go)

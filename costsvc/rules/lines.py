@@ -39,6 +39,11 @@ class Line:
     container: str = ""  # the holding's container
     controller_kind: str = ""  # the pod's controller at that hour ("" none)
     controller: str = ""
+    queue: str = ""  # the pod's LocalQueue, its ClusterQueue and cohort, the GPUs' flavor
+    cluster_queue: str = ""
+    cohort: str = ""
+    flavor: str = ""
+    owner_from: str = ""  # which labels decided the owner (costsvc/rules/owners.py)
     allocated: int = 0
     used: int = 0
     waste: int = 0  # allocated - used where measured; allocated - used - waste is unmeasured

@@ -29,7 +29,7 @@ credits exactly, and the fleet's total is the GPUs' cost, unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
@@ -213,3 +213,49 @@ def resource_price(model: CostModel, at: datetime, flavor: str, resource: str) -
     if slices is None or gpu is None:
         return None
     return per_gpu * Fraction(billed_share(*slices, gpu, model.policies.mig_share_basis))
+
+
+PodQueue = tuple[str, str, str, str]  # LocalQueue, ClusterQueue, cohort, flavor ("" unknown)
+
+
+class PodQueues:
+    """The queue of a pod's line in one hour (docs/queues.md, "The queue of a pod"): its
+    LocalQueue (the pod's queue label), the LocalQueue's ClusterQueue (``links``, from the
+    Kubernetes API; "" where unknown), that ClusterQueue's cohort in the hour (Kueue's series),
+    and the flavor of the line's GPUs: of the ClusterQueue's flavors with the line's resource
+    (``nvidia.com/mig-<profile>`` for a MIG line, a whole-GPU resource otherwise), the only
+    one, else the only one whose GPU model (``queues.flavors``) is the line's; else ""."""
+
+    def __init__(
+        self,
+        uses: Mapping[str, Sequence[QueueUse]],
+        links: Mapping[tuple[str, str, str], str],
+        flavors: Mapping[str, str],
+    ) -> None:
+        self._links = links
+        self._flavors = flavors
+        self._uses: dict[tuple[str, str], list[QueueUse]] = {}
+        for cluster, found in uses.items():
+            for u in found:
+                self._uses.setdefault((cluster, u.cluster_queue), []).append(u)
+
+    def __call__(
+        self, cluster: str, namespace: str, queue: str, gpu_model: str, mig_profile: str
+    ) -> PodQueue:
+        if not queue:
+            return ("", "", "", "")
+        cluster_queue = self._links.get((cluster, namespace, queue), "")
+        uses = self._uses.get((cluster, cluster_queue), []) if cluster_queue else []
+        if not uses:
+            return (queue, cluster_queue, "", "")
+        mig = MIG_RESOURCE + mig_profile if mig_profile else None
+        fits = sorted(
+            {
+                u.flavor
+                for u in uses
+                if (u.resource == mig if mig else not u.resource.startswith(MIG_RESOURCE))
+            }
+        )
+        if len(fits) > 1:
+            fits = [f for f in fits if self._flavors.get(f) == gpu_model]
+        return (queue, cluster_queue, uses[0].cohort, fits[0] if len(fits) == 1 else "")

@@ -32,12 +32,20 @@ GPUs (one pod each, the whole three hours): GPU-K1 train/p1 with the queue label
 (LocalQueue train/lq-b: custom_team ``beta``, ``beta2`` from 11:00) -> beta, then beta2;
 GPU-K2 train/p2 without the queue label -> its namespace's ns-team; GPU-K3 train/p3 with
 ``lq-b`` and its own team label ``own`` -> own (pod_first). Fleet: 3 x 2.50 = 7.500000 an hour.
+
+The link of lq-b (:func:`keep_links`, as the LocalQueue watch keeps it): ClusterQueue cq-b at
+10:00, cq-c from 11:00 (re-pointed) — so p1's and p3's lines are in cohort ``research``,
+flavor ``h100`` (cq-b's and cq-c's one GPU flavor) every hour; p2's have no queue ("").
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from sqlalchemy import create_engine
+
+from costsvc.db.migrate import upgrade
+from costsvc.queues.links import LocalQueueHistory
 from costsvc.rules.cost_model import CostModel, parse
 from tests.costsvc.inference_history import _History
 
@@ -48,7 +56,9 @@ H100 = "NVIDIA H100 80GB HBM3"
 QUEUE_LABEL = "label_kueue_x_k8s_io_queue_name"  # kube-state-metrics' kueue.x-k8s.io/queue-name
 
 
-def model(*borrowing: dict[str, str], precedence: str = "pod_first") -> CostModel:
+def model(
+    *borrowing: dict[str, str], precedence: str = "pod_first", team_from: str = "local_queue_label"
+) -> CostModel:
     return parse(
         {
             "versions": [
@@ -58,12 +68,30 @@ def model(*borrowing: dict[str, str], precedence: str = "pod_first") -> CostMode
                 }
             ],
             "queues": {
-                "owners": {"team_from": "local_queue_label", "precedence": precedence},
+                "owners": {"team_from": team_from, "precedence": precedence},
                 "flavors": {"h100": H100, "h100-mig": H100},
                 "borrowing": list(borrowing),
             },
         }
     )
+
+
+# LocalQueue train/lq-b's ClusterQueue as the Kubernetes-API watch keeps it: cq-b since the day
+# before, until 11:00, when lq-b is deleted and created again pointing to cq-c (a LocalQueue's
+# spec.clusterQueue is immutable: kubernetes-sigs/kueue apis/kueue/v1beta2/localqueue_types.go)
+REPOINTED = START + timedelta(hours=1)
+
+
+def keep_links(db_url: str, cluster: str = "c1") -> None:
+    upgrade(db_url)
+    engine = create_engine(db_url)
+    try:
+        links = LocalQueueHistory(engine, cluster)
+        links.observe("train", "lq-b", "cq-b", START, START - timedelta(days=1))
+        links.close("train", "lq-b", REPOINTED)
+        links.observe("train", "lq-b", "cq-c", REPOINTED, REPOINTED)
+    finally:
+        engine.dispose()
 
 
 CREDIT = {"effective_from": "2026-11-18T10:00:00Z", "policy": "credit_lenders", "premium": "1.2"}

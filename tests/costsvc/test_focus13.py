@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +24,8 @@ import pytest
 from sqlalchemy import create_engine
 
 from costsvc.months.close import close_month
+from costsvc.reports.focus import ChargeRow
+from costsvc.reports.focus13 import owner_tags
 from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import focus_csv
 from costsvc.reports.split import METHODS
@@ -300,3 +303,48 @@ def test_a_correction_in_a_later_month_is_split_the_same_way(
     assert violations(rows) == []
     for total in sums(rows).values():  # 0.60 more for each GPU-hour of each node
         assert total["BilledCost"] == Decimal("0.6") and total["PricingQuantity"] == 0
+
+
+def _owner_labels(row: Row) -> dict[str, str]:
+    tags = json.loads(row["AllocatedTags"]) if row["AllocatedTags"] else {}
+    return {k: v for k, v in tags.items() if k.startswith("gpu-finops/owner-label/")}
+
+
+def test_allocated_tags_name_the_labels_that_decided_the_owner(
+    prometheus: Prometheus, prometheus14: Prometheus, db_url: str
+) -> None:
+    """06:00 (history.py): x, x2, y, z carry their own ``team`` label, r its last one
+    (``after``); no pod or namespace has ``project`` or ``stage`` (``__unallocated__``, no label
+    decided: no tag); idle and lost charges have no AllocatedTags."""
+    _ingest(prometheus, prometheus14, db_url, "default")
+    rows = [r for r in export(db_url) if r["ChargePeriodStart"].startswith("2026-11-10T06")]
+    found = {r["x_Pod"]: _owner_labels(r) for r in rows if r["x_Pod"]}
+    assert found == {
+        pod: {"gpu-finops/owner-label/pod:team": team}
+        for pod, team in (("x", "x"), ("x2", "x"), ("y", "y"), ("z", "z"), ("r", "after"))
+    }
+    assert all(r["AllocatedTags"] == "" for r in rows if not r["x_Pod"])
+
+
+def test_owner_label_tags_are_cut_and_escaped() -> None:
+    """Label values are untrusted: a formula, a quote and a newline stay text in the JSON
+    (the cell starts with ``{``), cut to 317 characters."""
+    row = ChargeRow(
+        cluster="c1",
+        team='=HYPERLINK("x")\n' + "t" * 400,
+        project="llm",
+        stage="__unallocated__",
+        namespace="ns",
+        pod="p",
+        owner_from="team=namespace:app.kubernetes.io/team;project=pod:project;stage=-;junk",
+        hour=datetime(2026, 11, 10, 6, tzinfo=UTC),
+        billing_month="2026-11",
+        correction=False,
+        currency="USD",
+    )
+    tags = owner_tags(row)
+    assert tags == {
+        "gpu-finops/owner-label/namespace:app.kubernetes.io/team": row.team[:317],
+        "gpu-finops/owner-label/pod:project": "llm",
+    }
+    assert json.loads(json.dumps(tags)) == tags and len(tags[next(iter(tags))]) == 317

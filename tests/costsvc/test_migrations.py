@@ -29,6 +29,7 @@ TABLES = {
     "gpu_hours",
     "inference_hours",
     "ingest_runs",
+    "local_queue_links",
     "month_closes",
     "namespace_labels",
     "pod_labels",
@@ -137,4 +138,4 @@ def test_a_downgrade_past_0017_waits_for_the_pending_days(db_url: str) -> None:
     finally:
         engine.dispose()
     downgrade(db_url, "0016")
-    assert tables(db_url) == TABLES - {"cost_pod_days_pending", "queue_hours"}
+    assert tables(db_url) == TABLES - {"cost_pod_days_pending", "queue_hours", "local_queue_links"}

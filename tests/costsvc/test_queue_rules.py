@@ -14,6 +14,7 @@ from costsvc.rules.attribution import HourFacts
 from costsvc.rules.cost_model import CostModel, CostModelError, MissingPrices, parse
 from costsvc.rules.owners import QUEUE_LABEL, OwnerLookup
 from costsvc.rules.queues import (
+    PodQueues,
     QueueHour,
     QueueUse,
     credit_lenders,
@@ -216,3 +217,78 @@ def test_the_owner_rules_queue_step(owners: dict[str, str], teams: dict[str, str
 def test_bad_queue_settings_are_refused_naming_them(queues: dict[str, object], where: str) -> None:
     with pytest.raises(CostModelError, match=re.escape(where)):
         model(**queues)
+
+
+@pytest.mark.parametrize(
+    ("owners", "decided"),
+    [
+        (
+            {},
+            "team=pod:team",
+        ),
+        ({"team_from": "local_queue_label"}, "team=pod:team"),  # pod_first: its own label
+        (
+            {"team_from": "local_queue_label", "precedence": "queue_first"},
+            "team=local_queue:custom_team",
+        ),
+        (
+            {"team_from": "cluster_queue_label", "precedence": "queue_first"},
+            "team=cluster_queue:custom_team",
+        ),
+        (
+            {"team_from": "local_queue_namespace", "precedence": "queue_first"},
+            "team=local_queue_namespace:team",
+        ),
+    ],
+)
+def test_which_labels_decided_the_owner(owners: dict[str, str], decided: str) -> None:
+    """``owner_from``: per dimension, where its value came from; ``-`` where none did."""
+    facts = HourFacts(
+        AT,
+        pod_labels={
+            ("c1", "ns", "own"): {QUEUE_LABEL: "lq", "label_team": "own-team"},
+            ("c1", "ns", "plain"): {},
+        },
+        namespace_labels={("c1", "ns"): {"label_team": "ns-team", "label_project": "p"}},
+    )
+    m = model(owners=owners)
+    lookup = OwnerLookup(facts, m.labels, m.queues.owners, {("c1", "ns", "lq"): "lq-team"})
+    assert lookup.decided("c1", "ns", "own") == decided + ";project=namespace:project;stage=-"
+    # no queue label: its namespace's labels decide, whatever the queue step
+    assert (
+        lookup.decided("c1", "ns", "plain")
+        == "team=namespace:team;project=namespace:project;stage=-"
+    )
+    assert lookup.decided("c1", "elsewhere", "gone") == "team=-;project=-;stage=-"
+
+
+def test_the_queue_of_a_line() -> None:
+    """LocalQueue -> ClusterQueue (the watch), its cohort, the flavor of the line's GPUs."""
+    uses = {
+        "c1": [
+            QueueUse("research", "cq-b", "h100", "nvidia.com/gpu", H, H, "beta"),
+            QueueUse("research", "cq-b", "h100-spot", "nvidia.com/gpu", H, 0, "beta"),
+            QueueUse("research", "cq-b", "a100", "nvidia.com/gpu", H, 0, "beta"),
+            QueueUse("mig", "cq-d", "h100-mig", "nvidia.com/mig-1g.10gb", 7 * H, H, "delta"),
+            QueueUse("mig", "cq-d", "h100", "nvidia.com/gpu", H, 0, "delta"),
+        ]
+    }
+    links = {
+        ("c1", "ns", "lq-b"): "cq-b",
+        ("c1", "ns", "lq-d"): "cq-d",
+        ("c1", "ns", "lq-x"): "gone",
+    }
+    flavors = {"h100": H100, "h100-spot": H100, "a100": "NVIDIA A100", "h100-mig": H100}
+    queues = PodQueues(uses, links, flavors)
+    # two flavors of cq-b are H100s: which one is unknown; its one A100 flavor is known
+    assert queues("c1", "ns", "lq-b", H100, "") == ("lq-b", "cq-b", "research", "")
+    assert queues("c1", "ns", "lq-b", "NVIDIA A100", "") == ("lq-b", "cq-b", "research", "a100")
+    # a MIG line: the flavor with its MIG resource; a whole GPU: the whole-GPU flavor
+    assert queues("c1", "ns", "lq-d", H100, "1g.10gb") == ("lq-d", "cq-d", "mig", "h100-mig")
+    assert queues("c1", "ns", "lq-d", H100, "") == ("lq-d", "cq-d", "mig", "h100")
+    assert queues("c1", "ns", "lq-d", H100, "2g.20gb") == ("lq-d", "cq-d", "mig", "")
+    # no series of its ClusterQueue, no link, no queue label
+    assert queues("c1", "ns", "lq-x", H100, "") == ("lq-x", "gone", "", "")
+    assert queues("c1", "ns", "lq-new", H100, "") == ("lq-new", "", "", "")
+    assert queues("c1", "ns", "", H100, "") == ("", "", "", "")
+    assert queues("c2", "ns", "lq-b", H100, "") == ("lq-b", "", "", "")  # another cluster's

@@ -298,6 +298,7 @@ def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
         "resource.k8s.io": {"resourceslices"},
         "apps": {"replicasets"},  # workloads and quotas: docs/rightsizing.md
         "batch": {"jobs"},
+        "kueue.x-k8s.io": {"localqueues"},  # a LocalQueue's ClusterQueue: docs/queues.md
     }
     for role in roles.values():
         for rule in role["rules"]:
@@ -316,11 +317,9 @@ def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
             )
     # the exporter watches its node's pods and ResourceSlices (DRA); the cost service pods and
     # namespaces (labels), ReplicaSets and Jobs (workloads) and ResourceQuotas
-    # (docs/rightsizing.md)
-    assert granted == {
-        "gpu-exporter": {"pods", "resourceslices"},
-        "gpu-costsvc": {"pods", "namespaces", "resourcequotas", "replicasets", "jobs"},
-    }
+    # (docs/rightsizing.md), Kueue's LocalQueues (docs/queues.md)
+    costsvc = {"pods", "namespaces", "resourcequotas", "replicasets", "jobs", "localqueues"}
+    assert granted == {"gpu-exporter": {"pods", "resourceslices"}, "gpu-costsvc": costsvc}
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
     for kind in WORKLOADS:
         for workload in objects(kind):
