@@ -104,6 +104,8 @@ VALUE_SETS: dict[str, dict[str, Any]] = {
             "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
         },
     },
+    # Kueue's LocalQueues watched: the env var and the ClusterRole's rule (test_kueue.py)
+    "kueue": {"costsvc": {"kueue": {"apiVersion": "v1beta2"}}},
     "sqlite": {
         "costsvc": {"database": {"sqlite": {"enabled": True, "storageClassName": "standard"}}},
         "networkPolicy": {"enabled": False},

@@ -51,6 +51,8 @@ def _script(name: str) -> dict[str, Any]:
             "/costsvc/migrations",
         ),
         ({"costsvc": {"cluster": "east west"}}, "/costsvc/cluster"),
+        # Kueue's served versions only (costsvc/kit/settings.py kueue_api_version)
+        ({"costsvc": {"kueue": {"apiVersion": "v1"}}}, "/costsvc/kueue/apiVersion"),
         ({"dashboards": {"labelValue": 1}}, "/dashboards/labelValue"),
     ],
 )

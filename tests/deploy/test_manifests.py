@@ -317,8 +317,8 @@ def test_rbac_is_read_only_pods_namespaces_and_resourceslices() -> None:
             )
     # the exporter watches its node's pods and ResourceSlices (DRA); the cost service pods and
     # namespaces (labels), ReplicaSets and Jobs (workloads) and ResourceQuotas
-    # (docs/rightsizing.md), Kueue's LocalQueues (docs/queues.md)
-    costsvc = {"pods", "namespaces", "resourcequotas", "replicasets", "jobs", "localqueues"}
+    # (docs/rightsizing.md); Kueue's LocalQueues only in overlays/kueue (test_kueue.py)
+    costsvc = {"pods", "namespaces", "resourcequotas", "replicasets", "jobs"}
     assert granted == {"gpu-exporter": {"pods", "resourceslices"}, "gpu-costsvc": costsvc}
     accounts = {sa["metadata"]["name"] for sa in objects("ServiceAccount")}
     for kind in WORKLOADS:
