@@ -272,6 +272,8 @@ def test_a_closed_month_gets_queue_corrections(queue_prom: Prometheus, db: str) 
         f13 = _check_focus13("".join(focus13_csv(engine, "2026-12")))
         with engine.connect() as conn:
             totals = queue_totals(conn, HOURS[0], HOURS[-1] + timedelta(hours=1), ["cohort"], {})
+        assert reprice(engine, NONE, "c1", HOURS).done == HOURS  # back to none: all taken back
+        undone = _rows("".join(chargeback_csv(engine, "2026-12")))
     finally:
         engine.dispose()
     assert _queue_lines(_rows(text)) == []
@@ -298,6 +300,7 @@ def test_a_closed_month_gets_queue_corrections(queue_prom: Prometheus, db: str) 
     assert by_cohort["research"]["borrowing_charge"] == "18.000000"
     assert by_cohort["mig"]["borrowing_charge"] == "3.857142"
     assert by_cohort["mig"]["borrowing_net"] == "0.000000"
+    assert undone == []  # the corrections are back to 0: no line
 
 
 def hostile_history() -> str:
