@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import BigInteger, DateTime, MetaData, String
+from sqlalchemy import BigInteger, DateTime, MetaData, String, false
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -169,6 +169,27 @@ class QueueMoney:
     credit: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
     price: Mapped[int | None] = mapped_column(BigInteger, sort_order=AFTER)
     premium_ppm: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
+
+
+class QueueBilled:
+    """After :class:`QueueMoney`, where a ``queue_hours`` row is billed: ``billing_month`` the
+    hour's own month, or — a ``correction`` of an hour in a month closed since (the difference,
+    new minus billed, costsvc/queues/repository.py) — the next open month (docs/queues.md)."""
+
+    billing_month: Mapped[str] = mapped_column(String(7), sort_order=AFTER)  # YYYY-MM
+    correction: Mapped[bool] = mapped_column(server_default=false(), sort_order=AFTER)
+
+
+# the unique key of a queue_hours row: a correction is billed in another month than the hour's
+QUEUE_HOUR_KEY = (
+    "hour",
+    "cluster",
+    "cohort",
+    "cluster_queue",
+    "flavor",
+    "resource",
+    "billing_month",
+)
 
 
 class QueueTags:

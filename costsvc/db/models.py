@@ -26,6 +26,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from costsvc.db.columns import (
     AFTER,
     LEAD,
+    QUEUE_HOUR_KEY,
     Advised,
     Base,  # also taken from here by migrations/env.py and the tests
     Charged,
@@ -35,6 +36,7 @@ from costsvc.db.columns import (
     Money,
     Owned,
     PodVersion,
+    QueueBilled,
     QueueMoney,
     QueueTags,
     QuotaSeconds,
@@ -487,12 +489,12 @@ class InferenceHour(Hourly, Money, Base):
     output_used: Mapped[int] = mapped_column(BigInteger, sort_order=AFTER)
 
 
-class QueueHourRow(Hourly, QuotaSeconds, QueueMoney, Base):
+class QueueHourRow(Hourly, QuotaSeconds, QueueMoney, QueueBilled, Base):
     """A Kueue ClusterQueue's flavor and resource in an hour, and its money (docs/queues.md)."""
 
     __tablename__ = "queue_hours"
     __table_args__ = (
-        UniqueConstraint("hour", "cluster", "cohort", "cluster_queue", "flavor", "resource"),
+        UniqueConstraint(*QUEUE_HOUR_KEY),
         Index("ix_queue_hours_team_hour", "team", "hour"),
         Index("ix_queue_hours_hour", "hour"),
     )

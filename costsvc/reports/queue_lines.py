@@ -5,9 +5,13 @@ FOCUS"; docs/focus.md, "Borrowing charges and lending credits").
 Read from ``queue_hours`` (costsvc/queues/): one line per hour, ClusterQueue, flavor and
 resource that moved money — a borrower's **charge** (+) and a lender's **credit** (-); a row
 with neither (policy ``none``, or nothing borrowed) gives no line. A line is the ClusterQueue's
-team's, in the month of its hour, after the month's chargeback rows, in a fixed order
-(hour, cluster, cohort, ClusterQueue, flavor, resource). Charges and credits of an hour and
-cohort cancel to the micro-unit, so the reports' money still sums to the fleet's cost.
+team's, in the month it is billed in (``billing_month``: its hour's, or for a correction of an
+hour of a closed month the next open month), after the month's chargeback rows, in a fixed
+order (originals, then corrections; hour, cluster, cohort, ClusterQueue, flavor, resource). A
+correction is marked as the GPU corrections are: ``charge_class`` ``correction`` in the CSV,
+``ChargeClass`` ``Correction`` and a ``Correction:`` description in FOCUS 1.2 and 1.3
+(costsvc/reports/focus.py). Charges and credits of an hour and cohort cancel to the
+micro-unit, corrections included, so the reports' money still sums to the fleet's cost.
 
 Every text from Kueue's labels (cohort, ClusterQueue, flavor, resource, team) is untrusted:
 cells go through :func:`~costsvc.kit.csv_cells.safe_cell`, numeric cells stay numbers.
@@ -61,6 +65,7 @@ class QueueLine:
     kind: str  # CHARGE | CREDIT
     amount: int
     seconds: int
+    correction: bool = False
 
     @property
     def workload(self) -> str:
@@ -80,7 +85,7 @@ class QueueLine:
 
 def queue_lines(conn: Connection, month: str, team: str | None = None) -> Iterator[QueueLine]:
     """The month's borrowing charges and lending credits (``team``: its own only)."""
-    start, end = parse_month(month)
+    parse_month(month)  # a YYYY-MM, or ValueError
     t = QueueHourRow
     q = select(
         t.hour,
@@ -95,17 +100,20 @@ def queue_lines(conn: Connection, month: str, team: str | None = None) -> Iterat
         t.credit,
         t.borrowed_s,
         t.lent_s,
-    ).where(t.hour >= start, t.hour < end, or_(t.charge != 0, t.credit != 0))
+        t.correction,
+    ).where(t.billing_month == month, or_(t.charge != 0, t.credit != 0))
     if team is not None:
         q = q.where(t.team == team)
-    q = q.order_by(t.hour, t.cluster, t.cohort, t.cluster_queue, t.flavor, t.resource)
+    q = q.order_by(t.correction, t.hour, t.cluster, t.cohort, t.cluster_queue, t.flavor, t.resource)
     for r in conn.execute(q):
         key = (as_utc(r.hour), month, r.cluster, r.cohort, r.cluster_queue, r.flavor)
         key2 = (r.resource, r.team, r.currency)
         if r.charge:
-            yield QueueLine(*key, *key2, CHARGE, int(r.charge), int(r.borrowed_s))
+            seconds = int(r.borrowed_s)
+            yield QueueLine(*key, *key2, CHARGE, int(r.charge), seconds, bool(r.correction))
         if r.credit:
-            yield QueueLine(*key, *key2, CREDIT, -int(r.credit), int(r.lent_s))
+            seconds = int(r.lent_s)
+            yield QueueLine(*key, *key2, CREDIT, -int(r.credit), seconds, bool(r.correction))
 
 
 def csv_row(line: QueueLine, columns: Sequence[str]) -> list[str]:
@@ -118,7 +126,7 @@ def csv_row(line: QueueLine, columns: Sequence[str]) -> list[str]:
         "billing_month": line.billing_month,
         "charge_period_start": iso_z(line.hour),
         "charge_period_end": iso_z(line.hour + timedelta(hours=1)),
-        "charge_class": "regular",
+        "charge_class": "correction" if line.correction else "regular",
         "cluster": safe_cell(line.cluster),
         "team": safe_cell(line.team),
         "mig_profile": safe_cell(line.mig_profile),
@@ -156,7 +164,7 @@ def focus_cells(
     ``Adjustment``; Billed/Effective/List/Contracted cost the amount (+ charge, - credit); no
     unit prices and no consumed quantity (FOCUS 1.2: ConsumedQuantity is null unless the
     category is Usage); PricingQuantity the resource-hours borrowed or lent; no SKU (FOCUS 1.2:
-    SkuPriceDetails is null where SkuPriceId is)."""
+    SkuPriceDetails is null where SkuPriceId is). A correction: ChargeClass ``Correction``."""
     amount = money(line.amount)
     month_start, month_end = parse_month(line.billing_month)
     unit = HOURS if line.mig_profile else GPU_HOURS
@@ -168,7 +176,8 @@ def focus_cells(
         "BillingPeriodEnd": iso_z(month_end),
         "BillingPeriodStart": iso_z(month_start),
         "ChargeCategory": "Adjustment",
-        "ChargeDescription": _description(line),
+        "ChargeClass": "Correction" if line.correction else "",
+        "ChargeDescription": ("Correction: " if line.correction else "") + _description(line),
         "ChargeFrequency": "Usage-Based",
         "ChargePeriodEnd": iso_z(line.hour + timedelta(hours=1)),
         "ChargePeriodStart": iso_z(line.hour),

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
-from sqlalchemy import create_engine, insert, inspect
+from sqlalchemy import MetaData, Table, create_engine, insert, inspect, select
 
 from costsvc.db.hour_facts import flush_pod_days
 from costsvc.db.migrate import downgrade, upgrade
@@ -139,3 +139,44 @@ def test_a_downgrade_past_0017_waits_for_the_pending_days(db_url: str) -> None:
         engine.dispose()
     downgrade(db_url, "0016")
     assert tables(db_url) == TABLES - {"cost_pod_days_pending", "queue_hours", "local_queue_links"}
+
+
+def test_0022_bills_queue_rows_in_their_hours_month(db_url: str) -> None:
+    """Rows of queue_hours written before 0022 are billed in their hour's month, as originals;
+    a downgrade below it drops the corrections and keeps the originals."""
+    upgrade(db_url, "0021")
+    engine = create_engine(db_url)
+    key = {"cohort": "research", "cluster_queue": "cq-b", "flavor": "h100"}
+    facts = dict.fromkeys(("nominal_s", "used_s", "within_s", "borrowed_s", "lent_s"), 0)
+    row = {
+        **key,
+        **facts,
+        "hour": datetime(2026, 10, 31, 23, tzinfo=UTC),  # October's last hour
+        "cluster": "c1",
+        "resource": "nvidia.com/gpu",
+        "team": "beta",
+        "idle_s": 14_400,
+        "policy": "none",
+        "currency": "USD",
+        "charge": 0,
+        "credit": 0,
+        "price": None,
+        "premium_ppm": 1_000_000,
+    }
+    table = Table("queue_hours", MetaData(), autoload_with=engine)
+    try:
+        with engine.begin() as conn:
+            conn.execute(insert(table).values(row))
+        upgrade(db_url)
+        table = Table("queue_hours", MetaData(), autoload_with=engine)
+        with engine.begin() as conn:
+            found = conn.execute(select(table.c.billing_month, table.c.correction)).all()
+            assert [tuple(r) for r in found] == [("2026-10", False)]
+            fix = {**row, "billing_month": "2026-11", "correction": True, "charge": 9_000_000}
+            conn.execute(insert(table).values(fix))
+        downgrade(db_url, "0021")
+        table = Table("queue_hours", MetaData(), autoload_with=engine)
+        with engine.connect() as conn:
+            assert conn.execute(select(table.c.charge)).scalars().all() == [0]
+    finally:
+        engine.dispose()

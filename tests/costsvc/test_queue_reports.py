@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +17,7 @@ from sqlalchemy import create_engine
 from costsvc.ingest.reprice import reprice, stale_hours
 from costsvc.kit.csv_cells import CsvLines
 from costsvc.months.close import close_month
+from costsvc.queues.queries import queue_totals
 from costsvc.reports.focus import COLUMNS, focus_lines
 from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import chargeback_csv, csv_columns, focus_csv, sha256_of
@@ -251,23 +252,55 @@ def test_focus_validator_passes_with_queue_lines(tmp_path: Path) -> None:
     assert proc.returncode == 0, report
 
 
-def test_a_closed_month_keeps_its_queue_lines(queue_prom: Prometheus, db: str) -> None:
-    """credit_lenders back-dated over a month closed under none: the closed month's lines, and
-    so its files, stay as billed (no line), and its hours are not stale."""
+def test_a_closed_month_gets_queue_corrections(queue_prom: Prometheus, db: str) -> None:
+    """credit_lenders back-dated over a month closed under none: the closed month's files keep
+    their SHA-256; the difference (new - billed: the charges and credits of LINES, billed 0)
+    lands in December as correction lines; /v1/queues counts each hour once."""
     ingest_with(queue_prom.url, db, NONE, HOURS)
     later = model(CREDIT_LENDERS)  # credit_lenders from 10:00, given after the close
     engine = create_engine(db)
     try:
         closed = close_month(engine, MONTH, "finance", datetime(2026, 12, 2, tzinfo=UTC), True)
-        assert stale_hours(engine, later) == []
-        assert reprice(engine, later, "c1", HOURS).done == HOURS  # even repriced by hand
+        assert stale_hours(engine, later) == HOURS  # every hour was billed under none
+        assert reprice(engine, later, "c1", HOURS).done == HOURS
+        assert stale_hours(engine, later) == []  # the corrections carry the terms now in force
+        assert reprice(engine, later, "c1", HOURS).done == HOURS  # again: nothing more to bill
         text = "".join(chargeback_csv(engine, MONTH))
         focus = "".join(focus_csv(engine, MONTH))
+        dec = _rows("".join(chargeback_csv(engine, "2026-12")))
+        f12 = _rows("".join(focus_csv(engine, "2026-12")))
+        f13 = _check_focus13("".join(focus13_csv(engine, "2026-12")))
+        with engine.connect() as conn:
+            totals = queue_totals(conn, HOURS[0], HOURS[-1] + timedelta(hours=1), ["cohort"], {})
+        assert reprice(engine, NONE, "c1", HOURS).done == HOURS  # back to none: all taken back
+        undone = _rows("".join(chargeback_csv(engine, "2026-12")))
     finally:
         engine.dispose()
     assert _queue_lines(_rows(text)) == []
     assert sha256_of(iter([text])) == closed.csv_sha256
     assert sha256_of(iter([focus])) == closed.focus_sha256
+    # December: no GPU row (the GPUs' cost did not change), the corrections of LINES
+    assert _queue_lines(dec) == LINES and len(dec) == len(LINES)
+    assert {(r["billing_month"], r["charge_class"]) for r in dec} == {("2026-12", "correction")}
+    assert sum(Decimal(r["total_cost"]) for r in dec) == 0  # charges and credits cancel
+    for focus_rows in (f12, f13):
+        assert [(r["ChargePeriodStart"], r["x_Team"], r["BilledCost"]) for r in focus_rows] == [
+            (start, team, cost) for start, team, _, cost in LINES
+        ]
+        assert {r["ChargeClass"] for r in focus_rows} == {"Correction"}
+        assert focus_rows[2]["ChargeDescription"] == (
+            "Correction: Kueue Borrowing charge: ClusterQueue cq-b, flavor h100, nvidia.com/gpu "
+            "borrowed from cohort research"
+        )
+        assert {r["BillingPeriodStart"] for r in focus_rows} == {"2026-12-01T00:00:00Z"}
+    # /v1/queues: 10:00 and 11:00 research borrow 3 GPU-hours each (not 12 with the
+    # corrections counted twice), charged 9.000000 + 9.000000; mig 3 x 1.285714 = 3.857142
+    by_cohort = {t["group"]["cohort"]: t for t in totals}
+    assert by_cohort["research"]["borrowed_hours"] == "6.000000"
+    assert by_cohort["research"]["borrowing_charge"] == "18.000000"
+    assert by_cohort["mig"]["borrowing_charge"] == "3.857142"
+    assert by_cohort["mig"]["borrowing_net"] == "0.000000"
+    assert undone == []  # the corrections are back to 0: no line
 
 
 def hostile_history() -> str:
