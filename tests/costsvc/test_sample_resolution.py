@@ -84,12 +84,15 @@ def test_used_cost_at_sample_resolution(prometheus14: Prometheus, db_url: str) -
     assert idle_rows["node-5"]["unavailable_gpu_hours"] == "0.333333"
     assert idle_rows["node-1"]["unavailable_cost"] == "0.000000"
     assert idle_rows["node-1"]["gpu_hours"] == "0.500000"
-    # and /metrics: the fleet's month-to-date cost of lost GPU time (public-safe: no teams)
+    # and /metrics: the fleet's month-to-date cost of lost GPU time per cluster (public-safe:
+    # no teams)
     engine = create_engine(db_url)
     families = {m.name: m for m in collect(engine, SAMPLE_HOUR + timedelta(days=1))}
     engine.dispose()
     lost_cost = families["costsvc_unavailable_cost_month_to_date"].samples
-    assert [(x.labels, x.value) for x in lost_cost] == [({"currency": "USD"}, 0.833333)]
+    assert [(x.labels, x.value) for x in lost_cost] == [
+        ({"cluster": "c1", "currency": "USD"}, 0.833333)
+    ]
 
 
 def test_mig_memory_basis_unit_prices(prometheus14: Prometheus, db_url: str) -> None:
