@@ -40,14 +40,19 @@ flavor ``h100`` (cq-b's and cq-c's one GPU flavor) every hour; p2's have no queu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from sqlalchemy import create_engine
 
 from costsvc.db.migrate import upgrade
 from costsvc.queues.links import LocalQueueHistory
 from costsvc.rules.cost_model import CostModel, parse
+from tests.costsvc.conftest import prometheus_over
 from tests.costsvc.inference_history import _History
+from tests.costsvc.scraped import as_scraped
+from tests.prom import Prometheus
 
 START = datetime(2026, 11, 18, 10, tzinfo=UTC)
 HOURS = [START + timedelta(hours=i) for i in range(3)]
@@ -164,3 +169,17 @@ def history() -> str:
         h.add("gpu_allocation_memory_share", holder, 1, before, end)
         h.add("kube_pod_labels", {"namespace": "train", "pod": pod, **labels}, 1, before, end)
     return h.text()
+
+
+@pytest.fixture(scope="module")
+def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
+    """A real Prometheus over :func:`history` (the queue tests' fleet)."""
+    work = tmp_path_factory.mktemp("queues")
+    (work / "history.om").write_text(as_scraped(history()))
+    yield from prometheus_over(work, T)
+
+
+@pytest.fixture
+def db(db_url: str) -> str:
+    """A fresh database of each kind (conftest's ``db_url``), as the queue tests name it."""
+    return db_url

@@ -22,13 +22,14 @@ from costsvc.reports.focus import COLUMNS, focus_lines
 from costsvc.reports.focus13_reads import focus13_csv
 from costsvc.reports.monthly import chargeback_csv, csv_columns, focus_csv, sha256_of
 from costsvc.reports.queue_lines import CHARGE, CREDIT, QueueLine, csv_row, focus_row
+from tests.costsvc import queue_history
 from tests.costsvc.apiserver import Api, Clock, serve
 from tests.costsvc.conftest import fresh_database, prometheus_over
 from tests.costsvc.focus13_checks import violations
 from tests.costsvc.history import ingest_with
 from tests.costsvc.inference_history import _History
 from tests.costsvc.queue_history import CREDIT as CREDIT_LENDERS
-from tests.costsvc.queue_history import H100, HOURS, MODEL, NONE, T, history, model
+from tests.costsvc.queue_history import H100, HOURS, MODEL, NONE, T, model
 from tests.costsvc.scraped import as_scraped
 from tests.costsvc.test_focus import OR_BRANCHES, ROWS, VALIDATOR_TIMEOUT, _junit, _run_validator
 from tests.prom import Prometheus
@@ -57,17 +58,7 @@ LINES = [
 LINES.sort(key=lambda x: (x[0], "research" in x[2], x[2].split("/")[2]))
 
 
-@pytest.fixture(scope="module")
-def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    work = tmp_path_factory.mktemp("queue_reports")
-    (work / "history.om").write_text(as_scraped(history()))
-    yield from prometheus_over(work, T)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with fresh_database(request.param, request, tmp_path) as url:
-        yield url
+queue_prom, db = queue_history.queue_prom, queue_history.db  # the fleet, each database
 
 
 def _rows(text: str) -> list[dict[str, str]]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,12 +19,12 @@ from costsvc.ingest.reprice import reprice, stale_hours
 from costsvc.queues.kube_watch import LocalQueueWatcher
 from costsvc.queues.links import LocalQueueHistory
 from kube.client import core_api, custom_api
+from tests.costsvc import queue_history
 from tests.costsvc.apiserver import Api, Clock, serve
-from tests.costsvc.conftest import fresh_database, prometheus_over
+from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import ingest_with
 from tests.costsvc.history_checks import as_utc
-from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, T, history, keep_links, model
-from tests.costsvc.scraped import as_scraped
+from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, keep_links, model
 from tests.kubeapi import KubeApi, wait_until
 from tests.prom import Prometheus
 
@@ -39,17 +38,7 @@ def tags(cluster_queue: str, owner_from: str) -> tuple[str, ...]:
     return ("lq-b", cluster_queue, "research", "h100", owner_from)
 
 
-@pytest.fixture(scope="module")
-def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    work = tmp_path_factory.mktemp("queue_tags")
-    (work / "history.om").write_text(as_scraped(history()))
-    yield from prometheus_over(work, T)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with fresh_database(request.param, request, tmp_path) as url:
-        yield url
+queue_prom, db = queue_history.queue_prom, queue_history.db  # the fleet, each database
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])

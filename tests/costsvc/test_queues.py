@@ -9,7 +9,6 @@ import io
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,12 +16,12 @@ from sqlalchemy import create_engine, func, select
 
 from costsvc.db.models import Chargeback, GpuPresence, QueueHourRow
 from costsvc.ingest.reprice import reprice, stale_hours
+from tests.costsvc import queue_history
 from tests.costsvc.apiserver import Api, Clock, serve
-from tests.costsvc.conftest import fresh_database, prometheus_over
+from tests.costsvc.conftest import fresh_database
 from tests.costsvc.history import ingest_with
 from tests.costsvc.history_checks import as_utc
-from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, NONE, T, history, model
-from tests.costsvc.scraped import as_scraped
+from tests.costsvc.queue_history import CREDIT, HOURS, MODEL, NONE, model
 from tests.costsvc.test_pages_access import signed_in
 from tests.prom import Prometheus
 
@@ -61,17 +60,7 @@ EVERY_HOUR = {
 EXPECTED = {(h, q): v for h in HOURS for q, v in {**ROWS[h], **EVERY_HOUR}.items()}
 
 
-@pytest.fixture(scope="module")
-def queue_prom(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Prometheus]:
-    work = tmp_path_factory.mktemp("queues")
-    (work / "history.om").write_text(as_scraped(history()))
-    yield from prometheus_over(work, T)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    with fresh_database(request.param, request, tmp_path) as url:
-        yield url
+queue_prom, db = queue_history.queue_prom, queue_history.db  # the fleet, each database
 
 
 def queue_rows(url: str) -> dict[tuple[datetime, str], tuple[Any, ...]]:
