@@ -60,8 +60,10 @@ def money_sql(column: Any) -> Any:
     return cast(cast(column, Numeric(38, 0)) / MICRO, Numeric(38, 6)).cast(String)
 
 
-def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
+def split(total: int, weights: Sequence[Decimal | int], signed: bool = False) -> list[int]:
     """``total`` split in proportion to ``weights``; the parts sum to ``total`` exactly.
+    ``signed``: a weight may be below 0 where the weights sum above 0 (a correction moving
+    money between lines; its part is then the floor of its exact share, plus its unit).
 
     Largest remainder: each part gets the floor of its exact share, and the units left over
     go to the largest fractional remainders (ties to the earlier weight). All-zero weights
@@ -78,9 +80,9 @@ def split(total: int, weights: Sequence[Decimal | int]) -> list[int]:
             raise ValueError("weights must not be negative")
         return [total]
     ws = _integers(weights)
-    if min(ws) < 0:
-        raise ValueError("weights must not be negative")
     wsum = sum(ws)
+    if min(ws) < 0 and not (signed and wsum > 0):
+        raise ValueError("weights must not be negative")
     if wsum == 0:
         ws, wsum = [1] * len(ws), len(ws)
     # floor of each exact share toward zero (a negative total: a credit), and what is left of it

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from decimal import Decimal
 
-from costsvc.kit.money import MICRO
+from costsvc.kit.money import MICRO, split
 from costsvc.reports.focus import ChargeRow
 from costsvc.rules.chargeback import IDLE
 from costsvc.rules.cost_model import Policies
@@ -209,12 +209,4 @@ def ratios(weights: list[int], fallback: list[int]) -> list[int]:
         total = sum(ws)
         if total:
             break
-    if total < 0:
-        ws, total = [-w for w in ws], -total
-    exact = [MICRO * w for w in ws]
-    parts_ = [e // total for e in exact]
-    left = MICRO - sum(parts_)
-    rest = [e - p * total for e, p in zip(exact, parts_, strict=True)]
-    for i in sorted(range(len(ws)), key=rest.__getitem__, reverse=True)[:left]:
-        parts_[i] += 1
-    return parts_
+    return split(MICRO, [-w for w in ws] if total < 0 else ws, signed=True)
